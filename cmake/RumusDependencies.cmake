@@ -1,0 +1,25 @@
+# Finds what rumus builds against; every one is a Debian package.
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)
+
+find_package(fmt REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(Threads REQUIRED)
+find_package(OpenBLAS CONFIG QUIET)
+if(NOT OpenBLAS_LIBRARIES)
+  message(FATAL_ERROR "rumus needs OpenBLAS: apt-get install libopenblas-dev")
+endif()
+
+if(RUMUS_VULKAN)
+  find_package(Vulkan QUIET)
+  find_program(GLSLC_EXECUTABLE glslc)
+  if(NOT Vulkan_FOUND)
+    message(FATAL_ERROR "RUMUS_VULKAN needs the Vulkan headers and loader: apt-get install libvulkan-dev "
+                        "(or configure with -DRUMUS_VULKAN=OFF)")
+  endif()
+  if(NOT GLSLC_EXECUTABLE)
+    message(FATAL_ERROR "RUMUS_VULKAN needs glslc to compile shaders: apt-get install glslc "
+                        "(or configure with -DRUMUS_VULKAN=OFF)")
+  endif()
+endif()

@@ -1,0 +1,34 @@
+#pragma once
+#include <unordered_map>
+
+#include "rumus/core/tensor.hpp"
+
+namespace rumus {
+
+// Gradients of the leaves of one backward pass, looked up by tensor.
+class GradientStore {
+ public:
+  // Undefined tensor when `t` received no gradient.
+  Tensor get(const Tensor& t) const;
+  // Throws AutogradError when `t` received no gradient.
+  Tensor at(const Tensor& t) const;
+  bool contains(const Tensor& t) const { return grads_.count(t.grad_id()) != 0; }
+  std::size_t size() const { return grads_.size(); }
+  void insert(GradId id, Tensor grad) { grads_[id] = std::move(grad); }
+  Tensor* find(GradId id);
+  std::unordered_map<GradId, Tensor>& map() { return grads_; }
+
+ private:
+  std::unordered_map<GradId, Tensor> grads_;
+};
+
+struct BackwardOptions {
+  bool retain_graph = false;  // keep the entries on the tape for another pass
+};
+
+// Runs Kahn's algorithm over the part of this thread's tape reachable from
+// `root`. `root` must hold one element; otherwise pass a seed gradient.
+GradientStore backward(const Tensor& root, BackwardOptions options = {});
+GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions options = {});
+
+}  // namespace rumus

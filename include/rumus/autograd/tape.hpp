@@ -1,0 +1,60 @@
+#pragma once
+// The per-thread tape: one entry per recorded op, replayed backwards by the engine.
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#include "rumus/autograd/grad_mode.hpp"
+#include "rumus/core/tensor.hpp"
+
+namespace rumus::autograd {
+
+// A tensor kept for backward together with its storage version at save time.
+// Reading it after an in-place write throws (the engine names the op).
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t) : tensor_(t), version_(t.defined() ? t.storage().version() : 0) {}
+  const Tensor& get() const;
+  bool defined() const { return tensor_.defined(); }
+
+ private:
+  Tensor tensor_;
+  std::uint64_t version_ = 0;
+};
+
+// Thrown by SavedTensor::get; the engine adds the op's name.
+class VersionError : public AutogradError {
+ public:
+  VersionError(std::uint64_t saved, std::uint64_t now);
+  std::uint64_t saved, now;
+};
+
+// Gradient of the output -> one gradient per input (undefined = none).
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+
+struct Node {
+  const char* name;
+  std::vector<GradId> inputs;
+  std::vector<bool> input_needs_grad;
+  std::vector<Shape> input_shapes;
+  GradId output;
+  std::weak_ptr<TensorImpl> output_alive;  // lets the tape drop graphs nobody can reach
+  BackwardFn backward;
+};
+
+// True when grad mode is on and any input requires grad.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+// Records `output = name(inputs)` and marks output as requiring grad.
+void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn backward);
+
+// Entries on this thread's tape (for tests and diagnostics).
+std::size_t tape_size();
+void clear_tape();
+
+// Internal: the engine's access to the tape.
+std::vector<Node>& this_thread_tape();
+
+}  // namespace rumus::autograd

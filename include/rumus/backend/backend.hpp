@@ -1,0 +1,97 @@
+#pragma once
+// The kernel interface every device implements. Kernels know buffers, sizes
+// and strides only: shape rules, broadcasting and errors live in ops/.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "rumus/core/device.hpp"
+#include "rumus/core/dtype.hpp"
+#include "rumus/core/layout.hpp"
+#include "rumus/core/storage.hpp"
+
+namespace rumus {
+
+// A non-owning view of a tensor's buffer for kernels.
+struct TensorArg {
+  Storage* storage;
+  DType dtype;
+  const Layout* layout;
+};
+
+enum class UnaryOp : std::uint8_t {
+  neg, exp, log, sqrt, abs, relu, sigmoid, tanh, gelu, gelu_tanh, silu,
+  leaky_relu,  // p0 = negative slope
+  pow_scalar,  // p0 = exponent
+  clamp,       // p0 = min, p1 = max (NaN = unbounded)
+  sign, square, reciprocal, rsqrt,
+  add_scalar,  // p0
+  mul_scalar,  // p0
+};
+
+enum class BinaryOp : std::uint8_t {
+  add, sub, mul, div, pow, maximum, minimum,
+  eq, ne, lt, le, gt, ge,  // result 1 or 0 in the output dtype
+  // Gradients: a = upstream gradient, b = saved input (x) or output (y).
+  relu_backward,        // b = x
+  sigmoid_backward,     // b = y
+  tanh_backward,        // b = y
+  gelu_backward,        // b = x
+  gelu_tanh_backward,   // b = x
+  silu_backward,        // b = x
+  leaky_relu_backward,  // b = x, p0 = slope
+  clamp_backward,       // b = x, p0 = min, p1 = max: gradient where min <= x <= max
+  abs_backward,         // b = x: a * sign(x)
+};
+
+enum class ReduceOp : std::uint8_t { sum, mean, max, min, argmax, argmin };
+
+enum class RandomKind : std::uint8_t {
+  uniform,    // [a, b)
+  normal,     // mean a, std b
+  bernoulli,  // 1 with probability a
+  randint,    // integers in [a, b)
+};
+
+struct GemmArgs {
+  TensorArg a, b, c;            // offsets come from the layouts
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // batch strides; 0 = shared
+  double alpha = 1.0, beta = 0.0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // Memory.
+  virtual void* allocate(std::size_t nbytes) = 0;
+  virtual void deallocate(void* data, std::size_t nbytes) = 0;
+  virtual void write(Storage& dst, std::size_t byte_offset, const void* src, std::size_t nbytes) = 0;
+  virtual void read(const Storage& src, std::size_t byte_offset, void* dst, std::size_t nbytes) = 0;
+  virtual void synchronize() {}
+
+  // Elementwise. Every operand has out's shape (broadcast inputs arrive expanded).
+  virtual void fill(TensorArg out, double value) = 0;
+  virtual void copy(TensorArg out, TensorArg in) = 0;  // converts dtype
+  virtual void unary(UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) = 0;
+  virtual void binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) = 0;
+  virtual void where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) = 0;
+  // out keeps in's rank with 1 in every reduced dim; arg* write i64.
+  virtual void reduce(ReduceOp op, TensorArg out, TensorArg in) = 0;
+  virtual void gemm(const GemmArgs& args) = 0;
+  virtual void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
+                      double b) = 0;
+};
+
+// The backend owning `device`; created on first use, alive for the process.
+Backend& backend(Device device);
+
+// Registration hook for optional backends (Vulkan).
+using BackendFactory = std::unique_ptr<Backend> (*)(int index);
+void register_backend(Device::Kind kind, BackendFactory factory);
+
+}  // namespace rumus

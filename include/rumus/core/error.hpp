@@ -1,0 +1,19 @@
+#pragma once
+// Every user-facing failure derives from rumus::Error; messages name the op,
+// what was expected and what was given.
+#include <stdexcept>
+#include <string>
+
+namespace rumus {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class ShapeError : public Error { public: using Error::Error; };
+class DTypeError : public Error { public: using Error::Error; };
+class DeviceError : public Error { public: using Error::Error; };
+class AutogradError : public Error { public: using Error::Error; };
+class IoError : public Error { public: using Error::Error; };
+
+}  // namespace rumus

@@ -1,0 +1,37 @@
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "rumus/core/device.hpp"
+
+namespace rumus {
+
+class Backend;
+
+// Bytes on one device plus the version counter shared by every view of them.
+class Storage {
+ public:
+  Storage(Device device, std::size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  Device device() const { return device_; }
+  std::size_t nbytes() const { return nbytes_; }
+  // Host pointer on the CPU; an opaque backend handle on other devices.
+  void* data() const { return data_; }
+  Backend& backend() const { return *backend_; }
+
+  std::uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  Device device_;
+  std::size_t nbytes_;
+  Backend* backend_;
+  void* data_;
+  std::atomic<std::uint64_t> version_{0};
+};
+
+}  // namespace rumus

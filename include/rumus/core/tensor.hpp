@@ -1,0 +1,113 @@
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rumus/core/device.hpp"
+#include "rumus/core/dtype.hpp"
+#include "rumus/core/error.hpp"
+#include "rumus/core/layout.hpp"
+#include "rumus/core/storage.hpp"
+
+namespace rumus {
+
+// Identifies a tensor on the autograd tape; unique across all threads.
+using GradId = std::uint64_t;
+GradId next_grad_id();
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Layout layout;
+  DType dtype = DType::f32;
+  GradId id = next_grad_id();
+  bool requires_grad = false;
+};
+
+struct TensorOptions {
+  DType dtype = DType::f32;
+  Device device = Device::cpu();
+  bool requires_grad = false;
+};
+
+// A cheap value handle: copies share the same tensor (as in libtorch).
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  // A new tensor viewing `storage` through `layout`.
+  Tensor(std::shared_ptr<Storage> storage, Layout layout, DType dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().layout.shape; }
+  const Shape& strides() const { return impl().layout.strides; }
+  std::int64_t offset() const { return impl().layout.offset; }
+  const Layout& layout() const { return impl().layout; }
+  std::int64_t dim() const { return impl().layout.dim(); }
+  std::int64_t numel() const { return impl().layout.numel(); }
+  std::int64_t size(std::int64_t dim) const;
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  Storage& storage() const { return *impl().storage; }
+  const std::shared_ptr<Storage>& storage_ptr() const { return impl().storage; }
+  bool is_contiguous() const { return impl().layout.is_contiguous(); }
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // Autograd.
+  GradId grad_id() const { return impl().id; }
+  bool requires_grad() const { return impl().requires_grad; }
+  Tensor& requires_grad_(bool on = true);
+  Tensor detach() const;  // same storage, off the tape
+
+  // Element access (copies to the host when needed).
+  double item() const;
+  template <class T> T item() const { return static_cast<T>(item()); }
+  template <class T> std::vector<T> to_vector() const;
+
+  // Views: share storage, never copy (reshape copies only when it must).
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor transpose(std::int64_t d0, std::int64_t d1) const;
+  Tensor t() const;  // 2-D transpose
+  Tensor permute(const std::vector<std::int64_t>& dims) const;
+  Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
+  Tensor select(std::int64_t dim, std::int64_t index) const;
+  Tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor broadcast_to(const Shape& shape) const { return expand(shape); }
+  Tensor squeeze() const;
+  Tensor squeeze(std::int64_t dim) const;
+  Tensor unsqueeze(std::int64_t dim) const;
+  Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
+
+  // Copies.
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor cpu() const { return to(Device::cpu()); }
+
+  // In place: every one bumps the storage's version counter.
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& add_(double value);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double value);
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  Tensor& copy_(const Tensor& src);
+
+  // Calls through to the free functions of ops/.
+  Tensor sum() const;
+  Tensor mean() const;
+  Tensor argmax(std::int64_t dim, bool keepdim = false) const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+std::string to_string(const Tensor& t);
+
+}  // namespace rumus

@@ -1,0 +1,11 @@
+#pragma once
+#include "rumus/core/tensor.hpp"
+
+namespace rumus {
+
+// torch.matmul semantics: 1-D (dot / vector-matrix), 2-D, batched with broadcasting.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// [B, M, K] x [B, K, N] -> [B, M, N]; no broadcasting.
+Tensor bmm(const Tensor& a, const Tensor& b);
+
+}  // namespace rumus

@@ -1,0 +1,136 @@
+#include "rumus/autograd/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+#include "rumus/autograd/tape.hpp"
+#include "rumus/ops/creation.hpp"
+#include "rumus/ops/elementwise.hpp"
+
+namespace rumus {
+
+using autograd::Node;
+
+Tensor GradientStore::get(const Tensor& t) const {
+  auto it = grads_.find(t.grad_id());
+  return it == grads_.end() ? Tensor() : it->second;
+}
+
+Tensor GradientStore::at(const Tensor& t) const {
+  auto it = grads_.find(t.grad_id());
+  if (it == grads_.end())
+    throw AutogradError(fmt::format("GradientStore::at: no gradient for the tensor of shape {} (it does not "
+                                    "require grad or does not reach the root)",
+                                    shape_str(t.shape())));
+  return it->second;
+}
+
+Tensor* GradientStore::find(GradId id) {
+  auto it = grads_.find(id);
+  return it == grads_.end() ? nullptr : &it->second;
+}
+
+GradientStore backward(const Tensor& root, BackwardOptions options) {
+  if (root.numel() != 1)
+    throw AutogradError(fmt::format("backward: expected a scalar (1-element) root when no seed is given, got "
+                                    "shape {}; pass a seed gradient",
+                                    shape_str(root.shape())));
+  return backward(root, ones_like(root), options);
+}
+
+GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions options) {
+  if (seed.shape() != root.shape())
+    throw ShapeError(fmt::format("backward: seed shape {} differs from root shape {}", shape_str(seed.shape()),
+                                 shape_str(root.shape())));
+  if (!root.requires_grad())
+    throw AutogradError("backward: the root does not require grad (no input of it requires grad, or it was "
+                        "computed under NoGradGuard)");
+  NoGradGuard no_grad;  // gradients themselves are not recorded
+  auto& tape = autograd::this_thread_tape();
+  std::unordered_map<GradId, std::size_t> producer;
+  producer.reserve(tape.size());
+  for (std::size_t i = 0; i < tape.size(); ++i) producer[tape[i].output] = i;
+
+  // The subgraph reachable from the root, and how many consumers each tensor has in it.
+  std::vector<char> reachable(tape.size(), 0);
+  std::unordered_map<GradId, int> pending;
+  std::vector<std::size_t> stack;
+  if (auto it = producer.find(root.grad_id()); it != producer.end()) {
+    reachable[it->second] = 1;
+    stack.push_back(it->second);
+  }
+  while (!stack.empty()) {
+    const Node& node = tape[stack.back()];
+    stack.pop_back();
+    if (!node.backward)
+      throw AutogradError(fmt::format("backward: the graph through {} was already freed by an earlier backward; "
+                                      "pass retain_graph to run backward twice",
+                                      node.name));
+    for (std::size_t j = 0; j < node.inputs.size(); ++j) {
+      if (!node.input_needs_grad[j]) continue;
+      auto it = producer.find(node.inputs[j]);
+      if (it == producer.end()) continue;
+      ++pending[node.inputs[j]];
+      if (!reachable[it->second]) {
+        reachable[it->second] = 1;
+        stack.push_back(it->second);
+      }
+    }
+  }
+
+  // Kahn's algorithm: an entry runs once every consumer of its output is done.
+  std::unordered_map<GradId, Tensor> grads;
+  grads[root.grad_id()] = seed.to(root.dtype());
+  std::vector<std::size_t> ready;
+  if (auto it = producer.find(root.grad_id()); it != producer.end()) ready.push_back(it->second);
+  while (!ready.empty()) {
+    Node& node = tape[ready.back()];
+    ready.pop_back();
+    auto git = grads.find(node.output);
+    Tensor grad_out = git != grads.end() ? std::move(git->second) : Tensor();
+    if (git != grads.end()) grads.erase(git);  // freed as soon as its consumers are done
+
+    std::vector<Tensor> input_grads;
+    if (grad_out.defined()) {
+      try {
+        input_grads = node.backward(grad_out);
+      } catch (const autograd::VersionError& e) {
+        throw AutogradError(fmt::format("backward of {}: {}", node.name, e.what()));
+      }
+      if (input_grads.size() != node.inputs.size())
+        throw AutogradError(fmt::format("backward of {}: returned {} gradients for {} inputs", node.name,
+                                        input_grads.size(), node.inputs.size()));
+    }
+    if (!options.retain_graph) node.backward = nullptr;  // releases saved tensors now
+
+    for (std::size_t j = 0; j < node.inputs.size(); ++j) {
+      if (!node.input_needs_grad[j]) continue;
+      GradId id = node.inputs[j];
+      if (!input_grads.empty() && input_grads[j].defined()) {
+        Tensor& g = input_grads[j];
+        if (g.shape() != node.input_shapes[j])
+          throw AutogradError(fmt::format("backward of {}: gradient shape {} differs from input {} shape {}",
+                                          node.name, shape_str(g.shape()), j, shape_str(node.input_shapes[j])));
+        auto [slot, fresh] = grads.try_emplace(id, g);
+        if (!fresh) slot->second = add(slot->second, g);
+      }
+      auto pit = producer.find(id);
+      if (pit != producer.end() && --pending[id] == 0) ready.push_back(pit->second);
+    }
+  }
+
+  GradientStore store;
+  for (auto& [id, g] : grads)
+    if (!producer.count(id)) store.insert(id, std::move(g));
+
+  if (!options.retain_graph) {
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < tape.size(); ++i)
+      if (!reachable[i]) tape[w++] = std::move(tape[i]);
+    tape.resize(w);
+  }
+  return store;
+}
+
+}  // namespace rumus

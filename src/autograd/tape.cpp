@@ -1,0 +1,85 @@
+#include "rumus/autograd/tape.hpp"
+
+#include <fmt/format.h>
+
+#include <unordered_set>
+
+namespace rumus::autograd {
+
+VersionError::VersionError(std::uint64_t saved_, std::uint64_t now_)
+    : AutogradError(fmt::format(
+          "a tensor saved for backward was modified in place (saved at version {}, now version {})", saved_,
+          now_)),
+      saved(saved_),
+      now(now_) {}
+
+const Tensor& SavedTensor::get() const {
+  if (tensor_.defined() && tensor_.storage().version() != version_)
+    throw VersionError(version_, tensor_.storage().version());
+  return tensor_;
+}
+
+namespace {
+struct Tape {
+  std::vector<Node> nodes;
+  std::size_t prune_at = 4096;
+};
+thread_local Tape g_tape;
+
+// Drops entries no living tensor can reach: a forward pass whose result was
+// thrown away without backward must not grow memory.
+void prune(Tape& tape) {
+  auto& nodes = tape.nodes;
+  std::unordered_set<GradId> needed;
+  std::vector<char> keep(nodes.size(), 0);
+  for (std::size_t i = nodes.size(); i-- > 0;) {
+    if (!nodes[i].output_alive.expired() || needed.count(nodes[i].output)) {
+      keep[i] = 1;
+      needed.insert(nodes[i].inputs.begin(), nodes[i].inputs.end());
+    }
+  }
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (keep[i]) nodes[w++] = std::move(nodes[i]);
+  nodes.resize(w);
+  tape.prune_at = std::max<std::size_t>(4096, 2 * w);
+}
+}  // namespace
+
+std::vector<Node>& this_thread_tape() { return g_tape.nodes; }
+std::size_t tape_size() { return g_tape.nodes.size(); }
+void clear_tape() { g_tape.nodes.clear(); }
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn backward) {
+  Node node;
+  node.name = name;
+  node.inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    bool defined = t.defined();
+    node.inputs.push_back(defined ? t.grad_id() : 0);
+    node.input_needs_grad.push_back(defined && t.requires_grad());
+    node.input_shapes.push_back(defined ? t.shape() : Shape{});
+  }
+  output.impl().requires_grad = true;
+  node.output = output.grad_id();
+  node.output_alive = output.impl_ptr();
+  node.backward = std::move(backward);
+  g_tape.nodes.push_back(std::move(node));
+  if (g_tape.nodes.size() >= g_tape.prune_at) prune(g_tape);
+}
+
+}  // namespace rumus::autograd

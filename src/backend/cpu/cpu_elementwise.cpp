@@ -1,0 +1,171 @@
+// CPU pointwise kernels: unary math, binary math/comparisons, activation gradients.
+#include <cmath>
+#include <limits>
+
+#include "cpu_backend.hpp"
+#include "cpu_loops.hpp"
+
+namespace rumus::cpu {
+
+namespace {
+
+template <class T, class F>
+void map1(TensorArg out, TensorArg in, F f) {
+  T* o = data_of<T>(out);
+  const T* x = data_of<T>(in);
+  for_each_run(make_iter<2>(out.layout->shape, {out.layout, in.layout}), [&](auto off, std::int64_t n, auto st) {
+    T* po = o + off[0];
+    const T* px = x + off[1];
+    if (st[0] == 1 && st[1] == 1) {
+      for (std::int64_t i = 0; i < n; ++i) po[i] = store<T>(f(load(px[i])));
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) po[i * st[0]] = store<T>(f(load(px[i * st[1]])));
+    }
+  });
+}
+
+template <class O, class T, class F>
+void map2(TensorArg out, TensorArg a, TensorArg b, F f) {
+  O* o = data_of<O>(out);
+  const T* pa = data_of<T>(a);
+  const T* pb = data_of<T>(b);
+  for_each_run(make_iter<3>(out.layout->shape, {out.layout, a.layout, b.layout}),
+               [&](auto off, std::int64_t n, auto st) {
+                 O* po = o + off[0];
+                 const T* xa = pa + off[1];
+                 const T* xb = pb + off[2];
+                 if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+                   for (std::int64_t i = 0; i < n; ++i) po[i] = store<O>(f(load(xa[i]), load(xb[i])));
+                 } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+                   auto vb = load(xb[0]);
+                   for (std::int64_t i = 0; i < n; ++i) po[i] = store<O>(f(load(xa[i]), vb));
+                 } else {
+                   for (std::int64_t i = 0; i < n; ++i)
+                     po[i * st[0]] = store<O>(f(load(xa[i * st[1]]), load(xb[i * st[2]])));
+                 }
+               });
+}
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+
+template <class A>
+A sigmoid_of(A x) {
+  if (x >= A(0)) return A(1) / (A(1) + std::exp(-x));
+  A e = std::exp(x);
+  return e / (A(1) + e);
+}
+
+}  // namespace
+
+void CpuBackend::unary(UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) {
+  RUMUS_DISPATCH_FLOAT(in.dtype, "unary", [&] {
+    using T = scalar_t;
+    using A = acc_t<T>;
+    const A s0 = A(p0), s1 = A(p1);
+    switch (op) {
+      case UnaryOp::neg: map1<T>(out, in, [](A x) { return -x; }); break;
+      case UnaryOp::exp: map1<T>(out, in, [](A x) { return std::exp(x); }); break;
+      case UnaryOp::log: map1<T>(out, in, [](A x) { return std::log(x); }); break;
+      case UnaryOp::sqrt: map1<T>(out, in, [](A x) { return std::sqrt(x); }); break;
+      case UnaryOp::abs: map1<T>(out, in, [](A x) { return std::abs(x); }); break;
+      case UnaryOp::relu: map1<T>(out, in, [](A x) { return x > A(0) ? x : A(0); }); break;
+      case UnaryOp::sigmoid: map1<T>(out, in, [](A x) { return sigmoid_of(x); }); break;
+      case UnaryOp::tanh: map1<T>(out, in, [](A x) { return std::tanh(x); }); break;
+      case UnaryOp::gelu:
+        map1<T>(out, in, [](A x) { return A(0.5) * x * (A(1) + std::erf(x * A(kSqrt1_2))); });
+        break;
+      case UnaryOp::gelu_tanh:
+        map1<T>(out, in, [](A x) {
+          return A(0.5) * x * (A(1) + std::tanh(A(kSqrt2OverPi) * (x + A(0.044715) * x * x * x)));
+        });
+        break;
+      case UnaryOp::silu: map1<T>(out, in, [](A x) { return x * sigmoid_of(x); }); break;
+      case UnaryOp::leaky_relu: map1<T>(out, in, [s0](A x) { return x > A(0) ? x : x * s0; }); break;
+      case UnaryOp::pow_scalar: map1<T>(out, in, [s0](A x) { return std::pow(x, s0); }); break;
+      case UnaryOp::clamp:
+        map1<T>(out, in, [s0, s1](A x) {
+          if (!std::isnan(s0) && x < s0) x = s0;
+          if (!std::isnan(s1) && x > s1) x = s1;
+          return x;
+        });
+        break;
+      case UnaryOp::sign: map1<T>(out, in, [](A x) { return A((x > A(0)) - (x < A(0))); }); break;
+      case UnaryOp::square: map1<T>(out, in, [](A x) { return x * x; }); break;
+      case UnaryOp::reciprocal: map1<T>(out, in, [](A x) { return A(1) / x; }); break;
+      case UnaryOp::rsqrt: map1<T>(out, in, [](A x) { return A(1) / std::sqrt(x); }); break;
+      case UnaryOp::add_scalar: map1<T>(out, in, [s0](A x) { return x + s0; }); break;
+      case UnaryOp::mul_scalar: map1<T>(out, in, [s0](A x) { return x * s0; }); break;
+    }
+  });
+}
+
+void CpuBackend::binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) {
+  RUMUS_DISPATCH_ALL(a.dtype, "binary", [&] {
+    using T = scalar_t;
+    using A = acc_t<T>;
+    auto cmp = [&](auto f) { map2<std::uint8_t, T>(out, a, b, [f](A x, A y) { return std::uint8_t(f(x, y)); }); };
+    switch (op) {
+      case BinaryOp::add: map2<T, T>(out, a, b, [](A x, A y) { return x + y; }); return;
+      case BinaryOp::sub: map2<T, T>(out, a, b, [](A x, A y) { return x - y; }); return;
+      case BinaryOp::mul: map2<T, T>(out, a, b, [](A x, A y) { return x * y; }); return;
+      case BinaryOp::div: map2<T, T>(out, a, b, [](A x, A y) { return x / y; }); return;
+      case BinaryOp::maximum: map2<T, T>(out, a, b, [](A x, A y) { return x > y || x != x ? x : y; }); return;
+      case BinaryOp::minimum: map2<T, T>(out, a, b, [](A x, A y) { return x < y || x != x ? x : y; }); return;
+      case BinaryOp::eq: cmp([](A x, A y) { return x == y; }); return;
+      case BinaryOp::ne: cmp([](A x, A y) { return x != y; }); return;
+      case BinaryOp::lt: cmp([](A x, A y) { return x < y; }); return;
+      case BinaryOp::le: cmp([](A x, A y) { return x <= y; }); return;
+      case BinaryOp::gt: cmp([](A x, A y) { return x > y; }); return;
+      case BinaryOp::ge: cmp([](A x, A y) { return x >= y; }); return;
+      default: break;
+    }
+    if constexpr (std::is_floating_point_v<A>) {
+      const A s0 = A(p0), s1 = A(p1);
+      switch (op) {
+        case BinaryOp::pow: map2<T, T>(out, a, b, [](A x, A y) { return std::pow(x, y); }); return;
+        case BinaryOp::relu_backward: map2<T, T>(out, a, b, [](A g, A x) { return x > A(0) ? g : A(0); }); return;
+        case BinaryOp::sigmoid_backward: map2<T, T>(out, a, b, [](A g, A y) { return g * y * (A(1) - y); }); return;
+        case BinaryOp::tanh_backward: map2<T, T>(out, a, b, [](A g, A y) { return g * (A(1) - y * y); }); return;
+        case BinaryOp::gelu_backward:
+          map2<T, T>(out, a, b, [](A g, A x) {
+            A cdf = A(0.5) * (A(1) + std::erf(x * A(kSqrt1_2)));
+            A pdf = A(kInvSqrt2Pi) * std::exp(A(-0.5) * x * x);
+            return g * (cdf + x * pdf);
+          });
+          return;
+        case BinaryOp::gelu_tanh_backward:
+          map2<T, T>(out, a, b, [](A g, A x) {
+            A inner = A(kSqrt2OverPi) * (x + A(0.044715) * x * x * x);
+            A t = std::tanh(inner);
+            A dinner = A(kSqrt2OverPi) * (A(1) + A(3 * 0.044715) * x * x);
+            return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * dinner);
+          });
+          return;
+        case BinaryOp::silu_backward:
+          map2<T, T>(out, a, b, [](A g, A x) {
+            A s = sigmoid_of(x);
+            return g * s * (A(1) + x * (A(1) - s));
+          });
+          return;
+        case BinaryOp::leaky_relu_backward:
+          map2<T, T>(out, a, b, [s0](A g, A x) { return x > A(0) ? g : g * s0; });
+          return;
+        case BinaryOp::clamp_backward:
+          map2<T, T>(out, a, b, [s0, s1](A g, A x) {
+            bool in = (std::isnan(s0) || x >= s0) && (std::isnan(s1) || x <= s1);
+            return in ? g : A(0);
+          });
+          return;
+        case BinaryOp::abs_backward:
+          map2<T, T>(out, a, b, [](A g, A x) { return x > A(0) ? g : (x < A(0) ? -g : A(0)); });
+          return;
+        default: break;
+      }
+    }
+    throw DTypeError("binary: op not supported for dtype " + std::string(dtype_name(a.dtype)) + " on cpu");
+  });
+}
+
+}  // namespace rumus::cpu

@@ -1,0 +1,154 @@
+#pragma once
+// Strided loops for CPU kernels: coalesce dims, split rows across OpenMP
+// threads, hand each thread runs of the innermost dim.
+#include <omp.h>
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include "rumus/backend/backend.hpp"
+#include "rumus/core/error.hpp"
+
+namespace rumus::cpu {
+
+constexpr int kMaxDims = 16;
+constexpr std::int64_t kParallelGrain = 32768;  // elements below which threads cost more than they save
+
+template <std::size_t N>
+struct StridedIter {
+  int nd = 0;                                   // dims after coalescing, outer to inner
+  std::int64_t size[kMaxDims];
+  std::int64_t stride[N][kMaxDims];
+  std::array<std::int64_t, N> base{};
+};
+
+template <std::size_t N>
+StridedIter<N> make_iter(const Shape& shape, const std::array<const Layout*, N>& layouts) {
+  if (shape.size() > kMaxDims) throw Error("cpu kernel: at most 16 dims are supported");
+  StridedIter<N> it;
+  for (std::size_t k = 0; k < N; ++k) it.base[k] = layouts[k]->offset;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (it.nd > 0) {  // merge into the previous (outer) dim when every operand allows it
+      bool merge = true;
+      for (std::size_t k = 0; k < N; ++k)
+        if (it.stride[k][it.nd - 1] != layouts[k]->strides[d] * shape[d]) merge = false;
+      if (merge) {
+        it.size[it.nd - 1] *= shape[d];
+        for (std::size_t k = 0; k < N; ++k) it.stride[k][it.nd - 1] = layouts[k]->strides[d];
+        continue;
+      }
+    }
+    it.size[it.nd] = shape[d];
+    for (std::size_t k = 0; k < N; ++k) it.stride[k][it.nd] = layouts[k]->strides[d];
+    ++it.nd;
+  }
+  if (it.nd == 0) {
+    it.nd = 1;
+    it.size[0] = 1;
+    for (std::size_t k = 0; k < N; ++k) it.stride[k][0] = 0;
+  }
+  return it;
+}
+
+// f(offsets, n, inner_strides): a run of n elements starting at offsets.
+template <std::size_t N, class F>
+void for_each_run(const StridedIter<N>& it, F&& f) {
+  const int nd = it.nd;
+  const std::int64_t inner = it.size[nd - 1];
+  std::int64_t rows = 1;
+  for (int d = 0; d < nd - 1; ++d) rows *= it.size[d];
+  std::array<std::int64_t, N> inner_stride;
+  for (std::size_t k = 0; k < N; ++k) inner_stride[k] = it.stride[k][nd - 1];
+
+  auto run_rows = [&](std::int64_t r0, std::int64_t r1) {
+    if (r0 >= r1) return;
+    std::int64_t idx[kMaxDims] = {};
+    std::array<std::int64_t, N> off = it.base;
+    std::int64_t rem = r0;
+    for (int d = nd - 2; d >= 0; --d) {
+      idx[d] = rem % it.size[d];
+      rem /= it.size[d];
+      for (std::size_t k = 0; k < N; ++k) off[k] += idx[d] * it.stride[k][d];
+    }
+    for (std::int64_t r = r0; r < r1; ++r) {
+      f(off, inner, inner_stride);
+      for (int d = nd - 2; d >= 0; --d) {  // odometer increment
+        ++idx[d];
+        for (std::size_t k = 0; k < N; ++k) off[k] += it.stride[k][d];
+        if (idx[d] < it.size[d]) break;
+        for (std::size_t k = 0; k < N; ++k) off[k] -= it.size[d] * it.stride[k][d];
+        idx[d] = 0;
+      }
+    }
+  };
+
+  if (rows * inner < kParallelGrain || omp_get_max_threads() == 1) {
+    run_rows(0, rows);
+    return;
+  }
+  if (rows == 1) {  // one long run: split it
+#pragma omp parallel
+    {
+      int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      std::int64_t a = inner * t / nt, b = inner * (t + 1) / nt;
+      if (a < b) {
+        std::array<std::int64_t, N> off = it.base;
+        for (std::size_t k = 0; k < N; ++k) off[k] += a * inner_stride[k];
+        f(off, b - a, inner_stride);
+      }
+    }
+    return;
+  }
+#pragma omp parallel
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    run_rows(rows * t / nt, rows * (t + 1) / nt);
+  }
+}
+
+// Arithmetic type for a storage type: half types compute in float.
+template <class T>
+using acc_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
+template <class T>
+inline acc_t<T> load(const T& v) { return static_cast<acc_t<T>>(v); }
+template <class T, class A>
+inline T store(A v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+
+template <class T>
+T* data_of(TensorArg t) { return static_cast<T*>(t.storage->data()); }
+
+}  // namespace rumus::cpu
+
+#define RUMUS_CASE(DT, TYPE, ...) \
+  case ::rumus::DType::DT: {      \
+    using scalar_t = TYPE;        \
+    __VA_ARGS__();                \
+    break;                        \
+  }
+
+#define RUMUS_DISPATCH_FLOAT(dt, name, ...)                                                           \
+  switch (dt) {                                                                                       \
+    RUMUS_CASE(f32, float, __VA_ARGS__)                                                               \
+    RUMUS_CASE(f64, double, __VA_ARGS__)                                                              \
+    RUMUS_CASE(f16, ::rumus::Half, __VA_ARGS__)                                                       \
+    RUMUS_CASE(bf16, ::rumus::BFloat16, __VA_ARGS__)                                                  \
+    default: throw ::rumus::DTypeError(std::string(name) + ": cpu kernel needs a floating dtype, got " + \
+                                       std::string(::rumus::dtype_name(dt)));                         \
+  }
+
+#define RUMUS_DISPATCH_ALL(dt, name, ...)             \
+  switch (dt) {                                       \
+    RUMUS_CASE(f32, float, __VA_ARGS__)               \
+    RUMUS_CASE(f64, double, __VA_ARGS__)              \
+    RUMUS_CASE(f16, ::rumus::Half, __VA_ARGS__)       \
+    RUMUS_CASE(bf16, ::rumus::BFloat16, __VA_ARGS__)  \
+    RUMUS_CASE(i32, std::int32_t, __VA_ARGS__)        \
+    RUMUS_CASE(i64, std::int64_t, __VA_ARGS__)        \
+    RUMUS_CASE(u8, std::uint8_t, __VA_ARGS__)         \
+  }

@@ -1,0 +1,132 @@
+// CPU reductions: sum, mean, max, min over any set of dims; argmax/argmin over one dim.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu_backend.hpp"
+#include "cpu_loops.hpp"
+
+namespace rumus::cpu {
+
+namespace {
+
+// Offset of logical element `linear` of `shape` under `strides`.
+std::int64_t offset_of(std::int64_t linear, const Shape& shape, const Shape& strides) {
+  std::int64_t off = 0;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    off += (linear % shape[d]) * strides[d];
+    linear /= shape[d];
+  }
+  return off;
+}
+
+// Serial walk over the reduced sub-space starting at `base`.
+template <class F>
+void walk(const StridedIter<1>& it, std::int64_t base, F&& f) {
+  const int nd = it.nd;
+  std::int64_t idx[kMaxDims] = {};
+  const std::int64_t inner = it.size[nd - 1], st = it.stride[0][nd - 1];
+  std::int64_t off = base;
+  for (;;) {
+    f(off, inner, st);
+    int d = nd - 2;
+    for (; d >= 0; --d) {
+      ++idx[d];
+      off += it.stride[0][d];
+      if (idx[d] < it.size[d]) break;
+      off -= it.size[d] * it.stride[0][d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+}  // namespace
+
+void CpuBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
+  const Layout& lo = *out.layout;
+  const Layout& li = *in.layout;
+  Shape red_shape = li.shape;
+  std::vector<int> reduced_dims;
+  for (std::size_t d = 0; d < red_shape.size(); ++d) {
+    if (lo.shape[d] == 1 && li.shape[d] != 1) reduced_dims.push_back(int(d));
+    else red_shape[d] = 1;
+  }
+  const std::int64_t n_out = lo.numel();
+  const std::int64_t n_red = numel_of(red_shape);
+  Layout red_layout{red_shape, li.strides, 0};
+  auto red_it = make_iter<1>(red_shape, {&red_layout});
+
+  const bool is_arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
+  if (is_arg && reduced_dims.size() > 1) throw Error("reduce: argmax/argmin reduce over one dim");
+  const std::int64_t arg_stride = reduced_dims.empty() ? 0 : li.strides[reduced_dims[0]];
+
+  RUMUS_DISPATCH_ALL(in.dtype, "reduce", [&] {
+    using T = scalar_t;
+    using A = std::conditional_t<std::is_floating_point_v<acc_t<T>>, double, std::int64_t>;
+    const T* x = data_of<T>(in);
+
+    auto reduce_at = [&](std::int64_t base) -> A {
+      if (is_arg) {
+        std::int64_t best = 0;
+        A best_v = A(load(x[base]));
+        for (std::int64_t i = 1; i < n_red; ++i) {
+          A v = A(load(x[base + i * arg_stride]));
+          bool better = op == ReduceOp::argmax ? (v > best_v || (v != v && best_v == best_v))
+                                               : (v < best_v || (v != v && best_v == best_v));
+          if (better) { best = i; best_v = v; }
+        }
+        return A(best);
+      }
+      if (op == ReduceOp::sum || op == ReduceOp::mean) {
+        A acc = 0;
+        walk(red_it, base, [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+          if (st == 1) {
+            for (std::int64_t i = 0; i < n; ++i) acc += A(load(x[off + i]));
+          } else {
+            for (std::int64_t i = 0; i < n; ++i) acc += A(load(x[off + i * st]));
+          }
+        });
+        return op == ReduceOp::mean ? A(acc / A(n_red)) : acc;
+      }
+      A acc = A(load(x[base]));
+      const bool is_max = op == ReduceOp::max;
+      walk(red_it, base, [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+        for (std::int64_t i = 0; i < n; ++i) {
+          A v = A(load(x[off + i * st]));
+          if (v != v) acc = v;  // NaN propagates
+          else if (acc == acc && (is_max ? v > acc : v < acc)) acc = v;
+        }
+      });
+      return acc;
+    };
+
+    auto write = [&](std::int64_t o, A v) {
+      if (is_arg) data_of<std::int64_t>(out)[o] = std::int64_t(v);
+      else data_of<T>(out)[o] = store<T>(v);
+    };
+
+    if (n_out == 1 && !is_arg && (op == ReduceOp::sum || op == ReduceOp::mean) && n_red >= kParallelGrain &&
+        omp_get_max_threads() > 1) {
+      // One output, much input: per-thread partial sums over a contiguous split of the walk.
+      std::vector<A> partial(omp_get_max_threads(), A(0));
+      for_each_run(red_it, [&](auto off, std::int64_t n, auto st) {
+        A acc = 0;
+        for (std::int64_t i = 0; i < n; ++i) acc += A(load(x[li.offset + off[0] + i * st[0]]));
+        partial[omp_get_thread_num()] += acc;
+      });
+      A total = 0;
+      for (A p : partial) total += p;
+      write(lo.offset, op == ReduceOp::mean ? A(total / A(n_red)) : total);
+      return;
+    }
+    const bool parallel = n_out > 1 && n_out * n_red >= kParallelGrain;
+    _Pragma("omp parallel for if (parallel) schedule(static)")
+    for (std::int64_t o = 0; o < n_out; ++o) {
+      std::int64_t base = li.offset + offset_of(o, lo.shape, li.strides);
+      write(lo.offset + offset_of(o, lo.shape, lo.strides), reduce_at(base));
+    }
+  });
+}
+
+}  // namespace rumus::cpu

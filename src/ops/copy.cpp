@@ -1,0 +1,52 @@
+// Copies: contiguous, clone, dtype casts and device transfers (all differentiable).
+#include <vector>
+
+#include "op_util.hpp"
+
+namespace rumus {
+
+using detail::arg;
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::clone() const {
+  Tensor out = detail::alloc(shape(), dtype(), device());
+  if (numel() > 0) detail::kernels(*this).copy(arg(out), arg(*this));
+  if (autograd::needs_grad({this}))
+    autograd::record("clone", {*this}, out, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  return out;
+}
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = detail::alloc(shape(), target, device());
+  if (numel() > 0) detail::kernels(*this).copy(arg(out), arg(*this));
+  if (is_floating(target) && autograd::needs_grad({this}))
+    autograd::record("cast", {*this}, out, [src = dtype()](const Tensor& g) { return std::vector<Tensor>{g.to(src)}; });
+  return out;
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor src = contiguous();
+  Tensor out = detail::alloc(shape(), dtype(), target);
+  const std::size_t nbytes = std::size_t(numel()) * dtype_size(dtype());
+  if (nbytes > 0) {
+    const std::size_t src_off = std::size_t(src.offset()) * dtype_size(dtype());
+    if (src.device().is_cpu()) {
+      detail::kernels(out).write(out.storage(), 0, static_cast<const char*>(src.storage().data()) + src_off, nbytes);
+    } else if (target.is_cpu()) {
+      detail::kernels(src).read(src.storage(), src_off, out.storage().data(), nbytes);
+    } else {  // between two accelerators: through host memory
+      std::vector<char> host(nbytes);
+      detail::kernels(src).read(src.storage(), src_off, host.data(), nbytes);
+      detail::kernels(out).write(out.storage(), 0, host.data(), nbytes);
+    }
+  }
+  if (autograd::needs_grad({this}))
+    autograd::record("to_device", {*this}, out,
+                     [src_device = device()](const Tensor& g) { return std::vector<Tensor>{g.to(src_device)}; });
+  return out;
+}
+
+}  // namespace rumus

@@ -1,0 +1,111 @@
+#include "rumus/ops/creation.hpp"
+
+#include <cmath>
+
+#include "op_util.hpp"
+
+namespace rumus {
+
+using detail::alloc;
+using detail::arg;
+
+namespace {
+Tensor finish(Tensor t, const TensorOptions& o) {
+  if (o.requires_grad) t.requires_grad_(true);
+  return t;
+}
+Tensor random_tensor(RandomKind kind, const Shape& shape, double a, double b, TensorOptions o, Generator* gen,
+                     const char* op) {
+  Tensor t = alloc(shape, o.dtype, o.device);
+  Generator& g = gen ? *gen : default_generator();
+  std::uint64_t seed = g.seed();
+  std::uint64_t offset = g.advance(std::uint64_t(t.numel()));
+  (void)op;
+  detail::kernels(t).random(kind, arg(t), seed, offset, a, b);
+  return finish(t, o);
+}
+void check_float_option(const char* op, DType dt) {
+  if (!is_floating(dt))
+    throw DTypeError(fmt::format("{}: expected a floating dtype, got {}", op, dtype_name(dt)));
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions o) { return finish(alloc(shape, o.dtype, o.device), o); }
+
+Tensor full(const Shape& shape, double value, TensorOptions o) {
+  Tensor t = alloc(shape, o.dtype, o.device);
+  if (t.numel() > 0) detail::kernels(t).fill(arg(t), value);
+  return finish(t, o);
+}
+Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); }
+Tensor ones(const Shape& shape, TensorOptions o) { return full(shape, 1.0, o); }
+
+Tensor arange(double end, TensorOptions o) { return arange(0, end, 1, o); }
+Tensor arange(double start, double end, double step, TensorOptions o) {
+  if (step == 0 || (end - start) / step < 0)
+    throw Error(fmt::format("arange: step {} cannot go from {} to {}", step, start, end));
+  auto n = std::int64_t(std::ceil((end - start) / step));
+  std::vector<double> v(std::size_t(std::max<std::int64_t>(n, 0)));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + double(i) * step;
+  TensorOptions host = o;
+  host.device = Device::cpu();
+  host.requires_grad = false;
+  Tensor t = tensor(v, host).to(o.dtype).to(o.device);
+  return finish(t, o);
+}
+
+Tensor rand(const Shape& shape, TensorOptions o, Generator* gen) { return uniform(shape, 0, 1, o, gen); }
+Tensor randn(const Shape& shape, TensorOptions o, Generator* gen) { return normal(shape, 0, 1, o, gen); }
+Tensor uniform(const Shape& shape, double low, double high, TensorOptions o, Generator* gen) {
+  check_float_option("uniform", o.dtype);
+  return random_tensor(RandomKind::uniform, shape, low, high, o, gen, "uniform");
+}
+Tensor normal(const Shape& shape, double mean, double std, TensorOptions o, Generator* gen) {
+  check_float_option("normal", o.dtype);
+  if (std < 0) throw Error(fmt::format("normal: expected std >= 0, got {}", std));
+  return random_tensor(RandomKind::normal, shape, mean, std, o, gen, "normal");
+}
+Tensor bernoulli(const Shape& shape, double p, TensorOptions o, Generator* gen) {
+  if (!(p >= 0 && p <= 1)) throw Error(fmt::format("bernoulli: expected 0 <= p <= 1, got {}", p));
+  return random_tensor(RandomKind::bernoulli, shape, p, 0, o, gen, "bernoulli");
+}
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, TensorOptions o, Generator* gen) {
+  if (high <= low) throw Error(fmt::format("randint: expected low < high, got [{}, {})", low, high));
+  return random_tensor(RandomKind::randint, shape, double(low), double(high), o, gen, "randint");
+}
+
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor empty_like(const Tensor& t) { return alloc(t.shape(), t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, double value) {
+  return full(t.shape(), value, {.dtype = t.dtype(), .device = t.device()});
+}
+
+Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions o) {
+  Tensor t = alloc(shape, dtype, o.device);
+  std::size_t n = std::size_t(t.numel()) * dtype_size(dtype);
+  if (n) detail::kernels(t).write(t.storage(), 0, data, n);
+  return finish(t, o);
+}
+
+Tensor tensor(std::initializer_list<double> values, TensorOptions o) {
+  std::vector<double> v(values);
+  Tensor t = from_blob(v.data(), {std::int64_t(v.size())}, DType::f64, {.device = o.device});
+  return finish(t.to(o.dtype), o);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions o) {
+  std::vector<double> v;
+  std::size_t cols = rows.size() ? rows.begin()->size() : 0;
+  for (auto& r : rows) {
+    if (r.size() != cols)
+      throw ShapeError(fmt::format("tensor: ragged rows ({} and {} values)", cols, r.size()));
+    v.insert(v.end(), r.begin(), r.end());
+  }
+  Tensor t = from_blob(v.data(), {std::int64_t(rows.size()), std::int64_t(cols)}, DType::f64, {.device = o.device});
+  return finish(t.to(o.dtype), o);
+}
+
+Tensor scalar_tensor(double value, TensorOptions o) { return full({}, value, o); }
+
+}  // namespace rumus

@@ -1,0 +1,207 @@
+// Pointwise arithmetic with broadcasting; backward reduces gradients back to each input's shape.
+#include "rumus/ops/elementwise.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "op_util.hpp"
+#include "rumus/ops/compare.hpp"
+#include "rumus/ops/creation.hpp"
+#include "rumus/ops/reduction.hpp"
+
+namespace rumus {
+
+using autograd::SavedTensor;
+using detail::arg;
+
+namespace detail {
+
+// out = op(a, b) with broadcasting and dtype promotion; no autograd.
+Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, DType out_dtype,
+                     double p0, double p1) {
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = alloc(shape, out_dtype, a.device());
+  if (out.numel() == 0) return out;
+  Layout la = broadcast_layout(a, shape), lb = broadcast_layout(b, shape);
+  kernels(a).binary(op, arg(out), arg(a, la), arg(b, lb), p0, p1);
+  return out;
+}
+
+Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0, double p1) {
+  Tensor out = alloc(x.shape(), x.dtype(), x.device());
+  if (out.numel() > 0) kernels(x).unary(op, arg(out), arg(x), p0, p1);
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+// Casts both operands to their common dtype (recorded when they require grad).
+std::pair<Tensor, Tensor> promoted(const char* name, const Tensor& a, const Tensor& b) {
+  detail::check_same_device(name, a, b);
+  DType dt = detail::promote(a.dtype(), b.dtype());
+  return {a.dtype() == dt ? a : a.to(dt), b.dtype() == dt ? b : b.to(dt)};
+}
+
+Tensor unary_float(const char* name, UnaryOp op, const Tensor& x, double p0, double p1,
+                   std::function<Tensor(const Tensor& g, const Tensor& x, const Tensor& y)> grad) {
+  detail::check_floating(name, x);
+  Tensor out = detail::unary_kernel(op, x, p0, p1);
+  if (autograd::needs_grad({&x}))
+    autograd::record(name, {x}, out, [sx = SavedTensor(x), sy = SavedTensor(out.detach()), grad](const Tensor& g) {
+      return std::vector<Tensor>{grad(g, sx.get(), sy.get())};
+    });
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a0, const Tensor& b0, double alpha) {
+  auto [a, b] = promoted("add", a0, b0);
+  Tensor bb = alpha == 1.0 ? b : mul(b, alpha);
+  Tensor out = detail::binary_kernel(BinaryOp::add, "add", a, bb, a.dtype());
+  if (autograd::needs_grad({&a, &bb})) {
+    Shape sa = a.shape(), sb = bb.shape();
+    autograd::record("add", {a, bb}, out,
+                     [sa, sb](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)}; });
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promoted("sub", a0, b0);
+  Tensor out = detail::binary_kernel(BinaryOp::sub, "sub", a, b, a.dtype());
+  if (autograd::needs_grad({&a, &b})) {
+    Shape sa = a.shape(), sb = b.shape();
+    autograd::record("sub", {a, b}, out,
+                     [sa, sb](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)}; });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promoted("mul", a0, b0);
+  Tensor out = detail::binary_kernel(BinaryOp::mul, "mul", a, b, a.dtype());
+  if (autograd::needs_grad({&a, &b})) {
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    // Save only what the other side's gradient needs.
+    autograd::record("mul", {a, b}, out,
+                     [sa = SavedTensor(gb ? a : Tensor()), sb = SavedTensor(ga ? b : Tensor()), ga, gb,
+                      shape_a = a.shape(), shape_b = b.shape()](const Tensor& g) {
+                       return std::vector<Tensor>{ga ? sum_to(mul(g, sb.get()), shape_a) : Tensor(),
+                                                  gb ? sum_to(mul(g, sa.get()), shape_b) : Tensor()};
+                     });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promoted("div", a0, b0);
+  Tensor out = detail::binary_kernel(BinaryOp::div, "div", a, b, a.dtype());
+  if (autograd::needs_grad({&a, &b})) {
+    autograd::record("div", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {
+      const Tensor &x = sa.get(), &y = sb.get();
+      Tensor ga = div(g, y);
+      return std::vector<Tensor>{sum_to(ga, x.shape()), sum_to(neg(mul(ga, div(x, y))), y.shape())};
+    });
+  }
+  return out;
+}
+
+Tensor maximum(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promoted("maximum", a0, b0);
+  Tensor out = detail::binary_kernel(BinaryOp::maximum, "maximum", a, b, a.dtype());
+  if (autograd::needs_grad({&a, &b}))
+    autograd::record("maximum", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {
+      Tensor z = zeros_like(g);
+      Tensor take_a = ge(sa.get(), sb.get());  // ties go to a
+      return std::vector<Tensor>{sum_to(where(take_a, g, z), sa.get().shape()),
+                                 sum_to(where(take_a, z, g), sb.get().shape())};
+    });
+  return out;
+}
+
+Tensor minimum(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promoted("minimum", a0, b0);
+  Tensor out = detail::binary_kernel(BinaryOp::minimum, "minimum", a, b, a.dtype());
+  if (autograd::needs_grad({&a, &b}))
+    autograd::record("minimum", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {
+      Tensor z = zeros_like(g);
+      Tensor take_a = le(sa.get(), sb.get());
+      return std::vector<Tensor>{sum_to(where(take_a, g, z), sa.get().shape()),
+                                 sum_to(where(take_a, z, g), sb.get().shape())};
+    });
+  return out;
+}
+
+Tensor pow(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promoted("pow", a0, b0);
+  detail::check_floating("pow", a);
+  Tensor out = detail::binary_kernel(BinaryOp::pow, "pow", a, b, a.dtype());
+  if (autograd::needs_grad({&a, &b}))
+    autograd::record("pow", {a, b}, out,
+                     [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out.detach())](const Tensor& g) {
+                       const Tensor &x = sa.get(), &e = sb.get();
+                       Tensor gx = mul(g, mul(e, pow(x, sub(e, 1.0))));
+                       Tensor ge_ = mul(g, mul(so.get(), log(x)));
+                       return std::vector<Tensor>{sum_to(gx, x.shape()), sum_to(ge_, e.shape())};
+                     });
+  return out;
+}
+
+// Scalar operands: one unary kernel, no broadcast bookkeeping.
+Tensor add(const Tensor& a, double b) {
+  if (!is_floating(a.dtype())) return add(a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
+  return unary_float("add", UnaryOp::add_scalar, a, b, 0, [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
+}
+Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+Tensor mul(const Tensor& a, double b) {
+  if (!is_floating(a.dtype())) return mul(a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
+  return unary_float("mul", UnaryOp::mul_scalar, a, b, 0,
+                     [b](const Tensor& g, const Tensor&, const Tensor&) { return mul(g, b); });
+}
+Tensor div(const Tensor& a, double b) {
+  if (!is_floating(a.dtype())) return div(a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
+  return mul(a, 1.0 / b);
+}
+
+Tensor pow(const Tensor& x, double e) {
+  return unary_float("pow", UnaryOp::pow_scalar, x, e, 0, [e](const Tensor& g, const Tensor& x, const Tensor&) {
+    return mul(g, mul(pow(x, e - 1.0), e));
+  });
+}
+
+Tensor neg(const Tensor& x) {
+  if (!is_floating(x.dtype())) return mul(x, -1.0);
+  return unary_float("neg", UnaryOp::neg, x, 0, 0, [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
+}
+Tensor exp(const Tensor& x) {
+  return unary_float("exp", UnaryOp::exp, x, 0, 0,
+                     [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
+}
+Tensor log(const Tensor& x) {
+  return unary_float("log", UnaryOp::log, x, 0, 0,
+                     [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); });
+}
+Tensor sqrt(const Tensor& x) {
+  return unary_float("sqrt", UnaryOp::sqrt, x, 0, 0,
+                     [](const Tensor& g, const Tensor&, const Tensor& y) { return div(mul(g, 0.5), y); });
+}
+Tensor square(const Tensor& x) {
+  return unary_float("square", UnaryOp::square, x, 0, 0,
+                     [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, mul(x, 2.0)); });
+}
+Tensor abs(const Tensor& x) {
+  return unary_float("abs", UnaryOp::abs, x, 0, 0, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return detail::binary_kernel(BinaryOp::abs_backward, "abs", g, x, g.dtype());
+  });
+}
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  if (lo > hi) throw Error(fmt::format("clamp: expected min <= max, got min {} and max {}", lo, hi));
+  return unary_float("clamp", UnaryOp::clamp, x, lo, hi, [lo, hi](const Tensor& g, const Tensor& x, const Tensor&) {
+    return detail::binary_kernel(BinaryOp::clamp_backward, "clamp", g, x, g.dtype(), lo, hi);
+  });
+}
+
+}  // namespace rumus

@@ -1,0 +1,75 @@
+#include "op_util.hpp"
+
+#include <algorithm>
+
+namespace rumus::detail {
+
+Tensor alloc(const Shape& shape, DType dtype, Device device) {
+  for (auto d : shape)
+    if (d < 0) throw ShapeError(fmt::format("empty: negative dimension in shape {}", shape_str(shape)));
+  auto storage = std::make_shared<Storage>(device, std::size_t(numel_of(shape)) * dtype_size(dtype));
+  return Tensor(std::move(storage), Layout::contiguous(shape), dtype);
+}
+
+Layout broadcast_layout(const Tensor& t, const Shape& shape) {
+  Layout l;
+  l.shape = shape;
+  l.strides.assign(shape.size(), 0);
+  l.offset = t.offset();
+  std::size_t lead = shape.size() - t.shape().size();
+  for (std::size_t i = 0; i < t.shape().size(); ++i)
+    l.strides[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return l;
+}
+
+void check_defined(const char* op, const Tensor& t) {
+  if (!t.defined()) throw Error(fmt::format("{}: expected a defined tensor, got an undefined one", op));
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(op, a);
+  check_defined(op, b);
+  if (a.device() != b.device())
+    throw DeviceError(fmt::format("{}: tensors are on different devices: {} and {}", op, a.device().str(),
+                                  b.device().str()));
+}
+
+void check_floating(const char* op, const Tensor& t) {
+  check_defined(op, t);
+  if (!is_floating(t.dtype()))
+    throw DTypeError(fmt::format("{}: expected a floating-point tensor, got {}", op, dtype_name(t.dtype())));
+}
+
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  auto rank = [](DType t) {
+    switch (t) {
+      case DType::u8: return 0;
+      case DType::i32: return 1;
+      case DType::i64: return 2;
+      case DType::f16: return 3;
+      case DType::bf16: return 3;
+      case DType::f32: return 4;
+      case DType::f64: return 5;
+    }
+    return 0;
+  };
+  if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16)) return DType::f32;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+Shape reduced_shape(const Shape& shape, std::vector<std::int64_t>& dims, const char* op) {
+  const auto nd = std::int64_t(shape.size());
+  if (dims.empty())
+    for (std::int64_t d = 0; d < nd; ++d) dims.push_back(d);
+  for (auto& d : dims) d = wrap_dim(d, nd, op);
+  std::sort(dims.begin(), dims.end());
+  if (std::adjacent_find(dims.begin(), dims.end()) != dims.end())
+    throw ShapeError(fmt::format("{}: dim listed twice in reduction over {}", op, shape_str(shape)));
+  Shape out = shape;
+  for (auto d : dims)
+    if (d < nd) out[d] = 1;
+  return out;
+}
+
+}  // namespace rumus::detail

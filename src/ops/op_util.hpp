@@ -1,0 +1,36 @@
+#pragma once
+// Helpers shared by the ops layer: argument checks, allocation, kernel arguments.
+#include <fmt/format.h>
+
+#include "rumus/autograd/tape.hpp"
+#include "rumus/backend/backend.hpp"
+#include "rumus/core/tensor.hpp"
+
+namespace rumus::detail {
+
+inline TensorArg arg(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
+inline TensorArg arg(const Tensor& t, const Layout& l) { return {t.storage_ptr().get(), t.dtype(), &l}; }
+inline Backend& kernels(const Tensor& t) { return t.storage().backend(); }
+
+// A fresh contiguous tensor (no autograd metadata).
+Tensor alloc(const Shape& shape, DType dtype, Device device);
+
+// `t`'s layout viewed with `shape` by broadcasting (stride 0 on new/size-1 dims).
+Layout broadcast_layout(const Tensor& t, const Shape& shape);
+
+void check_defined(const char* op, const Tensor& t);
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+void check_floating(const char* op, const Tensor& t);
+// Result dtype of a binary op, as in PyTorch: floating beats integer, wider beats narrower.
+DType promote(DType a, DType b);
+
+// Keepdim shape of reducing `shape` over `dims` (empty = all); also returns normalised dims.
+Shape reduced_shape(const Shape& shape, std::vector<std::int64_t>& dims, const char* op);
+
+// out = op(a, b) with broadcasting; a and b must share a dtype. No autograd.
+Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, DType out_dtype,
+                     double p0 = 0, double p1 = 0);
+// out = op(x), same shape and dtype. No autograd.
+Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0 = 0, double p1 = 0);
+
+}  // namespace rumus::detail

@@ -1,0 +1,130 @@
+#include "rumus/ops/reduction.hpp"
+
+#include "op_util.hpp"
+#include "rumus/ops/compare.hpp"
+#include "rumus/ops/creation.hpp"
+#include "rumus/ops/elementwise.hpp"
+
+namespace rumus {
+
+using autograd::SavedTensor;
+using detail::arg;
+
+namespace {
+
+Shape drop_dims(const Shape& keep_shape, const std::vector<std::int64_t>& dims) {
+  Shape out;
+  std::size_t j = 0;
+  for (std::size_t d = 0; d < keep_shape.size(); ++d) {
+    if (j < dims.size() && dims[j] == std::int64_t(d)) { ++j; continue; }
+    out.push_back(keep_shape[d]);
+  }
+  return out;
+}
+
+// Runs the reduction kernel; returns the keepdim-shaped result.
+Tensor reduce_keep(ReduceOp op, const Tensor& x, const Shape& keep_shape, DType out_dtype) {
+  Tensor out = detail::alloc(keep_shape, out_dtype, x.device());
+  if (out.numel() > 0) detail::kernels(x).reduce(op, arg(out), arg(x));
+  return out;
+}
+
+Tensor finish(const Tensor& keep, const Shape& shape, bool keepdim, const std::vector<std::int64_t>& dims) {
+  if (keepdim) return keep;
+  return Tensor(keep.storage_ptr(), Layout::contiguous(drop_dims(shape, dims)), keep.dtype());
+}
+
+// Gradient of max/min: split evenly among the elements equal to the extremum.
+std::vector<Tensor> extremum_grad(const Tensor& g, const Tensor& x, const Tensor& keep_val, const Shape& keep_shape,
+                                  const std::vector<std::int64_t>& dims) {
+  Tensor mask = eq(x, keep_val).to(x.dtype());
+  Tensor count = sum(mask, dims, true);
+  return {mul(mask, div(g.reshape(keep_shape), count))};
+}
+
+Tensor extremum(ReduceOp op, const char* name, const Tensor& x, std::vector<std::int64_t> dims, bool keepdim) {
+  detail::check_defined(name, x);
+  if (x.numel() == 0) throw ShapeError(std::string(name) + ": cannot reduce an empty tensor");
+  Shape keep_shape = detail::reduced_shape(x.shape(), dims, name);
+  Tensor keep = reduce_keep(op, x, keep_shape, x.dtype());
+  Tensor out = finish(keep, keep_shape, keepdim, dims);
+  if (autograd::needs_grad({&x}))
+    autograd::record(name, {x}, out,
+                     [sx = SavedTensor(x), sk = SavedTensor(keep.detach()), keep_shape, dims](const Tensor& g) {
+                       return extremum_grad(g, sx.get(), sk.get(), keep_shape, dims);
+                     });
+  return out;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims_in, bool keepdim) {
+  detail::check_defined("sum", x);
+  auto dims = dims_in;
+  Shape keep_shape = detail::reduced_shape(x.shape(), dims, "sum");
+  DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+  Tensor keep = x.numel() == 0 ? zeros(keep_shape, {.dtype = out_dtype, .device = x.device()})
+                               : reduce_keep(ReduceOp::sum, x, keep_shape, x.dtype());
+  if (keep.dtype() != out_dtype) keep = keep.to(out_dtype);
+  Tensor out = finish(keep, keep_shape, keepdim, dims);
+  if (autograd::needs_grad({&x})) {
+    Shape in_shape = x.shape();
+    autograd::record("sum", {x}, out, [in_shape, keep_shape](const Tensor& g) {
+      return std::vector<Tensor>{g.reshape(keep_shape).expand(in_shape)};
+    });
+  }
+  return out;
+}
+
+Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims_in, bool keepdim) {
+  detail::check_floating("mean", x);
+  auto dims = dims_in;
+  Shape keep_shape = detail::reduced_shape(x.shape(), dims, "mean");
+  std::int64_t count = x.numel() / std::max<std::int64_t>(numel_of(keep_shape), 1);
+  Tensor keep = reduce_keep(ReduceOp::mean, x, keep_shape, x.dtype());
+  Tensor out = finish(keep, keep_shape, keepdim, dims);
+  if (autograd::needs_grad({&x})) {
+    Shape in_shape = x.shape();
+    autograd::record("mean", {x}, out, [in_shape, keep_shape, count](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, 1.0 / double(count)).reshape(keep_shape).expand(in_shape)};
+    });
+  }
+  return out;
+}
+
+Tensor max(const Tensor& x) { return extremum(ReduceOp::max, "max", x, {}, false); }
+Tensor min(const Tensor& x) { return extremum(ReduceOp::min, "min", x, {}, false); }
+Tensor max(const Tensor& x, std::int64_t dim, bool keepdim) { return extremum(ReduceOp::max, "max", x, {dim}, keepdim); }
+Tensor min(const Tensor& x, std::int64_t dim, bool keepdim) { return extremum(ReduceOp::min, "min", x, {dim}, keepdim); }
+
+namespace {
+Tensor arg_extremum(ReduceOp op, const char* name, const Tensor& x, std::int64_t dim, bool keepdim) {
+  detail::check_defined(name, x);
+  if (x.dim() == 0) return zeros({}, {.dtype = DType::i64, .device = x.device()});
+  std::vector<std::int64_t> dims{dim};
+  Shape keep_shape = detail::reduced_shape(x.shape(), dims, name);
+  if (x.shape()[dims[0]] == 0) throw ShapeError(std::string(name) + ": cannot reduce over an empty dim");
+  Tensor keep = reduce_keep(op, x, keep_shape, DType::i64);
+  return finish(keep, keep_shape, keepdim, dims);
+}
+}  // namespace
+
+Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
+  return arg_extremum(ReduceOp::argmax, "argmax", x, dim, keepdim);
+}
+Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim) {
+  return arg_extremum(ReduceOp::argmin, "argmin", x, dim, keepdim);
+}
+Tensor argmax(const Tensor& x) { return argmax(x.detach().reshape({-1}), 0, false); }
+
+Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  if (grad.shape() == shape) return grad;
+  const std::size_t lead = grad.shape().size() - shape.size();
+  std::vector<std::int64_t> dims;
+  for (std::size_t d = 0; d < grad.shape().size(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && grad.shape()[d] != 1)) dims.push_back(std::int64_t(d));
+  Tensor s = dims.empty() ? grad : sum(grad, dims, true);
+  return s.reshape(shape);
+}
+
+}  // namespace rumus

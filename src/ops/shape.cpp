@@ -1,0 +1,223 @@
+// Views: new layouts over the same storage. Recorded on the tape when the input requires grad.
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "op_util.hpp"
+#include "rumus/ops/creation.hpp"
+#include "rumus/ops/reduction.hpp"
+
+namespace rumus {
+
+namespace {
+
+Tensor make_view(const Tensor& x, Layout layout, const char* name, autograd::BackwardFn backward) {
+  Tensor out(x.storage_ptr(), std::move(layout), x.dtype());
+  if (autograd::needs_grad({&x})) autograd::record(name, {x}, out, std::move(backward));
+  return out;
+}
+
+Shape infer_shape(const Shape& shape, std::int64_t numel, const char* op) {
+  Shape out = shape;
+  std::int64_t known = 1, infer = -1;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      if (infer >= 0) throw ShapeError(fmt::format("{}: only one dim can be -1, got {}", op, shape_str(shape)));
+      infer = std::int64_t(i);
+    } else if (out[i] < 0) {
+      throw ShapeError(fmt::format("{}: invalid dim {} in {}", op, out[i], shape_str(shape)));
+    } else {
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0)
+      throw ShapeError(fmt::format("{}: shape {} is invalid for {} elements", op, shape_str(shape), numel));
+    out[infer] = numel / known;
+  } else if (known != numel) {
+    throw ShapeError(fmt::format("{}: shape {} is invalid for {} elements", op, shape_str(shape), numel));
+  }
+  return out;
+}
+
+// Strides that view `old` as `shape` without copying, if any exist.
+std::optional<Shape> view_strides(const Layout& old, const Shape& shape) {
+  if (old.numel() == 0 || old.shape.empty()) return contiguous_strides(shape);
+  Shape strides(shape.size());
+  std::int64_t view_d = std::int64_t(shape.size()) - 1;
+  std::int64_t chunk_stride = old.strides.back(), tensor_numel = 1, view_numel = 1;
+  for (std::int64_t d = old.dim() - 1; d >= 0; --d) {
+    tensor_numel *= old.shape[d];
+    bool chunk_ends = d == 0 || (old.shape[d - 1] != 1 && old.strides[d - 1] != tensor_numel * chunk_stride);
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+      strides[view_d] = view_numel * chunk_stride;
+      view_numel *= shape[view_d];
+      --view_d;
+    }
+    if (view_numel != tensor_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_stride = old.strides[d - 1];
+      tensor_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return strides;
+}
+
+autograd::BackwardFn reshape_back(Shape in_shape) {
+  return [in_shape](const Tensor& g) { return std::vector<Tensor>{g.reshape(in_shape)}; };
+}
+
+}  // namespace
+
+Tensor Tensor::view(const Shape& shape_in) const {
+  Shape shape = infer_shape(shape_in, numel(), "view");
+  auto strides = view_strides(layout(), shape);
+  if (!strides)
+    throw ShapeError(fmt::format("view: cannot view shape {} with strides {} as {} without a copy; use reshape",
+                                 shape_str(this->shape()), shape_str(this->strides()), shape_str(shape)));
+  return make_view(*this, Layout{shape, *strides, offset()}, "view", reshape_back(this->shape()));
+}
+
+Tensor Tensor::reshape(const Shape& shape_in) const {
+  Shape shape = infer_shape(shape_in, numel(), "reshape");
+  if (auto strides = view_strides(layout(), shape))
+    return make_view(*this, Layout{shape, *strides, offset()}, "reshape", reshape_back(this->shape()));
+  return contiguous().view(shape);
+}
+
+Tensor Tensor::transpose(std::int64_t d0, std::int64_t d1) const {
+  d0 = wrap_dim(d0, dim(), "transpose");
+  d1 = wrap_dim(d1, dim(), "transpose");
+  Layout l = layout();
+  if (dim() > 0) {
+    std::swap(l.shape[d0], l.shape[d1]);
+    std::swap(l.strides[d0], l.strides[d1]);
+  }
+  return make_view(*this, std::move(l), "transpose",
+                   [d0, d1](const Tensor& g) { return std::vector<Tensor>{g.transpose(d0, d1)}; });
+}
+
+Tensor Tensor::t() const {
+  if (dim() != 2) throw ShapeError(fmt::format("t: expected a 2-D tensor, got shape {}", shape_str(shape())));
+  return transpose(0, 1);
+}
+
+Tensor Tensor::permute(const std::vector<std::int64_t>& dims_in) const {
+  if (std::int64_t(dims_in.size()) != dim())
+    throw ShapeError(fmt::format("permute: expected {} dims, got {}", dim(), dims_in.size()));
+  std::vector<std::int64_t> dims(dims_in.size()), inverse(dims_in.size());
+  std::vector<char> seen(dims_in.size(), 0);
+  Layout l = layout();
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    dims[i] = wrap_dim(dims_in[i], dim(), "permute");
+    if (seen[dims[i]]++) throw ShapeError(fmt::format("permute: dim {} repeated", dims[i]));
+    l.shape[i] = shape()[dims[i]];
+    l.strides[i] = strides()[dims[i]];
+    inverse[dims[i]] = std::int64_t(i);
+  }
+  return make_view(*this, std::move(l), "permute",
+                   [inverse](const Tensor& g) { return std::vector<Tensor>{g.permute(inverse)}; });
+}
+
+Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end, std::int64_t step) const {
+  d = wrap_dim(d, dim(), "slice");
+  if (step <= 0) throw ShapeError(fmt::format("slice: expected a positive step, got {}", step));
+  const auto n = shape()[d];
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<std::int64_t>(start, 0, n);
+  end = std::clamp<std::int64_t>(end, start, n);
+  Layout l = layout();
+  l.offset += start * l.strides[d];
+  l.shape[d] = (end - start + step - 1) / step;
+  l.strides[d] *= step;
+  return make_view(*this, std::move(l), "slice", [in_shape = shape(), d, start, end, step](const Tensor& g) {
+    Tensor gi = zeros(in_shape, {.dtype = g.dtype(), .device = g.device()});
+    gi.slice(d, start, end, step).copy_(g);
+    return std::vector<Tensor>{gi};
+  });
+}
+
+Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) const {
+  d = wrap_dim(d, dim(), "narrow");
+  if (start < 0) start += shape()[d];
+  if (start < 0 || length < 0 || start + length > shape()[d])
+    throw ShapeError(fmt::format("narrow: range [{}, {}) out of bounds for dim {} of size {}", start, start + length,
+                                 d, shape()[d]));
+  return slice(d, start, start + length);
+}
+
+Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
+  d = wrap_dim(d, dim(), "select");
+  const auto n = shape()[d];
+  if (index < -n || index >= n)
+    throw ShapeError(fmt::format("select: index {} out of range for dim {} of size {}", index, d, n));
+  if (index < 0) index += n;
+  Layout l = layout();
+  l.offset += index * l.strides[d];
+  l.shape.erase(l.shape.begin() + d);
+  l.strides.erase(l.strides.begin() + d);
+  return make_view(*this, std::move(l), "select", [in_shape = shape(), d, index](const Tensor& g) {
+    Tensor gi = zeros(in_shape, {.dtype = g.dtype(), .device = g.device()});
+    gi.select(d, index).copy_(g);
+    return std::vector<Tensor>{gi};
+  });
+}
+
+Tensor Tensor::expand(const Shape& shape_in) const {
+  if (shape_in.size() < shape().size())
+    throw ShapeError(fmt::format("expand: target {} has fewer dims than {}", shape_str(shape_in), shape_str(shape())));
+  Shape target = shape_in;
+  const std::size_t lead = target.size() - shape().size();
+  for (std::size_t i = 0; i < target.size(); ++i) {
+    if (i >= lead && target[i] == -1) target[i] = shape()[i - lead];
+    if (i >= lead && shape()[i - lead] != 1 && shape()[i - lead] != target[i])
+      throw ShapeError(fmt::format("expand: cannot expand {} to {} (dim {})", shape_str(shape()), shape_str(shape_in), i));
+  }
+  if (target == shape()) return *this;
+  return make_view(*this, detail::broadcast_layout(*this, target), "expand",
+                   [in_shape = shape()](const Tensor& g) { return std::vector<Tensor>{sum_to(g, in_shape)}; });
+}
+
+Tensor Tensor::squeeze() const {
+  Shape s;
+  for (auto d : shape())
+    if (d != 1) s.push_back(d);
+  return reshape(s);
+}
+
+Tensor Tensor::squeeze(std::int64_t d) const {
+  d = wrap_dim(d, dim(), "squeeze");
+  if (dim() == 0 || shape()[d] != 1) return *this;
+  Layout l = layout();
+  l.shape.erase(l.shape.begin() + d);
+  l.strides.erase(l.strides.begin() + d);
+  return make_view(*this, std::move(l), "squeeze", reshape_back(shape()));
+}
+
+Tensor Tensor::unsqueeze(std::int64_t d) const {
+  d = wrap_dim(d, dim() + 1, "unsqueeze");
+  Layout l = layout();
+  std::int64_t stride = d < dim() ? l.strides[d] * l.shape[d] : 1;
+  l.shape.insert(l.shape.begin() + d, 1);
+  l.strides.insert(l.strides.begin() + d, stride);
+  return make_view(*this, std::move(l), "unsqueeze", reshape_back(shape()));
+}
+
+Tensor Tensor::flatten(std::int64_t start, std::int64_t end) const {
+  if (dim() == 0) return reshape({1});
+  start = wrap_dim(start, dim(), "flatten");
+  end = wrap_dim(end, dim(), "flatten");
+  if (start > end) throw ShapeError(fmt::format("flatten: start dim {} is after end dim {}", start, end));
+  Shape s(shape().begin(), shape().begin() + start);
+  std::int64_t n = 1;
+  for (auto i = start; i <= end; ++i) n *= shape()[i];
+  s.push_back(n);
+  s.insert(s.end(), shape().begin() + end + 1, shape().end());
+  return reshape(s);
+}
+
+}  // namespace rumus

@@ -1,0 +1,49 @@
+#pragma once
+// Central finite differences in f64 against the autograd engine.
+#include <gtest/gtest.h>
+
+#include <rumus/rumus.hpp>
+
+#include "op_table.hpp"
+
+namespace rumus::testing {
+
+// Checks d sum(fn(views) * w) / d base for every input, w a fixed random weight.
+inline void gradcheck(const OpCase& op, Layouting how, std::uint64_t seed = 1) {
+  std::vector<Input> inputs;
+  std::vector<Tensor> views;
+  for (std::size_t i = 0; i < op.shapes.size(); ++i) {
+    auto values = sample_values(op.shapes[i], op.low, op.high, seed + i);
+    inputs.push_back(make_input(values, op.shapes[i], how, DType::f64, Device::cpu()));
+    views.push_back(inputs.back().view);
+  }
+  Tensor out = op.fn(views);
+  Tensor w = tensor(sample_values(out.shape(), -1, 1, seed + 100), out.shape()).to(DType::f64);
+  GradientStore grads = backward(sum(mul(out, w)));
+  ASSERT_EQ(autograd::tape_size(), 0u) << "backward left entries on the tape";
+
+  const double eps = 1e-6;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    Tensor base = inputs[i].base;
+    Tensor analytic = grads.get(base);
+    std::vector<double> a = analytic.defined() ? analytic.to_vector<double>()
+                                               : std::vector<double>(std::size_t(base.numel()), 0.0);
+    ASSERT_EQ(std::int64_t(a.size()), base.numel());
+    NoGradGuard no_grad;
+    auto* data = static_cast<double*>(base.storage().data()) + base.offset();
+    auto loss = [&] { return sum(mul(op.fn(views), w)).item(); };
+    for (std::int64_t j = 0; j < base.numel(); ++j) {
+      double saved = data[j];
+      data[j] = saved + eps;
+      double up = loss();
+      data[j] = saved - eps;
+      double down = loss();
+      data[j] = saved;
+      double numeric = (up - down) / (2 * eps);
+      EXPECT_NEAR(a[j], numeric, 1e-6 + 1e-5 * std::abs(numeric))
+          << op.name << " (" << layouting_name(how) << "): input " << i << ", element " << j;
+    }
+  }
+}
+
+}  // namespace rumus::testing

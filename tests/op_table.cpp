@@ -1,0 +1,131 @@
+#include "op_table.hpp"
+
+#include <random>
+
+namespace rumus::testing {
+
+const std::vector<OpCase>& op_table() {
+  using V = const std::vector<Tensor>&;
+  static const std::vector<OpCase> table = {
+      // Arithmetic with broadcasting.
+      {"add", {{3, 4}, {3, 4}}, [](V x) { return add(x[0], x[1]); }},
+      {"add_broadcast", {{3, 4}, {4}}, [](V x) { return add(x[0], x[1]); }},
+      {"add_alpha", {{2, 3}, {2, 1}}, [](V x) { return add(x[0], x[1], -2.5); }},
+      {"sub_broadcast", {{2, 1, 4}, {3, 1}}, [](V x) { return sub(x[0], x[1]); }},
+      {"mul", {{3, 4}, {3, 4}}, [](V x) { return mul(x[0], x[1]); }},
+      {"mul_broadcast", {{4, 1}, {1, 5}}, [](V x) { return mul(x[0], x[1]); }},
+      {"mul_self", {{3, 3}}, [](V x) { return mul(x[0], x[0]); }},
+      {"div", {{3, 4}, {3, 4}}, [](V x) { return div(x[0], x[1]); }, 0.5, 2.0},
+      {"div_broadcast", {{3, 4}, {1, 4}}, [](V x) { return div(x[0], x[1]); }, 0.5, 2.0},
+      {"scalar_ops", {{3, 4}}, [](V x) { return (2.0 - x[0]) * 3.0 / 4.0 + 1.5; }},
+      {"pow_scalar", {{3, 4}}, [](V x) { return pow(x[0], 2.5); }, 0.5, 2.0},
+      {"pow_tensor", {{3, 4}, {3, 4}}, [](V x) { return pow(x[0], x[1]); }, 0.5, 2.0},
+      {"maximum", {{3, 4}, {4}}, [](V x) { return maximum(x[0], x[1]); }},
+      {"minimum", {{3, 4}, {3, 4}}, [](V x) { return minimum(x[0], x[1]); }},
+      // Unary math.
+      {"neg", {{3, 4}}, [](V x) { return neg(x[0]); }},
+      {"exp", {{3, 4}}, [](V x) { return exp(x[0]); }},
+      {"log", {{3, 4}}, [](V x) { return log(x[0]); }, 0.5, 2.0},
+      {"sqrt", {{3, 4}}, [](V x) { return sqrt(x[0]); }, 0.5, 2.0},
+      {"abs", {{3, 4}}, [](V x) { return abs(x[0]); }},
+      {"square", {{3, 4}}, [](V x) { return square(x[0]); }},
+      {"clamp", {{4, 5}}, [](V x) { return clamp(x[0], -0.5, 0.4); }},
+      // Activations.
+      {"relu", {{4, 5}}, [](V x) { return relu(x[0]); }},
+      {"sigmoid", {{4, 5}}, [](V x) { return sigmoid(x[0] * 3.0); }},
+      {"tanh", {{4, 5}}, [](V x) { return tanh(x[0] * 2.0); }},
+      {"gelu", {{4, 5}}, [](V x) { return gelu(x[0] * 2.0); }},
+      {"gelu_tanh", {{4, 5}}, [](V x) { return gelu(x[0] * 2.0, "tanh"); }},
+      {"leaky_relu", {{4, 5}}, [](V x) { return leaky_relu(x[0], 0.1); }},
+      {"silu", {{4, 5}}, [](V x) { return silu(x[0] * 2.0); }},
+      // Reductions.
+      {"sum_all", {{3, 4}}, [](V x) { return sum(x[0]); }},
+      {"sum_dim", {{2, 3, 4}}, [](V x) { return sum(x[0], {1}); }},
+      {"sum_dims_keepdim", {{2, 3, 4}}, [](V x) { return sum(x[0], {0, 2}, true); }},
+      {"mean_all", {{3, 4}}, [](V x) { return mean(x[0]); }},
+      {"mean_dim", {{3, 4}}, [](V x) { return mean(x[0], {-1}, true); }},
+      {"max_all", {{3, 4}}, [](V x) { return max(x[0]); }},
+      {"max_dim", {{3, 4}}, [](V x) { return max(x[0], 1); }},
+      {"min_dim_keepdim", {{3, 4}}, [](V x) { return min(x[0], 0, true); }},
+      // Linear algebra.
+      {"matmul_2d", {{3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_dot", {{4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_vec_mat", {{4}, {4, 3}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_mat_vec", {{3, 4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_batched", {{2, 3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_batch_2d", {{2, 3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_broadcast_batch", {{2, 1, 3, 4}, {3, 4, 2}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"bmm", {{2, 3, 4}, {2, 4, 2}}, [](V x) { return bmm(x[0], x[1]); }},
+      // Losses and selection.
+      {"mse_loss", {{4, 3}, {4, 3}}, [](V x) { return mse_loss(x[0], x[1]); }},
+      {"mse_loss_sum", {{4, 3}, {4, 3}}, [](V x) { return mse_loss(x[0], x[1], Reduction::sum); }},
+      {"where", {{3, 4}, {3, 4}}, [](V x) { return where(gt(x[0], 0.0), x[0], x[1]); }},
+      // Views recorded on the tape.
+      {"transpose", {{3, 4}}, [](V x) { return x[0].transpose(0, 1) * 1.0; }},
+      {"permute", {{2, 3, 4}}, [](V x) { return x[0].permute({2, 0, 1}) * 1.0; }},
+      {"slice_step", {{6, 4}}, [](V x) { return x[0].slice(0, 1, 6, 2) * 1.0; }},
+      {"select", {{3, 4}}, [](V x) { return x[0].select(1, -1) * 1.0; }},
+      {"narrow", {{3, 5}}, [](V x) { return x[0].narrow(1, 1, 3) * 1.0; }},
+      {"expand", {{3, 1}}, [](V x) { return x[0].expand({2, 3, 4}) * 1.0; }},
+      {"reshape", {{3, 4}}, [](V x) { return x[0].reshape({2, 6}) * 1.0; }},
+      {"unsqueeze_squeeze", {{3, 4}}, [](V x) { return x[0].unsqueeze(1).squeeze(1) * 1.0; }},
+      {"flatten", {{2, 3, 4}}, [](V x) { return x[0].flatten(1) * 1.0; }},
+      {"clone", {{3, 4}}, [](V x) { return x[0].clone(); }},
+  };
+  return table;
+}
+
+const char* layouting_name(Layouting l) {
+  switch (l) {
+    case Layouting::contiguous: return "contiguous";
+    case Layouting::transposed: return "transposed";
+    case Layouting::sliced: return "sliced";
+    case Layouting::broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+std::vector<double> sample_values(const Shape& shape, double low, double high, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(low, high);
+  std::vector<double> v(std::size_t(numel_of(shape)));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+Input make_input(const std::vector<double>& values, const Shape& shape, Layouting how, DType dtype, Device device) {
+  auto host = [&](const std::vector<double>& v, const Shape& s) { return tensor(v, s).to(dtype).to(device); };
+  const auto nd = std::int64_t(shape.size());
+  if (how == Layouting::transposed && nd >= 2) {
+    // Store with the last two dims swapped, then view them back.
+    Shape ts = shape;
+    std::swap(ts[nd - 1], ts[nd - 2]);
+    Tensor logical = tensor(values, shape);
+    std::vector<double> swapped = logical.transpose(-1, -2).contiguous().to_vector<double>();
+    Tensor base = host(swapped, ts).requires_grad_();
+    return {base, base.transpose(-1, -2)};
+  }
+  if (how == Layouting::sliced && nd >= 1) {
+    // Every other element of a buffer twice as long in the last dim.
+    Shape ws = shape;
+    ws[nd - 1] *= 2;
+    std::vector<double> wide(std::size_t(numel_of(ws)), 1e3);
+    const auto inner = shape[nd - 1];
+    for (std::size_t i = 0; i < values.size(); ++i) wide[(i / inner) * 2 * inner + (i % inner) * 2 + 1] = values[i];
+    Tensor base = host(wide, ws).requires_grad_();
+    return {base, base.slice(-1, 1, ws[nd - 1], 2)};
+  }
+  if (how == Layouting::broadcast && nd >= 1) {
+    // Leading dim expanded from 1: only shapes whose rows repeat qualify, so
+    // the caller's values are replaced by the first row repeated.
+    Shape one = shape;
+    one[0] = 1;
+    std::vector<double> row(values.begin(), values.begin() + numel_of(one));
+    Tensor base = host(row, one).requires_grad_();
+    return {base, base.expand(shape)};
+  }
+  Tensor base = host(values, shape).requires_grad_();
+  return {base, base};
+}
+
+}  // namespace rumus::testing

@@ -1,0 +1,182 @@
+// The autograd engine: Kahn's algorithm, GradientStore, grad mode, versions, threads, custom functions.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include <rumus/rumus.hpp>
+
+using namespace rumus;
+
+namespace {
+
+TEST(Autograd, ScalarBackwardAndSharedSubgraphs) {
+  Tensor x = tensor({1.0, 2.0, 3.0}).requires_grad_();
+  Tensor y = mul(x, x);           // used twice below: gradients accumulate
+  Tensor loss = sum(add(y, mul(y, 3.0)));
+  GradientStore g = backward(loss);
+  EXPECT_EQ(g.at(x).to_vector<float>(), (std::vector<float>{8, 16, 24}));  // 4 * 2x
+  EXPECT_EQ(g.size(), 1u);
+  EXPECT_EQ(autograd::tape_size(), 0u);
+}
+
+TEST(Autograd, SeededBackwardOnNonScalar) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = mul(x, 3.0);
+  GradientStore g = backward(y, tensor({1.0, 10.0}));
+  EXPECT_EQ(g.at(x).to_vector<float>(), (std::vector<float>{3, 30}));
+}
+
+TEST(Autograd, NonScalarWithoutSeedIsAnError) {
+  Tensor x = ones({3}).requires_grad_();
+  Tensor y = mul(x, 2.0);
+  try {
+    backward(y);
+    FAIL();
+  } catch (const AutogradError& e) {
+    EXPECT_NE(std::string(e.what()).find("backward: expected a scalar"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[3]"), std::string::npos);
+  }
+  EXPECT_THROW(backward(y, ones({2})), ShapeError);
+  EXPECT_THROW(backward(ones({})), AutogradError);  // does not require grad
+  autograd::clear_tape();
+}
+
+TEST(Autograd, LeavesWithoutGradAndUnusedInputs) {
+  Tensor a = ones({2}).requires_grad_();
+  Tensor b = ones({2}).requires_grad_();
+  Tensor c = ones({2});  // no grad
+  GradientStore g = backward(sum(mul(a, c)));
+  EXPECT_TRUE(g.contains(a));
+  EXPECT_FALSE(g.contains(b));
+  EXPECT_FALSE(g.get(b).defined());
+  EXPECT_FALSE(g.contains(c));
+  EXPECT_THROW(g.at(b), AutogradError);
+}
+
+TEST(Autograd, NoGradGuardIsNestable) {
+  Tensor x = ones({2}).requires_grad_();
+  {
+    NoGradGuard outer;
+    {
+      NoGradGuard inner;
+      EXPECT_FALSE(grad_enabled());
+    }
+    EXPECT_FALSE(grad_enabled());
+    Tensor y = mul(x, 2.0);
+    EXPECT_FALSE(y.requires_grad());
+  }
+  EXPECT_TRUE(grad_enabled());
+  EXPECT_TRUE(mul(x, 2.0).requires_grad());
+  autograd::clear_tape();
+}
+
+TEST(Autograd, InPlaceWriteToSavedTensorIsReported) {
+  Tensor w = ones({2}).requires_grad_();
+  Tensor x = tensor({1.0, 2.0});
+  Tensor y = mul(w, x);  // saves x
+  x.add_(1.0);
+  try {
+    backward(sum(y));
+    FAIL() << "expected a version error";
+  } catch (const AutogradError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("backward of mul"), std::string::npos) << m;
+    EXPECT_NE(m.find("saved at version 0, now version 1"), std::string::npos) << m;
+  }
+  autograd::clear_tape();
+}
+
+TEST(Autograd, InPlaceOnTensorRequiringGradIsRejected) {
+  Tensor w = ones({2}).requires_grad_();
+  EXPECT_THROW(w.add_(1.0), AutogradError);
+  NoGradGuard g;
+  w.add_(1.0);  // optimizers update under NoGradGuard
+  EXPECT_EQ(sum(w).item(), 4.0);
+}
+
+TEST(Autograd, InferenceLoopLeavesTapeEmpty) {
+  Tensor w = randn({8, 8});
+  Tensor x = randn({4, 8});
+  for (int i = 0; i < 10000; ++i) x = tanh(matmul(x, w));
+  EXPECT_EQ(autograd::tape_size(), 0u);
+}
+
+TEST(Autograd, DiscardedGraphsArePruned) {
+  Tensor w = randn({4, 4}).requires_grad_();
+  for (int i = 0; i < 20000; ++i) {
+    Tensor unused = sum(relu(matmul(ones({1, 4}), w)));
+  }
+  EXPECT_LT(autograd::tape_size(), 20000u);  // 60,000 entries were recorded
+  autograd::clear_tape();
+}
+
+TEST(Autograd, RetainGraphAllowsSecondPass) {
+  Tensor x = tensor({2.0}).requires_grad_();
+  Tensor y = sum(mul(x, x));
+  GradientStore g1 = backward(y, {.retain_graph = true});
+  GradientStore g2 = backward(y);
+  EXPECT_EQ(g1.at(x).item(), 4.0);
+  EXPECT_EQ(g2.at(x).item(), 4.0);
+  EXPECT_EQ(autograd::tape_size(), 0u);
+}
+
+TEST(Autograd, CustomFunction) {
+  // f(x) = x^3 with a hand-written backward.
+  autograd::CustomFunction cube{
+      "cube", [](const std::vector<Tensor>& in) { return mul(mul(in[0], in[0]), in[0]); },
+      [](const Tensor& g, const std::vector<Tensor>& in, const Tensor&) {
+        return std::vector<Tensor>{mul(g, mul(square(in[0]), 3.0))};
+      }};
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = autograd::apply(cube, {x});
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{1, 8}));
+  EXPECT_EQ(autograd::tape_size(), 1u);  // one entry, the forward's ops were not recorded
+  EXPECT_EQ(backward(sum(y)).at(x).to_vector<float>(), (std::vector<float>{3, 12}));
+}
+
+TEST(Autograd, GradIdsAreUniqueAcrossThreads) {
+  std::vector<GradId> a, b;
+  std::thread t1([&] { for (int i = 0; i < 1000; ++i) a.push_back(zeros({1}).grad_id()); });
+  std::thread t2([&] { for (int i = 0; i < 1000; ++i) b.push_back(zeros({1}).grad_id()); });
+  t1.join();
+  t2.join();
+  std::sort(a.begin(), a.end());
+  for (GradId id : b) EXPECT_FALSE(std::binary_search(a.begin(), a.end(), id));
+}
+
+// Fits y = 3x - 1 by gradient descent; returns the final (w, b).
+std::pair<double, double> fit_line(std::uint64_t seed) {
+  Generator gen(seed);
+  Tensor x = rand({64, 1}, {.dtype = DType::f64}, &gen);
+  Tensor y = sub(mul(x, 3.0), 1.0);
+  Tensor w = zeros({1, 1}, {.dtype = DType::f64, .requires_grad = true});
+  Tensor b = zeros({1}, {.dtype = DType::f64, .requires_grad = true});
+  for (int step = 0; step < 2000; ++step) {
+    Tensor loss = mse_loss(add(matmul(x, w), b), y);
+    GradientStore g = backward(loss);
+    NoGradGuard ng;
+    w.add_(g.at(w), -0.5);
+    b.add_(g.at(b), -0.5);
+  }
+  return {w.item(), b.item()};
+}
+
+TEST(Autograd, TwoThreadsTrainIndependentModels) {
+  std::pair<double, double> r1, r2;
+  std::size_t tape1 = 1, tape2 = 1;
+  std::thread t1([&] { r1 = fit_line(1); tape1 = autograd::tape_size(); });
+  std::thread t2([&] { r2 = fit_line(2); tape2 = autograd::tape_size(); });
+  t1.join();
+  t2.join();
+  EXPECT_NEAR(r1.first, 3.0, 1e-3);
+  EXPECT_NEAR(r1.second, -1.0, 1e-3);
+  EXPECT_NEAR(r2.first, 3.0, 1e-3);
+  EXPECT_NEAR(r2.second, -1.0, 1e-3);
+  EXPECT_EQ(tape1, 0u);
+  EXPECT_EQ(tape2, 0u);
+  // The same run on this thread gives the same numbers as on another thread.
+  auto r1_again = fit_line(1);
+  EXPECT_EQ(r1_again, r1);
+}
+
+}  // namespace

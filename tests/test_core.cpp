@@ -1,0 +1,150 @@
+// Tensor core: dtypes, creation, views sharing storage, copies, printing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include <rumus/rumus.hpp>
+
+using namespace rumus;
+
+namespace {
+
+TEST(DType, HalfAndBFloat16RoundTrip) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.333251953125f}) {
+    EXPECT_EQ(float(Half(f)), f) << f;
+  }
+  EXPECT_TRUE(std::isinf(float(Half(1e6f))));
+  EXPECT_TRUE(std::isnan(float(Half(NAN))));
+  EXPECT_EQ(float(Half(1.0009765625f + 0.0004f)), 1.0009765625f);  // round to nearest
+  for (float f : {0.0f, 1.0f, -3.0f, 256.0f, 1.5f}) EXPECT_EQ(float(BFloat16(f)), f);
+  EXPECT_NEAR(float(BFloat16(3.14159f)), 3.14159f, 0.01f);
+  EXPECT_TRUE(std::isnan(float(BFloat16(NAN))));
+}
+
+TEST(DType, CastsBetweenAllTypes) {
+  Tensor x = tensor({-2.0, 0.0, 1.5, 100.0});
+  for (DType dt : {DType::f64, DType::f16, DType::bf16, DType::f32}) {
+    auto v = x.to(dt).to_vector<double>();
+    EXPECT_EQ(v, (std::vector<double>{-2, 0, 1.5, 100})) << dtype_name(dt);
+  }
+  EXPECT_EQ(x.to(DType::i32).to_vector<std::int32_t>(), (std::vector<std::int32_t>{-2, 0, 1, 100}));
+  EXPECT_EQ(x.to(DType::i64).to(DType::f32).to_vector<float>(), (std::vector<float>{-2, 0, 1, 100}));
+  EXPECT_EQ(tensor({3.0, 200.0}).to(DType::u8).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{3, 200}));
+}
+
+TEST(Creation, FactoriesAndShapes) {
+  EXPECT_EQ(zeros({2, 3}).to_vector<float>(), std::vector<float>(6, 0));
+  EXPECT_EQ(ones({2}).to_vector<float>(), std::vector<float>(2, 1));
+  EXPECT_EQ(full({2}, 7, {.dtype = DType::i64}).to_vector<std::int64_t>(), (std::vector<std::int64_t>{7, 7}));
+  EXPECT_EQ(arange(2, 8, 2).to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ(arange(3, {.dtype = DType::i64}).dtype(), DType::i64);
+  EXPECT_EQ(scalar_tensor(4).dim(), 0);
+  EXPECT_EQ(tensor({{1, 2}, {3, 4}}).shape(), (Shape{2, 2}));
+  double raw[3] = {1, 2, 3};
+  Tensor b = from_blob(raw, {3}, DType::f64);
+  raw[0] = 9;  // from_blob copies
+  EXPECT_EQ(b.to_vector<double>()[0], 1.0);
+  EXPECT_THROW(tensor(std::vector<float>{1, 2, 3}, Shape{2, 2}), ShapeError);
+  EXPECT_THROW(tensor({{1.0, 2.0}, {3.0}}), ShapeError);
+}
+
+TEST(Creation, RandomIsSeededAndDistributed) {
+  manual_seed(42);
+  Tensor a = rand({1000});
+  Tensor n = randn({20000}, {.dtype = DType::f64});
+  manual_seed(42);
+  EXPECT_EQ(rand({1000}).to_vector<float>(), a.to_vector<float>());
+  auto av = a.to_vector<float>();
+  for (float v : av) ASSERT_TRUE(v >= 0 && v < 1);
+  EXPECT_NEAR(mean(n).item(), 0.0, 0.03);
+  EXPECT_NEAR(mean(square(n)).item(), 1.0, 0.05);
+  Generator gen(7), gen2(7);
+  EXPECT_EQ(randint(0, 10, {50}, {.dtype = DType::i64}, &gen).to_vector<std::int64_t>(),
+            randint(0, 10, {50}, {.dtype = DType::i64}, &gen2).to_vector<std::int64_t>());
+  auto r = randint(3, 6, {500}, {.dtype = DType::i64}, &gen).to_vector<std::int64_t>();
+  for (auto v : r) ASSERT_TRUE(v >= 3 && v < 6);
+  // Successive draws differ.
+  EXPECT_NE(rand({8}, {}, &gen).to_vector<float>(), rand({8}, {}, &gen).to_vector<float>());
+}
+
+TEST(Views, ShareStorageAndNeverCopy) {
+  Tensor x = arange(24).reshape({2, 3, 4});
+  auto same = [&](const Tensor& v) { return v.storage_ptr() == x.storage_ptr(); };
+  EXPECT_TRUE(same(x.view({6, 4})));
+  EXPECT_TRUE(same(x.transpose(0, 2)));
+  EXPECT_TRUE(same(x.permute({1, 2, 0})));
+  EXPECT_TRUE(same(x.slice(2, 0, 4, 2)));
+  EXPECT_TRUE(same(x.select(1, 2)));
+  EXPECT_TRUE(same(x.narrow(0, 1, 1)));
+  EXPECT_TRUE(same(x.unsqueeze(0).expand({5, 2, 3, 4})));
+  EXPECT_TRUE(same(x.unsqueeze(1).squeeze(1)));
+  EXPECT_TRUE(same(x.flatten()));
+  EXPECT_TRUE(same(x.transpose(0, 1).reshape({3, 2, 4})));  // still viewable
+  EXPECT_FALSE(same(x.transpose(1, 2).reshape({24})));     // must copy
+
+  EXPECT_EQ(x.select(1, 2).to_vector<float>(), (std::vector<float>{8, 9, 10, 11, 20, 21, 22, 23}));
+  EXPECT_EQ(x.slice(2, 1, 4, 2).select(0, 1).to_vector<float>(), (std::vector<float>{13, 15, 17, 19, 21, 23}));
+  EXPECT_EQ(x.transpose(0, 2).contiguous().to_vector<float>()[1], 12.0f);
+  EXPECT_EQ(x.permute({2, 0, 1}).shape(), (Shape{4, 2, 3}));
+  EXPECT_EQ(x.slice(1, -2, 3).shape(), (Shape{2, 2, 4}));
+  EXPECT_EQ(x.flatten(1).shape(), (Shape{2, 12}));
+  EXPECT_EQ(x.view({-1, 4}).shape(), (Shape{6, 4}));
+  EXPECT_EQ(x.unsqueeze(-1).shape(), (Shape{2, 3, 4, 1}));
+  EXPECT_EQ(zeros({1, 3, 1}).squeeze().shape(), (Shape{3}));
+  EXPECT_TRUE(x.is_contiguous());
+  EXPECT_FALSE(x.transpose(0, 1).is_contiguous());
+}
+
+TEST(Views, WritesThroughViewsAndVersions) {
+  Tensor x = zeros({3, 4});
+  Tensor row = x.select(0, 1);
+  auto v0 = x.storage().version();
+  row.fill_(5);
+  EXPECT_GT(x.storage().version(), v0);
+  EXPECT_EQ(sum(x).item(), 20.0);
+  x.slice(1, 0, 4, 2).add_(1.0);
+  EXPECT_EQ(sum(x).item(), 26.0);
+  x.t().copy_(ones({4, 3}));
+  EXPECT_EQ(sum(x).item(), 12.0);
+  x.mul_(tensor({1.0, 2.0, 3.0, 4.0}));  // broadcast source
+  EXPECT_EQ(sum(x).item(), 30.0);
+  x.zero_();
+  EXPECT_EQ(sum(x).item(), 0.0);
+  EXPECT_THROW(x.copy_(zeros({5})), ShapeError);
+}
+
+TEST(Copies, CloneDetachContiguous) {
+  Tensor x = arange(6).reshape({2, 3});
+  Tensor c = x.clone();
+  EXPECT_NE(c.storage_ptr(), x.storage_ptr());
+  c.fill_(0);
+  EXPECT_EQ(sum(x).item(), 15.0);
+  Tensor d = x.detach();
+  EXPECT_EQ(d.storage_ptr(), x.storage_ptr());
+  EXPECT_NE(d.grad_id(), x.grad_id());
+  EXPECT_EQ(x.contiguous().storage_ptr(), x.storage_ptr());
+  EXPECT_TRUE(x.t().contiguous().is_contiguous());
+  EXPECT_EQ(x.t().contiguous().to_vector<float>(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+}
+
+TEST(Printing, FmtAndStream) {
+  Tensor x = tensor({{1.0, 2.0}, {3.0, 4.0}});
+  std::string s = fmt::format("{}", x);
+  EXPECT_NE(s.find("[[1.0000, 2.0000],"), std::string::npos) << s;
+  EXPECT_NE(s.find("shape=[2, 2], dtype=f32, device=cpu"), std::string::npos) << s;
+  std::ostringstream os;
+  os << arange(3, {.dtype = DType::i64});
+  EXPECT_NE(os.str().find("[0, 1, 2]"), std::string::npos) << os.str();
+  EXPECT_NE(to_string(zeros({100, 100})).find("..."), std::string::npos);
+  EXPECT_EQ(fmt::format("{}", DType::bf16), "bf16");
+}
+
+TEST(DeviceValues, ParseAndCompare) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_EQ(Device::parse("vulkan:1"), Device::vulkan(1));
+  EXPECT_EQ(Device::vulkan(2).str(), "vulkan:2");
+  EXPECT_THROW(Device::parse("cuda"), DeviceError);
+}
+
+}  // namespace
