@@ -1,0 +1,29 @@
+#pragma once
+// Convolution (NCHW) as batched im2col + GEMM.
+#include <array>
+
+#include "rumus/core/tensor.hpp"
+
+namespace rumus {
+
+struct Conv2dOptions {
+  std::array<std::int64_t, 2> stride{1, 1};
+  std::array<std::int64_t, 2> padding{0, 0};
+  std::array<std::int64_t, 2> dilation{1, 1};
+  std::int64_t groups = 1;
+};
+
+// input [N, C, H, W], weight [OC, C/groups, KH, KW], bias [OC] or undefined.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+
+// [N, C, H, W] -> [N, C*KH*KW, OH*OW] (torch.nn.functional.unfold); col2im is its adjoint (fold).
+Tensor im2col(const Tensor& input, std::array<std::int64_t, 2> kernel, const Conv2dOptions& options = {});
+Tensor col2im(const Tensor& cols, std::array<std::int64_t, 2> output_size, std::array<std::int64_t, 2> kernel,
+              const Conv2dOptions& options = {});
+
+// x [.., in] @ weight[out, in]^T + bias[out]: one op, bias gradient by row-sum.
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {});
+// x [N, C, ...] + bias [C] broadcast over the channel dim.
+Tensor add_channel_bias(const Tensor& input, const Tensor& bias);
+
+}  // namespace rumus
