@@ -10,6 +10,7 @@
 #include "rumus/core/format.hpp"
 #include "rumus/core/generator.hpp"
 #include "rumus/core/layout.hpp"
+#include "rumus/core/parallel.hpp"
 #include "rumus/core/tensor.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/compare.hpp"
