@@ -156,32 +156,77 @@ void CpuBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg 
     if (p.kind == PoolKind::max) {
       require_contiguous("pool2d_forward", indices);
       std::int64_t* idx = base_of<std::int64_t>(indices);
-_Pragma("omp parallel for schedule(static) if (parallel)")
+      // Locals, not p's fields: the i64 index stores could alias them and force reloads.
+      const std::int64_t H = p.height, W = p.width, OH = p.out_h, OW = p.out_w, KH = p.kernel_h, KW = p.kernel_w,
+                         SH = p.stride_h, SW = p.stride_w, PH = p.pad_h, PW = p.pad_w, DH = p.dilation_h,
+                         DW = p.dilation_w;
+      const bool plain2x2 = KH == 2 && KW == 2 && SH == 2 && SW == 2 && PH == 0 && PW == 0 && DH == 1 && DW == 1;
+      _Pragma("omp parallel for schedule(static) if (parallel)")
       for (std::int64_t plane = 0; plane < p.planes; ++plane) {
         const T* src = x + plane * hw;
         T* dst = y + plane * ohw;
         std::int64_t* di = idx + plane * ohw;
-        for (std::int64_t oh = 0; oh < p.out_h; ++oh) {
-          const std::int64_t h0 = oh * p.stride_h - p.pad_h;
-          for (std::int64_t ow = 0; ow < p.out_w; ++ow) {
-            const std::int64_t w0 = ow * p.stride_w - p.pad_w;
+        // Branch-free running maximum; a NaN wins and stays, as in PyTorch.
+        auto take = [](A v, A& best, std::int64_t at, std::int64_t& best_i) {
+          const bool better = v > best || (v != v && best == best);
+          best = better ? v : best;
+          best_i = better ? at : best_i;
+        };
+        if (plain2x2) {  // the common CNN case, written to compile to selects rather than branches
+          for (std::int64_t oh = 0; oh < OH; ++oh) {
+            const T* r0 = src + 2 * oh * W;
+            const T* r1 = r0 + W;
+            T* drow = dst + oh * OW;
+            std::int64_t* irow = di + oh * OW;
+            for (std::int64_t ow = 0; ow < OW; ++ow) {
+              const A a0 = load(r0[2 * ow]), a1 = load(r0[2 * ow + 1]), a2 = load(r1[2 * ow]), a3 = load(r1[2 * ow + 1]);
+              // Ordered compares compile to selects; NaN (rare) takes the careful path.
+              A m = a0;
+              std::int64_t k = 0;
+              k = a1 > m ? 1 : k;
+              m = a1 > m ? a1 : m;
+              k = a2 > m ? W : k;
+              m = a2 > m ? a2 : m;
+              k = a3 > m ? W + 1 : k;
+              m = a3 > m ? a3 : m;
+              if (std::isnan(a0 + a1 + a2 + a3)) {
+                const A v[4] = {a0, a1, a2, a3};
+                const std::int64_t at[4] = {0, 1, W, W + 1};
+                for (int j = 0; j < 4; ++j)
+                  if (std::isnan(v[j])) {
+                    m = v[j];
+                    k = at[j];
+                    break;
+                  }
+              }
+              drow[ow] = store<T>(m);
+              irow[ow] = 2 * oh * W + 2 * ow + k;
+            }
+          }
+          continue;
+        }
+        for (std::int64_t oh = 0; oh < OH; ++oh) {
+          const std::int64_t h0 = oh * SH - PH;
+          // Kernel rows whose input row lies inside the plane.
+          const std::int64_t kh0 = h0 >= 0 ? 0 : (-h0 + DH - 1) / DH;
+          const std::int64_t kh1 = std::min(KH, h0 >= H ? 0 : (H - h0 + DH - 1) / DH);
+          for (std::int64_t ow = 0; ow < OW; ++ow) {
+            const std::int64_t w0 = ow * SW - PW;
+            const std::int64_t kw0 = w0 >= 0 ? 0 : (-w0 + DW - 1) / DW;
+            const std::int64_t kw1 = std::min(KW, w0 >= W ? 0 : (W - w0 + DW - 1) / DW);
             A best = -std::numeric_limits<A>::infinity();
             std::int64_t best_i = -1;
-            for (std::int64_t kh = 0; kh < p.kernel_h; ++kh) {
-              const std::int64_t ih = h0 + kh * p.dilation_h;
-              if (ih < 0 || ih >= p.height) continue;
-              for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
-                const std::int64_t iw = w0 + kw * p.dilation_w;
-                if (iw < 0 || iw >= p.width) continue;
-                const A v = load(src[ih * p.width + iw]);
-                if (best_i < 0 || (!std::isnan(best) && (v > best || std::isnan(v)))) {  // NaN wins, as in PyTorch
-                  best = v;
-                  best_i = ih * p.width + iw;
-                }
-              }
+            if (kh0 < kh1 && kw0 < kw1) {
+              best_i = (h0 + kh0 * DH) * W + w0 + kw0 * DW;
+              best = load(src[best_i]);
             }
-            dst[oh * p.out_w + ow] = store<T>(best);
-            di[oh * p.out_w + ow] = best_i;
+            for (std::int64_t kh = kh0; kh < kh1; ++kh)
+              for (std::int64_t kw = kw0; kw < kw1; ++kw) {
+                const std::int64_t at = (h0 + kh * DH) * W + w0 + kw * DW;
+                take(load(src[at]), best, at, best_i);
+              }
+            dst[oh * OW + ow] = store<T>(best);
+            di[oh * OW + ow] = best_i;
           }
         }
       }
