@@ -148,7 +148,7 @@ void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std:
   RUMUS_DISPATCH_ALL(out.dtype, "random", [&] {
     scalar_t* o = data_of<scalar_t>(out) + out.layout->offset;
     auto fill_with = [&](auto draw) {
-      _Pragma("omp parallel for if (n > kParallelGrain / 8) schedule(static)")
+      _Pragma("omp parallel for if (n > kParallelGrain / 8) schedule(dynamic, 4096)")
       for (std::int64_t i = 0; i < n; ++i) o[i] = store<scalar_t>(draw(philox::draw(seed, offset + std::uint64_t(i))));
     };
     switch (kind) {
@@ -201,22 +201,24 @@ void CpuBackend::gemm(const GemmArgs& g) {
     const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch);
     if (threads == 1 || flops < 4e6) {
       for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
-    } else if (g.batch >= threads && g.stride_c != 0) {
-      _Pragma("omp parallel for schedule(static)")
+    } else if (g.batch >= 2 * threads && g.stride_c != 0) {
+      _Pragma("omp parallel for schedule(dynamic, 1)")
       for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
     } else {
-      // Blocks of 16 columns (or rows) keep each thread's share aligned to the micro-kernels.
+      // Tasks of whole 16-column (or row) units keep each share aligned to the
+      // micro-kernels; several tasks per thread, taken dynamically, balance
+      // the load when a thread is preempted.
       const bool by_cols = g.n >= g.m;
       const std::int64_t extent = by_cols ? g.n : g.m, units = (extent + 15) / 16;
-      _Pragma("omp parallel")
-      {
-        const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        const std::int64_t lo = std::min(extent, units * t / nt * 16), hi = std::min(extent, units * (t + 1) / nt * 16);
-        for (std::int64_t i = 0; i < g.batch; ++i) {
+      const std::int64_t tasks = std::min<std::int64_t>(units, 4 * threads);
+      _Pragma("omp parallel for schedule(dynamic, 1) collapse(2)")
+      for (std::int64_t i = 0; i < g.batch; ++i)
+        for (std::int64_t t = 0; t < tasks; ++t) {
+          const std::int64_t lo = std::min(extent, units * t / tasks * 16);
+          const std::int64_t hi = std::min(extent, units * (t + 1) / tasks * 16);
           if (by_cols) block(i, 0, g.m, lo, hi);
           else block(i, lo, hi, 0, g.n);
         }
-      }
     }
   };
   if (g.c.dtype == DType::f32)

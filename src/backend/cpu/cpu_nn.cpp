@@ -1,6 +1,7 @@
 // CPU kernels for the neural-network ops: im2col/col2im, pooling, softmax,
 // row gathers and scatters. Parallel over independent planes or rows so that
-// no two threads write the same element.
+// no two threads write the same element; scheduled dynamically in small
+// chunks, so a thread the OS preempts does not hold up the whole loop.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -44,7 +45,7 @@ void CpuBackend::im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) {
     T* c = base_of<T>(cols);
     const T zero = store<T>(0.0);
     const std::int64_t total = g.batch * rows;
-_Pragma("omp parallel for schedule(static) if (total * g.out_h * g.out_w > kParallelGrain)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (total * g.out_h * g.out_w > kParallelGrain)")
     for (std::int64_t item = 0; item < total; ++item) {
       const std::int64_t n = item / rows, r = item % rows;
       const std::int64_t ch = r / kk, kh = (r % kk) / g.kernel_w, kw = r % g.kernel_w;
@@ -88,7 +89,7 @@ void CpuBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) 
     const T* c = base_of<T>(cols);
     T* y = base_of<T>(out);
     const std::int64_t planes = g.batch * g.channels;
-_Pragma("omp parallel for schedule(static) if (planes * kk * g.out_h * g.out_w > kParallelGrain)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (planes * kk * g.out_h * g.out_w > kParallelGrain)")
     for (std::int64_t plane = 0; plane < planes; ++plane) {
       const std::int64_t n = plane / g.channels, ch = plane % g.channels;
       T* dst = y + plane * hw;
@@ -161,7 +162,7 @@ void CpuBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg 
                          SH = p.stride_h, SW = p.stride_w, PH = p.pad_h, PW = p.pad_w, DH = p.dilation_h,
                          DW = p.dilation_w;
       const bool plain2x2 = KH == 2 && KW == 2 && SH == 2 && SW == 2 && PH == 0 && PW == 0 && DH == 1 && DW == 1;
-      _Pragma("omp parallel for schedule(static) if (parallel)")
+      _Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
       for (std::int64_t plane = 0; plane < p.planes; ++plane) {
         const T* src = x + plane * hw;
         T* dst = y + plane * ohw;
@@ -232,7 +233,7 @@ void CpuBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg 
       }
       return;
     }
-_Pragma("omp parallel for schedule(static) if (parallel)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
     for (std::int64_t plane = 0; plane < p.planes; ++plane) {
       const T* src = x + plane * hw;
       T* dst = y + plane * ohw;
@@ -259,7 +260,7 @@ void CpuBackend::pool2d_backward(const Pool2dParams& p, TensorArg grad_in, Tenso
     T* gi = base_of<T>(grad_in);
     const T* go = base_of<T>(grad_out);
     const std::int64_t* idx = p.kind == PoolKind::max ? base_of<std::int64_t>(indices) : nullptr;
-_Pragma("omp parallel for schedule(static) if (parallel)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
     for (std::int64_t plane = 0; plane < p.planes; ++plane) {
       T* dst = gi + plane * hw;
       const T* src = go + plane * ohw;
@@ -295,7 +296,7 @@ void CpuBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
     using A = acc_t<T>;
     const T* x = base_of<T>(in);
     T* y = base_of<T>(out);
-_Pragma("omp parallel for schedule(static) if (rows > 1 && rows * cols > kParallelGrain / 4)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (rows > 1 && rows * cols > kParallelGrain / 4)")
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
@@ -331,7 +332,7 @@ void CpuBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorA
     T* gi = base_of<T>(grad_in);
     const T* go = base_of<T>(grad_out);
     const T* y = base_of<T>(out);
-_Pragma("omp parallel for schedule(static) if (rows > 1 && rows * cols > kParallelGrain / 4)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (rows > 1 && rows * cols > kParallelGrain / 4)")
     for (std::int64_t r = 0; r < rows; ++r) {
       const T *gr = go + r * cols, *yr = y + r * cols;
       T* dr = gi + r * cols;
@@ -382,7 +383,7 @@ void CpuBackend::index_select(TensorArg out, TensorArg src, TensorArg index) {
     const T* s = base_of<T>(src);
     T* o = base_of<T>(out);
     const std::int64_t items = r.outer * r.m;
-_Pragma("omp parallel for schedule(static) if (items * r.inner > kParallelGrain)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (items * r.inner > kParallelGrain)")
     for (std::int64_t it = 0; it < items; ++it) {
       const std::int64_t ob = it / r.m, j = it % r.m;
       const std::int64_t row = ix[(r.index_outer == 1 ? 0 : ob) * r.m + j];
@@ -419,7 +420,7 @@ void CpuBackend::index_add(TensorArg out, TensorArg index, TensorArg src) {
     const bool parallel = r.outer * r.m * r.inner > kParallelGrain;
     if (r.outer > 1) {
       // Distinct outer slices never share destination rows.
-_Pragma("omp parallel for schedule(static) if (parallel)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
       for (std::int64_t ob = 0; ob < r.outer; ++ob) scatter(ob, 0, r.inner);
     } else if (parallel && r.inner >= 64) {
       // One slice: repeated indices may collide, so threads split the columns instead.
