@@ -105,8 +105,12 @@ _Pragma("omp parallel for schedule(dynamic, 8) if (planes * kk * g.out_h * g.out
           if (ih < 0 || ih >= g.height) continue;
           T* drow = dst + ih * g.width + w_off;
           const T* srow = src + oh * g.out_w * cs[2];
-          for (std::int64_t ow = ow0; ow < ow1; ++ow)
-            drow[ow * g.stride_w] = store<T>(load(drow[ow * g.stride_w]) + A(load(srow[ow * cs[2]])));
+          if (g.stride_w == 1 && cs[2] == 1) {  // contiguous: vectorises
+            for (std::int64_t ow = ow0; ow < ow1; ++ow) drow[ow] = store<T>(load(drow[ow]) + A(load(srow[ow])));
+          } else {
+            for (std::int64_t ow = ow0; ow < ow1; ++ow)
+              drow[ow * g.stride_w] = store<T>(load(drow[ow * g.stride_w]) + A(load(srow[ow * cs[2]])));
+          }
         }
       }
     }
