@@ -206,11 +206,13 @@ void CpuBackend::gemm(const GemmArgs& g) {
       for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
     } else {
       // Tasks of whole 16-column (or row) units keep each share aligned to the
-      // micro-kernels; several tasks per thread, taken dynamically, balance
-      // the load when a thread is preempted.
+      // micro-kernels. Big products get several tasks per thread, taken
+      // dynamically, so a preempted thread does not stall the rest; small ones
+      // one per thread, as every task repacks the shared operand.
       const bool by_cols = g.n >= g.m;
       const std::int64_t extent = by_cols ? g.n : g.m, units = (extent + 15) / 16;
-      const std::int64_t tasks = std::min<std::int64_t>(units, 4 * threads);
+      const std::int64_t per_thread = std::clamp<std::int64_t>(std::int64_t(flops / 64e6), 1, 4);
+      const std::int64_t tasks = std::min<std::int64_t>(units, per_thread * threads);
       _Pragma("omp parallel for schedule(dynamic, 1) collapse(2)")
       for (std::int64_t i = 0; i < g.batch; ++i)
         for (std::int64_t t = 0; t < tasks; ++t) {
