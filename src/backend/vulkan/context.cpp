@@ -32,7 +32,7 @@ Instance make_instance() {
   try {
     inst.instance = vk::createInstance(vk::InstanceCreateInfo{.pApplicationInfo = &app});
   } catch (const vk::SystemError& e) {
-    throw DeviceError(std::string("vulkan: no Vulkan driver could be loaded (vkCreateInstance: ") + e.what() +
+    throw DeviceError(std::string("vulkan: no Vulkan device: no driver could be loaded (vkCreateInstance: ") + e.what() +
                       "); install a driver, e.g. mesa-vulkan-drivers for the CPU driver lavapipe");
   }
   VULKAN_HPP_DEFAULT_DISPATCHER.init(inst.instance);
@@ -78,10 +78,12 @@ std::uint32_t Context::memory_type(std::uint32_t bits, vk::MemoryPropertyFlags r
 
 Context::Context(int index) {
   auto& inst = instance();
-  if (inst.devices.empty()) throw DeviceError("vulkan: no Vulkan device found");
+  const std::string dev = "vulkan:" + std::to_string(index);
+  if (inst.devices.empty())
+    throw DeviceError(dev + ": no Vulkan device found (a CPU driver such as lavapipe comes with mesa-vulkan-drivers)");
   if (index < 0 || index >= int(inst.devices.size()))
-    throw DeviceError("vulkan: device index " + std::to_string(index) + " out of range: " +
-                      std::to_string(inst.devices.size()) + " Vulkan device(s) found");
+    throw DeviceError(dev + ": device index out of range: " + std::to_string(inst.devices.size()) +
+                      " Vulkan device(s) found");
   physical = inst.devices[std::size_t(index)];
   properties = physical.getProperties();
   memory = physical.getMemoryProperties();
