@@ -95,9 +95,12 @@ Context::Context(int index) {
     if (families[i].queueFlags & vk::QueueFlagBits::eCompute) queue_family = i;
   if (queue_family == ~0u) throw DeviceError("vulkan: " + name + " has no compute queue");
 
-  bool has_push = false;
-  for (auto& e : physical.enumerateDeviceExtensionProperties())
-    if (std::string(e.extensionName.data()) == VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) has_push = true;
+  bool has_push = false, has_atomic_float = false;
+  for (auto& e : physical.enumerateDeviceExtensionProperties()) {
+    std::string ext = e.extensionName.data();
+    if (ext == VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) has_push = true;
+    if (ext == VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME) has_atomic_float = true;
+  }
   if (!has_push) throw DeviceError("vulkan: " + name + " lacks " VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
 
   // Features the shaders use: 8/16-bit storage for u8/f16/bf16 tensors, 64-bit types for f64/i64.
@@ -119,15 +122,24 @@ Context::Context(int index) {
   vk::PhysicalDeviceVulkan12Features want12{.storageBuffer8BitAccess = true};
   want10.pNext = &want11;
   want11.pNext = &want12;
+  vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT want_atomic{.shaderBufferFloat32AtomicAdd = true};
+  std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  if (has_atomic_float) {
+    auto af = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>();
+    float_atomics = af.get<vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>().shaderBufferFloat32AtomicAdd;
+  }
+  if (float_atomics) {
+    want12.pNext = &want_atomic;
+    extensions.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME);
+  }
   float priority = 1.0f;
   vk::DeviceQueueCreateInfo queue_info{.queueFamilyIndex = queue_family, .queueCount = 1,
                                        .pQueuePriorities = &priority};
-  const char* extensions[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
   device = physical.createDevice(vk::DeviceCreateInfo{.pNext = &want10,
                                                       .queueCreateInfoCount = 1,
                                                       .pQueueCreateInfos = &queue_info,
-                                                      .enabledExtensionCount = 1,
-                                                      .ppEnabledExtensionNames = extensions});
+                                                      .enabledExtensionCount = std::uint32_t(extensions.size()),
+                                                      .ppEnabledExtensionNames = extensions.data()});
   queue = device.getQueue(queue_family, 0);
   auto sub = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties>();
   subgroup_size = sub.get<vk::PhysicalDeviceSubgroupProperties>().subgroupSize;

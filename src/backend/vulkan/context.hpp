@@ -32,6 +32,7 @@ class Context {
   vk::PhysicalDeviceProperties properties;
   vk::PhysicalDeviceMemoryProperties memory;
   std::uint32_t subgroup_size = 32;
+  bool float_atomics = false;  // VK_EXT_shader_atomic_float: shaderBufferFloat32AtomicAdd
   std::string name;
 
   // A memory type with all `required` flags (and `preferred` ones if possible).
