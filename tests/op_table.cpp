@@ -71,6 +71,91 @@ const std::vector<OpCase>& op_table() {
       {"unsqueeze_squeeze", {{3, 4}}, [](V x) { return x[0].unsqueeze(1).squeeze(1) * 1.0; }},
       {"flatten", {{2, 3, 4}}, [](V x) { return x[0].flatten(1) * 1.0; }},
       {"clone", {{3, 4}}, [](V x) { return x[0].clone(); }},
+      // Convolution and linear layers.
+      {"conv2d", {{2, 3, 5, 6}, {4, 3, 3, 2}, {4}}, [](V x) { return conv2d(x[0], x[1], x[2]); }},
+      {"conv2d_stride_pad_dilation", {{2, 2, 7, 6}, {3, 2, 3, 3}},
+       [](V x) { return conv2d(x[0], x[1], {}, {.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}}); }},
+      {"conv2d_groups", {{2, 4, 5, 5}, {6, 2, 3, 3}, {6}},
+       [](V x) { return conv2d(x[0], x[1], x[2], {.padding = {1, 1}, .groups = 2}); }},
+      {"conv2d_depthwise", {{1, 3, 4, 4}, {3, 1, 2, 2}},
+       [](V x) { return conv2d(x[0], x[1], {}, {.stride = {2, 2}, .groups = 3}); }},
+      {"im2col", {{2, 2, 4, 5}}, [](V x) { return im2col(x[0], {2, 3}, {.stride = {1, 2}, .padding = {1, 1}}); }},
+      {"col2im", {{2, 8, 8}}, [](V x) { return col2im(x[0], {3, 4}, {2, 2}, {.padding = {0, 1}, .dilation = {1, 2}}); }},
+      {"linear", {{4, 5}, {3, 5}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"linear_3d_no_bias", {{2, 3, 5}, {4, 5}}, [](V x) { return linear(x[0], x[1]); }},
+      {"add_channel_bias", {{2, 3, 2, 2}, {3}}, [](V x) { return add_channel_bias(x[0], x[1]); }},
+      // Pooling.
+      {"max_pool2d", {{2, 3, 4, 6}}, [](V x) { return max_pool2d(x[0], 2); }},
+      {"max_pool2d_overlap_pad", {{1, 2, 5, 5}}, [](V x) {
+         return max_pool2d(x[0], {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+       }},
+      {"max_pool2d_dilation_ceil", {{1, 2, 6, 7}}, [](V x) {
+         return max_pool2d(x[0], {.kernel = {2, 3}, .stride = {2, 2}, .dilation = {2, 1}, .ceil_mode = true});
+       }},
+      {"avg_pool2d", {{2, 2, 4, 4}}, [](V x) { return avg_pool2d(x[0], 2); }},
+      {"avg_pool2d_pad", {{1, 2, 5, 5}}, [](V x) {
+         return avg_pool2d(x[0], {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+       }},
+      {"avg_pool2d_pad_exclude_ceil", {{1, 2, 5, 6}}, [](V x) {
+         return avg_pool2d(x[0], {.kernel = {2, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false,
+                                  .ceil_mode = true});
+       }},
+      {"adaptive_avg_pool2d", {{2, 2, 5, 7}}, [](V x) { return adaptive_avg_pool2d(x[0], {3, 4}); }},
+      {"adaptive_avg_pool2d_3d", {{2, 4, 4}}, [](V x) { return adaptive_avg_pool2d(x[0], {1, 1}); }},
+      // Normalisation.
+      {"batch_norm2d", {{3, 2, 2, 3}, {2}, {2}}, [](V x) {
+         return batch_norm2d(x[0], zeros({2}, {.dtype = x[0].dtype()}), ones({2}, {.dtype = x[0].dtype()}), x[1], x[2],
+                             true);
+       }},
+      {"batch_norm2d_no_affine", {{2, 3, 2, 2}}, [](V x) { return batch_norm2d(x[0], {}, {}, {}, {}, true); }},
+      {"batch_norm2d_eval", {{2, 3, 2, 2}, {3}, {3}}, [](V x) {
+         Tensor rm = tensor({0.1, -0.2, 0.3}, {.dtype = x[0].dtype()});
+         Tensor rv = tensor({0.5, 1.5, 2.0}, {.dtype = x[0].dtype()});
+         return batch_norm2d(x[0], rm, rv, x[1], x[2], false);
+       }},
+      {"layer_norm", {{3, 2, 4}, {2, 4}, {2, 4}}, [](V x) { return layer_norm(x[0], {2, 4}, x[1], x[2]); }},
+      {"layer_norm_no_affine", {{4, 5}}, [](V x) { return layer_norm(x[0], {5}); }},
+      // Softmax and losses.
+      {"softmax_last", {{3, 5}}, [](V x) { return softmax(x[0] * 3.0, -1); }},
+      {"softmax_dim0", {{4, 3, 2}}, [](V x) { return softmax(x[0] * 3.0, 0); }},
+      {"log_softmax", {{3, 5}}, [](V x) { return log_softmax(x[0] * 3.0, 1); }},
+      {"log_softmax_mid", {{2, 4, 3}}, [](V x) { return log_softmax(x[0] * 3.0, 1); }},
+      {"cross_entropy", {{4, 5}}, [](V x) {
+         return cross_entropy(x[0] * 2.0, tensor(std::vector<std::int64_t>{1, 0, 4, 2}));
+       }},
+      {"cross_entropy_sum_ignore", {{4, 3}}, [](V x) {
+         return cross_entropy(x[0] * 2.0, tensor(std::vector<std::int64_t>{2, -100, 0, 1}), {.reduction = Reduction::sum});
+       }},
+      {"cross_entropy_none_smoothing", {{4, 3}}, [](V x) {
+         return cross_entropy(x[0] * 2.0, tensor(std::vector<std::int64_t>{2, 1, 0, 1}),
+                              {.reduction = Reduction::none, .ignore_index = 1, .label_smoothing = 0.2});
+       }},
+      {"cross_entropy_spatial", {{2, 3, 2, 2}}, [](V x) {
+         return cross_entropy(x[0] * 2.0, tensor(std::vector<std::int64_t>{0, 1, 2, 1, 2, 2, 0, 1}, Shape{2, 2, 2}),
+                              {.label_smoothing = 0.1});
+       }},
+      {"nll_loss", {{3, 4}}, [](V x) { return nll_loss(x[0], tensor(std::vector<std::int64_t>{3, 0, 1})); }},
+      {"mse_loss_none", {{4, 3}, {4, 3}}, [](V x) { return mse_loss(x[0], x[1], Reduction::none); }},
+      {"bce_with_logits", {{3, 4}, {3, 4}}, [](V x) { return binary_cross_entropy_with_logits(x[0] * 3.0, x[1]); }, 0.0, 1.0},
+      {"bce_with_logits_sum", {{3, 4}}, [](V x) {
+         return binary_cross_entropy_with_logits(x[0] * 3.0, full({3, 4}, 0.3, {.dtype = x[0].dtype()}), Reduction::sum);
+       }},
+      // Embedding, dropout, joins.
+      {"embedding", {{5, 3}}, [](V x) {
+         return embedding(tensor(std::vector<std::int64_t>{4, 0, 4, 2, 1, 4}, Shape{2, 3}), x[0]);
+       }},
+      {"embedding_padding_idx", {{5, 3}}, [](V x) {
+         // Row 4 gets no gradient by definition; masking its uses makes that the true derivative.
+         Tensor keep = tensor({0.0, 1.0, 0.0, 1.0}, {.dtype = x[0].dtype()}).reshape({4, 1});
+         return mul(embedding(tensor(std::vector<std::int32_t>{4, 0, 4, 2}), x[0], 4), keep);
+       }},
+      {"dropout", {{4, 5}}, [](V x) {
+         Generator gen(7);  // same mask on every call of this function
+         return dropout(x[0], 0.4, true, &gen);
+       }},
+      {"cat", {{2, 3}, {4, 3}}, [](V x) { return cat({x[0], x[1]}, 0); }},
+      {"cat_last", {{2, 3}, {2, 1}, {2, 2}}, [](V x) { return cat({x[0], x[1], x[2]}, -1); }},
+      {"stack", {{2, 3}, {2, 3}}, [](V x) { return stack({x[0], x[1]}, 1); }},
   };
   return table;
 }

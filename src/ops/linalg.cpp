@@ -7,6 +7,7 @@
 namespace rumus {
 
 using autograd::SavedTensor;
+using detail::arg;
 
 namespace {
 
@@ -28,20 +29,21 @@ Operand gemm_operand(const Tensor& x) {
   return {c, false, std::max<std::int64_t>(cols, 1), nd == 3 ? rows * cols : 0};
 }
 
-// c[b] = a[b] @ b[b] for 3-D (or 2-D) operands of one dtype; no autograd.
-Tensor gemm_kernel(const Tensor& a, const Tensor& b) {
+}  // namespace
+
+namespace detail {
+
+void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta) {
   const bool batched = a.dim() == 3;
   const auto m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
-  const auto batch = batched ? a.shape()[0] : 1;
-  Tensor c = batched ? detail::alloc({batch, m, n}, a.dtype(), a.device()) : detail::alloc({m, n}, a.dtype(), a.device());
-  if (c.numel() == 0) return c;
+  if (c.numel() == 0) return;
   if (k == 0) {
-    detail::kernels(c).fill(detail::arg(c), 0.0);
-    return c;
+    if (beta == 0) kernels(c).fill(arg(c), 0.0);
+    return;
   }
   Operand oa = gemm_operand(a), ob = gemm_operand(b);
-  GemmArgs g{detail::arg(oa.t), detail::arg(ob.t), detail::arg(c)};
-  g.batch = batch;
+  GemmArgs g{arg(oa.t), arg(ob.t), arg(c)};
+  g.batch = batched ? a.shape()[0] : 1;
   g.m = m;
   g.n = n;
   g.k = k;
@@ -53,9 +55,23 @@ Tensor gemm_kernel(const Tensor& a, const Tensor& b) {
   g.stride_a = oa.batch_stride;
   g.stride_b = ob.batch_stride;
   g.stride_c = m * n;
-  detail::kernels(c).gemm(g);
+  g.beta = beta;
+  kernels(c).gemm(g);
+}
+
+Tensor gemm(const Tensor& a, const Tensor& b) {
+  const bool batched = a.dim() == 3;
+  const auto m = a.shape()[a.dim() - 2], n = b.shape()[b.dim() - 1];
+  Tensor c = batched ? alloc({a.shape()[0], m, n}, a.dtype(), a.device()) : alloc({m, n}, a.dtype(), a.device());
+  gemm_into(c, a, b, 0.0);
   return c;
 }
+
+}  // namespace detail
+
+namespace {
+
+Tensor gemm_kernel(const Tensor& a, const Tensor& b) { return detail::gemm(a, b); }
 
 void check_pair(const char* op, const Tensor& a, const Tensor& b) {
   detail::check_same_device(op, a, b);

@@ -30,6 +30,11 @@ Shape reduced_shape(const Shape& shape, std::vector<std::int64_t>& dims, const c
 // out = op(a, b) with broadcasting; a and b must share a dtype. No autograd.
 Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, DType out_dtype,
                      double p0 = 0, double p1 = 0);
+// c = a @ b (+ beta * c) for 2-D or 3-D (batched) operands of one dtype, any
+// strides (copied only when GEMM cannot read them). c is contiguous. No autograd.
+void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta);
+Tensor gemm(const Tensor& a, const Tensor& b);
+
 // out = op(x), same shape and dtype. No autograd.
 Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0 = 0, double p1 = 0);
 

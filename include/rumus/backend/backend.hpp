@@ -7,6 +7,7 @@
 
 #include "rumus/core/device.hpp"
 #include "rumus/core/dtype.hpp"
+#include "rumus/core/error.hpp"
 #include "rumus/core/layout.hpp"
 #include "rumus/core/storage.hpp"
 
@@ -62,6 +63,30 @@ struct GemmArgs {
   double alpha = 1.0, beta = 0.0;
 };
 
+// Geometry of a 2-D convolution window sweep (NCHW), shared by im2col and col2im.
+struct Conv2dGeometry {
+  std::int64_t batch = 0, channels = 0, height = 0, width = 0;  // input
+  std::int64_t kernel_h = 1, kernel_w = 1;
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_h = 0, pad_w = 0;
+  std::int64_t dilation_h = 1, dilation_w = 1;
+  std::int64_t out_h = 0, out_w = 0;
+};
+
+enum class PoolKind : std::uint8_t {
+  max,           // indices receive the argmax as h * W + w within its plane (i64)
+  avg,           // fixed windows; divisor per count_include_pad
+  adaptive_avg,  // window of output (oh, ow): [floor(oh*H/OH), ceil((oh+1)*H/OH)), likewise for w
+};
+
+struct Pool2dParams {
+  PoolKind kind = PoolKind::max;
+  std::int64_t planes = 0, height = 0, width = 0, out_h = 0, out_w = 0;  // planes = N * C
+  std::int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  std::int64_t dilation_h = 1, dilation_w = 1;  // max only
+  bool count_include_pad = true;               // avg only
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -85,6 +110,46 @@ class Backend {
   virtual void gemm(const GemmArgs& args) = 0;
   virtual void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
                       double b) = 0;
+
+  // Convolution lowering. `in` is [N, C, H, W] (any strides); `cols` is
+  // [N, C*KH*KW, OH*OW] (any strides; row index c*KH*KW + kh*KW + kw).
+  // im2col writes every element of cols (zeros where the window hits padding);
+  // col2im overwrites `out` [N, C, H, W] (contiguous) with the sum of the
+  // column entries that map onto each pixel.
+  virtual void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) { unsupported("im2col"); }
+  virtual void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) { unsupported("col2im"); }
+
+  // Pooling over planes of a contiguous [planes, H, W] input into a contiguous
+  // [planes, OH, OW] output; `indices` (i64, same shape as out) only for max.
+  virtual void pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) {
+    unsupported("pool2d_forward");
+  }
+  // Overwrites grad_in [planes, H, W] (contiguous) from grad_out [planes, OH, OW] (contiguous).
+  virtual void pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) {
+    unsupported("pool2d_backward");
+  }
+
+  // Softmax (or log-softmax) along the last dim of contiguous [rows, cols] views.
+  virtual void softmax_forward(TensorArg out, TensorArg in, bool log) { unsupported("softmax_forward"); }
+  // grad_in from grad_out and the forward output y (all contiguous [rows, cols]):
+  // softmax: y * (g - sum(g * y)); log-softmax: g - exp(y) * sum(g).
+  virtual void softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) {
+    unsupported("softmax_backward");
+  }
+
+  // Row gathers and scatters along the middle dim of contiguous 3-D views.
+  // src/out: [outer, n, inner] and [outer, m, inner]; index: i64 [1 or outer, m]
+  // (one shared index row, or one row per outer slice).
+  // index_select: out[o, j, k] = src[o, index[o', j], k].
+  // index_add:    out[o, index[o', j], k] += src[o, j, k]  (out is [outer, n, inner]).
+  // An index outside [0, n) throws ShapeError naming it; out is then unspecified.
+  virtual void index_select(TensorArg out, TensorArg src, TensorArg index) { unsupported("index_select"); }
+  virtual void index_add(TensorArg out, TensorArg index, TensorArg src) { unsupported("index_add"); }
+
+ protected:
+  [[noreturn]] void unsupported(const char* op) const {
+    throw DeviceError(std::string(op) + ": not supported on device " + device().str());
+  }
 };
 
 // The backend owning `device`; created on first use, alive for the process.

@@ -20,6 +20,15 @@ class CpuBackend final : public Backend {
   void gemm(const GemmArgs& args) override;
   void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
               double b) override;
+
+  void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) override;
+  void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) override;
+  void pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) override;
+  void pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) override;
+  void softmax_forward(TensorArg out, TensorArg in, bool log) override;
+  void softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) override;
+  void index_select(TensorArg out, TensorArg src, TensorArg index) override;
+  void index_add(TensorArg out, TensorArg index, TensorArg src) override;
 };
 
 }  // namespace rumus::cpu

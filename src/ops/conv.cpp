@@ -1,0 +1,300 @@
+// Convolution as im2col + one (grouped) GEMM for the whole batch; linear and channel bias.
+//
+// Column layout: conv2d lowers the batch into cols [C*KH*KW, N*OH*OW] (K-major).
+// Then the forward is a single GEMM W[OC, K] @ cols[K, N*L] with a long N dim
+// (the shape BLAS runs fastest, and one call instead of N), and the weight
+// gradient is a single GEMM gO[OC, N*L] @ cols^T with no batch reduction
+// afterwards. The price is that the GEMM result is channel-major [OC, N, L]:
+// the permute to NCHW is one pass that also adds the bias, and the backward
+// permutes the incoming gradient once. At the CNN's shapes (N=64, L=676/576)
+// those two passes are a few percent of the GEMM time, while the per-sample
+// alternative ([N, K, L] cols, batched GEMM) needs an extra [N, OC, K] partial
+// sum for the weight gradient and runs many small GEMMs.
+#include "rumus/ops/conv.hpp"
+
+#include "op_util.hpp"
+#include "rumus/ops/reduction.hpp"
+
+namespace rumus {
+
+using autograd::SavedTensor;
+using detail::arg;
+
+namespace {
+
+void check_options(const char* op, const Conv2dOptions& o) {
+  for (int i = 0; i < 2; ++i) {
+    if (o.stride[i] < 1)
+      throw ShapeError(fmt::format("{}: expected stride >= 1, got [{}, {}]", op, o.stride[0], o.stride[1]));
+    if (o.dilation[i] < 1)
+      throw ShapeError(fmt::format("{}: expected dilation >= 1, got [{}, {}]", op, o.dilation[0], o.dilation[1]));
+    if (o.padding[i] < 0)
+      throw ShapeError(fmt::format("{}: expected padding >= 0, got [{}, {}]", op, o.padding[0], o.padding[1]));
+  }
+}
+
+// Window sweep of `kernel` over an [N, C, H, W] input.
+Conv2dGeometry geometry(const char* op, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
+                        std::array<std::int64_t, 2> kernel, const Conv2dOptions& o) {
+  check_options(op, o);
+  if (kernel[0] < 1 || kernel[1] < 1)
+    throw ShapeError(fmt::format("{}: expected a kernel of at least 1x1, got {}x{}", op, kernel[0], kernel[1]));
+  Conv2dGeometry g;
+  g.batch = n;
+  g.channels = c;
+  g.height = h;
+  g.width = w;
+  g.kernel_h = kernel[0];
+  g.kernel_w = kernel[1];
+  g.stride_h = o.stride[0];
+  g.stride_w = o.stride[1];
+  g.pad_h = o.padding[0];
+  g.pad_w = o.padding[1];
+  g.dilation_h = o.dilation[0];
+  g.dilation_w = o.dilation[1];
+  const std::int64_t eh = o.dilation[0] * (kernel[0] - 1) + 1, ew = o.dilation[1] * (kernel[1] - 1) + 1;
+  const std::int64_t ph = h + 2 * o.padding[0], pw = w + 2 * o.padding[1];
+  if (ph < eh || pw < ew)
+    throw ShapeError(fmt::format("{}: input {}x{} (padded {}x{}) is smaller than the kernel {}x{} (dilated {}x{})",
+                                 op, h, w, ph, pw, kernel[0], kernel[1], eh, ew));
+  g.out_h = (ph - eh) / o.stride[0] + 1;
+  g.out_w = (pw - ew) / o.stride[1] + 1;
+  return g;
+}
+
+Layout cols_as_nkl(const Conv2dGeometry& g) {
+  // View of a K-major [K, N, L] buffer as [N, K, L], the kernels' column shape.
+  const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;
+  return Layout{{g.batch, k, l}, {l, g.batch * l, 1}, 0};
+}
+
+// c[g] = a[g] @ b[g] over `groups` equal slices of contiguous operands.
+void grouped_gemm(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, std::int64_t groups,
+                  std::int64_t m, std::int64_t n, std::int64_t k) {
+  GemmArgs args{arg(a), arg(b), arg(c)};
+  args.batch = groups;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.trans_a = trans_a;
+  args.trans_b = trans_b;
+  args.lda = trans_a ? m : k;
+  args.ldb = trans_b ? k : n;
+  args.ldc = n;
+  args.stride_a = m * k;
+  args.stride_b = k * n;
+  args.stride_c = m * n;
+  detail::kernels(c).gemm(args);
+}
+
+void check_float_pair(const char* op, const Tensor& x, const Tensor& w, const char* what) {
+  detail::check_same_device(op, x, w);
+  detail::check_floating(op, x);
+  if (w.dtype() != x.dtype())
+    throw DTypeError(fmt::format("{}: {} dtype {} differs from input dtype {}", op, what, dtype_name(w.dtype()),
+                                 dtype_name(x.dtype())));
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+  const char* op = "conv2d";
+  detail::check_defined(op, input);
+  detail::check_defined(op, weight);
+  if (input.dim() != 4)
+    throw ShapeError(fmt::format("conv2d: expected input of 4 dims [N, C, H, W], got {}", shape_str(input.shape())));
+  if (weight.dim() != 4)
+    throw ShapeError(fmt::format("conv2d: expected weight of 4 dims [OC, C/groups, KH, KW], got {}",
+                                 shape_str(weight.shape())));
+  check_float_pair(op, input, weight, "weight");
+  const std::int64_t n = input.shape()[0], c = input.shape()[1], oc = weight.shape()[0], groups = o.groups;
+  if (groups < 1) throw ShapeError(fmt::format("conv2d: expected groups >= 1, got {}", groups));
+  if (c % groups != 0 || oc % groups != 0)
+    throw ShapeError(fmt::format("conv2d: input channels {} and output channels {} must both be divisible by groups {}",
+                                 c, oc, groups));
+  if (weight.shape()[1] * groups != c)
+    throw ShapeError(fmt::format("conv2d: weight {} expects {} input channels ({} per group, groups {}), input {} has {}",
+                                 shape_str(weight.shape()), weight.shape()[1] * groups, weight.shape()[1], groups,
+                                 shape_str(input.shape()), c));
+  if (bias.defined()) {
+    check_float_pair(op, input, bias, "bias");
+    if (bias.shape() != Shape{oc})
+      throw ShapeError(fmt::format("conv2d: expected bias of shape [{}], got {}", oc, shape_str(bias.shape())));
+  }
+  const Conv2dGeometry g =
+      geometry(op, n, c, input.shape()[2], input.shape()[3], {weight.shape()[2], weight.shape()[3]}, o);
+  const std::int64_t l = g.out_h * g.out_w, nl = n * l, kg = weight.shape()[1] * g.kernel_h * g.kernel_w,
+                     ocg = oc / groups;
+  const DType dt = input.dtype();
+  const Device dev = input.device();
+  Backend& be = detail::kernels(input);
+
+  Tensor out = detail::alloc({n, oc, g.out_h, g.out_w}, dt, dev);
+  if (out.numel() == 0) return out;
+  Tensor cols = detail::alloc({kg * groups, n, l}, dt, dev);
+  const Layout cols_nkl = cols_as_nkl(g);
+  be.im2col(g, arg(cols, cols_nkl), arg(input));
+  Tensor w = weight.detach().contiguous();
+  Tensor y = detail::alloc({oc, n, l}, dt, dev);
+  grouped_gemm(y, w, false, cols, false, groups, ocg, nl, kg);
+  // [OC, N, L] -> [N, OC, L], with the bias added in the same pass.
+  const Layout y_nchw{{n, oc, l}, {l, nl, 1}, 0};
+  const Layout out3 = Layout::contiguous({n, oc, l});
+  if (bias.defined()) {
+    const Layout b_bcast{{n, oc, l}, {0, bias.strides()[0], 0}, bias.offset()};
+    be.binary(BinaryOp::add, arg(out, out3), arg(y, y_nchw), arg(bias, b_bcast), 0, 0);
+  } else {
+    be.copy(arg(out, out3), arg(y, y_nchw));
+  }
+
+  if (autograd::needs_grad({&input, &weight, &bias})) {
+    const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+    autograd::record(
+        "conv2d", {input, weight, bias}, out,
+        [g, groups, ocg, kg, nl, l, gx, gw, gb, w_shape = weight.shape(), sc = SavedTensor(gw ? cols : Tensor()),
+         sw = SavedTensor(gx ? w : Tensor())](const Tensor& grad) {
+          const std::int64_t oc = ocg * groups;
+          Backend& be = detail::kernels(grad);
+          // The gradient in the GEMM's channel-major layout [OC, N*L].
+          Tensor gt = detail::alloc({oc, g.batch, l}, grad.dtype(), grad.device());
+          const Layout g_cnl{{oc, g.batch, l}, {grad.strides()[1], grad.strides()[0], 1}, grad.offset()};
+          if (grad.strides()[3] == 1 && grad.strides()[2] == g.out_w) {
+            be.copy(arg(gt), arg(grad, g_cnl));
+          } else {
+            Tensor gc = grad.contiguous();
+            be.copy(arg(gt), arg(gc, Layout{{oc, g.batch, l}, {l, oc * l, 1}, 0}));
+          }
+          std::vector<Tensor> grads(3);
+          if (gx) {
+            Tensor dcols = detail::alloc({kg * groups, g.batch, l}, grad.dtype(), grad.device());
+            grouped_gemm(dcols, sw.get(), true, gt, false, groups, kg, nl, ocg);
+            Tensor dx = detail::alloc({g.batch, g.channels, g.height, g.width}, grad.dtype(), grad.device());
+            be.col2im(g, arg(dx), arg(dcols, cols_as_nkl(g)));
+            grads[0] = dx;
+          }
+          if (gw) {
+            Tensor dw = detail::alloc(w_shape, grad.dtype(), grad.device());
+            grouped_gemm(dw, gt, false, sc.get(), true, groups, ocg, kg, nl);
+            grads[1] = dw;
+          }
+          if (gb) grads[2] = sum(gt.view({oc, nl}), {1});
+          return grads;
+        });
+  }
+  return out;
+}
+
+Tensor im2col(const Tensor& input, std::array<std::int64_t, 2> kernel, const Conv2dOptions& o) {
+  detail::check_floating("im2col", input);
+  if (input.dim() != 4)
+    throw ShapeError(fmt::format("im2col: expected input of 4 dims [N, C, H, W], got {}", shape_str(input.shape())));
+  const Conv2dGeometry g =
+      geometry("im2col", input.shape()[0], input.shape()[1], input.shape()[2], input.shape()[3], kernel, o);
+  Tensor out = detail::alloc({g.batch, g.channels * g.kernel_h * g.kernel_w, g.out_h * g.out_w}, input.dtype(),
+                             input.device());
+  if (out.numel() > 0) detail::kernels(input).im2col(g, arg(out), arg(input));
+  if (autograd::needs_grad({&input}))
+    autograd::record("im2col", {input}, out, [g](const Tensor& grad) {
+      Tensor dx = detail::alloc({g.batch, g.channels, g.height, g.width}, grad.dtype(), grad.device());
+      detail::kernels(grad).col2im(g, arg(dx), arg(grad));
+      return std::vector<Tensor>{dx};
+    });
+  return out;
+}
+
+Tensor col2im(const Tensor& cols, std::array<std::int64_t, 2> output_size, std::array<std::int64_t, 2> kernel,
+              const Conv2dOptions& o) {
+  detail::check_floating("col2im", cols);
+  if (cols.dim() != 3)
+    throw ShapeError(fmt::format("col2im: expected cols of 3 dims [N, C*KH*KW, L], got {}", shape_str(cols.shape())));
+  const std::int64_t kk = kernel[0] * kernel[1];
+  if (kk < 1 || cols.shape()[1] % kk != 0)
+    throw ShapeError(fmt::format("col2im: dim 1 of cols {} is not a multiple of the kernel size {}x{}",
+                                 shape_str(cols.shape()), kernel[0], kernel[1]));
+  const Conv2dGeometry g =
+      geometry("col2im", cols.shape()[0], cols.shape()[1] / kk, output_size[0], output_size[1], kernel, o);
+  if (g.out_h * g.out_w != cols.shape()[2])
+    throw ShapeError(fmt::format("col2im: expected {} blocks ({}x{}) for output size {}x{}, got cols {}",
+                                 g.out_h * g.out_w, g.out_h, g.out_w, output_size[0], output_size[1],
+                                 shape_str(cols.shape())));
+  Tensor out = detail::alloc({g.batch, g.channels, g.height, g.width}, cols.dtype(), cols.device());
+  if (out.numel() > 0) detail::kernels(cols).col2im(g, arg(out), arg(cols));
+  if (autograd::needs_grad({&cols}))
+    autograd::record("col2im", {cols}, out, [g](const Tensor& grad) {
+      Tensor dc = detail::alloc({g.batch, g.channels * g.kernel_h * g.kernel_w, g.out_h * g.out_w}, grad.dtype(),
+                                grad.device());
+      detail::kernels(grad).im2col(g, arg(dc), arg(grad));
+      return std::vector<Tensor>{dc};
+    });
+  return out;
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  const char* op = "linear";
+  detail::check_defined(op, input);
+  detail::check_defined(op, weight);
+  check_float_pair(op, input, weight, "weight");
+  if (weight.dim() != 2)
+    throw ShapeError(fmt::format("linear: expected weight of 2 dims [out, in], got {}", shape_str(weight.shape())));
+  if (input.dim() < 1 || input.shape().back() != weight.shape()[1])
+    throw ShapeError(fmt::format("linear: input {} does not end in the weight's in_features {} (weight {})",
+                                 shape_str(input.shape()), weight.shape()[1], shape_str(weight.shape())));
+  const std::int64_t in_f = weight.shape()[1], out_f = weight.shape()[0];
+  if (bias.defined()) {
+    check_float_pair(op, input, bias, "bias");
+    if (bias.shape() != Shape{out_f})
+      throw ShapeError(fmt::format("linear: expected bias of shape [{}], got {}", out_f, shape_str(bias.shape())));
+  }
+  Tensor x2 = input.detach().reshape({-1, in_f});
+  const std::int64_t m = x2.shape()[0];
+  Tensor out2 = detail::alloc({m, out_f}, input.dtype(), input.device());
+  if (bias.defined() && out2.numel() > 0) {
+    detail::kernels(out2).copy(arg(out2), arg(bias, detail::broadcast_layout(bias, out2.shape())));
+    detail::gemm_into(out2, x2, weight.detach().t(), 1.0);  // bias fused as GEMM's beta = 1
+  } else {
+    detail::gemm_into(out2, x2, weight.detach().t(), 0.0);
+  }
+  Shape out_shape = input.shape();
+  out_shape.back() = out_f;
+  Tensor out(out2.storage_ptr(), Layout::contiguous(out_shape), out2.dtype());
+  if (autograd::needs_grad({&input, &weight, &bias})) {
+    const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+    autograd::record("linear", {input, weight, bias}, out,
+                     [gx, gw, gb, in_shape = input.shape(), out_f, sx = SavedTensor(gw ? x2 : Tensor()),
+                      sw = SavedTensor(gx ? weight.detach() : Tensor())](const Tensor& grad) {
+                       Tensor g2 = grad.reshape({-1, out_f});
+                       return std::vector<Tensor>{gx ? detail::gemm(g2, sw.get()).view(in_shape) : Tensor(),
+                                                  gw ? detail::gemm(g2.t(), sx.get()) : Tensor(),
+                                                  gb ? sum(g2, {0}) : Tensor()};
+                     });
+  }
+  return out;
+}
+
+Tensor add_channel_bias(const Tensor& input, const Tensor& bias) {
+  const char* op = "add_channel_bias";
+  detail::check_defined(op, input);
+  detail::check_defined(op, bias);
+  check_float_pair(op, input, bias, "bias");
+  if (input.dim() < 2)
+    throw ShapeError(fmt::format("add_channel_bias: expected input of at least 2 dims [N, C, ...], got {}",
+                                 shape_str(input.shape())));
+  const std::int64_t c = input.shape()[1];
+  if (bias.shape() != Shape{c})
+    throw ShapeError(fmt::format("add_channel_bias: expected bias of shape [{}] for input {}, got {}", c,
+                                 shape_str(input.shape()), shape_str(bias.shape())));
+  Shape bshape(std::size_t(input.dim()), 1);
+  bshape[1] = c;
+  Tensor out = detail::binary_kernel(BinaryOp::add, op, input.detach(), bias.detach().view(bshape), input.dtype());
+  if (autograd::needs_grad({&input, &bias})) {
+    std::vector<std::int64_t> dims;
+    for (std::int64_t d = 0; d < input.dim(); ++d)
+      if (d != 1) dims.push_back(d);
+    autograd::record(op, {input, bias}, out, [dims](const Tensor& g) {
+      return std::vector<Tensor>{g, sum(g, dims)};
+    });
+  }
+  return out;
+}
+
+}  // namespace rumus

@@ -1,0 +1,72 @@
+// cat/stack: each input is copied into its slice of one output; gradients are slices of the output gradient.
+#include "rumus/ops/join.hpp"
+
+#include "op_util.hpp"
+
+namespace rumus {
+
+Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  const char* op = "cat";
+  if (tensors.empty()) throw Error("cat: expected a non-empty list of tensors");
+  const Tensor& first = tensors[0];
+  detail::check_defined(op, first);
+  const std::int64_t d = wrap_dim(dim, first.dim(), op);
+  if (first.dim() == 0) throw ShapeError("cat: zero-dimensional tensors cannot be concatenated; use stack");
+  DType dt = first.dtype();
+  Shape shape = first.shape();
+  shape[d] = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    detail::check_same_device(op, first, t);
+    bool same = t.dim() == first.dim();
+    for (std::int64_t k = 0; same && k < t.dim(); ++k) same = k == d || t.shape()[k] == first.shape()[k];
+    if (!same)
+      throw ShapeError(fmt::format("cat: expected tensor {} to match {} in every dim but {}, got {}", i,
+                                   shape_str(first.shape()), d, shape_str(t.shape())));
+    shape[d] += t.shape()[d];
+    dt = detail::promote(dt, t.dtype());
+  }
+  Tensor out = detail::alloc(shape, dt, first.device());
+  std::int64_t offset = 0;
+  std::vector<std::int64_t> sizes;
+  for (const Tensor& t : tensors) {
+    const std::int64_t n = t.shape()[d];
+    if (t.numel() > 0) {
+      Tensor slot = out.narrow(d, offset, n);
+      detail::kernels(out).copy(detail::arg(slot), detail::arg(t));  // converts dtype on the way
+    }
+    sizes.push_back(n);
+    offset += n;
+  }
+  if (autograd::needs_grad(tensors)) {
+    std::vector<DType> dtypes;
+    for (const Tensor& t : tensors) dtypes.push_back(t.dtype());
+    autograd::record(op, tensors, out, [d, sizes, dtypes](const Tensor& g) {
+      std::vector<Tensor> grads;
+      std::int64_t offset = 0;
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        grads.push_back(is_floating(dtypes[i]) ? g.narrow(d, offset, sizes[i]).to(dtypes[i]) : Tensor());
+        offset += sizes[i];
+      }
+      return grads;
+    });
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  if (tensors.empty()) throw Error("stack: expected a non-empty list of tensors");
+  detail::check_defined("stack", tensors[0]);
+  const std::int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    detail::check_defined("stack", tensors[i]);
+    if (tensors[i].shape() != tensors[0].shape())
+      throw ShapeError(fmt::format("stack: expected every tensor to have shape {}, got {} at index {}",
+                                   shape_str(tensors[0].shape()), shape_str(tensors[i].shape()), i));
+    parts.push_back(tensors[i].unsqueeze(d));
+  }
+  return cat(parts, d);
+}
+
+}  // namespace rumus

@@ -1,0 +1,115 @@
+// 2-D pooling over [N, C, H, W] (or [C, H, W]) inputs: one forward and one backward kernel for all kinds.
+#include "rumus/ops/pooling.hpp"
+
+#include "op_util.hpp"
+
+namespace rumus {
+
+using detail::arg;
+
+namespace {
+
+void check_input(const char* op, const Tensor& x) {
+  detail::check_floating(op, x);
+  if (x.dim() != 3 && x.dim() != 4)
+    throw ShapeError(fmt::format("{}: expected input of 4 dims [N, C, H, W] or 3 dims [C, H, W], got {}", op,
+                                 shape_str(x.shape())));
+}
+
+// Output size along one dim, as PyTorch computes it (ceil_mode drops a last
+// window that would start in the right padding).
+std::int64_t pooled_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t d, bool ceil) {
+  const std::int64_t span = in + 2 * p - d * (k - 1) - 1;
+  if (span < 0) return 0;
+  std::int64_t out = (span + (ceil ? s - 1 : 0)) / s + 1;
+  if (ceil && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+Tensor run_pool(const char* op, const Tensor& x, Pool2dParams p) {
+  const std::int64_t nd = x.dim();
+  p.planes = x.numel() / std::max<std::int64_t>(x.shape()[nd - 1] * x.shape()[nd - 2], 1);
+  p.height = x.shape()[nd - 2];
+  p.width = x.shape()[nd - 1];
+  Shape out_shape = x.shape();
+  out_shape[nd - 2] = p.out_h;
+  out_shape[nd - 1] = p.out_w;
+  Tensor xc = x.detach().contiguous();
+  Tensor out = detail::alloc(out_shape, x.dtype(), x.device());
+  Tensor indices;
+  if (p.kind == PoolKind::max) indices = detail::alloc(out_shape, DType::i64, x.device());
+  if (out.numel() > 0)
+    detail::kernels(x).pool2d_forward(p, arg(out), indices.defined() ? arg(indices) : TensorArg{}, arg(xc));
+  if (autograd::needs_grad({&x}))
+    autograd::record(op, {x}, out,
+                     [p, in_shape = x.shape(), si = autograd::SavedTensor(indices)](const Tensor& g) {
+                       Tensor gi = detail::alloc(in_shape, g.dtype(), g.device());
+                       Tensor gc = g.contiguous();
+                       if (gi.numel() > 0)
+                         detail::kernels(g).pool2d_backward(p, arg(gi), arg(gc),
+                                                            si.defined() ? arg(si.get()) : TensorArg{});
+                       return std::vector<Tensor>{gi};
+                     });
+  return out;
+}
+
+Tensor fixed_pool(const char* op, PoolKind kind, const Tensor& x, const Pool2dOptions& o) {
+  check_input(op, x);
+  Pool2dParams p;
+  p.kind = kind;
+  p.kernel_h = o.kernel[0];
+  p.kernel_w = o.kernel[1];
+  p.stride_h = o.stride[0] == 0 ? o.kernel[0] : o.stride[0];
+  p.stride_w = o.stride[1] == 0 ? o.kernel[1] : o.stride[1];
+  p.pad_h = o.padding[0];
+  p.pad_w = o.padding[1];
+  p.dilation_h = kind == PoolKind::max ? o.dilation[0] : 1;
+  p.dilation_w = kind == PoolKind::max ? o.dilation[1] : 1;
+  p.count_include_pad = o.count_include_pad;
+  if (p.kernel_h < 1 || p.kernel_w < 1)
+    throw ShapeError(fmt::format("{}: expected a kernel of at least 1x1, got {}x{}", op, o.kernel[0], o.kernel[1]));
+  if (p.stride_h < 1 || p.stride_w < 1)
+    throw ShapeError(fmt::format("{}: expected stride >= 1 (or 0 for the kernel size), got [{}, {}]", op,
+                                 o.stride[0], o.stride[1]));
+  if (p.dilation_h < 1 || p.dilation_w < 1)
+    throw ShapeError(fmt::format("{}: expected dilation >= 1, got [{}, {}]", op, o.dilation[0], o.dilation[1]));
+  const std::int64_t eh = p.dilation_h * (p.kernel_h - 1) + 1, ew = p.dilation_w * (p.kernel_w - 1) + 1;
+  if (p.pad_h < 0 || p.pad_w < 0 || 2 * p.pad_h > eh || 2 * p.pad_w > ew)
+    throw ShapeError(fmt::format("{}: padding [{}, {}] must be between 0 and half the kernel size {}x{}", op,
+                                 p.pad_h, p.pad_w, eh, ew));
+  const std::int64_t nd = x.dim(), h = x.shape()[nd - 2], w = x.shape()[nd - 1];
+  p.out_h = pooled_size(h, p.kernel_h, p.stride_h, p.pad_h, p.dilation_h, o.ceil_mode);
+  p.out_w = pooled_size(w, p.kernel_w, p.stride_w, p.pad_w, p.dilation_w, o.ceil_mode);
+  if (p.out_h < 1 || p.out_w < 1)
+    throw ShapeError(fmt::format("{}: input {}x{} (padding [{}, {}]) is smaller than the kernel {}x{}", op, h, w,
+                                 p.pad_h, p.pad_w, eh, ew));
+  return run_pool(op, x, p);
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o) { return fixed_pool("max_pool2d", PoolKind::max, x, o); }
+Tensor max_pool2d(const Tensor& x, std::int64_t kernel) {
+  return max_pool2d(x, Pool2dOptions{.kernel = {kernel, kernel}});
+}
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& o) { return fixed_pool("avg_pool2d", PoolKind::avg, x, o); }
+Tensor avg_pool2d(const Tensor& x, std::int64_t kernel) {
+  return avg_pool2d(x, Pool2dOptions{.kernel = {kernel, kernel}});
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> size) {
+  const char* op = "adaptive_avg_pool2d";
+  check_input(op, x);
+  if (size[0] < 1 || size[1] < 1)
+    throw ShapeError(fmt::format("{}: expected an output size of at least 1x1, got {}x{}", op, size[0], size[1]));
+  const std::int64_t nd = x.dim();
+  if (x.shape()[nd - 2] < 1 || x.shape()[nd - 1] < 1)
+    throw ShapeError(fmt::format("{}: expected a non-empty input plane, got {}", op, shape_str(x.shape())));
+  Pool2dParams p;
+  p.kind = PoolKind::adaptive_avg;
+  p.out_h = size[0];
+  p.out_w = size[1];
+  return run_pool(op, x, p);
+}
+
+}  // namespace rumus

@@ -1,0 +1,39 @@
+// softmax/log_softmax along any dim: the dim is moved last, one row kernel runs, the result is viewed back.
+#include "rumus/ops/softmax.hpp"
+
+#include "op_util.hpp"
+
+namespace rumus {
+
+using detail::arg;
+
+namespace {
+
+Tensor softmax_impl(const char* op, const Tensor& x, std::int64_t dim, bool log) {
+  detail::check_floating(op, x);
+  const std::int64_t nd = std::max<std::int64_t>(x.dim(), 1);
+  const std::int64_t d = wrap_dim(dim, x.dim(), op);
+  // Last-dim-contiguous working copy; for a 0-d input the "row" is one element.
+  Tensor xt = (x.dim() == 0 ? x.detach().reshape({1}) : x.detach().transpose(d, nd - 1)).contiguous();
+  Tensor yt = detail::alloc(xt.shape(), x.dtype(), x.device());
+  if (yt.numel() > 0) detail::kernels(x).softmax_forward(arg(yt), arg(xt), log);
+  Tensor out = x.dim() == 0 ? yt.reshape({}) : yt.transpose(d, nd - 1);
+  if (autograd::needs_grad({&x})) {
+    out = out.detach();
+    autograd::record(op, {x}, out, [d, nd, log, scalar = x.dim() == 0, sy = autograd::SavedTensor(yt)](const Tensor& g) {
+      const Tensor& y = sy.get();
+      Tensor gt = (scalar ? g.reshape({1}) : g.transpose(d, nd - 1)).contiguous();
+      Tensor gi = detail::alloc(y.shape(), g.dtype(), g.device());
+      if (gi.numel() > 0) detail::kernels(g).softmax_backward(arg(gi), arg(gt), arg(y), log);
+      return std::vector<Tensor>{scalar ? gi.reshape({}) : gi.transpose(d, nd - 1)};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_impl("softmax", x, dim, false); }
+Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl("log_softmax", x, dim, true); }
+
+}  // namespace rumus

@@ -1,0 +1,396 @@
+// The CNN/transformer ops: error cases, semantics, and values at the CNN's real
+// shapes (batch 64, 28x28) against naive reference loops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include <rumus/rumus.hpp>
+
+#include "rumus/backend/backend.hpp"
+
+using namespace rumus;
+
+namespace {
+
+template <class E, class F>
+void expect_error(F&& f, const std::string& fragment) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error containing \"" << fragment << "\"";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+  autograd::clear_tape();
+}
+
+Tensor i64(std::vector<std::int64_t> v, Shape s = {}) {
+  if (s.empty()) s = {std::int64_t(v.size())};
+  return tensor(v, s);
+}
+
+// ---- errors ----
+
+TEST(NnErrors, Conv2d) {
+  expect_error<ShapeError>([] { conv2d(zeros({3, 28, 28}), zeros({32, 3, 3, 3})); },
+                           "conv2d: expected input of 4 dims [N, C, H, W], got [3, 28, 28]");
+  expect_error<ShapeError>([] { conv2d(zeros({1, 3, 8, 8}), zeros({4, 3, 3})); },
+                           "conv2d: expected weight of 4 dims [OC, C/groups, KH, KW], got [4, 3, 3]");
+  expect_error<ShapeError>([] { conv2d(zeros({1, 1, 8, 8}), zeros({32, 2, 3, 3})); },
+                           "conv2d: weight [32, 2, 3, 3] expects 2 input channels");
+  expect_error<ShapeError>([] { conv2d(zeros({1, 3, 8, 8}), zeros({4, 1, 3, 3}), {}, {.groups = 3}); },
+                           "must both be divisible by groups 3");
+  expect_error<ShapeError>([] { conv2d(zeros({1, 3, 8, 8}), zeros({4, 3, 3, 3}), zeros({5})); },
+                           "conv2d: expected bias of shape [4], got [5]");
+  expect_error<ShapeError>([] { conv2d(zeros({1, 1, 2, 2}), zeros({1, 1, 3, 3})); },
+                           "conv2d: input 2x2 (padded 2x2) is smaller than the kernel 3x3");
+  expect_error<ShapeError>([] { conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.stride = {0, 1}}); },
+                           "conv2d: expected stride >= 1, got [0, 1]");
+  expect_error<ShapeError>([] { conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.padding = {-1, 0}}); },
+                           "conv2d: expected padding >= 0");
+  expect_error<DTypeError>([] { conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}, {.dtype = DType::f64})); },
+                           "conv2d: weight dtype f64 differs from input dtype f32");
+  expect_error<DTypeError>([] { conv2d(zeros({1, 1, 5, 5}, {.dtype = DType::i64}), zeros({1, 1, 3, 3})); },
+                           "conv2d: expected a floating-point tensor, got i64");
+  expect_error<ShapeError>([] { im2col(zeros({2, 3}), {2, 2}); }, "im2col: expected input of 4 dims");
+  expect_error<ShapeError>([] { col2im(zeros({1, 4, 5}), {3, 3}, {2, 2}); }, "col2im: expected 4 blocks (2x2)");
+  expect_error<ShapeError>([] { col2im(zeros({1, 5, 4}), {3, 3}, {2, 2}); }, "not a multiple of the kernel size");
+}
+
+TEST(NnErrors, LinearAndBias) {
+  expect_error<ShapeError>([] { linear(zeros({4, 9216}), zeros({128, 9000})); },
+                           "linear: input [4, 9216] does not end in the weight's in_features 9000");
+  expect_error<ShapeError>([] { linear(zeros({4, 3}), zeros({2, 3}), zeros({3})); },
+                           "linear: expected bias of shape [2], got [3]");
+  expect_error<ShapeError>([] { linear(zeros({4, 3}), zeros({3})); }, "linear: expected weight of 2 dims");
+  expect_error<ShapeError>([] { add_channel_bias(zeros({2, 3, 4}), zeros({4})); },
+                           "add_channel_bias: expected bias of shape [3]");
+}
+
+TEST(NnErrors, Pooling) {
+  expect_error<ShapeError>([] { max_pool2d(zeros({28, 28}), 2); },
+                           "max_pool2d: expected input of 4 dims [N, C, H, W] or 3 dims [C, H, W], got [28, 28]");
+  expect_error<ShapeError>([] { max_pool2d(zeros({1, 1, 4, 4}), {.kernel = {2, 2}, .padding = {2, 0}}); },
+                           "max_pool2d: padding [2, 0] must be between 0 and half the kernel size");
+  expect_error<ShapeError>([] { avg_pool2d(zeros({1, 1, 1, 1}), 2); }, "avg_pool2d: input 1x1");
+  expect_error<ShapeError>([] { max_pool2d(zeros({1, 1, 4, 4}), 0); }, "max_pool2d: expected a kernel of at least 1x1");
+  expect_error<ShapeError>([] { adaptive_avg_pool2d(zeros({1, 1, 4, 4}), {0, 2}); },
+                           "adaptive_avg_pool2d: expected an output size of at least 1x1, got 0x2");
+}
+
+TEST(NnErrors, Normalization) {
+  expect_error<ShapeError>([] { batch_norm2d(zeros({4, 3}), {}, {}, {}, {}, true); },
+                           "batch_norm2d: expected input of 4 dims [N, C, H, W], got [4, 3]");
+  expect_error<ShapeError>([] { batch_norm2d(zeros({2, 3, 4, 4}), {}, {}, ones({4}), {}, true); },
+                           "batch_norm2d: expected weight of shape [3], got [4]");
+  expect_error<Error>([] { batch_norm2d(zeros({2, 3, 4, 4}), {}, {}, {}, {}, false); },
+                      "batch_norm2d: evaluation mode needs running_mean and running_var");
+  expect_error<ShapeError>([] { batch_norm2d(zeros({1, 3, 1, 1}), {}, {}, {}, {}, true); },
+                           "expected more than 1 value per channel in training");
+  expect_error<ShapeError>([] { layer_norm(zeros({2, 3, 4}), {3}); },
+                           "layer_norm: input [2, 3, 4] does not end in normalized_shape [3]");
+  expect_error<ShapeError>([] { layer_norm(zeros({2, 4}), {4}, ones({5})); },
+                           "layer_norm: expected weight of shape [4], got [5]");
+}
+
+TEST(NnErrors, SoftmaxAndLosses) {
+  expect_error<ShapeError>([] { softmax(zeros({2, 3}), 2); }, "softmax: dim 2 out of range");
+  expect_error<DTypeError>([] { log_softmax(zeros({2}, {.dtype = DType::i32}), 0); }, "log_softmax: expected a floating");
+  expect_error<DTypeError>([] { cross_entropy(zeros({2, 3}), zeros({2})); },
+                           "cross_entropy: expected integer class indices as target (i64), got f32");
+  expect_error<ShapeError>([] { cross_entropy(zeros({4, 10}), i64({1, 2, 3})); },
+                           "cross_entropy: expected target of shape [4] for input [4, 10], got [3]");
+  expect_error<ShapeError>([] { cross_entropy(zeros({2, 10}), i64({1, 10})); },
+                           "cross_entropy: target index 10 is out of range for a dim of size 10");
+  expect_error<ShapeError>([] { nll_loss(zeros({2, 3}), i64({-1, 0})); }, "nll_loss: target index -1 is out of range");
+  expect_error<Error>([] { cross_entropy(zeros({2, 3}), i64({0, 1}), {.label_smoothing = 1.5}); },
+                      "cross_entropy: expected label_smoothing in [0, 1], got 1.5");
+  expect_error<ShapeError>([] { binary_cross_entropy_with_logits(zeros({2, 3}), zeros({3, 2})); },
+                           "binary_cross_entropy_with_logits: input shape [2, 3] differs from target shape [3, 2]");
+}
+
+TEST(NnErrors, EmbeddingDropoutJoin) {
+  expect_error<ShapeError>([] { embedding(i64({0, 7}), zeros({5, 3})); },
+                           "embedding: index 7 is out of range for a dim of size 5");
+  expect_error<DTypeError>([] { embedding(zeros({2}), zeros({5, 3})); },
+                           "embedding: expected integer indices (i64 or i32), got f32");
+  expect_error<ShapeError>([] { embedding(i64({0}), zeros({5})); }, "embedding: expected weight of 2 dims");
+  expect_error<ShapeError>([] { embedding(i64({0}), zeros({5, 3}), 5); },
+                           "embedding: padding_idx 5 is out of range for 5 embeddings");
+  expect_error<Error>([] { dropout(zeros({2}), 1.5, true); }, "dropout: expected 0 <= p <= 1, got 1.5");
+  expect_error<ShapeError>([] { cat({zeros({2, 3}), zeros({2, 4})}, 0); },
+                           "cat: expected tensor 1 to match [2, 3] in every dim but 0, got [2, 4]");
+  expect_error<Error>([] { cat({}, 0); }, "cat: expected a non-empty list");
+  expect_error<ShapeError>([] { cat({zeros({2, 3})}, 2); }, "cat: dim 2 out of range");
+  expect_error<ShapeError>([] { stack({zeros({2, 3}), zeros({3, 2})}); },
+                           "stack: expected every tensor to have shape [2, 3], got [3, 2] at index 1");
+}
+
+// A device without the new kernels reports each by name instead of failing to build.
+TEST(NnErrors, DefaultKernelsNameTheOp) {
+  struct Bare : Backend {
+    Device device() const override { return Device::vulkan(7); }
+    void* allocate(std::size_t) override { return nullptr; }
+    void deallocate(void*, std::size_t) override {}
+    void write(Storage&, std::size_t, const void*, std::size_t) override {}
+    void read(const Storage&, std::size_t, void*, std::size_t) override {}
+    void fill(TensorArg, double) override {}
+    void copy(TensorArg, TensorArg) override {}
+    void unary(UnaryOp, TensorArg, TensorArg, double, double) override {}
+    void binary(BinaryOp, TensorArg, TensorArg, TensorArg, double, double) override {}
+    void where(TensorArg, TensorArg, TensorArg, TensorArg) override {}
+    void reduce(ReduceOp, TensorArg, TensorArg) override {}
+    void gemm(const GemmArgs&) override {}
+    void random(RandomKind, TensorArg, std::uint64_t, std::uint64_t, double, double) override {}
+  } bare;
+  TensorArg none{};
+  expect_error<DeviceError>([&] { bare.im2col({}, none, none); }, "im2col: not supported on device vulkan:7");
+  expect_error<DeviceError>([&] { bare.col2im({}, none, none); }, "col2im: not supported");
+  expect_error<DeviceError>([&] { bare.pool2d_forward({}, none, none, none); }, "pool2d_forward: not supported");
+  expect_error<DeviceError>([&] { bare.pool2d_backward({}, none, none, none); }, "pool2d_backward: not supported");
+  expect_error<DeviceError>([&] { bare.softmax_forward(none, none, false); }, "softmax_forward: not supported");
+  expect_error<DeviceError>([&] { bare.softmax_backward(none, none, none, true); }, "softmax_backward: not supported");
+  expect_error<DeviceError>([&] { bare.index_select(none, none, none); }, "index_select: not supported");
+  expect_error<DeviceError>([&] { bare.index_add(none, none, none); }, "index_add: not supported");
+}
+
+// ---- semantics ----
+
+TEST(NnSemantics, DropoutTrainEvalAndFreshMasks) {
+  Tensor x = ones({1000});
+  EXPECT_EQ(dropout(x, 0.5, false).storage_ptr(), x.storage_ptr());  // eval: identity
+  EXPECT_EQ(dropout(x, 0.0, true).storage_ptr(), x.storage_ptr());   // p = 0: identity
+  EXPECT_EQ(sum(dropout(x, 1.0, true)).item(), 0.0);
+  Generator gen(3);
+  std::vector<float> a = dropout(x, 0.25, true, &gen).to_vector<float>();
+  std::vector<float> b = dropout(x, 0.25, true, &gen).to_vector<float>();
+  EXPECT_NE(a, b);  // a fresh mask every call
+  int kept = 0;
+  for (float v : a) {
+    EXPECT_TRUE(v == 0.0f || std::abs(v - 1.0f / 0.75f) < 1e-6f) << v;
+    kept += v != 0.0f;
+  }
+  EXPECT_NEAR(kept / 1000.0, 0.75, 0.05);
+  Generator again(3);
+  EXPECT_EQ(dropout(x, 0.25, true, &again).to_vector<float>(), a);  // seedable
+  // The gradient uses the same mask as the forward.
+  Tensor w = ones({1000}).requires_grad_();
+  Tensor y = dropout(w, 0.25, true, &gen);
+  GradientStore g = backward(sum(y));
+  EXPECT_EQ(g.at(w).to_vector<float>(), y.to_vector<float>());
+}
+
+TEST(NnSemantics, BatchNormRunningStatistics) {
+  Tensor x = tensor({1.0, 2.0, 3.0, 6.0, -1.0, 0.0, 1.0, 4.0}).reshape({2, 2, 2, 1});
+  Tensor rm = zeros({2}), rv = ones({2});
+  Tensor y = batch_norm2d(x, rm, rv, {}, {}, true, 0.1);
+  // Channel 0 holds {1, 2, -1, 0}: mean 0.5, biased var 1.25, unbiased 5/3.
+  auto m = rm.to_vector<float>(), v = rv.to_vector<float>();
+  EXPECT_NEAR(m[0], 0.05, 1e-6);
+  EXPECT_NEAR(v[0], 0.9 + 0.1 * 5.0 / 3.0, 1e-6);
+  EXPECT_NEAR(y.to_vector<float>()[0], (1.0 - 0.5) / std::sqrt(1.25 + 1e-5), 1e-5);
+  // Eval uses the running statistics.
+  Tensor e = batch_norm2d(x, rm, rv, tensor({2.0, 1.0}), tensor({0.5, 0.0}), false);
+  EXPECT_NEAR(e.to_vector<float>()[0], (1.0 - m[0]) / std::sqrt(v[0] + 1e-5) * 2.0 + 0.5, 1e-5);
+  EXPECT_EQ(rm.to_vector<float>(), m);  // eval leaves them alone
+}
+
+TEST(NnSemantics, CrossEntropyIgnoreAndSmoothing) {
+  Tensor logits = tensor({{1.0, 2.0, 3.0}, {1.0, 1.0, 1.0}});
+  const double lse0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  EXPECT_NEAR(cross_entropy(logits, i64({2, -100})).item(), lse0 - 3.0, 1e-6);  // mean over the kept row
+  EXPECT_NEAR(cross_entropy(logits, i64({2, 0}), {.reduction = Reduction::sum}).item(),
+              lse0 - 3.0 + std::log(3.0), 1e-5);
+  EXPECT_TRUE(std::isnan(cross_entropy(logits, i64({-100, -100})).item()));  // as PyTorch: 0 / 0
+  const double eps = 0.3;
+  double smooth = (1 - eps) * (lse0 - 3.0) + eps / 3.0 * (3 * lse0 - 6.0);
+  EXPECT_NEAR(cross_entropy(logits.slice(0, 0, 1), i64({2}), {.label_smoothing = eps}).item(), smooth, 1e-5);
+  Tensor none = cross_entropy(logits, i64({2, 1}), {.reduction = Reduction::none, .ignore_index = 1});
+  EXPECT_EQ(none.shape(), (Shape{2}));
+  EXPECT_EQ(none.to_vector<float>()[1], 0.0f);
+}
+
+TEST(NnSemantics, EmbeddingPaddingRowGetsNoGradient) {
+  Tensor w = arange(12).reshape({4, 3}).requires_grad_();
+  Tensor idx = i64({3, 1, 3, 0}, {2, 2});
+  Tensor y = embedding(idx, w, 1);
+  EXPECT_EQ(y.shape(), (Shape{2, 2, 3}));
+  EXPECT_EQ(y.to_vector<float>()[3], 3.0f);  // the padding row still reads its values
+  std::vector<float> g = backward(sum(y)).at(w).to_vector<float>();
+  EXPECT_EQ(g, (std::vector<float>{1, 1, 1, 0, 0, 0, 0, 0, 0, 2, 2, 2}));
+}
+
+TEST(NnSemantics, CatStackAndCasts) {
+  Tensor a = tensor({{1.0, 2.0}, {3.0, 4.0}}), b = tensor({{5.0, 6.0}});
+  EXPECT_EQ(cat({a, b}).to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(stack({a, a}, 2).shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(stack({a, a}, 2).to_vector<float>(), (std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4}));
+  EXPECT_EQ(cat({a, b.to(DType::f64)}).dtype(), DType::f64);
+  // Casts between float types are differentiable both ways.
+  for (DType dt : {DType::f16, DType::bf16, DType::f64}) {
+    Tensor x = tensor({0.5, -2.0, 3.0}).requires_grad_();
+    Tensor y = mul(x.to(dt), 2.0).to(DType::f32);
+    EXPECT_EQ(backward(sum(y)).at(x).to_vector<float>(), (std::vector<float>{2, 2, 2})) << dtype_name(dt);
+  }
+}
+
+TEST(NnSemantics, SoftmaxIsStable) {
+  Tensor x = tensor({1000.0, 1001.0, -1000.0});
+  std::vector<float> s = softmax(x, 0).to_vector<float>();
+  EXPECT_NEAR(s[1], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+  EXPECT_EQ(s[2], 0.0f);
+  std::vector<float> l = log_softmax(x, 0).to_vector<float>();
+  EXPECT_NEAR(l[2], -2001.0 - std::log1p(std::exp(-1.0)), 1e-2);
+  EXPECT_TRUE(std::isfinite(l[2]));
+}
+
+// ---- the CNN's real shapes ----
+
+std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {
+  std::mt19937 rng{std::uint32_t(seed)};
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+Tensor random_tensor(const Shape& s, std::uint64_t seed) {
+  return tensor(random_vector(std::size_t(numel_of(s)), seed), s);
+}
+
+// Naive conv at a sample of positions; `x` [N, C, H, W], `w` [OC, C, 3, 3], stride 1, no padding.
+void check_conv_real_shape(std::int64_t n, std::int64_t c, std::int64_t hw, std::int64_t oc) {
+  Tensor x = random_tensor({n, c, hw, hw}, 1).requires_grad_();
+  Tensor w = mul(random_tensor({oc, c, 3, 3}, 2), 0.3).requires_grad_();
+  Tensor b = random_tensor({oc}, 3).requires_grad_();
+  Tensor y = conv2d(x, w, b);
+  const std::int64_t o = hw - 2;
+  ASSERT_EQ(y.shape(), (Shape{n, oc, o, o}));
+  Tensor gy = random_tensor(y.shape(), 4);
+  GradientStore grads = backward(sum(mul(y, gy)));
+  auto X = x.to_vector<float>(), W = w.to_vector<float>(), B = b.to_vector<float>(), Y = y.to_vector<float>(),
+       G = gy.to_vector<float>(), GX = grads.at(x).to_vector<float>(), GW = grads.at(w).to_vector<float>(),
+       GB = grads.at(b).to_vector<float>();
+  auto xi = [&](auto i, auto ch, auto h, auto v) { return X[((i * c + ch) * hw + h) * hw + v]; };
+  auto wi = [&](auto f, auto ch, auto kh, auto kw) { return W[((f * c + ch) * 3 + kh) * 3 + kw]; };
+  auto gi = [&](auto i, auto f, auto h, auto v) { return G[((i * oc + f) * o + h) * o + v]; };
+  std::mt19937 rng(5);
+  for (int t = 0; t < 300; ++t) {  // forward
+    std::int64_t i = rng() % n, f = rng() % oc, h = rng() % o, v = rng() % o;
+    double ref = B[f];
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      for (int kh = 0; kh < 3; ++kh)
+        for (int kw = 0; kw < 3; ++kw) ref += double(xi(i, ch, h + kh, v + kw)) * wi(f, ch, kh, kw);
+    ASSERT_NEAR(Y[((i * oc + f) * o + h) * o + v], ref, 1e-4 * (1 + std::abs(ref)));
+  }
+  for (int t = 0; t < 40; ++t) {  // weight gradient
+    std::int64_t f = rng() % oc, ch = rng() % c, kh = rng() % 3, kw = rng() % 3;
+    double ref = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t h = 0; h < o; ++h)
+        for (std::int64_t v = 0; v < o; ++v) ref += double(gi(i, f, h, v)) * xi(i, ch, h + kh, v + kw);
+    ASSERT_NEAR(GW[((f * c + ch) * 3 + kh) * 3 + kw], ref, 1e-3 * (1 + std::abs(ref)));
+  }
+  for (int t = 0; t < 200; ++t) {  // input gradient, borders included
+    std::int64_t i = rng() % n, ch = rng() % c, h = rng() % hw, v = t < 4 ? (t % 2) * (hw - 1) : rng() % hw;
+    double ref = 0;
+    for (std::int64_t f = 0; f < oc; ++f)
+      for (int kh = 0; kh < 3; ++kh)
+        for (int kw = 0; kw < 3; ++kw) {
+          std::int64_t oh = h - kh, ow = v - kw;
+          if (oh >= 0 && oh < o && ow >= 0 && ow < o) ref += double(gi(i, f, oh, ow)) * wi(f, ch, kh, kw);
+        }
+    ASSERT_NEAR(GX[((i * c + ch) * hw + h) * hw + v], ref, 1e-4 * (1 + std::abs(ref)));
+  }
+  double gb0 = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t h = 0; h < o * o; ++h) gb0 += G[(i * oc) * o * o + h];
+  EXPECT_NEAR(GB[0], gb0, 1e-3 * (1 + std::abs(gb0)));
+}
+
+TEST(NnRealShapes, Conv2dFirstLayer) { check_conv_real_shape(64, 1, 28, 32); }
+TEST(NnRealShapes, Conv2dSecondLayer) { check_conv_real_shape(64, 32, 26, 64); }
+
+TEST(NnRealShapes, MaxPool2d) {
+  Tensor x = random_tensor({64, 64, 24, 24}, 9).requires_grad_();
+  Tensor y = max_pool2d(x, 2);
+  ASSERT_EQ(y.shape(), (Shape{64, 64, 12, 12}));
+  Tensor gy = random_tensor(y.shape(), 10);
+  auto GX = backward(sum(mul(y, gy))).at(x).to_vector<float>();
+  auto X = x.to_vector<float>(), Y = y.to_vector<float>(), G = gy.to_vector<float>();
+  std::vector<float> ref_gx(X.size(), 0.0f);
+  for (std::int64_t p = 0; p < 64 * 64; ++p)
+    for (int oh = 0; oh < 12; ++oh)
+      for (int ow = 0; ow < 12; ++ow) {
+        std::int64_t best = -1;
+        for (int kh = 0; kh < 2; ++kh)
+          for (int kw = 0; kw < 2; ++kw) {
+            std::int64_t at = p * 576 + (2 * oh + kh) * 24 + 2 * ow + kw;
+            if (best < 0 || X[at] > X[best]) best = at;
+          }
+        const std::int64_t o = p * 144 + oh * 12 + ow;
+        ASSERT_EQ(Y[o], X[best]);
+        ref_gx[best] += G[o];
+      }
+  EXPECT_EQ(GX, ref_gx);
+}
+
+TEST(NnRealShapes, BatchNorm2dMatchesComposedOps) {
+  // The fused node against the same formula written with taped elementary ops.
+  Tensor x = add(mul(random_tensor({64, 8, 28, 28}, 11), 2.0), 0.5).requires_grad_();
+  Tensor w = random_tensor({8}, 12).requires_grad_(), b = random_tensor({8}, 13).requires_grad_();
+  Tensor gy = random_tensor({64, 8, 28, 28}, 14);
+  Tensor rm = zeros({8}), rv = ones({8});
+  Tensor y = batch_norm2d(x, rm, rv, w, b, true);
+  GradientStore g1 = backward(sum(mul(y, gy)));
+  const std::vector<std::int64_t> dims{0, 2, 3};
+  Tensor mu = mean(x, dims, true);
+  Tensor var = mean(square(sub(x, mu)), dims, true);
+  Tensor ref = add(mul(div(sub(x, mu), sqrt(add(var, 1e-5))), w.reshape({1, 8, 1, 1})), b.reshape({1, 8, 1, 1}));
+  GradientStore g2 = backward(sum(mul(ref, gy)));
+  auto close = [](const Tensor& a, const Tensor& r, double tol) {
+    auto va = a.to_vector<float>(), vr = r.to_vector<float>();
+    ASSERT_EQ(va.size(), vr.size());
+    for (std::size_t i = 0; i < va.size(); ++i) ASSERT_NEAR(va[i], vr[i], tol * (1 + std::abs(vr[i]))) << i;
+  };
+  close(y, ref, 1e-4);
+  close(g1.at(x), g2.at(x), 1e-3);
+  close(g1.at(w), g2.at(w), 1e-3);
+  close(g1.at(b), g2.at(b), 1e-3);
+  // Running statistics: momentum 0.1 towards the batch mean and unbiased variance.
+  const double n = 64.0 * 28 * 28;
+  auto m = mu.reshape({8}).to_vector<float>(), v = var.reshape({8}).to_vector<float>();
+  auto rmv = rm.to_vector<float>(), rvv = rv.to_vector<float>();
+  for (int c = 0; c < 8; ++c) {
+    EXPECT_NEAR(rmv[c], 0.1 * m[c], 1e-5);
+    EXPECT_NEAR(rvv[c], 0.9 + 0.1 * v[c] * n / (n - 1), 1e-4);
+  }
+}
+
+TEST(NnRealShapes, CnnForwardBackwardRuns) {
+  // The baseline CNN end to end: shapes and finite gradients for every parameter.
+  manual_seed(0);
+  autograd::clear_tape();
+  Tensor x = rand({64, 1, 28, 28});
+  Tensor labels = randint(0, 10, {64});
+  Tensor w1 = mul(randn({32, 1, 3, 3}), 0.3).requires_grad_(), b1 = zeros({32}).requires_grad_();
+  Tensor w2 = mul(randn({64, 32, 3, 3}), 0.05).requires_grad_(), b2 = zeros({64}).requires_grad_();
+  Tensor w3 = mul(randn({128, 9216}), 0.01).requires_grad_(), b3 = zeros({128}).requires_grad_();
+  Tensor w4 = mul(randn({10, 128}), 0.1).requires_grad_(), b4 = zeros({10}).requires_grad_();
+  Tensor h = max_pool2d(relu(conv2d(relu(conv2d(x, w1, b1)), w2, b2)), 2);
+  h = dropout(h, 0.25, true).flatten(1);
+  Tensor logits = linear(dropout(relu(linear(h, w3, b3)), 0.5, true), w4, b4);
+  ASSERT_EQ(logits.shape(), (Shape{64, 10}));
+  Tensor loss = cross_entropy(logits, labels);
+  EXPECT_NEAR(loss.item(), std::log(10.0), 1.0);
+  GradientStore g = backward(loss);
+  for (Tensor* p : {&w1, &b1, &w2, &b2, &w3, &b3, &w4, &b4}) {
+    Tensor gp = g.at(*p);
+    EXPECT_EQ(gp.shape(), p->shape());
+    EXPECT_TRUE(std::isfinite(sum(abs(gp)).item()));
+    EXPECT_GT(sum(abs(gp)).item(), 0.0);
+  }
+  EXPECT_EQ(autograd::tape_size(), 0u);
+}
+
+}  // namespace

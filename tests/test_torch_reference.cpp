@@ -1,0 +1,182 @@
+// Agreement with PyTorch: the cases written by torch_reference/make_reference.py,
+// rebuilt here by name and compared in f32 (rtol 1e-4).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include <rumus/rumus.hpp>
+
+using namespace rumus;
+
+namespace {
+
+struct Case {
+  std::map<std::string, Tensor> tensors;  // floats as f32, integers as i64
+  std::vector<Tensor> inputs;             // in0, in1, ...
+};
+
+Case load(const std::string& name) {
+  std::ifstream in(std::string(RUMUS_TORCH_REFERENCE_DIR) + "/" + name + ".txt");
+  if (!in) throw std::runtime_error("missing reference file for " + name);
+  Case c;
+  std::string header, values;
+  while (std::getline(in, header) && std::getline(in, values)) {
+    std::istringstream h(header), v(values);
+    std::string key, kind;
+    int nd = 0;
+    h >> key >> kind >> nd;
+    Shape shape(std::size_t(nd), 0);
+    for (auto& d : shape) h >> d;
+    const auto n = std::size_t(numel_of(shape));
+    if (kind == "f") {
+      std::vector<float> data(n);
+      for (auto& x : data) v >> x;
+      c.tensors[key] = tensor(data, shape);
+    } else {
+      std::vector<std::int64_t> data(n);
+      for (auto& x : data) v >> x;
+      c.tensors[key] = tensor(data, shape);
+    }
+  }
+  for (int i = 0; c.tensors.count("in" + std::to_string(i)); ++i) c.inputs.push_back(c.tensors["in" + std::to_string(i)]);
+  return c;
+}
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  auto g = got.to_vector<float>(), w = want.to_vector<float>();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i])) {
+      EXPECT_TRUE(std::isnan(g[i])) << what << " element " << i;
+      continue;
+    }
+    ASSERT_NEAR(g[i], w[i], 1e-5 + 1e-4 * std::abs(w[i])) << what << " element " << i;
+  }
+}
+
+using V = const std::vector<Tensor>&;
+using Fn = std::function<Tensor(V)>;
+
+// The same ops and arguments as make_reference.py, by case name.
+const std::map<std::string, Fn>& ops() {
+  static const std::map<std::string, Fn> table = {
+      {"conv2d", [](V x) { return conv2d(x[0], x[1], x[2]); }},
+      {"conv2d_strided_grouped",
+       [](V x) {
+         return conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}, .groups = 2});
+       }},
+      {"im2col", [](V x) { return im2col(x[0], {2, 3}, {.stride = {1, 2}, .padding = {1, 0}}); }},
+      {"col2im", [](V x) { return col2im(x[0], {4, 5}, {2, 2}, {.padding = {1, 1}, .dilation = {1, 2}}); }},
+      {"linear", [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"add_channel_bias", [](V x) { return add_channel_bias(x[0], x[1]); }},
+      {"max_pool2d", [](V x) { return max_pool2d(x[0], {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}); }},
+      {"max_pool2d_dilated_ceil",
+       [](V x) {
+         return max_pool2d(x[0], {.kernel = {2, 3}, .stride = {2, 2}, .padding = {1, 1}, .dilation = {2, 1},
+                                  .ceil_mode = true});
+       }},
+      {"avg_pool2d", [](V x) { return avg_pool2d(x[0], {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}); }},
+      {"avg_pool2d_exclude_pad_ceil",
+       [](V x) {
+         return avg_pool2d(x[0], {.kernel = {3, 2}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false,
+                                  .ceil_mode = true});
+       }},
+      {"adaptive_avg_pool2d", [](V x) { return adaptive_avg_pool2d(x[0], {3, 4}); }},
+      {"batch_norm2d_eval",
+       [](V x) { return batch_norm2d(x[0], x[3].detach(), x[4].detach(), x[1], x[2], false, 0.1, 1e-3); }},
+      {"layer_norm", [](V x) { return layer_norm(x[0], {4, 5}, x[1], x[2]); }},
+      {"layer_norm_no_affine", [](V x) { return layer_norm(x[0], {7}); }},
+      {"softmax", [](V x) { return softmax(x[0], 1); }},
+      {"log_softmax", [](V x) { return log_softmax(x[0], -1); }},
+      {"cross_entropy", [](V x) { return cross_entropy(x[0], x[1]); }},
+      {"cross_entropy_sum_ignore",
+       [](V x) { return cross_entropy(x[0], x[1], {.reduction = Reduction::sum, .ignore_index = 3}); }},
+      {"cross_entropy_none_smoothing",
+       [](V x) { return cross_entropy(x[0], x[1], {.reduction = Reduction::none, .label_smoothing = 0.15}); }},
+      {"cross_entropy_spatial_smoothing", [](V x) { return cross_entropy(x[0], x[1], {.label_smoothing = 0.1}); }},
+      {"nll_loss", [](V x) { return nll_loss(x[0], x[1], Reduction::mean, 2); }},
+      {"mse_loss_mean", [](V x) { return mse_loss(x[0], x[1]); }},
+      {"mse_loss_sum", [](V x) { return mse_loss(x[0], x[1], Reduction::sum); }},
+      {"mse_loss_none", [](V x) { return mse_loss(x[0], x[1], Reduction::none); }},
+      {"bce_with_logits", [](V x) { return binary_cross_entropy_with_logits(x[0], x[1]); }},
+      {"bce_with_logits_none", [](V x) { return binary_cross_entropy_with_logits(x[0], x[1], Reduction::none); }},
+      {"embedding_padding_idx", [](V x) { return embedding(x[0], x[1], 4); }},
+      {"sigmoid", [](V x) { return sigmoid(x[0]); }},
+      {"tanh", [](V x) { return tanh(x[0]); }},
+      {"gelu", [](V x) { return gelu(x[0]); }},
+      {"gelu_tanh", [](V x) { return gelu(x[0], "tanh"); }},
+      {"leaky_relu", [](V x) { return leaky_relu(x[0], 0.2); }},
+      {"silu", [](V x) { return silu(x[0]); }},
+      {"cat", [](V x) { return cat({x[0], x[1], x[2]}, 1); }},
+      {"stack", [](V x) { return stack({x[0], x[1]}, 2); }},
+      {"views",
+       [](V x) {
+         return x[0].permute({2, 0, 1}).slice(0, 1, 5, 2).narrow(2, 1, 2).select(1, 2).flatten().reshape({2, 2}).t() *
+                1.0;
+       }},
+      {"cast_f16", [](V x) { return mul(x[0].to(DType::f16), 2.0).to(DType::f32); }},
+      {"cast_bf16", [](V x) { return mul(x[0].to(DType::bf16), 2.0).to(DType::f32); }},
+  };
+  return table;
+}
+
+// Runs `fn` on the case's inputs (floating ones as leaves requiring grad) and
+// compares the output and the gradients of sum(out * gout).
+void check_case(const std::string& name, const Fn& fn) {
+  Case c = load(name);
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : c.inputs) {
+    Tensor leaf = t.clone();
+    if (is_floating(leaf.dtype())) leaf.requires_grad_();
+    leaves.push_back(leaf);
+  }
+  Tensor out = fn(leaves);
+  expect_close(out, c.tensors.at("out"), name + ": output");
+  GradientStore grads = backward(sum(mul(out, c.tensors.at("gout"))));
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    auto it = c.tensors.find("grad" + std::to_string(i));
+    if (it == c.tensors.end()) continue;
+    Tensor g = grads.get(leaves[i]);
+    expect_close(g.defined() ? g : zeros_like(leaves[i]), it->second, name + ": gradient of input " + std::to_string(i));
+  }
+}
+
+class TorchReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TorchReference, Matches) { check_case(GetParam(), ops().at(GetParam())); }
+
+std::vector<std::string> case_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, fn] : ops()) names.push_back(name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, TorchReference, ::testing::ValuesIn(case_names()),
+                         [](const auto& info) { return info.param; });
+
+// Training-mode batch norm also updates the running statistics in place.
+TEST(TorchReferenceExtra, BatchNormTrainAndRunningStats) {
+  Tensor rm, rv;
+  check_case("batch_norm2d_train", [&](V x) {
+    rm = x[3].detach().clone();
+    rv = x[4].detach().clone();
+    return batch_norm2d(x[0], rm, rv, x[1], x[2], true, 0.2, 1e-5);
+  });
+  Case c = load("batch_norm2d_train");
+  expect_close(rm, c.tensors.at("running_mean"), "running_mean");
+  expect_close(rv, c.tensors.at("running_var"), "running_var");
+}
+
+// Every committed file is exercised by some test.
+TEST(TorchReferenceExtra, EveryFileHasACase) {
+  for (const auto& entry : std::filesystem::directory_iterator(RUMUS_TORCH_REFERENCE_DIR)) {
+    std::string stem = entry.path().stem().string();
+    EXPECT_TRUE(ops().count(stem) || stem == "batch_norm2d_train") << stem << " has no C++ case";
+  }
+}
+
+}  // namespace

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Writes PyTorch reference cases for rumus's ops to data/*.txt.
+
+Each case fixes small random inputs (float32 values, so C++ reads them
+exactly), runs the op in float64 with autograd, and records the output and
+the gradient of sum(output * grad_output) with respect to every floating
+input. tests/test_torch_reference.cpp rebuilds the same op from the case's
+name and compares in float32.
+
+Made with Debian 12's python3-torch (apt-get install python3-torch):
+    /usr/bin/python3 tests/torch_reference/make_reference.py
+File format, per tensor: a line "name kind ndim dims...", kind f (float) or
+i (integer), then a line with the values in row-major order.
+"""
+import os
+
+import torch
+import torch.nn.functional as F
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+gen = torch.Generator().manual_seed(20261130)
+
+
+def rand(*shape, low=-1.0, high=1.0):
+    x = torch.rand(tuple(shape), generator=gen, dtype=torch.float32) * (high - low) + low
+    return x.to(torch.float64)
+
+
+def randint(high, *shape):
+    return torch.randint(0, high, shape, generator=gen)
+
+
+def fmt(name, t):
+    kind = "f" if t.is_floating_point() else "i"
+    dims = " ".join(str(d) for d in t.shape)
+    flat = t.detach().reshape(-1).tolist()
+    values = " ".join(repr(float(v)) if kind == "f" else str(int(v)) for v in flat)
+    return f"{name} {kind} {t.dim()} {dims}".rstrip() + "\n" + values + "\n"
+
+
+def case(name, inputs, fn, extras=None):
+    """inputs: list of tensors; floating ones require grad. fn(*inputs) -> output."""
+    leaves = [t.clone().requires_grad_(t.is_floating_point()) for t in inputs]
+    out = fn(*leaves)
+    gout = rand(*out.shape)
+    needs = [t for t in leaves if t.requires_grad]
+    grads = torch.autograd.grad((out * gout).sum(), needs, allow_unused=True) if needs else []
+    text = "".join(fmt(f"in{i}", t) for i, t in enumerate(inputs))
+    text += fmt("out", out) + fmt("gout", gout)
+    it = iter(grads)
+    for i, t in enumerate(leaves):
+        if t.requires_grad:
+            g = next(it)
+            text += fmt(f"grad{i}", g if g is not None else torch.zeros_like(t))
+    for k, v in (extras or {}).items():
+        text += fmt(k, v)
+    with open(os.path.join(OUT, name + ".txt"), "w") as f:
+        f.write(text)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for f in os.listdir(OUT):
+        if f.endswith(".txt"):
+            os.remove(os.path.join(OUT, f))
+
+    # Convolution and linear layers.
+    case("conv2d", [rand(2, 3, 7, 6), rand(4, 3, 3, 3), rand(4)], lambda x, w, b: F.conv2d(x, w, b))
+    case("conv2d_strided_grouped", [rand(2, 4, 9, 8), rand(6, 2, 3, 2), rand(6)],
+         lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=2))
+    case("im2col", [rand(2, 2, 5, 6)],
+         lambda x: F.unfold(x, (2, 3), stride=(1, 2), padding=(1, 0)))
+    case("col2im", [rand(2, 8, 25)],
+         lambda c: F.fold(c, (4, 5), (2, 2), dilation=(1, 2), padding=(1, 1)))
+    case("linear", [rand(3, 2, 5), rand(4, 5), rand(4)], lambda x, w, b: F.linear(x, w, b))
+    case("add_channel_bias", [rand(2, 3, 4), rand(3)], lambda x, b: x + b.view(1, 3, 1))
+
+    # Pooling.
+    case("max_pool2d", [rand(2, 3, 7, 7)], lambda x: F.max_pool2d(x, 3, 2, 1))
+    case("max_pool2d_dilated_ceil", [rand(1, 2, 8, 9)],
+         lambda x: F.max_pool2d(x, (2, 3), (2, 2), (1, 1), dilation=(2, 1), ceil_mode=True))
+    case("avg_pool2d", [rand(2, 2, 7, 6)], lambda x: F.avg_pool2d(x, 3, 2, 1))
+    case("avg_pool2d_exclude_pad_ceil", [rand(1, 2, 7, 6)],
+         lambda x: F.avg_pool2d(x, (3, 2), (2, 2), (1, 1), ceil_mode=True, count_include_pad=False))
+    case("adaptive_avg_pool2d", [rand(2, 3, 7, 5)], lambda x: F.adaptive_avg_pool2d(x, (3, 4)))
+
+    # Normalisation.
+    rm, rv = rand(3), rand(3, low=0.5, high=2.0)
+    rm_after, rv_after = rm.clone(), rv.clone()
+    x = rand(4, 3, 5, 5, low=-2.0, high=3.0)
+    F.batch_norm(x, rm_after, rv_after, None, None, True, 0.2, 1e-5)
+    case("batch_norm2d_train", [x, rand(3), rand(3), rm, rv],
+         lambda x, w, b, m, v: F.batch_norm(x, m.detach().clone(), v.detach().clone(), w, b, True, 0.2, 1e-5),
+         extras={"running_mean": rm_after, "running_var": rv_after})
+    case("batch_norm2d_eval", [rand(2, 3, 4, 4), rand(3), rand(3), rm, rv],
+         lambda x, w, b, m, v: F.batch_norm(x, m.detach(), v.detach(), w, b, False, 0.1, 1e-3))
+    case("layer_norm", [rand(3, 4, 5), rand(4, 5), rand(4, 5)], lambda x, w, b: F.layer_norm(x, (4, 5), w, b))
+    case("layer_norm_no_affine", [rand(6, 7, low=-3.0, high=2.0)], lambda x: F.layer_norm(x, (7,)))
+
+    # Softmax and losses.
+    case("softmax", [rand(3, 5, 4, low=-4.0, high=4.0)], lambda x: F.softmax(x, 1))
+    case("log_softmax", [rand(4, 7, low=-4.0, high=4.0)], lambda x: F.log_softmax(x, -1))
+    t = randint(5, 6)
+    t[2] = -100
+    case("cross_entropy", [rand(6, 5, low=-3.0, high=3.0), t], lambda x, t: F.cross_entropy(x, t))
+    case("cross_entropy_sum_ignore", [rand(6, 5, low=-3.0, high=3.0), randint(5, 6)],
+         lambda x, t: F.cross_entropy(x, t, reduction="sum", ignore_index=3))
+    case("cross_entropy_none_smoothing", [rand(6, 5, low=-3.0, high=3.0), t],
+         lambda x, t: F.cross_entropy(x, t, reduction="none", label_smoothing=0.15))
+    ts = randint(4, 2, 3, 3)
+    ts[0, 1, 2] = -100
+    case("cross_entropy_spatial_smoothing", [rand(2, 4, 3, 3, low=-3.0, high=3.0), ts],
+         lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1))
+    case("nll_loss", [rand(5, 4, low=-3.0, high=0.0), randint(4, 5)],
+         lambda x, t: F.nll_loss(x, t, ignore_index=2))
+    case("mse_loss_mean", [rand(3, 4), rand(3, 4)], lambda a, b: F.mse_loss(a, b))
+    case("mse_loss_sum", [rand(3, 4), rand(3, 4)], lambda a, b: F.mse_loss(a, b, reduction="sum"))
+    case("mse_loss_none", [rand(3, 4), rand(3, 4)], lambda a, b: F.mse_loss(a, b, reduction="none"))
+    case("bce_with_logits", [rand(3, 4, low=-4.0, high=4.0), rand(3, 4, low=0.0, high=1.0)],
+         lambda x, y: F.binary_cross_entropy_with_logits(x, y))
+    case("bce_with_logits_none", [rand(3, 4, low=-4.0, high=4.0), rand(3, 4, low=0.0, high=1.0)],
+         lambda x, y: F.binary_cross_entropy_with_logits(x, y, reduction="none"))
+
+    # Embedding, activations, joins, views, casts.
+    case("embedding_padding_idx", [torch.tensor([[1, 4, 1], [0, 5, 4]]), rand(6, 4)],
+         lambda i, w: F.embedding(i, w, padding_idx=4))
+    case("sigmoid", [rand(3, 4, low=-4.0, high=4.0)], torch.sigmoid)
+    case("tanh", [rand(3, 4, low=-3.0, high=3.0)], torch.tanh)
+    case("gelu", [rand(3, 4, low=-3.0, high=3.0)], F.gelu)
+    case("gelu_tanh", [rand(3, 4, low=-3.0, high=3.0)], lambda x: F.gelu(x, approximate="tanh"))
+    case("leaky_relu", [rand(3, 4)], lambda x: F.leaky_relu(x, 0.2))
+    case("silu", [rand(3, 4, low=-4.0, high=4.0)], F.silu)
+    case("cat", [rand(2, 3), rand(2, 1), rand(2, 2)], lambda a, b, c: torch.cat([a, b, c], 1))
+    case("stack", [rand(2, 3), rand(2, 3)], lambda a, b: torch.stack([a, b], 2))
+    case("views", [rand(3, 4, 5)],
+         lambda x: x.permute(2, 0, 1)[1:5:2].narrow(2, 1, 2).select(1, 2).flatten().reshape(2, 2).t() * 1.0)
+    case("cast_f16", [rand(3, 4, low=-8.0, high=8.0)], lambda x: (x.float().half() * 2).double())
+    case("cast_bf16", [rand(3, 4, low=-8.0, high=8.0)], lambda x: (x.float().bfloat16() * 2).double())
+
+
+if __name__ == "__main__":
+    main()
