@@ -1,0 +1,20 @@
+#pragma once
+#include "rumus/nn/module.hpp"
+#include "rumus/ops/conv.hpp"
+
+namespace rumus::nn {
+
+// 2-D convolution over NCHW input; weight [out, in/groups, k, k], PyTorch's default initialisation.
+class Conv2d : public Module {
+ public:
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,
+         Conv2dOptions options = {}, bool bias = true);
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::array<std::int64_t, 2> kernel_size,
+         Conv2dOptions options = {}, bool bias = true);
+  Tensor forward(const Tensor& x) override { return conv2d(x, weight, bias, options); }
+  std::string type_name() const override { return "Conv2d"; }
+  Conv2dOptions options;
+  Tensor weight, bias;
+};
+
+}  // namespace rumus::nn

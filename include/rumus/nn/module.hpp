@@ -1,0 +1,91 @@
+#pragma once
+// Base of every layer and model: named parameters, buffers and submodules.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rumus/core/tensor.hpp"
+#include "rumus/nn/state_dict.hpp"
+
+namespace rumus::nn {
+
+class Module;
+
+// For register_modules({{"conv1", conv1}, {"fc1", fc1}}).
+struct NamedModule {
+  std::string name;
+  Module& module;
+};
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  // Parameters are shared handles, so a moved leaf module stays valid; a module
+  // whose children were registered by reference cannot move (they are members).
+  Module(Module&& other);
+  Module& operator=(Module&&) = delete;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  virtual Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+  // The type name used in messages and printouts ("Linear", "Net").
+  virtual std::string type_name() const { return "Module"; }
+
+  // Parameters of this module and every submodule, depth first, in registration order.
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<std::pair<std::string, Module*>> named_children() const;
+  std::int64_t num_parameters() const;
+
+  // Recursive; Dropout and BatchNorm2d behave differently in training.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Moves parameters and buffers in place: tensors keep their identity, so
+  // an optimizer built earlier still updates them.
+  void to(Device device);
+
+  // Parameters and persistent buffers under dotted names ("features.0.weight").
+  StateDict state_dict() const;
+  // Copies values in place. Shapes and dtypes must match; with strict, the
+  // names must match exactly (missing and unexpected names are listed).
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+ protected:
+  Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  Tensor register_buffer(const std::string& name, Tensor value, bool persistent = true);
+  // By reference: the child is a member of this module and lives as long as it.
+  Module& register_module(const std::string& name, Module& child);
+  // Owned: for containers such as Sequential.
+  Module& register_module(const std::string& name, std::shared_ptr<Module> child);
+  void register_modules(std::initializer_list<NamedModule> children);
+
+ private:
+  struct Child {
+    std::string name;
+    Module* module;
+    std::shared_ptr<Module> owned;
+  };
+  struct Buffer {
+    std::string name;
+    Tensor tensor;
+    bool persistent;
+  };
+  void check_new_name(const std::string& name) const;
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out, bool params,
+               bool persistent_only) const;
+
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<Buffer> buffers_;
+  std::vector<Child> children_;
+  bool training_ = true;
+};
+
+}  // namespace rumus::nn

@@ -1,0 +1,30 @@
+#pragma once
+#include "rumus/nn/module.hpp"
+#include "rumus/ops/normalization.hpp"
+
+namespace rumus::nn {
+
+// Batch statistics in training (updating the running_mean/running_var
+// buffers), running statistics in eval; as torch.nn.BatchNorm2d.
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "BatchNorm2d"; }
+  double eps, momentum;
+  Tensor weight, bias;  // undefined without affine
+  Tensor running_mean, running_var, num_batches_tracked;
+};
+
+// Normalises over the trailing normalized_shape dims, with elementwise affine.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override { return layer_norm(x, normalized_shape, weight, bias, eps); }
+  std::string type_name() const override { return "LayerNorm"; }
+  Shape normalized_shape;
+  double eps;
+  Tensor weight, bias;
+};
+
+}  // namespace rumus::nn

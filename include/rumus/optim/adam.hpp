@@ -1,0 +1,45 @@
+#pragma once
+#include "rumus/optim/optimizer.hpp"
+
+namespace rumus::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+// torch.optim.Adam: weight decay is L2, added to the gradient.
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions options = {}) : Adam(single_group(std::move(params)), options) {}
+  Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
+  std::string type_name() const override { return "Adam"; }
+  AdamOptions options;
+
+ protected:
+  Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
+  void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
+
+ private:
+  bool decoupled_;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+// torch.optim.AdamW: decoupled weight decay, param *= 1 - lr * weight_decay before the Adam step.
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, AdamWOptions options = {}) : AdamW(single_group(std::move(params)), options) {}
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
+      : Adam(std::move(groups), {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true) {}
+  std::string type_name() const override { return "AdamW"; }
+};
+
+}  // namespace rumus::optim

@@ -1,0 +1,17 @@
+#pragma once
+// Gradient clipping on a GradientStore. The clipped gradients replace the
+// stored ones (never scaled in place: one tensor may be the gradient of two leaves).
+#include <vector>
+
+#include "rumus/autograd/engine.hpp"
+
+namespace rumus::optim {
+
+// Scales the gradients of `params` so their joint norm is at most max_norm;
+// returns the norm before clipping. norm_type is p >= 1 or infinity.
+double clip_grad_norm_(GradientStore& grads, const std::vector<Tensor>& params, double max_norm,
+                       double norm_type = 2.0);
+// Clamps every gradient of `params` into [-clip_value, clip_value].
+void clip_grad_value_(GradientStore& grads, const std::vector<Tensor>& params, double clip_value);
+
+}  // namespace rumus::optim

@@ -1,0 +1,70 @@
+#pragma once
+// Optimizers update parameters in place from a GradientStore; there are no
+// .grad fields to clear. Each subclass keeps its update math in update().
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rumus/autograd/engine.hpp"
+#include "rumus/nn/state_dict.hpp"
+
+namespace rumus::optim {
+
+// Parameters sharing a learning rate and weight decay (unset = the optimizer's).
+struct ParamGroup {
+  std::vector<Tensor> params;
+  std::optional<double> lr;
+  std::optional<double> weight_decay;
+};
+
+inline std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
+  std::vector<ParamGroup> groups(1);
+  groups[0].params = std::move(params);
+  return groups;
+}
+
+class Optimizer {
+ public:
+  struct Group {
+    std::vector<Tensor> params;
+    double lr, weight_decay;
+    double initial_lr;  // the lr schedulers scale from
+  };
+
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Parameters without a gradient in `grads` are left untouched (as PyTorch
+  // skips parameters whose .grad is None).
+  void step(const GradientStore& grads);
+
+  std::vector<Group>& param_groups() { return groups_; }
+  const std::vector<Group>& param_groups() const { return groups_; }
+  double lr() const { return groups_.front().lr; }
+  void set_lr(double lr);  // every group
+  virtual std::string type_name() const = 0;
+
+  // Per-parameter buffers and step counts, and each group's lr and weight
+  // decay, as flat named tensors: "state.<group>.<index>.<buffer>", "group.<group>.lr".
+  StateDict state_dict() const;
+  // Expects a state dict of the same optimizer type over parameters of the same shapes.
+  void load_state_dict(const StateDict& state);
+
+ protected:
+  struct ParamState {
+    std::int64_t step = 0;            // updates done so far, before this one
+    std::map<std::string, Tensor> buffers;
+  };
+  Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name);
+  // Updates `param` in place, with recording off; state.step counts earlier updates.
+  virtual void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) = 0;
+
+ private:
+  std::vector<Group> groups_;
+  std::vector<std::vector<ParamState>> state_;
+};
+
+}  // namespace rumus::optim

@@ -1,0 +1,26 @@
+#pragma once
+#include "rumus/optim/optimizer.hpp"
+
+namespace rumus::optim {
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;  // L2: added to the gradient
+  bool nesterov = false;
+};
+
+// torch.optim.SGD: the first step seeds the momentum buffer with the gradient.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, SGDOptions options = {}) : SGD(single_group(std::move(params)), options) {}
+  SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
+  std::string type_name() const override { return "SGD"; }
+  SGDOptions options;
+
+ protected:
+  void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
+};
+
+}  // namespace rumus::optim

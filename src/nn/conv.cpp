@@ -1,0 +1,33 @@
+#include "rumus/nn/conv.hpp"
+
+#include <fmt/format.h>
+
+#include "rumus/nn/init.hpp"
+#include "rumus/ops/creation.hpp"
+
+namespace rumus::nn {
+namespace {
+void check_positive(const char* layer, const char* what, std::int64_t v) {
+  if (v < 1) throw Error(fmt::format("{}: expected {} >= 1, got {}", layer, what, v));
+}
+}  // namespace
+
+Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::int64_t k, Conv2dOptions o, bool with_bias)
+    : Conv2d(in, out, std::array<std::int64_t, 2>{k, k}, o, with_bias) {}
+
+Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::array<std::int64_t, 2> k, Conv2dOptions o, bool with_bias)
+    : options(o) {
+  check_positive("Conv2d", "in_channels", in);
+  check_positive("Conv2d", "out_channels", out);
+  check_positive("Conv2d", "kernel height", k[0]);
+  check_positive("Conv2d", "kernel width", k[1]);
+  check_positive("Conv2d", "groups", o.groups);
+  if (in % o.groups || out % o.groups)
+    throw Error(fmt::format("Conv2d: in_channels {} and out_channels {} must be divisible by groups {}", in, out,
+                            o.groups));
+  weight = register_parameter("weight", empty({out, in / o.groups, k[0], k[1]}));
+  if (with_bias) bias = register_parameter("bias", empty({out}));
+  init::default_linear_(weight, bias);
+}
+
+}  // namespace rumus::nn

@@ -1,0 +1,171 @@
+#include "rumus/nn/module.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <set>
+
+#include "rumus/autograd/grad_mode.hpp"
+
+namespace rumus::nn {
+
+Module::Module(Module&& other)
+    : params_(std::move(other.params_)),
+      buffers_(std::move(other.buffers_)),
+      children_(std::move(other.children_)),
+      training_(other.training_) {
+  for (const Child& c : children_)
+    if (!c.owned)
+      throw Error(fmt::format("{}: cannot move a module whose submodule '{}' was registered by reference; "
+                              "hold it by std::shared_ptr instead",
+                              type_name(), c.name));
+}
+
+Tensor Module::forward(const Tensor&) {
+  throw Error(fmt::format("{}: forward(const Tensor&) is not implemented by this module", type_name()));
+}
+
+void Module::check_new_name(const std::string& name) const {
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw Error(fmt::format("{}: invalid name '{}' (expected a non-empty name without '.')", type_name(), name));
+  bool taken = false;
+  for (auto& p : params_) taken |= p.first == name;
+  for (auto& b : buffers_) taken |= b.name == name;
+  for (auto& c : children_) taken |= c.name == name;
+  if (taken) throw Error(fmt::format("{}: the name '{}' is already registered", type_name(), name));
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+  check_new_name(name);
+  if (!value.defined()) throw Error(fmt::format("{}: parameter '{}' is undefined", type_name(), name));
+  value.requires_grad_(requires_grad);
+  params_.emplace_back(name, value);
+  return value;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor value, bool persistent) {
+  check_new_name(name);
+  if (!value.defined()) throw Error(fmt::format("{}: buffer '{}' is undefined", type_name(), name));
+  buffers_.push_back({name, value, persistent});
+  return value;
+}
+
+Module& Module::register_module(const std::string& name, Module& child) {
+  check_new_name(name);
+  children_.push_back({name, &child, nullptr});
+  return child;
+}
+
+Module& Module::register_module(const std::string& name, std::shared_ptr<Module> child) {
+  check_new_name(name);
+  if (!child) throw Error(fmt::format("{}: submodule '{}' is null", type_name(), name));
+  Module& ref = *child;
+  children_.push_back({name, child.get(), std::move(child)});
+  return ref;
+}
+
+void Module::register_modules(std::initializer_list<NamedModule> children) {
+  for (const NamedModule& c : children) register_module(c.name, c.module);
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out, bool params,
+                     bool persistent_only) const {
+  if (params) {
+    for (auto& [n, t] : params_) out.emplace_back(prefix + n, t);
+  } else {
+    for (auto& b : buffers_)
+      if (b.persistent || !persistent_only) out.emplace_back(prefix + b.name, b.tensor);
+  }
+  for (auto& c : children_) c.module->collect(prefix + c.name + ".", out, params, persistent_only);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out, true, false);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out, false, false);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_children() const {
+  std::vector<std::pair<std::string, Module*>> out;
+  for (auto& c : children_) out.emplace_back(c.name, c.module);
+  return out;
+}
+
+std::int64_t Module::num_parameters() const {
+  std::int64_t n = 0;
+  for (auto& t : parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& c : children_) c.module->train(on);
+}
+
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  auto move = [&](const Tensor& t) {
+    if (t.device() == device) return;
+    Tensor moved = t.to(device);
+    t.impl().storage = moved.storage_ptr();
+    t.impl().layout = moved.layout();
+  };
+  for (auto& [n, t] : named_parameters()) move(t);
+  for (auto& [n, t] : named_buffers()) move(t);
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  for (auto& [n, t] : named_parameters()) out.emplace(n, t.detach());
+  std::vector<std::pair<std::string, Tensor>> bufs;
+  collect("", bufs, false, true);
+  for (auto& [n, t] : bufs) out.emplace(n, t.detach());
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  std::vector<std::pair<std::string, Tensor>> targets = named_parameters();
+  collect("", targets, false, true);
+  std::vector<std::string> missing, unexpected;
+  std::set<std::string> known;
+  for (auto& [n, t] : targets) {
+    known.insert(n);
+    if (!state.count(n)) missing.push_back(n);
+  }
+  for (auto& [n, t] : state)
+    if (!known.count(n)) unexpected.push_back(n);
+  if (strict && (!missing.empty() || !unexpected.empty()))
+    throw Error(fmt::format("load_state_dict: names do not match the {}: missing [{}], unexpected [{}]", type_name(),
+                            fmt::join(missing, ", "), fmt::join(unexpected, ", ")));
+  for (auto& [n, t] : targets) {
+    auto it = state.find(n);
+    if (it == state.end()) continue;
+    const Tensor& src = it->second;
+    if (src.shape() != t.shape())
+      throw ShapeError(fmt::format("load_state_dict: '{}' has shape {} in the state dict but {} in the {}", n,
+                                   shape_str(src.shape()), shape_str(t.shape()), type_name()));
+    if (src.dtype() != t.dtype())
+      throw DTypeError(fmt::format("load_state_dict: '{}' has dtype {} in the state dict but {} in the {}", n,
+                                   dtype_name(src.dtype()), dtype_name(t.dtype()), type_name()));
+  }
+  // Everything is checked before the first write, so a failed load changes nothing.
+  NoGradGuard no_grad;
+  for (auto& [n, t] : targets) {
+    auto it = state.find(n);
+    if (it != state.end()) Tensor(t).copy_(it->second);
+  }
+}
+
+}  // namespace rumus::nn

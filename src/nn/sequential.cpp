@@ -1,0 +1,17 @@
+#include "rumus/nn/sequential.hpp"
+
+namespace rumus::nn {
+
+Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
+  layers_.push_back(module);
+  register_module(std::to_string(layers_.size() - 1), std::move(module));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& layer : layers_) h = layer->forward(h);
+  return h;
+}
+
+}  // namespace rumus::nn

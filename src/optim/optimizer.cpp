@@ -1,0 +1,130 @@
+#include "rumus/optim/optimizer.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "rumus/autograd/grad_mode.hpp"
+#include "rumus/ops/creation.hpp"
+
+namespace rumus::optim {
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name) {
+  if (groups.empty()) throw Error(fmt::format("{}: expected at least one parameter group", name));
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    ParamGroup& pg = groups[g];
+    double glr = pg.lr.value_or(lr), gwd = pg.weight_decay.value_or(weight_decay);
+    if (!(glr >= 0)) throw Error(fmt::format("{}: expected lr >= 0 in group {}, got {}", name, g, glr));
+    if (!(gwd >= 0)) throw Error(fmt::format("{}: expected weight_decay >= 0 in group {}, got {}", name, g, gwd));
+    for (std::size_t i = 0; i < pg.params.size(); ++i) {
+      const Tensor& p = pg.params[i];
+      if (!p.defined() || !is_floating(p.dtype()))
+        throw Error(fmt::format("{}: parameter {} of group {} is undefined or not floating point", name, i, g));
+    }
+    groups_.push_back({std::move(pg.params), glr, gwd, glr});
+    state_.emplace_back(groups_.back().params.size());
+  }
+}
+
+void Optimizer::set_lr(double lr) {
+  for (auto& g : groups_) g.lr = lr;
+}
+
+void Optimizer::step(const GradientStore& grads) {
+  NoGradGuard no_grad;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    for (std::size_t i = 0; i < group.params.size(); ++i) {
+      Tensor& p = group.params[i];
+      Tensor grad = grads.get(p);
+      if (!grad.defined()) continue;
+      if (grad.shape() != p.shape())
+        throw ShapeError(fmt::format("{}.step: gradient of shape {} for a parameter of shape {}", type_name(),
+                                     shape_str(grad.shape()), shape_str(p.shape())));
+      update(p, grad, state_[g][i], group);
+      ++state_[g][i].step;
+    }
+  }
+}
+
+namespace {
+Tensor f64_scalar(double v) { return full({}, v, {.dtype = DType::f64}); }
+Tensor name_tensor(const std::string& s) {
+  return from_blob(s.data(), {std::int64_t(s.size())}, DType::u8);
+}
+std::string tensor_name(const Tensor& t) {
+  auto v = t.to_vector<std::uint8_t>();
+  return std::string(v.begin(), v.end());
+}
+}  // namespace
+
+StateDict Optimizer::state_dict() const {
+  StateDict out;
+  out["type"] = name_tensor(type_name());
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    std::string gp = fmt::format("group.{}.", g);
+    out[gp + "lr"] = f64_scalar(groups_[g].lr);
+    out[gp + "initial_lr"] = f64_scalar(groups_[g].initial_lr);
+    out[gp + "weight_decay"] = f64_scalar(groups_[g].weight_decay);
+    out[gp + "size"] = full({}, double(groups_[g].params.size()), {.dtype = DType::i64});
+    for (std::size_t i = 0; i < state_[g].size(); ++i) {
+      const ParamState& s = state_[g][i];
+      std::string sp = fmt::format("state.{}.{}.", g, i);
+      out[sp + "step"] = full({}, double(s.step), {.dtype = DType::i64});
+      for (auto& [n, t] : s.buffers) out[sp + n] = t.detach();
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const StateDict& state) {
+  const std::string op = type_name() + ".load_state_dict";
+  auto need = [&](const std::string& key) -> const Tensor& {
+    auto it = state.find(key);
+    if (it == state.end()) throw Error(fmt::format("{}: the state dict has no '{}'", op, key));
+    return it->second;
+  };
+  std::string type = tensor_name(need("type"));
+  if (type != type_name())
+    throw Error(fmt::format("{}: the state dict belongs to a {} optimizer, not {}", op, type, type_name()));
+  std::size_t used = 1;
+  std::vector<Group> groups = groups_;
+  std::vector<std::vector<ParamState>> states(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    std::string gp = fmt::format("group.{}.", g);
+    auto size = std::size_t(need(gp + "size").item<std::int64_t>());
+    if (size != groups[g].params.size())
+      throw Error(fmt::format("{}: group {} has {} parameters in the state dict but {} here", op, g, size,
+                              groups[g].params.size()));
+    groups[g].lr = need(gp + "lr").item();
+    groups[g].initial_lr = need(gp + "initial_lr").item();
+    groups[g].weight_decay = need(gp + "weight_decay").item();
+    used += 4;
+    states[g].resize(size);
+    for (std::size_t i = 0; i < size; ++i) {
+      std::string sp = fmt::format("state.{}.{}.", g, i);
+      states[g][i].step = need(sp + "step").item<std::int64_t>();
+      ++used;
+      const Tensor& p = groups[g].params[i];
+      for (auto it = state.lower_bound(sp); it != state.end() && it->first.starts_with(sp); ++it) {
+        std::string name = it->first.substr(sp.size());
+        if (name == "step") continue;
+        const Tensor& b = it->second;
+        if (b.shape() != p.shape() || b.dtype() != p.dtype())
+          throw Error(fmt::format("{}: '{}' is {} {} but its parameter is {} {}", op, it->first,
+                                  dtype_name(b.dtype()), shape_str(b.shape()), dtype_name(p.dtype()),
+                                  shape_str(p.shape())));
+        states[g][i].buffers[name] = b.detach().to(p.device()).clone();
+        ++used;
+      }
+    }
+  }
+  if (used != state.size())
+    throw Error(fmt::format("{}: the state dict has {} entries, {} of them unexpected (more groups or "
+                            "parameters than this optimizer has)",
+                            op, state.size(), state.size() - used));
+  groups_ = std::move(groups);
+  state_ = std::move(states);
+}
+
+}  // namespace rumus::optim

@@ -1,0 +1,224 @@
+// Modules: registration and dotted names, state round trips, train/eval,
+// layer shapes and initialisation.
+#include <gtest/gtest.h>
+
+#include <rumus/rumus.hpp>
+
+#include <cmath>
+
+using namespace rumus;
+
+namespace {
+
+struct Block : nn::Module {
+  nn::Conv2d conv{1, 4, 3, {.padding = {1, 1}}};
+  nn::BatchNorm2d bn{4};
+  Block() { register_modules({{"conv", conv}, {"bn", bn}}); }
+  Tensor forward(const Tensor& x) override { return relu(bn(conv(x))); }
+  std::string type_name() const override { return "Block"; }
+};
+
+struct Net : nn::Module {
+  Block block;
+  nn::Sequential head{nn::Flatten(), nn::Linear(4 * 4 * 4, 8), nn::ReLU(), nn::Dropout(0.5), nn::Linear(8, 3)};
+  Net() { register_modules({{"block", block}, {"head", head}}); }
+  Tensor forward(const Tensor& x) override { return head(max_pool2d(block(x), 2)); }
+  std::string type_name() const override { return "Net"; }
+};
+
+std::vector<std::string> names(const std::vector<std::pair<std::string, Tensor>>& named) {
+  std::vector<std::string> out;
+  for (auto& [n, t] : named) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+TEST(Module, DottedNamesInRegistrationOrder) {
+  Net net;
+  EXPECT_EQ(names(net.named_parameters()),
+            (std::vector<std::string>{"block.conv.weight", "block.conv.bias", "block.bn.weight", "block.bn.bias",
+                                      "head.1.weight", "head.1.bias", "head.4.weight", "head.4.bias"}));
+  EXPECT_EQ(names(net.named_buffers()),
+            (std::vector<std::string>{"block.bn.running_mean", "block.bn.running_var", "block.bn.num_batches_tracked"}));
+  EXPECT_EQ(net.num_parameters(), 4 * 9 + 4 + 4 + 4 + 64 * 8 + 8 + 8 * 3 + 3);
+  EXPECT_EQ(net.state_dict().size(), 11u);
+  for (auto& p : net.parameters()) EXPECT_TRUE(p.requires_grad());
+}
+
+TEST(Module, StateDictRoundTripGivesIdenticalOutputs) {
+  manual_seed(0);
+  Net a;
+  manual_seed(1);
+  Net b;
+  Tensor x = randn({2, 1, 8, 8});
+  a.train();
+  a.forward(x);  // moves the running statistics away from their initial values
+  a.eval();
+  b.eval();
+  EXPECT_NE(a(x).to_vector<float>(), b(x).to_vector<float>());
+  b.load_state_dict(a.state_dict());
+  EXPECT_EQ(a(x).to_vector<float>(), b(x).to_vector<float>());
+  EXPECT_EQ(b.block.bn.num_batches_tracked.item<std::int64_t>(), 1);
+  // Loading copies values: the parameters stay the tensors an optimizer holds.
+  Tensor w = b.block.conv.weight;
+  b.load_state_dict(Net().state_dict());
+  EXPECT_EQ(w.impl_ptr(), b.block.conv.weight.impl_ptr());
+}
+
+TEST(Module, LoadStateDictChecksNamesShapesAndDtypes) {
+  Net net;
+  StateDict sd = net.state_dict();
+  StateDict missing = sd;
+  missing.erase("head.4.bias");
+  missing["extra"] = zeros({1});
+  try {
+    net.load_state_dict(missing);
+    FAIL();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("missing [head.4.bias]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("unexpected [extra]"), std::string::npos) << msg;
+  }
+  EXPECT_NO_THROW(net.load_state_dict(missing, false));
+  StateDict shape = sd;
+  shape["head.4.weight"] = zeros({3, 9});
+  EXPECT_THROW(net.load_state_dict(shape), ShapeError);
+  StateDict dtype = sd;
+  dtype["head.4.weight"] = zeros({3, 8}, {.dtype = DType::f64});
+  EXPECT_THROW(net.load_state_dict(dtype), DTypeError);
+}
+
+TEST(Module, TrainAndEvalReachEverySubmodule) {
+  Net net;
+  net.eval();
+  EXPECT_FALSE(net.head[3].is_training());
+  Tensor x = randn({2, 8});
+  nn::Dropout drop(0.5);
+  drop.eval();
+  EXPECT_EQ(drop(x).to_vector<float>(), x.to_vector<float>());
+  drop.train();
+  auto v = drop(x).to_vector<float>();
+  int zeros_seen = 0;
+  for (float f : v) zeros_seen += f == 0.0f;
+  EXPECT_GT(zeros_seen, 0);
+  net.train();
+  EXPECT_TRUE(net.block.bn.is_training());
+}
+
+TEST(Module, ToKeepsTensorIdentity) {
+  Net net;
+  Tensor w = net.head[1].named_parameters()[0].second;
+  net.to(Device::cpu());
+  EXPECT_EQ(w.impl_ptr(), net.head[1].named_parameters()[0].second.impl_ptr());
+}
+
+TEST(Module, RegistrationErrors) {
+  struct Bad : nn::Module {
+    void twice() {
+      register_parameter("w", zeros({1}));
+      register_buffer("w", zeros({1}));
+    }
+    void dotted() { register_parameter("a.b", zeros({1})); }
+  } bad;
+  EXPECT_THROW(bad.twice(), Error);
+  EXPECT_THROW(bad.dotted(), Error);
+  EXPECT_THROW(nn::Module().forward(zeros({1})), Error);
+  EXPECT_THROW(nn::Linear(0, 3), Error);
+  EXPECT_THROW(nn::Conv2d(3, 4, 3, {.groups = 2}), Error);
+  EXPECT_THROW(nn::Dropout(1.5), Error);
+}
+
+TEST(Layers, ShapesOfEveryLayer) {
+  Tensor img = randn({2, 3, 8, 8});
+  EXPECT_EQ(nn::Conv2d(3, 5, 3)(img).shape(), (Shape{2, 5, 6, 6}));
+  EXPECT_EQ(nn::MaxPool2d(2)(img).shape(), (Shape{2, 3, 4, 4}));
+  EXPECT_EQ(nn::AvgPool2d(4)(img).shape(), (Shape{2, 3, 2, 2}));
+  EXPECT_EQ(nn::AdaptiveAvgPool2d(1)(img).shape(), (Shape{2, 3, 1, 1}));
+  EXPECT_EQ(nn::BatchNorm2d(3)(img).shape(), img.shape());
+  EXPECT_EQ(nn::LayerNorm({8})(img).shape(), img.shape());
+  EXPECT_EQ(nn::Flatten()(img).shape(), (Shape{2, 192}));
+  EXPECT_EQ(nn::Linear(8, 2)(img).shape(), (Shape{2, 3, 8, 2}));
+  nn::Embedding emb(10, 4, 0);
+  EXPECT_EQ(emb(tensor(std::vector<std::int64_t>{0, 3, 9}, Shape{3})).shape(), (Shape{3, 4}));
+  EXPECT_EQ(emb.weight.select(0, 0).to_vector<float>(), std::vector<float>(4, 0.0f));
+  nn::ReLU relu_;
+  nn::GELU gelu_;
+  nn::Tanh tanh_;
+  nn::Sigmoid sigmoid_;
+  nn::LeakyReLU leaky(0.2);
+  nn::SiLU silu_;
+  Tensor v = tensor({-1.0, 2.0});
+  EXPECT_EQ(relu_(v).to_vector<float>(), (std::vector<float>{0.0f, 2.0f}));
+  EXPECT_NEAR(gelu_(v).to_vector<float>()[1], 2.0 * 0.5 * (1 + std::erf(2.0 / std::sqrt(2.0))), 1e-5);
+  EXPECT_NEAR(tanh_(v).to_vector<float>()[0], std::tanh(-1.0), 1e-6);
+  EXPECT_NEAR(sigmoid_(v).to_vector<float>()[0], 1 / (1 + std::exp(1.0)), 1e-6);
+  EXPECT_NEAR(leaky(v).to_vector<float>()[0], -0.2, 1e-6);
+  EXPECT_NEAR(silu_(v).to_vector<float>()[1], 2.0 / (1 + std::exp(-2.0)), 1e-5);
+}
+
+TEST(Layers, BatchNormUsesRunningStatisticsInEval) {
+  nn::BatchNorm2d bn(2);
+  Tensor x = add(mul(randn({4, 2, 3, 3}), 3.0), 5.0);
+  bn(x);
+  // running = 0.9 * 0 + 0.1 * batch mean (about 5).
+  for (float m : bn.running_mean.to_vector<float>()) EXPECT_NEAR(m, 0.5, 0.2);
+  bn.eval();
+  Tensor y = bn(x);
+  EXPECT_GT(std::abs(y.mean().item()), 0.5);  // not renormalised to zero mean
+}
+
+TEST(Init, DefaultLinearBoundsAndSeededReproduction) {
+  manual_seed(3);
+  nn::Linear a(400, 50);
+  manual_seed(3);
+  nn::Linear b(400, 50);
+  EXPECT_EQ(a.weight.to_vector<float>(), b.weight.to_vector<float>());
+  double bound = 1.0 / std::sqrt(400.0);
+  auto w = a.weight.to_vector<float>();
+  double lo = 1, hi = -1, sq = 0;
+  for (float v : w) lo = std::min<double>(lo, v), hi = std::max<double>(hi, v), sq += double(v) * v;
+  EXPECT_LE(hi, bound);
+  EXPECT_GE(lo, -bound);
+  EXPECT_GT(hi, 0.9 * bound);
+  EXPECT_NEAR(std::sqrt(sq / double(w.size())), bound / std::sqrt(3.0), 0.05 * bound);  // U(-b, b) has std b/sqrt(3)
+}
+
+TEST(Init, KaimingAndXavierStandardDeviations) {
+  auto stddev = [](const Tensor& t) {
+    auto v = t.to_vector<float>();
+    double s = 0;
+    for (float f : v) s += double(f) * f;
+    return std::sqrt(s / double(v.size()));
+  };
+  Tensor w = empty({256, 128, 3, 3});
+  nn::init::kaiming_normal_(w, 0, nn::init::FanMode::fan_in, "relu");
+  EXPECT_NEAR(stddev(w), std::sqrt(2.0 / (128 * 9)), 0.01 * std::sqrt(2.0 / (128 * 9)));
+  nn::init::kaiming_uniform_(w, 0, nn::init::FanMode::fan_out, "relu");
+  EXPECT_NEAR(stddev(w), std::sqrt(2.0 / (256 * 9)), 0.01 * std::sqrt(2.0 / (256 * 9)));
+  Tensor m = empty({300, 500});
+  nn::init::xavier_uniform_(m);
+  EXPECT_NEAR(stddev(m), std::sqrt(2.0 / 800), 0.01 * std::sqrt(2.0 / 800));
+  nn::init::xavier_normal_(m, 2.0);
+  EXPECT_NEAR(stddev(m), 2.0 * std::sqrt(2.0 / 800), 0.02 * std::sqrt(2.0 / 800));
+  nn::init::constant_(m, 0.25);
+  EXPECT_EQ(m.to_vector<float>()[7], 0.25f);
+  EXPECT_THROW(nn::init::xavier_uniform_(w = empty({5})), ShapeError);
+  EXPECT_THROW(nn::init::calculate_gain("softplus"), Error);
+  EXPECT_NEAR(nn::init::calculate_gain("leaky_relu", 0.2), std::sqrt(2.0 / 1.04), 1e-12);
+}
+
+TEST(Layers, LinearTrainsWithAnOptimizer) {
+  manual_seed(0);
+  nn::Sequential net(nn::Linear(2, 16), nn::Tanh(), nn::Linear(16, 1));
+  optim::Adam opt(net.parameters(), {.lr = 0.05});
+  Tensor x = tensor({{0, 0}, {0, 1}, {1, 0}, {1, 1}}), y = tensor({0.0, 1.0, 1.0, 0.0}).reshape({4, 1});
+  double first = 0, last = 0;
+  for (int i = 0; i < 200; ++i) {
+    Tensor loss = mse_loss(net(x), y);
+    if (i == 0) first = loss.item();
+    last = loss.item();
+    opt.step(backward(loss));
+  }
+  EXPECT_LT(last, 0.1 * first);
+}

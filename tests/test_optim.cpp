@@ -1,0 +1,218 @@
+// Optimizer steps and scheduler curves against values computed with PyTorch 1.13
+// (torch.optim, float64) for the same parameters and gradients.
+#include <gtest/gtest.h>
+
+#include <rumus/rumus.hpp>
+
+using namespace rumus;
+
+namespace {
+
+// Two steps with gradients [0.5, 0.25] then [-0.1, 0.4] on p = [1, -2].
+template <class Opt, class Options>
+std::vector<std::vector<double>> two_steps(Options options) {
+  Tensor p = tensor({1.0, -2.0}, {.dtype = DType::f64}).requires_grad_();
+  Opt opt(std::vector<Tensor>{p}, options);
+  std::vector<std::vector<double>> out;
+  for (auto g : {tensor({0.5, 0.25}, {.dtype = DType::f64}), tensor({-0.1, 0.4}, {.dtype = DType::f64})}) {
+    GradientStore grads = backward(sum(mul(p, g)));
+    opt.step(grads);
+    out.push_back(p.to_vector<double>());
+  }
+  return out;
+}
+
+void expect_near(const std::vector<std::vector<double>>& got, const std::vector<std::vector<double>>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t s = 0; s < got.size(); ++s)
+    for (std::size_t i = 0; i < got[s].size(); ++i) EXPECT_NEAR(got[s][i], want[s][i], 1e-9) << "step " << s << " elem " << i;
+}
+
+}  // namespace
+
+TEST(SGD, MomentumAndWeightDecay) {
+  expect_near(two_steps<optim::SGD>(optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.1}),
+              {{0.94, -2.005}, {0.8866, -2.02945}});
+}
+
+TEST(SGD, Nesterov) {
+  expect_near(two_steps<optim::SGD>(optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true}),
+              {{0.905, -2.0475}, {0.8835, -2.14375}});
+}
+
+TEST(SGD, Dampening) {
+  expect_near(two_steps<optim::SGD>(optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.5}),
+              {{0.95, -2.025}, {0.91, -2.0675}});
+}
+
+TEST(SGD, PlainStepIsLrTimesGradient) {
+  expect_near(two_steps<optim::SGD>(optim::SGDOptions{.lr = 0.5}), {{0.75, -2.125}, {0.8, -2.325}});
+}
+
+TEST(Adam, L2WeightDecay) {
+  expect_near(two_steps<optim::Adam>(optim::AdamOptions{.lr = 0.1, .weight_decay = 0.1}),
+              {{0.900000001667, -2.09999998}, {0.834244167662, -2.1890104386}});
+}
+
+TEST(AdamW, DecoupledWeightDecay) {
+  expect_near(two_steps<optim::AdamW>(optim::AdamWOptions{.lr = 0.1, .weight_decay = 0.1}),
+              {{0.890000002, -2.079999996}, {0.829997395679, -2.15781177595}});
+}
+
+TEST(RMSprop, Plain) {
+  expect_near(two_steps<optim::RMSprop>(optim::RMSpropOptions{.lr = 0.01}),
+              {{0.90000002, -2.09999996}, {0.91970660168, -2.18491912476}});
+}
+
+TEST(RMSprop, CenteredWithMomentumAndWeightDecay) {
+  expect_near(two_steps<optim::RMSprop>(
+                  optim::RMSpropOptions{.lr = 0.01, .weight_decay = 0.1, .momentum = 0.9, .centered = true}),
+              {{0.899496235309, -2.10050357951}, {0.810734218201, -2.28842129982}});
+}
+
+TEST(Optimizer, ParamGroupsHaveTheirOwnLr) {
+  Tensor a = ones({2}).requires_grad_(), b = ones({2}).requires_grad_();
+  optim::SGD opt(std::vector<optim::ParamGroup>{{{a}}, {{b}, 0.5}}, {.lr = 0.1});
+  opt.step(backward(sum(add(a, b))));
+  EXPECT_FLOAT_EQ(a.to_vector<float>()[0], 0.9f);
+  EXPECT_FLOAT_EQ(b.to_vector<float>()[0], 0.5f);
+}
+
+TEST(Optimizer, ParametersWithoutGradientAreUntouched) {
+  Tensor a = ones({2}).requires_grad_(), b = ones({2}).requires_grad_();
+  optim::Adam opt({a, b}, {.lr = 0.1});
+  opt.step(backward(sum(a)));
+  EXPECT_FLOAT_EQ(b.to_vector<float>()[1], 1.0f);
+  EXPECT_LT(a.to_vector<float>()[1], 1.0f);
+}
+
+TEST(Optimizer, StateDictRoundTripContinuesIdentically) {
+  auto make = [] { return tensor({1.0, -2.0, 3.0}, {.dtype = DType::f64}).requires_grad_(); };
+  Tensor g = tensor({0.3, -0.2, 0.1}, {.dtype = DType::f64});
+  Tensor p1 = make(), p2 = make();
+  optim::Adam o1({p1}, {.lr = 0.05});
+  for (int i = 0; i < 3; ++i) o1.step(backward(sum(mul(square(p1), g))));
+  {
+    NoGradGuard ng;
+    p2.copy_(p1);
+  }
+  optim::Adam o2({p2}, {.lr = 0.7});
+  o2.load_state_dict(o1.state_dict());
+  EXPECT_DOUBLE_EQ(o2.lr(), 0.05);
+  for (int i = 0; i < 2; ++i) {
+    o1.step(backward(sum(mul(square(p1), g))));
+    o2.step(backward(sum(mul(square(p2), g))));
+  }
+  EXPECT_EQ(p1.to_vector<double>(), p2.to_vector<double>());
+}
+
+TEST(Optimizer, LoadStateDictRejectsMismatches) {
+  Tensor a = ones({2}).requires_grad_(), b = ones({3}).requires_grad_();
+  optim::SGD sgd({a}, {.lr = 0.1, .momentum = 0.9});
+  sgd.step(backward(sum(a)));
+  optim::Adam adam({a});
+  EXPECT_THROW(adam.load_state_dict(sgd.state_dict()), Error);  // another optimizer type
+  optim::SGD wrong_shape({b}, {.lr = 0.1, .momentum = 0.9});
+  EXPECT_THROW(wrong_shape.load_state_dict(sgd.state_dict()), Error);
+  optim::SGD more({a, b}, {.lr = 0.1});
+  EXPECT_THROW(more.load_state_dict(sgd.state_dict()), Error);
+}
+
+TEST(Optimizer, BadOptionsAreErrors) {
+  Tensor a = ones({2}).requires_grad_();
+  EXPECT_THROW(optim::SGD({a}, {.lr = -1}), Error);
+  EXPECT_THROW(optim::SGD({a}, {.lr = 0.1, .nesterov = true}), Error);
+  EXPECT_THROW(optim::Adam({a}, {.beta1 = 1.0}), Error);
+  EXPECT_THROW(optim::SGD({ones({2}, {.dtype = DType::i64})}), Error);
+}
+
+namespace {
+template <class Make>
+std::vector<double> curve(Make make, int n) {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD opt({p}, {.lr = 0.1});
+  auto sched = make(opt);
+  std::vector<double> lrs;
+  for (int i = 0; i < n; ++i) {
+    lrs.push_back(opt.lr());
+    sched.step();
+  }
+  return lrs;
+}
+void expect_curve(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-10) << "step " << i;
+}
+}  // namespace
+
+TEST(Scheduler, StepLR) {
+  expect_curve(curve([](auto& o) { return optim::StepLR(o, 3, 0.5); }, 8),
+               {0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025});
+}
+
+TEST(Scheduler, MultiStepLR) {
+  expect_curve(curve([](auto& o) { return optim::MultiStepLR(o, {2, 5}, 0.1); }, 7),
+               {0.1, 0.1, 0.01, 0.01, 0.01, 0.001, 0.001});
+}
+
+TEST(Scheduler, CosineAnnealingLR) {
+  expect_curve(curve([](auto& o) { return optim::CosineAnnealingLR(o, 4, 0.01); }, 6),
+               {0.1, 0.0868198051534, 0.055, 0.0231801948466, 0.01, 0.0231801948466});
+}
+
+TEST(Scheduler, OneCycleLR) {
+  expect_curve(curve([](auto& o) { return optim::OneCycleLR(o, 1.0, 10); }, 10),
+               {0.04, 0.52, 1, 0.950484632013, 0.81174565395, 0.611262021936, 0.388741978064, 0.18825834605,
+                0.0495193679865, 4e-06});
+}
+
+TEST(Scheduler, LinearWarmupMatchesLinearLR) {
+  expect_curve(curve([](auto& o) { return optim::LinearWarmupLR(o, 4, 0.25); }, 6),
+               {0.025, 0.04375, 0.0625, 0.08125, 0.1, 0.1});
+}
+
+TEST(Scheduler, LinearWarmupThenCosine) {
+  auto lrs = curve([](auto& o) { return optim::LinearWarmupLR(o, 2, 0.0, 6, 0.0); }, 7);
+  expect_curve(lrs, {0.0, 0.05, 0.1, 0.0853553390593, 0.05, 0.0146446609407, 0.0});
+}
+
+TEST(Scheduler, SetStepJumpsToTheSameLr) {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD opt({p}, {.lr = 0.1});
+  optim::OneCycleLR s(opt, 1.0, 10);
+  for (int i = 0; i < 6; ++i) s.step();
+  double lr = opt.lr();
+  s.set_step(0);
+  s.set_step(6);
+  EXPECT_DOUBLE_EQ(opt.lr(), lr);
+  EXPECT_THROW(optim::StepLR(opt, 0), Error);
+}
+
+TEST(Clip, GradNormScalesAllGradientsJointly) {
+  Tensor a = ones({2}).requires_grad_(), b = ones({1}).requires_grad_();
+  // Gradients [3, 3] and [4]: joint norm sqrt(34).
+  GradientStore grads = backward(add(sum(mul(a, 3.0)), sum(mul(b, 4.0))));
+  double norm = optim::clip_grad_norm_(grads, {a, b}, 1.0);
+  EXPECT_NEAR(norm, std::sqrt(34.0), 1e-5);
+  EXPECT_NEAR(grads.at(a).to_vector<float>()[0], 3.0 / std::sqrt(34.0), 1e-5);
+  EXPECT_NEAR(grads.at(b).to_vector<float>()[0], 4.0 / std::sqrt(34.0), 1e-5);
+  double inf = optim::clip_grad_norm_(grads, {a, b}, 10.0, INFINITY);
+  EXPECT_NEAR(inf, 4.0 / std::sqrt(34.0), 1e-5);
+}
+
+TEST(Clip, SharedGradientTensorIsNotScaledTwice) {
+  Tensor a = ones({2}).requires_grad_(), b = ones({2}).requires_grad_();
+  GradientStore grads = backward(sum(mul(add(a, b), 2.0)));
+  // Gradients [2, 2] and [2, 2]: norm 4, halved to 1 each (a double scaling would give 0.5).
+  EXPECT_NEAR(optim::clip_grad_norm_(grads, {a, b}, 2.0), 4.0, 1e-5);
+  EXPECT_NEAR(grads.at(a).to_vector<float>()[0], 1.0, 1e-5);
+  EXPECT_NEAR(grads.at(b).to_vector<float>()[0], 1.0, 1e-5);
+}
+
+TEST(Clip, GradValue) {
+  Tensor a = ones({3}).requires_grad_();
+  GradientStore grads = backward(sum(mul(a, tensor({-2.0, 0.5, 3.0}))));
+  optim::clip_grad_value_(grads, {a}, 1.0);
+  EXPECT_EQ(grads.at(a).to_vector<float>(), (std::vector<float>{-1.0f, 0.5f, 1.0f}));
+  EXPECT_THROW(optim::clip_grad_value_(grads, {a}, -1.0), Error);
+}
