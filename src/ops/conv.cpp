@@ -10,6 +10,8 @@
 // those two passes are a few percent of the GEMM time, while the per-sample
 // alternative ([N, K, L] cols, batched GEMM) needs an extra [N, OC, K] partial
 // sum for the weight gradient and runs many small GEMMs.
+// The forward keeps cols for the weight gradient (memory for speed, as
+// PyTorch's unfold-based convolution does) instead of redoing im2col.
 #include "rumus/ops/conv.hpp"
 
 #include "op_util.hpp"
