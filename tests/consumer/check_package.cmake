@@ -9,6 +9,11 @@ if(MODE STREQUAL "find_package")
   set(args -DCMAKE_PREFIX_PATH=${prefix})
 else()
   set(args -DRUMUS_SOURCE_DIR=${SOURCE_DIR} -DRUMUS_VULKAN=${RUMUS_VULKAN})
+  # The library is rebuilt here: reuse the compiler cache the main build filled.
+  find_program(CCACHE_PROGRAM ccache)
+  if(CCACHE_PROGRAM)
+    list(APPEND args -DCMAKE_CXX_COMPILER_LAUNCHER=${CCACHE_PROGRAM})
+  endif()
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build
                         -DCMAKE_BUILD_TYPE=Release ${args} RESULT_VARIABLE rc)
