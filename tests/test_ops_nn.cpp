@@ -205,6 +205,10 @@ TEST(NnSemantics, CrossEntropyIgnoreAndSmoothing) {
   const double eps = 0.3;
   double smooth = (1 - eps) * (lse0 - 3.0) + eps / 3.0 * (3 * lse0 - 6.0);
   EXPECT_NEAR(cross_entropy(logits.slice(0, 0, 1), i64({2}), {.label_smoothing = eps}).item(), smooth, 1e-5);
+  // An unbatched [C] input takes a 0-d target, as in PyTorch.
+  Tensor one = cross_entropy(logits.select(0, 0), tensor(std::vector<std::int64_t>{2}, Shape{}));
+  EXPECT_EQ(one.shape(), Shape{});
+  EXPECT_NEAR(one.item(), lse0 - 3.0, 1e-6);
   Tensor none = cross_entropy(logits, i64({2, 1}), {.reduction = Reduction::none, .ignore_index = 1});
   EXPECT_EQ(none.shape(), (Shape{2}));
   EXPECT_EQ(none.to_vector<float>()[1], 0.0f);

@@ -45,7 +45,7 @@ void CpuBackend::im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) {
     T* c = base_of<T>(cols);
     const T zero = store<T>(0.0);
     const std::int64_t total = g.batch * rows;
-_Pragma("omp parallel for schedule(dynamic, 8) if (total * g.out_h * g.out_w > kParallelGrain)")
+    _Pragma("omp parallel for schedule(dynamic, 8) if (total * g.out_h * g.out_w > kParallelGrain)")
     for (std::int64_t item = 0; item < total; ++item) {
       const std::int64_t n = item / rows, r = item % rows;
       const std::int64_t ch = r / kk, kh = (r % kk) / g.kernel_w, kw = r % g.kernel_w;
@@ -89,7 +89,7 @@ void CpuBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) 
     const T* c = base_of<T>(cols);
     T* y = base_of<T>(out);
     const std::int64_t planes = g.batch * g.channels;
-_Pragma("omp parallel for schedule(dynamic, 8) if (planes * kk * g.out_h * g.out_w > kParallelGrain)")
+    _Pragma("omp parallel for schedule(dynamic, 8) if (planes * kk * g.out_h * g.out_w > kParallelGrain)")
     for (std::int64_t plane = 0; plane < planes; ++plane) {
       const std::int64_t n = plane / g.channels, ch = plane % g.channels;
       T* dst = y + plane * hw;
@@ -171,7 +171,7 @@ void CpuBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg 
         const T* src = x + plane * hw;
         T* dst = y + plane * ohw;
         std::int64_t* di = idx + plane * ohw;
-        // Branch-free running maximum; a NaN wins and stays, as in PyTorch.
+        // Running maximum; a NaN wins and stays, as in PyTorch.
         auto take = [](A v, A& best, std::int64_t at, std::int64_t& best_i) {
           const bool better = v > best || (v != v && best == best);
           best = better ? v : best;
@@ -237,7 +237,7 @@ void CpuBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg 
       }
       return;
     }
-_Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
+    _Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
     for (std::int64_t plane = 0; plane < p.planes; ++plane) {
       const T* src = x + plane * hw;
       T* dst = y + plane * ohw;
@@ -264,7 +264,7 @@ void CpuBackend::pool2d_backward(const Pool2dParams& p, TensorArg grad_in, Tenso
     T* gi = base_of<T>(grad_in);
     const T* go = base_of<T>(grad_out);
     const std::int64_t* idx = p.kind == PoolKind::max ? base_of<std::int64_t>(indices) : nullptr;
-_Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
+    _Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
     for (std::int64_t plane = 0; plane < p.planes; ++plane) {
       T* dst = gi + plane * hw;
       const T* src = go + plane * ohw;
@@ -300,7 +300,7 @@ void CpuBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
     using A = acc_t<T>;
     const T* x = base_of<T>(in);
     T* y = base_of<T>(out);
-_Pragma("omp parallel for schedule(dynamic, 8) if (rows > 1 && rows * cols > kParallelGrain / 4)")
+    _Pragma("omp parallel for schedule(dynamic, 8) if (rows > 1 && rows * cols > kParallelGrain / 4)")
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
@@ -336,7 +336,7 @@ void CpuBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorA
     T* gi = base_of<T>(grad_in);
     const T* go = base_of<T>(grad_out);
     const T* y = base_of<T>(out);
-_Pragma("omp parallel for schedule(dynamic, 8) if (rows > 1 && rows * cols > kParallelGrain / 4)")
+    _Pragma("omp parallel for schedule(dynamic, 8) if (rows > 1 && rows * cols > kParallelGrain / 4)")
     for (std::int64_t r = 0; r < rows; ++r) {
       const T *gr = go + r * cols, *yr = y + r * cols;
       T* dr = gi + r * cols;
@@ -387,7 +387,7 @@ void CpuBackend::index_select(TensorArg out, TensorArg src, TensorArg index) {
     const T* s = base_of<T>(src);
     T* o = base_of<T>(out);
     const std::int64_t items = r.outer * r.m;
-_Pragma("omp parallel for schedule(dynamic, 8) if (items * r.inner > kParallelGrain)")
+    _Pragma("omp parallel for schedule(dynamic, 8) if (items * r.inner > kParallelGrain)")
     for (std::int64_t it = 0; it < items; ++it) {
       const std::int64_t ob = it / r.m, j = it % r.m;
       const std::int64_t row = ix[(r.index_outer == 1 ? 0 : ob) * r.m + j];
@@ -424,11 +424,11 @@ void CpuBackend::index_add(TensorArg out, TensorArg index, TensorArg src) {
     const bool parallel = r.outer * r.m * r.inner > kParallelGrain;
     if (r.outer > 1) {
       // Distinct outer slices never share destination rows.
-_Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
+      _Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
       for (std::int64_t ob = 0; ob < r.outer; ++ob) scatter(ob, 0, r.inner);
     } else if (parallel && r.inner >= 64) {
       // One slice: repeated indices may collide, so threads split the columns instead.
-_Pragma("omp parallel")
+      _Pragma("omp parallel")
       {
         const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
         scatter(0, r.inner * t / nt, r.inner * (t + 1) / nt);
