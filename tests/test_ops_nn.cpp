@@ -180,6 +180,16 @@ TEST(NnSemantics, DropoutTrainEvalAndFreshMasks) {
   EXPECT_EQ(g.at(w).to_vector<float>(), y.to_vector<float>());
 }
 
+TEST(NnSemantics, BernoulliFastPathDrawsTheSameMask) {
+  // f32 masks take a vectorised path; it must match the generic one draw for draw.
+  for (double p : {0.0, 0.3, 0.75, 1.0}) {
+    Generator g32(11), g64(11);
+    std::vector<float> a = bernoulli({70000}, p, {}, &g32).to_vector<float>();
+    std::vector<float> b = bernoulli({70000}, p, {.dtype = DType::f64}, &g64).to_vector<float>();
+    EXPECT_EQ(a, b) << p;
+  }
+}
+
 TEST(NnSemantics, BatchNormRunningStatistics) {
   Tensor x = tensor({1.0, 2.0, 3.0, 6.0, -1.0, 0.0, 1.0, 4.0}).reshape({2, 2, 2, 1});
   Tensor rm = zeros({2}), rv = ones({2});
