@@ -234,6 +234,50 @@ TEST(VulkanTraining, NoTransfersButTheLossAndSameCurveAsCpu) {
   }
 }
 
+// A small CNN with every layer kind of the examples (conv, relu, max-pool,
+// dropout, linear, cross-entropy) and the library's SGD with momentum.
+struct TinyCnn : nn::Module {
+  nn::Conv2d conv{1, 4, 3};
+  nn::Dropout drop{0.25};
+  nn::Linear fc{4 * 3 * 3, 5};
+  TinyCnn() { register_modules({{"conv", conv}, {"drop", drop}, {"fc", fc}}); }
+  Tensor forward(const Tensor& x) override { return fc(drop(max_pool2d(relu(conv(x)), 2)).flatten(1)); }
+};
+
+std::vector<double> train_cnn(Device dev, int steps, std::vector<DeviceStats>* stats) {
+  manual_seed(0);  // same initialisation and dropout masks on every device
+  TinyCnn net;
+  net.to(dev);
+  optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+  Generator gen(21);
+  Tensor x = randn({8, 1, 8, 8}, {}, &gen).to(dev);
+  Tensor y = randint(0, 5, {8}, {.dtype = DType::i64}, &gen).to(dev);
+  synchronize(dev);
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) {
+    if (stats) stats->push_back(device_stats(dev));
+    Tensor loss = cross_entropy(net.forward(x), y);
+    opt.step(backward(loss));
+    losses.push_back(loss.item());
+  }
+  if (stats) stats->push_back(device_stats(dev));
+  return losses;
+}
+
+TEST(VulkanTraining, CnnStepReadsOnlyTheLossAndMatchesCpu) {
+  REQUIRE_VULKAN();
+  std::vector<DeviceStats> stats;
+  auto gpu = train_cnn(kGpu, 5, &stats);
+  auto cpu = train_cnn(Device::cpu(), 5, nullptr);
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_NEAR(gpu[i], cpu[i], 1e-4 * std::max(1.0, std::abs(cpu[i]))) << "step " << i;
+    EXPECT_EQ(stats[i + 1].host_to_device - stats[i].host_to_device, 0u) << "step " << i;
+    EXPECT_EQ(stats[i + 1].device_to_host - stats[i].device_to_host, 1u) << "step " << i << ": only the loss is read";
+    EXPECT_EQ(stats[i + 1].submits - stats[i].submits, 1u) << "step " << i << ": one submission per step";
+  }
+  EXPECT_LT(gpu.back(), gpu.front());
+}
+
 TEST(VulkanMemory, ThousandStepsKeepBytesInUseFlat) {
   REQUIRE_VULKAN();
   Generator gen(12);

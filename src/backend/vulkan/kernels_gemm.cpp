@@ -1,4 +1,7 @@
 // Host side of gemm.comp: tile choice and the aligned (vec4) fast path.
+#include <cstdlib>
+#include <cstdio>
+
 #include "rumus/core/error.hpp"
 #include "vulkan_backend.hpp"
 
@@ -29,6 +32,16 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   auto tiles = [&](std::int64_t t) { return ((g.m + t - 1) / t) * ((g.n + t - 1) / t) * g.batch; };
   std::uint32_t tile = tiles(128) >= 264 ? 128 : tiles(64) >= 132 ? 64 : 32;
   std::uint32_t bk = tile == 32 ? 8 : 16;
+  // Tuning knob for benchmarks: RUMUS_VULKAN_GEMM_TILE="tile,bk" (tile 32/64/128, tile * bk <= 2048).
+  static const char* forced = std::getenv("RUMUS_VULKAN_GEMM_TILE");
+  if (forced) {
+    unsigned t = 0, k = 0;
+    if (std::sscanf(forced, "%u,%u", &t, &k) == 2 && (t == 32 || t == 64 || t == 128) && (k == 8 || k == 16 || k == 32) &&
+        t * k <= 2048 && (t * t / 64) * 4 <= t * k) {
+      tile = t;
+      bk = k;
+    }
+  }
   bool aligned = g.m % tile == 0 && g.n % tile == 0 && g.k % bk == 0 && g.k > 0;
   for (std::uint32_t v : {pc.lda, pc.ldb, pc.ldc, pc.offset_a, pc.offset_b, pc.offset_c, pc.batch_a, pc.batch_b,
                           pc.batch_c})
