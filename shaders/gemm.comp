@@ -11,10 +11,13 @@ layout(constant_id = 4) const bool TRANS_A = false;
 layout(constant_id = 5) const bool TRANS_B = false;
 layout(constant_id = 6) const bool ALIGNED = false;  // tiles divide M, N, K; leading dims, offsets % 4 == 0
 
+// Split-K: workgroup z = batch * splits + s sums K-range [s * k_chunk, (s + 1) * k_chunk)
+// and writes its own C slice (batch_c apart); the host adds the slices.
 layout(push_constant) uniform Params {
   uint M, N, K, lda, ldb, ldc;
   uint offset_a, offset_b, offset_c, batch_a, batch_b, batch_c;
   float alpha, beta;
+  uint splits, k_chunk;
 } pc;
 
 layout(set = 0, binding = 0) readonly buffer A1 { float a1[]; };
@@ -34,15 +37,15 @@ shared vec4 Bs[BK * BS];
 
 float ra[16];
 float rb[16];
-uint base_a, base_b, bm, bn;
+uint base_a, base_b, bm, bn, k_end;
 
 // A(m, k) and B(k, n) of this batch; zero outside the matrices.
 float get_a(uint m, uint k) {
-  if (m >= pc.M || k >= pc.K) return 0.0;
+  if (m >= pc.M || k >= k_end) return 0.0;
   return a1[base_a + (TRANS_A ? k * pc.lda + m : m * pc.lda + k)];
 }
 float get_b(uint k, uint n) {
-  if (k >= pc.K || n >= pc.N) return 0.0;
+  if (k >= k_end || n >= pc.N) return 0.0;
   return b1[base_b + (TRANS_B ? n * pc.ldb + k : k * pc.ldb + n)];
 }
 
@@ -101,20 +104,22 @@ void stash() {
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint tx = tid % (BN / 8), ty = tid / (BN / 8);
-  const uint z = gl_WorkGroupID.z;
+  const uint z = gl_WorkGroupID.z / pc.splits, split = gl_WorkGroupID.z % pc.splits;
   bm = gl_WorkGroupID.y * BM;
   bn = gl_WorkGroupID.x * BN;
   base_a = pc.offset_a + z * pc.batch_a;
   base_b = pc.offset_b + z * pc.batch_b;
+  const uint k_begin = split * pc.k_chunk;
+  k_end = min(pc.K, k_begin + pc.k_chunk);
 
   vec4 acc[16];  // row r (0..7) x quad q (0..1) at 2 * r + q
   for (uint i = 0; i < 16; ++i) acc[i] = vec4(0.0);
 
-  fetch(0);
-  for (uint k0 = 0; k0 < pc.K; k0 += BK) {
+  fetch(k_begin);
+  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
     stash();
     barrier();
-    if (k0 + BK < pc.K) fetch(k0 + BK);
+    if (k0 + BK < k_end) fetch(k0 + BK);
     for (uint k = 0; k < BK; ++k) {
       vec4 a0 = As[k * AS + ty], a1v = As[k * AS + ty + BM / 8];
       vec4 b0 = Bs[k * BS + tx], b1v = Bs[k * BS + tx + BN / 8];
@@ -128,7 +133,7 @@ void main() {
     barrier();
   }
 
-  const uint base_c = pc.offset_c + z * pc.batch_c;
+  const uint base_c = pc.offset_c + gl_WorkGroupID.z * pc.batch_c;
   for (uint h = 0; h < 2; ++h) {
     for (uint r = 0; r < 4; ++r) {
       uint m = bm + ty * 4 + h * (BM / 2) + r;

@@ -153,7 +153,9 @@ TEST(VulkanRandom, SameStreamAsCpu) {
 TEST(VulkanGemm, LargerShapesAndTransposes) {
   REQUIRE_VULKAN();
   // Sizes that exercise the aligned path (multiples of the tiles) and the ragged one.
-  for (auto [m, k, n] : {std::array<std::int64_t, 3>{64, 32, 64}, {128, 64, 128}, {33, 17, 65}, {1, 70, 3}}) {
+  // {8, 2048, 8} and {5, 1500, 7} take the split-K path.
+  for (auto [m, k, n] : {std::array<std::int64_t, 3>{64, 32, 64}, {128, 64, 128}, {33, 17, 65}, {1, 70, 3},
+                         {8, 2048, 8}, {5, 1500, 7}}) {
     Generator gen(5);
     Tensor a = rand({m, k}, {}, &gen), b = rand({k, n}, {}, &gen);
     Tensor want = matmul(a, b);
@@ -162,6 +164,32 @@ TEST(VulkanGemm, LargerShapesAndTransposes) {
     Tensor bt = b.transpose(0, 1).contiguous().to(kGpu).transpose(0, 1);
     expect_close(matmul(at, bt), want, 1e-4, "matmul of transposed operands");
   }
+}
+
+TEST(VulkanGemm, SplitKWithAlphaAndBeta) {
+  REQUIRE_VULKAN();
+  Generator gen(6);
+  Tensor a = rand({2, 6, 1200}, {}, &gen), b = rand({2, 9, 1200}, {}, &gen), c = rand({2, 6, 9}, {}, &gen);
+  Tensor ga = a.to(kGpu), gb = b.to(kGpu), gc = c.to(kGpu);
+  for (auto* t : {&c, &gc}) {
+    const bool gpu = t == &gc;
+    GemmArgs args{arg_of(gpu ? ga : a), arg_of(gpu ? gb : b), arg_of(*t)};
+    args.batch = 2;
+    args.m = 6;
+    args.n = 9;
+    args.k = 1200;
+    args.trans_b = true;
+    args.lda = 1200;
+    args.ldb = 1200;
+    args.ldc = 9;
+    args.stride_a = 6 * 1200;
+    args.stride_b = 9 * 1200;
+    args.stride_c = 54;
+    args.alpha = 0.5;
+    args.beta = 2.0;
+    backend(t->device()).gemm(args);
+  }
+  expect_close(gc, c, 1e-4, "split-K gemm with alpha and beta");
 }
 
 TEST(VulkanOptim, FusedStepsMatchCpu) {
