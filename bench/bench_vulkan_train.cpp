@@ -50,11 +50,13 @@ void run(const char* name, Device dev, std::int64_t batch, int steps) {
   auto t0 = std::chrono::steady_clock::now();
   Tensor loss;
   for (int i = 0; i < steps; ++i) loss = step(i);
+  double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // recording only
   double l = loss.item();
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   DeviceStats s1 = device_stats(dev);
-  std::printf("rumus %s %s batch %lld: %.0f samples/s (%.0f us/step), loss %.3f, %llu submits, %llu uploads, %.1f MiB in use\n",
-              dev.str().c_str(), name, (long long)batch, steps * batch / dt, dt / steps * 1e6, l,
+  std::printf("rumus %s %s batch %lld: %.0f samples/s (%.0f us/step, host %.0f us/step), loss %.3f, %llu submits, "
+              "%llu uploads, %.1f MiB in use\n",
+              dev.str().c_str(), name, (long long)batch, steps * batch / dt, dt / steps * 1e6, host / steps * 1e6, l,
               (unsigned long long)(s1.submits - s0.submits), (unsigned long long)(s1.host_to_device - s0.host_to_device),
               double(s1.bytes_in_use) / (1 << 20));
   std::fflush(stdout);

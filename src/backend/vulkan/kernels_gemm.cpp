@@ -33,7 +33,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   // Large tiles where they still give enough workgroups to fill a big GPU.
   auto tiles = [&](std::int64_t t) { return ((g.m + t - 1) / t) * ((g.n + t - 1) / t) * g.batch; };
   std::uint32_t tile = tiles(128) >= 264 ? 128 : tiles(64) >= 132 ? 64 : 32;
-  std::uint32_t bk = tile == 32 ? 8 : 16;
+  std::uint32_t bk = tile == 64 ? 16 : 8;  // 128 x 128 x 8 measured fastest on an H200 (fewer registers)
   // Few output tiles but a long K (e.g. a weight gradient summed over a batch):
   // split K across workgroups so the whole GPU works, then add the slices.
   std::uint32_t splits = 1;

@@ -71,6 +71,7 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<Stream> stream_;
   mutable std::mutex mu_;  // one recording stream per device; callers may be on any thread
   std::uint64_t uploads_ = 0, downloads_ = 0;
+  bool profiling_ = false;  // RUMUS_VULKAN_PROFILE: label dispatches for the stream's timestamps
 };
 
 // Workgroup count for a grid-stride loop over n elements.
