@@ -130,6 +130,13 @@ void Stream::fill_zero(const Allocation& dst) {
 
 void Stream::submit() {
   if (!active_) return;
+  // The host may run ahead of the GPU by a few batches, not more: memory freed
+  // meanwhile is reused only when the batches that used it finish.
+  if (in_flight_.size() >= kMaxInFlight) {
+    auto r = ctx_.device.waitForFences(in_flight_.front().fence, true, UINT64_MAX);
+    if (r != vk::Result::eSuccess) throw DeviceError("vulkan: waiting for the GPU failed on " + ctx_.name);
+    completed_serial();
+  }
   recording_.cmd.end();
   ctx_.queue.submit(vk::SubmitInfo{.commandBufferCount = 1, .pCommandBuffers = &recording_.cmd}, recording_.fence);
   in_flight_.push_back(recording_);

@@ -24,6 +24,7 @@ struct Binding {
 class Stream {
  public:
   static constexpr std::uint32_t kBatchLimit = 1024;
+  static constexpr std::size_t kMaxInFlight = 3;
 
   explicit Stream(Context& ctx);
   ~Stream();
