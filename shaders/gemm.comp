@@ -2,10 +2,9 @@
 // Batched SGEMM, C = alpha * op(A) op(B) + beta * C, row-major with leading
 // dims. A workgroup computes a BM x BN tile; each invocation an 8 x 8 block
 // held as 2 x 2 vec4 quads half a tile apart (conflict-free shared reads).
-// Each K-slice goes straight from global to shared memory: vec4 loads when
-// the shapes are aligned, bounds-checked scalars otherwise. (Staging the next
-// slice in registers measured slower on an H200.)
-#extension GL_EXT_control_flow_attributes : require
+// Aligned shapes fetch the next K-slice into registers (vec4 loads) while the
+// current one is used; ragged ones load bounds-checked scalars straight into
+// shared memory (staging them in registers measured far slower on an H200).
 layout(local_size_x_id = 0) in;  // (BM / 8) * (BN / 8)
 layout(constant_id = 1) const uint BM = 128;
 layout(constant_id = 2) const uint BN = 128;
@@ -38,7 +37,9 @@ const uint LB = BN * BK / THREADS;
 shared vec4 As[BK * AS];
 shared vec4 Bs[BK * BS];
 
-uint base_a, base_b, bm, bn, k_end;
+float ra[16];
+float rb[16];
+uint base_a, base_b, bm, bn, k_end, next_k;
 
 // A(m, k) and B(k, n) of this batch; zero outside the matrices.
 float get_a(uint m, uint k) {
@@ -50,46 +51,59 @@ float get_b(uint k, uint n) {
   return b1[base_b + (TRANS_B ? n * pc.ldb + k : k * pc.ldb + n)];
 }
 
+// Tile-local coordinates of fetch p: consecutive invocations walk the
+// contiguous direction of each matrix so global reads coalesce.
+uvec2 a_coord(uint idx) { return TRANS_A ? uvec2(idx % BM, idx / BM) : uvec2(idx / BK, idx % BK); }
+uvec2 b_coord(uint idx) { return TRANS_B ? uvec2(idx % BK, idx / BK) : uvec2(idx / BN, idx % BN); }
+
+void fetch(uint k0) {
+  const uint tid = gl_LocalInvocationID.x;
+  if (ALIGNED) {
+    for (uint p = 0; p < LA / 4; ++p) {
+      uint idx = tid + p * THREADS;
+      vec4 v;
+      if (TRANS_A) { uint k = idx / (BM / 4), m = (idx % (BM / 4)) * 4; v = a4[(base_a + (k0 + k) * pc.lda + bm + m) / 4]; }
+      else { uint m = idx / (BK / 4), k = (idx % (BK / 4)) * 4; v = a4[(base_a + (bm + m) * pc.lda + k0 + k) / 4]; }
+      ra[4 * p] = v.x; ra[4 * p + 1] = v.y; ra[4 * p + 2] = v.z; ra[4 * p + 3] = v.w;
+    }
+    for (uint p = 0; p < LB / 4; ++p) {
+      uint idx = tid + p * THREADS;
+      vec4 v;
+      if (TRANS_B) { uint n = idx / (BK / 4), k = (idx % (BK / 4)) * 4; v = b4[(base_b + (bn + n) * pc.ldb + k0 + k) / 4]; }
+      else { uint k = idx / (BN / 4), n = (idx % (BN / 4)) * 4; v = b4[(base_b + (k0 + k) * pc.ldb + bn + n) / 4]; }
+      rb[4 * p] = v.x; rb[4 * p + 1] = v.y; rb[4 * p + 2] = v.z; rb[4 * p + 3] = v.w;
+    }
+  } else {
+    next_k = k0;  // stash() loads it
+  }
+}
+
 void put_a(uint m, uint k, float v) { As[k * AS + m / 4][m % 4] = v; }
 void put_b(uint k, uint n, float v) { Bs[k * BS + n / 4][n % 4] = v; }
 
-// Loads the K-slice at k0 into shared memory. Consecutive invocations walk the
-// contiguous direction of each matrix so global reads coalesce.
-void load_tiles(uint k0) {
+void stash() {
   const uint tid = gl_LocalInvocationID.x;
   if (ALIGNED) {
-    [[unroll]] for (uint p = 0; p < LA / 4; ++p) {
+    for (uint p = 0; p < LA / 4; ++p) {
       uint idx = tid + p * THREADS;
-      if (TRANS_A) {
-        uint k = idx / (BM / 4), m4 = idx % (BM / 4);
-        As[k * AS + m4] = a4[(base_a + (k0 + k) * pc.lda + bm) / 4 + m4];
-      } else {
-        uint m = idx / (BK / 4), k = (idx % (BK / 4)) * 4;
-        vec4 v = a4[(base_a + (bm + m) * pc.lda + k0 + k) / 4];
-        [[unroll]] for (uint j = 0; j < 4; ++j) put_a(m, k + j, v[j]);
-      }
+      vec4 v = vec4(ra[4 * p], ra[4 * p + 1], ra[4 * p + 2], ra[4 * p + 3]);
+      if (TRANS_A) { uint k = idx / (BM / 4), m4 = idx % (BM / 4); As[k * AS + m4] = v; }
+      else { uint m = idx / (BK / 4), k = (idx % (BK / 4)) * 4; for (uint j = 0; j < 4; ++j) put_a(m, k + j, v[j]); }
     }
-    [[unroll]] for (uint p = 0; p < LB / 4; ++p) {
+    for (uint p = 0; p < LB / 4; ++p) {
       uint idx = tid + p * THREADS;
-      if (TRANS_B) {
-        uint n = idx / (BK / 4), k = (idx % (BK / 4)) * 4;
-        vec4 v = b4[(base_b + (bn + n) * pc.ldb + k0 + k) / 4];
-        [[unroll]] for (uint j = 0; j < 4; ++j) put_b(k + j, n, v[j]);
-      } else {
-        uint k = idx / (BN / 4), n4 = idx % (BN / 4);
-        Bs[k * BS + n4] = b4[(base_b + (k0 + k) * pc.ldb + bn) / 4 + n4];
-      }
+      vec4 v = vec4(rb[4 * p], rb[4 * p + 1], rb[4 * p + 2], rb[4 * p + 3]);
+      if (TRANS_B) { uint n = idx / (BK / 4), k = (idx % (BK / 4)) * 4; for (uint j = 0; j < 4; ++j) put_b(k + j, n, v[j]); }
+      else { uint k = idx / (BN / 4), n4 = idx % (BN / 4); Bs[k * BS + n4] = v; }
     }
   } else {
-    [[unroll]] for (uint p = 0; p < LA; ++p) {
-      uint idx = tid + p * THREADS;
-      uint m = TRANS_A ? idx % BM : idx / BK, k = TRANS_A ? idx / BM : idx % BK;
-      put_a(m, k, get_a(bm + m, k0 + k));
+    for (uint p = 0; p < LA; ++p) {
+      uvec2 mk = a_coord(tid + p * THREADS);
+      put_a(mk.x, mk.y, get_a(bm + mk.x, next_k + mk.y));
     }
-    [[unroll]] for (uint p = 0; p < LB; ++p) {
-      uint idx = tid + p * THREADS;
-      uint k = TRANS_B ? idx % BK : idx / BN, n = TRANS_B ? idx / BK : idx % BN;
-      put_b(k, n, get_b(k0 + k, bn + n));
+    for (uint p = 0; p < LB; ++p) {
+      uvec2 kn = b_coord(tid + p * THREADS);
+      put_b(kn.x, kn.y, get_b(next_k + kn.x, bn + kn.y));
     }
   }
 }
@@ -106,15 +120,17 @@ void main() {
   k_end = min(pc.K, k_begin + pc.k_chunk);
 
   vec4 acc[16];  // row r (0..7) x quad q (0..1) at 2 * r + q
-  [[unroll]] for (uint i = 0; i < 16; ++i) acc[i] = vec4(0.0);
+  for (uint i = 0; i < 16; ++i) acc[i] = vec4(0.0);
 
+  fetch(k_begin);
   for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
-    load_tiles(k0);
+    stash();
     barrier();
-    [[unroll]] for (uint k = 0; k < BK; ++k) {
+    if (k0 + BK < k_end) fetch(k0 + BK);
+    for (uint k = 0; k < BK; ++k) {
       vec4 a0 = As[k * AS + ty], a1v = As[k * AS + ty + BM / 8];
       vec4 b0 = Bs[k * BS + tx], b1v = Bs[k * BS + tx + BN / 8];
-      [[unroll]] for (uint r = 0; r < 4; ++r) {
+      for (uint r = 0; r < 4; ++r) {
         acc[2 * r] += a0[r] * b0;
         acc[2 * r + 1] += a0[r] * b1v;
         acc[2 * r + 8] += a1v[r] * b0;
@@ -125,10 +141,10 @@ void main() {
   }
 
   const uint base_c = pc.offset_c + gl_WorkGroupID.z * pc.batch_c;
-  [[unroll]] for (uint h = 0; h < 2; ++h) {
-    [[unroll]] for (uint r = 0; r < 4; ++r) {
+  for (uint h = 0; h < 2; ++h) {
+    for (uint r = 0; r < 4; ++r) {
       uint m = bm + ty * 4 + h * (BM / 2) + r;
-      [[unroll]] for (uint q = 0; q < 2; ++q) {
+      for (uint q = 0; q < 2; ++q) {
         uint n = bn + tx * 4 + q * (BN / 2);
         vec4 v = pc.alpha * acc[2 * r + 8 * h + q];
         uint at = base_c + m * pc.ldc + n;
@@ -136,7 +152,7 @@ void main() {
           if (pc.beta != 0.0) v += pc.beta * c4[at / 4];
           c4[at / 4] = v;
         } else if (m < pc.M) {
-          [[unroll]] for (uint j = 0; j < 4; ++j) {
+          for (uint j = 0; j < 4; ++j) {
             if (n + j < pc.N) c1[at + j] = pc.beta != 0.0 ? v[j] + pc.beta * c1[at + j] : v[j];
           }
         }
