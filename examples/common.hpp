@@ -3,6 +3,7 @@
 #pragma once
 #include <rumus/rumus.hpp>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -148,6 +149,22 @@ inline void write_csv(const std::string& path, const std::vector<EpochMetrics>& 
   io::write_file_atomic(path, s);
 }
 
+// The rows of an earlier run's CSV up to `epochs`, so a resumed run keeps its history.
+inline std::vector<EpochMetrics> read_csv(const std::string& path, std::int64_t epochs) {
+  std::vector<EpochMetrics> rows;
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    EpochMetrics r{};
+    if (std::sscanf(line.c_str(), "%d,%lf,%lf,%lf,%lf,%lf", &r.epoch, &r.train_loss, &r.test_loss, &r.test_accuracy,
+                    &r.samples_per_sec, &r.seconds) == 6 &&
+        r.epoch <= epochs)
+      rows.push_back(r);
+  }
+  return rows;
+}
+
 // Two panels: losses (train and test) and test accuracy, per epoch.
 inline std::string svg_chart(const std::string& title, const std::vector<EpochMetrics>& rows) {
   const double W = 900, H = 380, top = 50, bottom = 50, left = 60, gap = 80, pw = (W - 2 * left - gap) / 2,
@@ -270,6 +287,7 @@ int train(Config c, std::function<double(const std::string& optimizer)> default_
   if (!c.resume.empty()) {
     state = io::load_checkpoint(c.resume, net, *opt);
     sched->set_step(state.step);
+    history = read_csv(c.metrics, state.epoch);
     std::fprintf(stderr, "resumed from %s at epoch %lld, step %lld\n", c.resume.c_str(), (long long)state.epoch,
                  (long long)state.step);
   }
@@ -336,11 +354,20 @@ inline void tune_runtime(char** argv) {
   if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
 }
 
+// Training allocates the same large buffers every step (the CNN's im2col
+// matrix is 42 MB at batch 64); glibc would map and unmap them each time,
+// paying a page fault per 4 KiB. Keeping them in the heap removes that.
+inline void keep_large_allocations() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 // main() for an example: parses options and reports errors without a stack trace.
 template <class Net>
 int main(const char* name, int default_epochs, std::function<double(const std::string&)> default_lr, int argc,
          char** argv) {
   tune_runtime(argv);
+  keep_large_allocations();
   Config c;
   c.name = name;
   c.epochs = default_epochs;
