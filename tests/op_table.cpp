@@ -4,6 +4,12 @@
 
 namespace rumus::testing {
 
+namespace {
+// Constants an op needs besides its differentiable inputs live on their device.
+TensorOptions like(const Tensor& t) { return {.dtype = t.dtype(), .device = t.device()}; }
+Tensor labels(std::vector<std::int64_t> v, const Tensor& like_t) { return tensor(v).to(like_t.device()); }
+}  // namespace
+
 const std::vector<OpCase>& op_table() {
   using V = const std::vector<Tensor>&;
   static const std::vector<OpCase> table = {
@@ -104,13 +110,13 @@ const std::vector<OpCase>& op_table() {
       {"adaptive_avg_pool2d_3d", {{2, 4, 4}}, [](V x) { return adaptive_avg_pool2d(x[0], {1, 1}); }},
       // Normalisation.
       {"batch_norm2d", {{3, 2, 2, 3}, {2}, {2}}, [](V x) {
-         return batch_norm2d(x[0], zeros({2}, {.dtype = x[0].dtype()}), ones({2}, {.dtype = x[0].dtype()}), x[1], x[2],
+         return batch_norm2d(x[0], zeros({2}, like(x[0])), ones({2}, like(x[0])), x[1], x[2],
                              true);
        }},
       {"batch_norm2d_no_affine", {{2, 3, 2, 2}}, [](V x) { return batch_norm2d(x[0], {}, {}, {}, {}, true); }},
       {"batch_norm2d_eval", {{2, 3, 2, 2}, {3}, {3}}, [](V x) {
-         Tensor rm = tensor({0.1, -0.2, 0.3}, {.dtype = x[0].dtype()});
-         Tensor rv = tensor({0.5, 1.5, 2.0}, {.dtype = x[0].dtype()});
+         Tensor rm = tensor({0.1, -0.2, 0.3}, like(x[0]));
+         Tensor rv = tensor({0.5, 1.5, 2.0}, like(x[0]));
          return batch_norm2d(x[0], rm, rv, x[1], x[2], false);
        }},
       {"layer_norm", {{3, 2, 4}, {2, 4}, {2, 4}}, [](V x) { return layer_norm(x[0], {2, 4}, x[1], x[2]); }},
@@ -121,33 +127,33 @@ const std::vector<OpCase>& op_table() {
       {"log_softmax", {{3, 5}}, [](V x) { return log_softmax(x[0] * 3.0, 1); }},
       {"log_softmax_mid", {{2, 4, 3}}, [](V x) { return log_softmax(x[0] * 3.0, 1); }},
       {"cross_entropy", {{4, 5}}, [](V x) {
-         return cross_entropy(x[0] * 2.0, tensor(std::vector<std::int64_t>{1, 0, 4, 2}));
+         return cross_entropy(x[0] * 2.0, labels({1, 0, 4, 2}, x[0]));
        }},
       {"cross_entropy_sum_ignore", {{4, 3}}, [](V x) {
-         return cross_entropy(x[0] * 2.0, tensor(std::vector<std::int64_t>{2, -100, 0, 1}), {.reduction = Reduction::sum});
+         return cross_entropy(x[0] * 2.0, labels({2, -100, 0, 1}, x[0]), {.reduction = Reduction::sum});
        }},
       {"cross_entropy_none_smoothing", {{4, 3}}, [](V x) {
-         return cross_entropy(x[0] * 2.0, tensor(std::vector<std::int64_t>{2, 1, 0, 1}),
+         return cross_entropy(x[0] * 2.0, labels({2, 1, 0, 1}, x[0]),
                               {.reduction = Reduction::none, .ignore_index = 1, .label_smoothing = 0.2});
        }},
       {"cross_entropy_spatial", {{2, 3, 2, 2}}, [](V x) {
-         return cross_entropy(x[0] * 2.0, tensor(std::vector<std::int64_t>{0, 1, 2, 1, 2, 2, 0, 1}, Shape{2, 2, 2}),
+         return cross_entropy(x[0] * 2.0, labels({0, 1, 2, 1, 2, 2, 0, 1}, x[0]).reshape({2, 2, 2}),
                               {.label_smoothing = 0.1});
        }},
-      {"nll_loss", {{3, 4}}, [](V x) { return nll_loss(x[0], tensor(std::vector<std::int64_t>{3, 0, 1})); }},
+      {"nll_loss", {{3, 4}}, [](V x) { return nll_loss(x[0], labels({3, 0, 1}, x[0])); }},
       {"mse_loss_none", {{4, 3}, {4, 3}}, [](V x) { return mse_loss(x[0], x[1], Reduction::none); }},
       {"bce_with_logits", {{3, 4}, {3, 4}}, [](V x) { return binary_cross_entropy_with_logits(x[0] * 3.0, x[1]); }, 0.0, 1.0},
       {"bce_with_logits_sum", {{3, 4}}, [](V x) {
-         return binary_cross_entropy_with_logits(x[0] * 3.0, full({3, 4}, 0.3, {.dtype = x[0].dtype()}), Reduction::sum);
+         return binary_cross_entropy_with_logits(x[0] * 3.0, full({3, 4}, 0.3, like(x[0])), Reduction::sum);
        }},
       // Embedding, dropout, joins.
       {"embedding", {{5, 3}}, [](V x) {
-         return embedding(tensor(std::vector<std::int64_t>{4, 0, 4, 2, 1, 4}, Shape{2, 3}), x[0]);
+         return embedding(labels({4, 0, 4, 2, 1, 4}, x[0]).reshape({2, 3}), x[0]);
        }},
       {"embedding_padding_idx", {{5, 3}}, [](V x) {
          // Row 4 gets no gradient by definition; masking its uses makes that the true derivative.
-         Tensor keep = tensor({0.0, 1.0, 0.0, 1.0}, {.dtype = x[0].dtype()}).reshape({4, 1});
-         return mul(embedding(tensor(std::vector<std::int32_t>{4, 0, 4, 2}), x[0], 4), keep);
+         Tensor keep = tensor({0.0, 1.0, 0.0, 1.0}, like(x[0])).reshape({4, 1});
+         return mul(embedding(labels({4, 0, 4, 2}, x[0]).to(DType::i32), x[0], 4), keep);
        }},
       {"dropout", {{4, 5}}, [](V x) {
          Generator gen(7);  // same mask on every call of this function

@@ -9,12 +9,15 @@
 namespace rumus {
 
 std::unique_ptr<Backend> make_cpu_backend();
+// Defined by the Vulkan backend, or as a thrower in builds without it. Calling
+// it from here keeps the Vulkan objects in links against the static library.
+std::unique_ptr<Backend> make_vulkan_backend(int index);
 
 namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::pair<int, int>, std::unique_ptr<Backend>> backends;
-  std::array<BackendFactory, 2> factories{};
+  std::array<BackendFactory, 2> factories{nullptr, &make_vulkan_backend};
 };
 // Leaked on purpose: storages may be freed during static destruction.
 Registry& registry() {
@@ -37,9 +40,7 @@ Backend& backend(Device device) {
   auto it = r.backends.find(key);
   if (it != r.backends.end()) return *it->second;
   BackendFactory factory = r.factories[static_cast<int>(device.kind)];
-  if (!factory)
-    throw DeviceError("backend: no backend for device " + device.str() +
-                      " (this build of rumus has no Vulkan support)");
+  if (!factory) throw DeviceError("backend: no backend for device " + device.str());
   auto [slot, _] = r.backends.emplace(key, factory(device.index));
   return *slot->second;
 }

@@ -63,6 +63,31 @@ struct GemmArgs {
   double alpha = 1.0, beta = 0.0;
 };
 
+// Memory and traffic figures of one device, for tests and tuning.
+struct DeviceStats {
+  std::size_t bytes_in_use = 0;       // held by live tensors (rounded to size classes)
+  std::size_t peak_bytes_in_use = 0;
+  std::size_t bytes_reserved = 0;     // device memory blocks held by the allocator
+  std::size_t blocks = 0;
+  std::uint64_t host_to_device = 0;   // transfers (write calls)
+  std::uint64_t device_to_host = 0;   // transfers (read calls)
+  std::uint64_t submits = 0;          // command-buffer submissions
+};
+
+// Fused optimizer updates, elementwise over one parameter (all operands share
+// its shape). Backends may override them with one kernel; the defaults are
+// written with the kernels above. `step` counts from 1.
+struct SgdStep {
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+  bool first = false;  // momentum buffer not yet initialised: it becomes the gradient
+};
+struct AdamStep {
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled = false;  // AdamW: decay the parameter, not the gradient
+  std::int64_t step = 1;
+};
+
 // Geometry of a 2-D convolution window sweep (NCHW), shared by im2col and col2im.
 struct Conv2dGeometry {
   std::int64_t batch = 0, channels = 0, height = 0, width = 0;  // input
@@ -111,6 +136,13 @@ class Backend {
   virtual void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
                       double b) = 0;
 
+  // param -= lr * update, with momentum_buf (ignored when momentum == 0) updated in place.
+  virtual void sgd_step(const SgdStep& s, TensorArg param, TensorArg grad, TensorArg momentum_buf);
+  // Adam/AdamW with bias correction; m and v updated in place.
+  virtual void adam_step(const AdamStep& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v);
+
+  virtual DeviceStats stats() const { return {}; }
+
   // Convolution lowering. `in` is [N, C, H, W] (any strides); `cols` is
   // [N, C*KH*KW, OH*OW] (any strides; row index c*KH*KW + kh*KW + kw).
   // im2col writes every element of cols (zeros where the window hits padding);
@@ -154,6 +186,11 @@ class Backend {
 
 // The backend owning `device`; created on first use, alive for the process.
 Backend& backend(Device device);
+
+// Waits until every kernel queued on `device` has finished.
+void synchronize(Device device);
+// Memory and transfer figures of `device` (zeros where a backend keeps none).
+DeviceStats device_stats(Device device);
 
 // Registration hook for optional backends (Vulkan).
 using BackendFactory = std::unique_ptr<Backend> (*)(int index);

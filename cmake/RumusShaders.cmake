@@ -1,0 +1,44 @@
+# Compiles shaders/*.comp to SPIR-V with glslc and embeds the words in a
+# generated .cpp, so the library carries its kernels and needs no files at run time.
+function(rumus_embed_shaders out_var)
+  file(GLOB shader_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/shaders/*.comp)
+  file(GLOB shader_includes CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/shaders/*.glsl)
+  set(gen_dir ${CMAKE_CURRENT_BINARY_DIR}/shaders)
+  file(MAKE_DIRECTORY ${gen_dir})
+  set(words_files "")
+  set(table "")
+  foreach(src IN LISTS shader_sources)
+    get_filename_component(name ${src} NAME_WE)
+    set(words ${gen_dir}/${name}.spv.inc)
+    # -mfmt=num writes the SPIR-V as comma-separated 32-bit words, ready to #include.
+    add_custom_command(
+      OUTPUT ${words}
+      COMMAND ${GLSLC_EXECUTABLE} --target-env=vulkan1.2 -O -mfmt=num -I${PROJECT_SOURCE_DIR}/shaders ${src} -o ${words}
+      DEPENDS ${src} ${shader_includes}
+      COMMENT "glslc ${name}.comp"
+      VERBATIM)
+    list(APPEND words_files ${words})
+    string(APPEND table "  {\"${name}\", []{ static const std::uint32_t w[] = {\n#include \"${name}.spv.inc\"\n  }; return std::span<const std::uint32_t>(w); }()},\n")
+  endforeach()
+  set(cpp ${gen_dir}/embedded_shaders.cpp)
+  file(WRITE ${cpp}.in
+"// Generated from shaders/*.comp; do not edit.
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <utility>
+
+namespace rumus::vulkan {
+extern const std::pair<std::string_view, std::span<const std::uint32_t>> kEmbeddedShaders[];
+extern const std::size_t kEmbeddedShaderCount;
+const std::pair<std::string_view, std::span<const std::uint32_t>> kEmbeddedShaders[] = {
+${table}};
+const std::size_t kEmbeddedShaderCount = sizeof(kEmbeddedShaders) / sizeof(kEmbeddedShaders[0]);
+}  // namespace rumus::vulkan
+")
+  # Rewrite only on change so the generated file does not rebuild every configure.
+  file(COPY_FILE ${cpp}.in ${cpp} ONLY_IF_DIFFERENT)
+  set_source_files_properties(${cpp} PROPERTIES OBJECT_DEPENDS "${words_files}")
+  # Listing the word files as sources makes the library target run their commands.
+  set(${out_var} ${cpp} ${words_files} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,42 @@
+// Shared by every kernel: dtype codes (the order of rumus::DType) and typed
+// views of one storage-buffer binding, so a kernel can load and store any dtype.
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+
+const uint DT_F32 = 0, DT_F64 = 1, DT_F16 = 2, DT_BF16 = 3, DT_I32 = 4, DT_I64 = 5, DT_U8 = 6;
+
+uint16_t float_to_bf16(float x) {
+  uint u = floatBitsToUint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t(0x7fc0u);  // NaN stays NaN
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);        // round to nearest even
+}
+
+// TENSOR(B) declares binding B as float/uint/u16/u8 arrays plus loadB/storeB,
+// which convert through float (the arithmetic type of every kernel).
+#define TENSOR(B)                                                                  \
+  layout(set = 0, binding = B) buffer T##B##f { float v[]; } t##B##f;              \
+  layout(set = 0, binding = B) buffer T##B##u { uint v[]; } t##B##u;               \
+  layout(set = 0, binding = B) buffer T##B##h { uint16_t v[]; } t##B##h;           \
+  layout(set = 0, binding = B) buffer T##B##b { uint8_t v[]; } t##B##b;            \
+  float load##B(uint dt, uint i) {                                                 \
+    if (dt == DT_F32) return t##B##f.v[i];                                         \
+    if (dt == DT_F64) return float(packDouble2x32(uvec2(t##B##u.v[2 * i], t##B##u.v[2 * i + 1]))); \
+    if (dt == DT_F16) return unpackHalf2x16(uint(t##B##h.v[i])).x;                 \
+    if (dt == DT_BF16) return uintBitsToFloat(uint(t##B##h.v[i]) << 16);           \
+    if (dt == DT_I32) return float(int(t##B##u.v[i]));                             \
+    if (dt == DT_I64) return float(packInt2x32(ivec2(t##B##u.v[2 * i], t##B##u.v[2 * i + 1]))); \
+    return float(uint(t##B##b.v[i]));                                              \
+  }                                                                                \
+  void store##B(uint dt, uint i, float x) {                                        \
+    if (dt == DT_F32) { t##B##f.v[i] = x; return; }                                \
+    if (dt == DT_F64) { uvec2 w = unpackDouble2x32(double(x)); t##B##u.v[2 * i] = w.x; t##B##u.v[2 * i + 1] = w.y; return; } \
+    if (dt == DT_F16) { t##B##h.v[i] = uint16_t(packHalf2x16(vec2(x, 0.0)) & 0xffffu); return; } \
+    if (dt == DT_BF16) { t##B##h.v[i] = float_to_bf16(x); return; }               \
+    if (dt == DT_I32) { t##B##u.v[i] = uint(int(x)); return; }                     \
+    if (dt == DT_I64) { ivec2 w = unpackInt2x32(int64_t(x)); t##B##u.v[2 * i] = uint(w.x); t##B##u.v[2 * i + 1] = uint(w.y); return; } \
+    t##B##b.v[i] = uint8_t(uint(x));                                               \
+  }
+
+bool is_nan_f(float x) { return x != x; }
+#define MAX_DIMS 6

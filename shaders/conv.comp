@@ -1,0 +1,64 @@
+#version 450
+// Convolution lowering. IM2COL: one invocation per column element (zeros in
+// the padding). COL2IM: one invocation per input pixel, gathering every
+// column entry that maps onto it, so no two invocations write one element.
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const bool COL2IM = false;
+layout(constant_id = 2) const uint DT = 0;
+
+layout(push_constant) uniform Params {
+  uint batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w;
+  int pad_h, pad_w;
+  uint dilation_h, dilation_w, out_h, out_w;
+  int in_offset, cols_offset;
+  int in_stride[4];    // im2col: input strides; col2im: unused (output is contiguous)
+  int cols_stride[3];
+  uint total;
+} pc;
+
+TENSOR(0)  // im2col: cols; col2im: image
+TENSOR(1)  // im2col: image; col2im: cols
+
+void main() {
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  const uint kk = pc.kernel_h * pc.kernel_w;
+  for (uint i = gl_GlobalInvocationID.x; i < pc.total; i += step) {
+    if (!COL2IM) {
+      uint ow = i % pc.out_w, t = i / pc.out_w;
+      uint oh = t % pc.out_h; t /= pc.out_h;
+      uint r = t % (pc.channels * kk), n = t / (pc.channels * kk);
+      uint ch = r / kk, kh = (r % kk) / pc.kernel_w, kw = r % pc.kernel_w;
+      int ih = int(oh * pc.stride_h + kh * pc.dilation_h) - pc.pad_h;
+      int iw = int(ow * pc.stride_w + kw * pc.dilation_w) - pc.pad_w;
+      float v = 0.0;
+      if (ih >= 0 && ih < int(pc.height) && iw >= 0 && iw < int(pc.width))
+        v = load1(DT, pc.in_offset + int(n) * pc.in_stride[0] + int(ch) * pc.in_stride[1] + ih * pc.in_stride[2] +
+                          iw * pc.in_stride[3]);
+      store0(DT, pc.cols_offset + int(n) * pc.cols_stride[0] + int(r) * pc.cols_stride[1] +
+                     int(oh * pc.out_w + ow) * pc.cols_stride[2], v);
+    } else {
+      uint iw = i % pc.width, t = i / pc.width;
+      uint ih = t % pc.height; t /= pc.height;
+      uint ch = t % pc.channels, n = t / pc.channels;
+      float acc = 0.0;
+      for (uint kh = 0; kh < pc.kernel_h; ++kh) {
+        int th = int(ih) + pc.pad_h - int(kh * pc.dilation_h);
+        if (th < 0 || th % int(pc.stride_h) != 0) continue;
+        uint oh = uint(th) / pc.stride_h;
+        if (oh >= pc.out_h) continue;
+        for (uint kw = 0; kw < pc.kernel_w; ++kw) {
+          int tw = int(iw) + pc.pad_w - int(kw * pc.dilation_w);
+          if (tw < 0 || tw % int(pc.stride_w) != 0) continue;
+          uint ow = uint(tw) / pc.stride_w;
+          if (ow >= pc.out_w) continue;
+          uint r = ch * kk + kh * pc.kernel_w + kw;
+          acc += load1(DT, pc.cols_offset + int(n) * pc.cols_stride[0] + int(r) * pc.cols_stride[1] +
+                               int(oh * pc.out_w + ow) * pc.cols_stride[2]);
+        }
+      }
+      store0(DT, pc.in_offset + int(i), acc);
+    }
+  }
+}

@@ -1,0 +1,183 @@
+#version 450
+// Every pointwise kernel: fill, copy/cast, unary, binary, where. The op and the
+// dtypes are specialization constants, so each pipeline is branch-free.
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint OP = 0;
+layout(constant_id = 2) const uint DT_OUT = 0;
+layout(constant_id = 3) const uint DT_A = 0;
+layout(constant_id = 4) const uint DT_B = 0;
+layout(constant_id = 5) const uint DT_C = 0;
+layout(constant_id = 6) const bool CONTIGUOUS = false;  // every operand dense in logical order
+layout(constant_id = 7) const uint ELEM_BYTES = 4;      // raw copies only
+
+// 112 bytes: fits the 128 every device offers. Higher ranks are split by the host.
+#define PW_DIMS 4
+layout(push_constant) uniform Params {
+  uint n, rank;
+  float p0, p1;
+  uint shape[PW_DIMS];
+  int offset[4];
+  int stride[4 * PW_DIMS];  // operand k, dim d at k * PW_DIMS + d
+} pc;
+
+TENSOR(0)
+TENSOR(1)
+TENSOR(2)
+TENSOR(3)
+
+// Op codes: unary = UnaryOp value, binary = 32 + BinaryOp value, others below.
+const uint U_NEG = 0, U_EXP = 1, U_LOG = 2, U_SQRT = 3, U_ABS = 4, U_RELU = 5, U_SIGMOID = 6, U_TANH = 7,
+           U_GELU = 8, U_GELU_TANH = 9, U_SILU = 10, U_LEAKY = 11, U_POW = 12, U_CLAMP = 13, U_SIGN = 14,
+           U_SQUARE = 15, U_RECIP = 16, U_RSQRT = 17, U_ADD_S = 18, U_MUL_S = 19;
+const uint B_ADD = 32, B_SUB = 33, B_MUL = 34, B_DIV = 35, B_POW = 36, B_MAX = 37, B_MIN = 38, B_EQ = 39,
+           B_NE = 40, B_LT = 41, B_LE = 42, B_GT = 43, B_GE = 44, B_RELU_BW = 45, B_SIGMOID_BW = 46,
+           B_TANH_BW = 47, B_GELU_BW = 48, B_GELU_TANH_BW = 49, B_SILU_BW = 50, B_LEAKY_BW = 51,
+           B_CLAMP_BW = 52, B_ABS_BW = 53;
+const uint FILL = 100, CAST = 101, RAW_COPY = 102, WHERE = 103;
+
+const float SQRT1_2 = 0.70710678118654752440, INV_SQRT_2PI = 0.39894228040143267794,
+            SQRT_2_OVER_PI = 0.79788456080286535588;
+
+float erf_approx(float x) {  // Abramowitz & Stegun 7.1.26, |error| < 1.5e-7
+  float t = 1.0 / (1.0 + 0.3275911 * abs(x));
+  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
+  return x < 0.0 ? -y : y;
+}
+float sigmoid_of(float x) {
+  if (x >= 0.0) return 1.0 / (1.0 + exp(-x));
+  float e = exp(x);
+  return e / (1.0 + e);
+}
+float tanh_of(float x) { return tanh(clamp(x, -15.0, 15.0)); }  // some drivers overflow exp for large |x|
+float pow_of(float x, float y) {  // C semantics: negative bases need integer exponents
+  if (y == 0.0) return 1.0;
+  if (x == 0.0) return y > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);
+  if (x > 0.0) return pow(x, y);
+  if (floor(y) != y) return uintBitsToFloat(0x7fc00000u);
+  float r = pow(-x, y);
+  return mod(y, 2.0) == 1.0 ? -r : r;
+}
+bool is_nan(float x) { return x != x; }
+
+float unary(float x) {
+  switch (OP) {
+    case U_NEG: return -x;
+    case U_EXP: return exp(x);
+    case U_LOG: return log(x);
+    case U_SQRT: return sqrt(x);
+    case U_ABS: return abs(x);
+    case U_RELU: return x > 0.0 ? x : 0.0;
+    case U_SIGMOID: return sigmoid_of(x);
+    case U_TANH: return tanh_of(x);
+    case U_GELU: return 0.5 * x * (1.0 + erf_approx(x * SQRT1_2));
+    case U_GELU_TANH: return 0.5 * x * (1.0 + tanh_of(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+    case U_SILU: return x * sigmoid_of(x);
+    case U_LEAKY: return x > 0.0 ? x : x * pc.p0;
+    case U_POW: return pow_of(x, pc.p0);
+    case U_CLAMP:
+      if (!is_nan(pc.p0) && x < pc.p0) x = pc.p0;
+      if (!is_nan(pc.p1) && x > pc.p1) x = pc.p1;
+      return x;
+    case U_SIGN: return sign(x);
+    case U_SQUARE: return x * x;
+    case U_RECIP: return 1.0 / x;
+    case U_RSQRT: return 1.0 / sqrt(x);
+    case U_ADD_S: return x + pc.p0;
+    case U_MUL_S: return x * pc.p0;
+  }
+  return 0.0;
+}
+
+float binary(float a, float b) {
+  switch (OP) {
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return a / b;
+    case B_POW: return pow_of(a, b);
+    case B_MAX: return a > b || is_nan(a) ? a : b;
+    case B_MIN: return a < b || is_nan(a) ? a : b;
+    case B_EQ: return a == b ? 1.0 : 0.0;
+    case B_NE: return a != b ? 1.0 : 0.0;
+    case B_LT: return a < b ? 1.0 : 0.0;
+    case B_LE: return a <= b ? 1.0 : 0.0;
+    case B_GT: return a > b ? 1.0 : 0.0;
+    case B_GE: return a >= b ? 1.0 : 0.0;
+    case B_RELU_BW: return b > 0.0 ? a : 0.0;
+    case B_SIGMOID_BW: return a * b * (1.0 - b);
+    case B_TANH_BW: return a * (1.0 - b * b);
+    case B_GELU_BW: {
+      float cdf = 0.5 * (1.0 + erf_approx(b * SQRT1_2));
+      float pdf = INV_SQRT_2PI * exp(-0.5 * b * b);
+      return a * (cdf + b * pdf);
+    }
+    case B_GELU_TANH_BW: {
+      float t = tanh_of(SQRT_2_OVER_PI * (b + 0.044715 * b * b * b));
+      float dinner = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * b * b);
+      return a * (0.5 * (1.0 + t) + 0.5 * b * (1.0 - t * t) * dinner);
+    }
+    case B_SILU_BW: {
+      float s = sigmoid_of(b);
+      return a * s * (1.0 + b * (1.0 - s));
+    }
+    case B_LEAKY_BW: return b > 0.0 ? a : a * pc.p0;
+    case B_CLAMP_BW: return (is_nan(pc.p0) || b >= pc.p0) && (is_nan(pc.p1) || b <= pc.p1) ? a : 0.0;
+    case B_ABS_BW: return b > 0.0 ? a : (b < 0.0 ? -a : 0.0);
+  }
+  return 0.0;
+}
+
+void main() {
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
+    int o0 = pc.offset[0], o1 = pc.offset[1], o2 = pc.offset[2], o3 = pc.offset[3];
+    if (CONTIGUOUS) {
+      o0 += int(i); o1 += int(i); o2 += int(i); o3 += int(i);
+    } else {
+      uint r = i;
+      for (int d = int(pc.rank) - 1; d >= 0; --d) {
+        int idx = int(r % pc.shape[d]);
+        r /= pc.shape[d];
+        o0 += idx * pc.stride[d];
+        o1 += idx * pc.stride[PW_DIMS + d];
+        o2 += idx * pc.stride[2 * PW_DIMS + d];
+        o3 += idx * pc.stride[3 * PW_DIMS + d];
+      }
+    }
+    if (OP == FILL) {
+      store0(DT_OUT, o0, pc.p0);
+    } else if (OP == RAW_COPY) {
+      if (ELEM_BYTES == 1) t0b.v[o0] = t1b.v[o1];
+      else if (ELEM_BYTES == 2) t0h.v[o0] = t1h.v[o1];
+      else if (ELEM_BYTES == 4) t0u.v[o0] = t1u.v[o1];
+      else { t0u.v[2 * o0] = t1u.v[2 * o1]; t0u.v[2 * o0 + 1] = t1u.v[2 * o1 + 1]; }
+    } else if (OP == CAST) {
+      if (DT_OUT == DT_F64 && DT_A == DT_I64 || DT_OUT == DT_I64 && DT_A == DT_F64) {
+        // Wide conversions go through 64-bit types, not float.
+        uvec2 w = uvec2(t1u.v[2 * o1], t1u.v[2 * o1 + 1]);
+        if (DT_OUT == DT_F64) w = unpackDouble2x32(double(packInt2x32(ivec2(w))));
+        else w = uvec2(unpackInt2x32(int64_t(packDouble2x32(w))));
+        t0u.v[2 * o0] = w.x; t0u.v[2 * o0 + 1] = w.y;
+      } else if (DT_OUT == DT_F64 || DT_OUT == DT_I64) {
+        float x = load1(DT_A, o1);
+        if (DT_A == DT_I32) {  // exact for every i32
+          int v = int(t1u.v[o1]);
+          uvec2 w = DT_OUT == DT_F64 ? unpackDouble2x32(double(v)) : uvec2(unpackInt2x32(int64_t(v)));
+          t0u.v[2 * o0] = w.x; t0u.v[2 * o0 + 1] = w.y;
+        } else {
+          store0(DT_OUT, o0, x);
+        }
+      } else {
+        store0(DT_OUT, o0, load1(DT_A, o1));
+      }
+    } else if (OP == WHERE) {
+      store0(DT_OUT, o0, load1(DT_A, o1) != 0.0 ? load2(DT_B, o2) : load3(DT_C, o3));
+    } else if (OP < 32) {
+      store0(DT_OUT, o0, unary(load1(DT_A, o1)));
+    } else {
+      store0(DT_OUT, o0, binary(load1(DT_A, o1), load2(DT_B, o2)));
+    }
+  }
+}

@@ -1,0 +1,150 @@
+#version 450
+// Batched SGEMM, C = alpha * op(A) op(B) + beta * C, row-major with leading
+// dims. A workgroup computes a BM x BN tile; each invocation an 8 x 8 block
+// held as 2 x 2 vec4 quads half a tile apart (conflict-free shared reads).
+// The next K-slice is fetched into registers while the current one is used.
+layout(local_size_x_id = 0) in;  // (BM / 8) * (BN / 8)
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 128;
+layout(constant_id = 3) const uint BK = 16;
+layout(constant_id = 4) const bool TRANS_A = false;
+layout(constant_id = 5) const bool TRANS_B = false;
+layout(constant_id = 6) const bool ALIGNED = false;  // tiles divide M, N, K; leading dims, offsets % 4 == 0
+
+layout(push_constant) uniform Params {
+  uint M, N, K, lda, ldb, ldc;
+  uint offset_a, offset_b, offset_c, batch_a, batch_b, batch_c;
+  float alpha, beta;
+} pc;
+
+layout(set = 0, binding = 0) readonly buffer A1 { float a1[]; };
+layout(set = 0, binding = 0) readonly buffer A4 { vec4 a4[]; };
+layout(set = 0, binding = 1) readonly buffer B1 { float b1[]; };
+layout(set = 0, binding = 1) readonly buffer B4 { vec4 b4[]; };
+layout(set = 0, binding = 2) buffer C1 { float c1[]; };
+layout(set = 0, binding = 2) buffer C4 { vec4 c4[]; };
+
+const uint THREADS = (BM / 8) * (BN / 8);
+const uint AS = BM / 4 + 1;  // k-major rows of vec4, padded
+const uint BS = BN / 4;
+const uint LA = BM * BK / THREADS;  // A elements each invocation fetches per slice
+const uint LB = BN * BK / THREADS;
+shared vec4 As[BK * AS];
+shared vec4 Bs[BK * BS];
+
+float ra[16];
+float rb[16];
+uint base_a, base_b, bm, bn;
+
+// A(m, k) and B(k, n) of this batch; zero outside the matrices.
+float get_a(uint m, uint k) {
+  if (m >= pc.M || k >= pc.K) return 0.0;
+  return a1[base_a + (TRANS_A ? k * pc.lda + m : m * pc.lda + k)];
+}
+float get_b(uint k, uint n) {
+  if (k >= pc.K || n >= pc.N) return 0.0;
+  return b1[base_b + (TRANS_B ? n * pc.ldb + k : k * pc.ldb + n)];
+}
+
+// Tile-local coordinates of fetch p: consecutive invocations walk the
+// contiguous direction of each matrix so global reads coalesce.
+uvec2 a_coord(uint idx) { return TRANS_A ? uvec2(idx % BM, idx / BM) : uvec2(idx / BK, idx % BK); }
+uvec2 b_coord(uint idx) { return TRANS_B ? uvec2(idx % BK, idx / BK) : uvec2(idx / BN, idx % BN); }
+
+void fetch(uint k0) {
+  const uint tid = gl_LocalInvocationID.x;
+  if (ALIGNED) {
+    for (uint p = 0; p < LA / 4; ++p) {
+      uint idx = tid + p * THREADS;
+      vec4 v;
+      if (TRANS_A) { uint k = idx / (BM / 4), m = (idx % (BM / 4)) * 4; v = a4[(base_a + (k0 + k) * pc.lda + bm + m) / 4]; }
+      else { uint m = idx / (BK / 4), k = (idx % (BK / 4)) * 4; v = a4[(base_a + (bm + m) * pc.lda + k0 + k) / 4]; }
+      ra[4 * p] = v.x; ra[4 * p + 1] = v.y; ra[4 * p + 2] = v.z; ra[4 * p + 3] = v.w;
+    }
+    for (uint p = 0; p < LB / 4; ++p) {
+      uint idx = tid + p * THREADS;
+      vec4 v;
+      if (TRANS_B) { uint n = idx / (BK / 4), k = (idx % (BK / 4)) * 4; v = b4[(base_b + (bn + n) * pc.ldb + k0 + k) / 4]; }
+      else { uint k = idx / (BN / 4), n = (idx % (BN / 4)) * 4; v = b4[(base_b + (k0 + k) * pc.ldb + bn + n) / 4]; }
+      rb[4 * p] = v.x; rb[4 * p + 1] = v.y; rb[4 * p + 2] = v.z; rb[4 * p + 3] = v.w;
+    }
+  } else {
+    for (uint p = 0; p < LA; ++p) { uvec2 mk = a_coord(tid + p * THREADS); ra[p] = get_a(bm + mk.x, k0 + mk.y); }
+    for (uint p = 0; p < LB; ++p) { uvec2 kn = b_coord(tid + p * THREADS); rb[p] = get_b(k0 + kn.x, bn + kn.y); }
+  }
+}
+
+void put_a(uint m, uint k, float v) { As[k * AS + m / 4][m % 4] = v; }
+void put_b(uint k, uint n, float v) { Bs[k * BS + n / 4][n % 4] = v; }
+
+void stash() {
+  const uint tid = gl_LocalInvocationID.x;
+  if (ALIGNED) {
+    for (uint p = 0; p < LA / 4; ++p) {
+      uint idx = tid + p * THREADS;
+      vec4 v = vec4(ra[4 * p], ra[4 * p + 1], ra[4 * p + 2], ra[4 * p + 3]);
+      if (TRANS_A) { uint k = idx / (BM / 4), m4 = idx % (BM / 4); As[k * AS + m4] = v; }
+      else { uint m = idx / (BK / 4), k = (idx % (BK / 4)) * 4; for (uint j = 0; j < 4; ++j) put_a(m, k + j, v[j]); }
+    }
+    for (uint p = 0; p < LB / 4; ++p) {
+      uint idx = tid + p * THREADS;
+      vec4 v = vec4(rb[4 * p], rb[4 * p + 1], rb[4 * p + 2], rb[4 * p + 3]);
+      if (TRANS_B) { uint n = idx / (BK / 4), k = (idx % (BK / 4)) * 4; for (uint j = 0; j < 4; ++j) put_b(k + j, n, v[j]); }
+      else { uint k = idx / (BN / 4), n4 = idx % (BN / 4); Bs[k * BS + n4] = v; }
+    }
+  } else {
+    for (uint p = 0; p < LA; ++p) { uvec2 mk = a_coord(tid + p * THREADS); put_a(mk.x, mk.y, ra[p]); }
+    for (uint p = 0; p < LB; ++p) { uvec2 kn = b_coord(tid + p * THREADS); put_b(kn.x, kn.y, rb[p]); }
+  }
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint tx = tid % (BN / 8), ty = tid / (BN / 8);
+  const uint z = gl_WorkGroupID.z;
+  bm = gl_WorkGroupID.y * BM;
+  bn = gl_WorkGroupID.x * BN;
+  base_a = pc.offset_a + z * pc.batch_a;
+  base_b = pc.offset_b + z * pc.batch_b;
+
+  vec4 acc[16];  // row r (0..7) x quad q (0..1) at 2 * r + q
+  for (uint i = 0; i < 16; ++i) acc[i] = vec4(0.0);
+
+  fetch(0);
+  for (uint k0 = 0; k0 < pc.K; k0 += BK) {
+    stash();
+    barrier();
+    if (k0 + BK < pc.K) fetch(k0 + BK);
+    for (uint k = 0; k < BK; ++k) {
+      vec4 a0 = As[k * AS + ty], a1v = As[k * AS + ty + BM / 8];
+      vec4 b0 = Bs[k * BS + tx], b1v = Bs[k * BS + tx + BN / 8];
+      for (uint r = 0; r < 4; ++r) {
+        acc[2 * r] += a0[r] * b0;
+        acc[2 * r + 1] += a0[r] * b1v;
+        acc[2 * r + 8] += a1v[r] * b0;
+        acc[2 * r + 9] += a1v[r] * b1v;
+      }
+    }
+    barrier();
+  }
+
+  const uint base_c = pc.offset_c + z * pc.batch_c;
+  for (uint h = 0; h < 2; ++h) {
+    for (uint r = 0; r < 4; ++r) {
+      uint m = bm + ty * 4 + h * (BM / 2) + r;
+      for (uint q = 0; q < 2; ++q) {
+        uint n = bn + tx * 4 + q * (BN / 2);
+        vec4 v = pc.alpha * acc[2 * r + 8 * h + q];
+        uint at = base_c + m * pc.ldc + n;
+        if (ALIGNED) {
+          if (pc.beta != 0.0) v += pc.beta * c4[at / 4];
+          c4[at / 4] = v;
+        } else if (m < pc.M) {
+          for (uint j = 0; j < 4; ++j) {
+            if (n + j < pc.N) c1[at + j] = pc.beta != 0.0 ? v[j] + pc.beta * c1[at + j] : v[j];
+          }
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,29 @@
+#version 450
+// Row scatter-add along the middle dim of contiguous 3-D f32 views:
+// out[o, index[o', j], k] += src[o, j, k]. Rows may repeat, so float atomics
+// (VK_EXT_shader_atomic_float); rows outside [0, n) are skipped.
+#extension GL_EXT_shader_atomic_float : require
+
+layout(local_size_x_id = 0) in;
+
+layout(push_constant) uniform Params {
+  uint outer, n, m, inner, index_outer;
+  int off_big, off_small, off_index;
+  uint total;  // outer * m * inner
+} pc;
+
+layout(set = 0, binding = 0) buffer Out { float out_[]; };
+layout(set = 0, binding = 1) readonly buffer Src { float src[]; };
+layout(set = 0, binding = 2) readonly buffer Index { uint index[]; };  // i64 as word pairs
+
+void main() {
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < pc.total; i += step) {
+    uint k = i % pc.inner, t = i / pc.inner;
+    uint j = t % pc.m, o = t / pc.m;
+    int at = pc.off_index + int((pc.index_outer == 1 ? 0 : o) * pc.m + j);
+    int row = int(index[2 * at]);
+    if (index[2 * at + 1] != 0u || row < 0 || uint(row) >= pc.n) continue;
+    atomicAdd(out_[pc.off_big + int((o * pc.n + uint(row)) * pc.inner + k)], src[pc.off_small + int(i)]);
+  }
+}

@@ -1,0 +1,44 @@
+#version 450
+// Fused optimizer updates over contiguous f32 tensors: one pass per parameter.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint KIND = 0;  // 0 = SGD, 1 = Adam
+layout(constant_id = 2) const bool MOMENTUM = false;
+layout(constant_id = 3) const bool NESTEROV = false;
+layout(constant_id = 4) const bool FIRST = false;      // SGD: momentum buffer starts as the gradient
+layout(constant_id = 5) const bool DECOUPLED = false;  // AdamW
+
+layout(push_constant) uniform Params {
+  uint n;
+  int off_p, off_g, off_m, off_v;
+  float lr, momentum, dampening, weight_decay, beta1, beta2, eps, c1, c2;  // c1, c2: bias corrections
+} pc;
+
+layout(set = 0, binding = 0) buffer P { float p[]; };
+layout(set = 0, binding = 1) readonly buffer G { float g[]; };
+layout(set = 0, binding = 2) buffer M { float m[]; };
+layout(set = 0, binding = 3) buffer V { float v[]; };
+
+void main() {
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
+    float w = p[pc.off_p + i];
+    float d = g[pc.off_g + i];
+    if (KIND == 0) {
+      if (pc.weight_decay != 0.0) d += pc.weight_decay * w;
+      if (MOMENTUM) {
+        float b = FIRST ? d : pc.momentum * m[pc.off_m + i] + (1.0 - pc.dampening) * d;
+        m[pc.off_m + i] = b;
+        d = NESTEROV ? d + pc.momentum * b : b;
+      }
+      p[pc.off_p + i] = w - pc.lr * d;
+    } else {
+      if (DECOUPLED) w *= 1.0 - pc.lr * pc.weight_decay;
+      else if (pc.weight_decay != 0.0) d += pc.weight_decay * w;
+      float mi = pc.beta1 * m[pc.off_m + i] + (1.0 - pc.beta1) * d;
+      float vi = pc.beta2 * v[pc.off_v + i] + (1.0 - pc.beta2) * d * d;
+      m[pc.off_m + i] = mi;
+      v[pc.off_v + i] = vi;
+      p[pc.off_p + i] = w - pc.lr / pc.c1 * mi / (sqrt(vi / pc.c2) + pc.eps);
+    }
+  }
+}

@@ -1,0 +1,68 @@
+#version 450
+// Counter-based random numbers: element i draws Philox4x32-10 at counter
+// (offset + i, 0, 0) under key = seed, the same mapping as the CPU backend.
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint KIND = 0;  // RandomKind: uniform, normal, bernoulli, randint
+layout(constant_id = 2) const uint DT_OUT = 0;
+
+layout(push_constant) uniform Params {
+  uint n, offset_out;
+  uint seed_lo, seed_hi, counter_lo, counter_hi;
+  float a, b;
+  uint range_lo, range_hi;  // randint: b - a as a 64-bit integer; bernoulli: 24-bit threshold
+  int low_lo, low_hi;       // randint: a as a 64-bit integer
+} pc;
+
+TENSOR(0)
+
+uvec4 philox(uvec2 key, uvec2 counter) {
+  uint c0 = counter.x, c1 = counter.y, c2 = 0u, c3 = 0u, k0 = key.x, k1 = key.y;
+  for (int round = 0; round < 10; ++round) {
+    uint hi0, lo0, hi1, lo1;
+    umulExtended(0xD2511F53u, c0, hi0, lo0);
+    umulExtended(0xCD9E8D57u, c2, hi1, lo1);
+    uint n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c1 = lo1;
+    c3 = lo0;
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return uvec4(c0, c1, c2, c3);
+}
+
+float uniform24(uint r) { return float(r >> 8) * (1.0 / 16777216.0); }
+
+void main() {
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
+    uint carry;
+    uint lo = uaddCarry(pc.counter_lo, i, carry);
+    uvec4 r = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(lo, pc.counter_hi + carry));
+    uint o = pc.offset_out + i;
+    if (KIND == 0) {
+      store0(DT_OUT, o, pc.a + (pc.b - pc.a) * uniform24(r.x));
+    } else if (KIND == 1) {
+      float u1 = 1.0 - uniform24(r.x), u2 = uniform24(r.y);
+      store0(DT_OUT, o, pc.a + pc.b * sqrt(-2.0 * log(u1)) * cos(6.28318530717958647692 * u2));
+    } else if (KIND == 2) {
+      store0(DT_OUT, o, (r.x >> 8) < pc.range_lo ? 1.0 : 0.0);  // threshold from the host: exact
+    } else {
+      uint64_t bits = (uint64_t(r.x) << 32) | uint64_t(r.y);
+      uint64_t range = (uint64_t(pc.range_hi) << 32) | uint64_t(pc.range_lo);
+      int64_t v = ((int64_t(pc.low_hi) << 32) | int64_t(uint(pc.low_lo))) + int64_t(bits % range);
+      if (DT_OUT == DT_I64) {
+        ivec2 w = unpackInt2x32(v);
+        t0u.v[2 * o] = uint(w.x);
+        t0u.v[2 * o + 1] = uint(w.y);
+      } else if (DT_OUT == DT_I32) {
+        t0u.v[o] = uint(int(v));
+      } else {
+        store0(DT_OUT, o, float(v));
+      }
+    }
+  }
+}

@@ -1,0 +1,104 @@
+#version 450
+// Reductions over any set of dims. One workgroup per output (tree in shared
+// memory) when the reduced extent is large, one invocation per output otherwise.
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint OP = 0;  // ReduceOp: sum, mean, max, min, argmax, argmin
+layout(constant_id = 2) const uint DT_OUT = 0;
+layout(constant_id = 3) const uint DT_IN = 0;
+layout(constant_id = 4) const bool PER_GROUP = false;
+
+layout(push_constant) uniform Params {
+  uint n_out, n_red, rank, reduced_mask;
+  int offset_out, offset_in;
+  uint shape[MAX_DIMS];       // input shape
+  int stride_in[MAX_DIMS];
+  int stride_out[MAX_DIMS];   // 0 in reduced dims
+} pc;
+
+TENSOR(0)
+TENSOR(1)
+
+const uint SUM = 0, MEAN = 1, MAX = 2, MIN = 3, ARGMAX = 4, ARGMIN = 5;
+float nan_f() { return uintBitsToFloat(0x7fc00000u); }
+
+// Input offset of reduced element r (walking only the reduced dims).
+int reduced_offset(uint r) {
+  int off = 0;
+  for (int d = int(pc.rank) - 1; d >= 0; --d) {
+    if ((pc.reduced_mask & (1u << d)) == 0) continue;
+    off += int(r % pc.shape[d]) * pc.stride_in[d];
+    r /= pc.shape[d];
+  }
+  return off;
+}
+
+// Input base and output offset of output element o (walking the kept dims).
+void output_offsets(uint o, out int base_in, out int off_out) {
+  base_in = pc.offset_in;
+  off_out = pc.offset_out;
+  for (int d = int(pc.rank) - 1; d >= 0; --d) {
+    if ((pc.reduced_mask & (1u << d)) != 0) continue;
+    int idx = int(o % pc.shape[d]);
+    o /= pc.shape[d];
+    base_in += idx * pc.stride_in[d];
+    off_out += idx * pc.stride_out[d];
+  }
+}
+
+float combine(float acc, float v) {
+  if (OP == SUM || OP == MEAN) return acc + v;
+  if (is_nan_f(acc) || is_nan_f(v)) return nan_f();
+  return OP == MAX ? max(acc, v) : min(acc, v);
+}
+float identity() {
+  if (OP == MAX) return uintBitsToFloat(0xff800000u);
+  if (OP == MIN) return uintBitsToFloat(0x7f800000u);
+  return 0.0;
+}
+float finish(float acc) { return OP == MEAN ? acc / float(pc.n_red) : acc; }
+
+shared float partial[gl_WorkGroupSize.x];
+
+void main() {
+  if (PER_GROUP) {
+    const uint o = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    if (o >= pc.n_out) return;  // uniform per group
+    int base, off_out;
+    output_offsets(o, base, off_out);
+    float acc = identity();
+    for (uint r = gl_LocalInvocationID.x; r < pc.n_red; r += gl_WorkGroupSize.x)
+      acc = combine(acc, load1(DT_IN, base + reduced_offset(r)));
+    partial[gl_LocalInvocationID.x] = acc;
+    barrier();
+    for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
+      if (gl_LocalInvocationID.x < s)
+        partial[gl_LocalInvocationID.x] = combine(partial[gl_LocalInvocationID.x], partial[gl_LocalInvocationID.x + s]);
+      barrier();
+    }
+    if (gl_LocalInvocationID.x == 0) store0(DT_OUT, off_out, finish(partial[0]));
+    return;
+  }
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint o = gl_GlobalInvocationID.x; o < pc.n_out; o += step) {
+    int base, off_out;
+    output_offsets(o, base, off_out);
+    if (OP == ARGMAX || OP == ARGMIN) {
+      // One reduced dim: the first extreme wins; NaN counts as the extreme.
+      float best = load1(DT_IN, base);
+      uint best_i = 0;
+      for (uint r = 1; r < pc.n_red; ++r) {
+        float v = load1(DT_IN, base + reduced_offset(r));
+        bool better = OP == ARGMAX ? v > best : v < best;
+        if (better || (is_nan_f(v) && !is_nan_f(best))) { best = v; best_i = r; }
+      }
+      t0u.v[2 * off_out] = best_i;
+      t0u.v[2 * off_out + 1] = 0u;
+    } else {
+      float acc = identity();
+      for (uint r = 0; r < pc.n_red; ++r) acc = combine(acc, load1(DT_IN, base + reduced_offset(r)));
+      store0(DT_OUT, off_out, finish(acc));
+    }
+  }
+}

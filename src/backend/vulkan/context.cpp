@@ -1,0 +1,165 @@
+// Instance creation, device ordering and logical-device setup.
+#include "context.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+#include "rumus/core/error.hpp"
+
+VULKAN_HPP_DEFAULT_DISPATCH_LOADER_DYNAMIC_STORAGE
+
+namespace rumus {
+
+namespace vulkan {
+
+namespace {
+
+int type_rank(vk::PhysicalDeviceType t) {
+  switch (t) {
+    case vk::PhysicalDeviceType::eDiscreteGpu: return 0;
+    case vk::PhysicalDeviceType::eIntegratedGpu: return 1;
+    case vk::PhysicalDeviceType::eVirtualGpu: return 2;
+    case vk::PhysicalDeviceType::eCpu: return 4;
+    default: return 3;
+  }
+}
+
+Instance make_instance() {
+  VULKAN_HPP_DEFAULT_DISPATCHER.init(vkGetInstanceProcAddr);
+  vk::ApplicationInfo app{.pApplicationName = "rumus", .pEngineName = "rumus", .apiVersion = VK_API_VERSION_1_2};
+  Instance inst;
+  try {
+    inst.instance = vk::createInstance(vk::InstanceCreateInfo{.pApplicationInfo = &app});
+  } catch (const vk::SystemError& e) {
+    throw DeviceError(std::string("vulkan: no Vulkan device: no driver could be loaded (vkCreateInstance: ") + e.what() +
+                      "); install a driver, e.g. mesa-vulkan-drivers for the CPU driver lavapipe");
+  }
+  VULKAN_HPP_DEFAULT_DISPATCHER.init(inst.instance);
+  auto all = inst.instance.enumeratePhysicalDevices();
+  std::vector<vk::PhysicalDevice> ordered(all.begin(), all.end());
+  std::stable_sort(ordered.begin(), ordered.end(), [](vk::PhysicalDevice a, vk::PhysicalDevice b) {
+    return type_rank(a.getProperties().deviceType) < type_rank(b.getProperties().deviceType);
+  });
+  if (const char* env = std::getenv("RUMUS_VULKAN_DEVICE"); env && *env) {
+    char* end = nullptr;
+    long want = std::strtol(env, &end, 10);
+    if (*end != '\0' || want < 0 || want >= long(all.size()))
+      throw DeviceError("vulkan: RUMUS_VULKAN_DEVICE must be an index in [0, " + std::to_string(all.size()) +
+                        ") of the driver's device list, got \"" + env + "\"");
+    auto it = std::find(ordered.begin(), ordered.end(), all[std::size_t(want)]);
+    std::rotate(ordered.begin(), it, it + 1);
+  }
+  inst.devices = std::move(ordered);
+  return inst;
+}
+
+}  // namespace
+
+Instance& instance() {
+  // Leaked on purpose: tensors may be freed during static destruction.
+  static Instance* inst = new Instance(make_instance());
+  return *inst;
+}
+
+std::uint32_t Context::memory_type(std::uint32_t bits, vk::MemoryPropertyFlags required,
+                                   vk::MemoryPropertyFlags preferred) const {
+  int fallback = -1;
+  for (std::uint32_t i = 0; i < memory.memoryTypeCount; ++i) {
+    if (!(bits & (1u << i))) continue;
+    auto flags = memory.memoryTypes[i].propertyFlags;
+    if ((flags & required) != required) continue;
+    if ((flags & preferred) == preferred) return i;
+    if (fallback < 0) fallback = int(i);
+  }
+  if (fallback < 0) throw DeviceError("vulkan: " + name + " has no memory type with the flags " + vk::to_string(required));
+  return std::uint32_t(fallback);
+}
+
+Context::Context(int index) {
+  auto& inst = instance();
+  const std::string dev = "vulkan:" + std::to_string(index);
+  if (inst.devices.empty())
+    throw DeviceError(dev + ": no Vulkan device found (a CPU driver such as lavapipe comes with mesa-vulkan-drivers)");
+  if (index < 0 || index >= int(inst.devices.size()))
+    throw DeviceError(dev + ": device index out of range: " + std::to_string(inst.devices.size()) +
+                      " Vulkan device(s) found");
+  physical = inst.devices[std::size_t(index)];
+  properties = physical.getProperties();
+  memory = physical.getMemoryProperties();
+  name = properties.deviceName.data();
+
+  auto families = physical.getQueueFamilyProperties();
+  queue_family = ~0u;
+  for (std::uint32_t i = 0; i < families.size() && queue_family == ~0u; ++i)
+    if (families[i].queueFlags & vk::QueueFlagBits::eCompute) queue_family = i;
+  if (queue_family == ~0u) throw DeviceError("vulkan: " + name + " has no compute queue");
+
+  bool has_push = false, has_atomic_float = false;
+  for (auto& e : physical.enumerateDeviceExtensionProperties()) {
+    std::string ext = e.extensionName.data();
+    if (ext == VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) has_push = true;
+    if (ext == VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME) has_atomic_float = true;
+  }
+  if (!has_push) throw DeviceError("vulkan: " + name + " lacks " VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+
+  // Features the shaders use: 8/16-bit storage for u8/f16/bf16 tensors, 64-bit types for f64/i64.
+  auto chain = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features,
+                                     vk::PhysicalDeviceVulkan12Features>();
+  auto& f10 = chain.get<vk::PhysicalDeviceFeatures2>().features;
+  auto& f11 = chain.get<vk::PhysicalDeviceVulkan11Features>();
+  auto& f12 = chain.get<vk::PhysicalDeviceVulkan12Features>();
+  auto need = [&](bool ok, const char* feature) {
+    if (!ok) throw DeviceError("vulkan: " + name + " lacks the feature " + feature);
+  };
+  need(f10.shaderInt64, "shaderInt64");
+  need(f10.shaderFloat64, "shaderFloat64");
+  need(f11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
+  need(f12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
+
+  vk::PhysicalDeviceFeatures2 want10{.features = {.shaderFloat64 = true, .shaderInt64 = true}};
+  vk::PhysicalDeviceVulkan11Features want11{.storageBuffer16BitAccess = true};
+  vk::PhysicalDeviceVulkan12Features want12{.storageBuffer8BitAccess = true};
+  want10.pNext = &want11;
+  want11.pNext = &want12;
+  vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT want_atomic{.shaderBufferFloat32AtomicAdd = true};
+  std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  if (has_atomic_float) {
+    auto af = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>();
+    float_atomics = af.get<vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>().shaderBufferFloat32AtomicAdd;
+  }
+  if (float_atomics) {
+    want12.pNext = &want_atomic;
+    extensions.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME);
+  }
+  float priority = 1.0f;
+  vk::DeviceQueueCreateInfo queue_info{.queueFamilyIndex = queue_family, .queueCount = 1,
+                                       .pQueuePriorities = &priority};
+  device = physical.createDevice(vk::DeviceCreateInfo{.pNext = &want10,
+                                                      .queueCreateInfoCount = 1,
+                                                      .pQueueCreateInfos = &queue_info,
+                                                      .enabledExtensionCount = std::uint32_t(extensions.size()),
+                                                      .ppEnabledExtensionNames = extensions.data()});
+  queue = device.getQueue(queue_family, 0);
+  auto sub = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties>();
+  subgroup_size = sub.get<vk::PhysicalDeviceSubgroupProperties>().subgroupSize;
+}
+
+Context::~Context() {
+  device.waitIdle();
+  device.destroy();
+}
+
+}  // namespace vulkan
+
+int best_vulkan_device_index() {
+  try {
+    auto& inst = vulkan::instance();
+    for (std::size_t i = 0; i < inst.devices.size(); ++i)
+      if (inst.devices[i].getProperties().deviceType != vk::PhysicalDeviceType::eCpu) return int(i);
+  } catch (const Error&) {
+  }
+  return -1;
+}
+
+}  // namespace rumus

@@ -1,0 +1,43 @@
+#pragma once
+// One Vulkan instance per process; one Context (logical device + queue) per
+// physical device in use.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vk.hpp"
+
+namespace rumus::vulkan {
+
+// Physical devices in rumus order: RUMUS_VULKAN_DEVICE=<index> first if set,
+// then discrete GPUs, integrated, virtual, others, CPU (software) last.
+struct Instance {
+  vk::Instance instance;
+  std::vector<vk::PhysicalDevice> devices;
+};
+// Throws DeviceError when no loader, driver or device is present.
+Instance& instance();
+
+class Context {
+ public:
+  explicit Context(int index);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  vk::PhysicalDevice physical;
+  vk::Device device;
+  vk::Queue queue;
+  std::uint32_t queue_family = 0;
+  vk::PhysicalDeviceProperties properties;
+  vk::PhysicalDeviceMemoryProperties memory;
+  std::uint32_t subgroup_size = 32;
+  bool float_atomics = false;  // VK_EXT_shader_atomic_float: shaderBufferFloat32AtomicAdd
+  std::string name;
+
+  // A memory type with all `required` flags (and `preferred` ones if possible).
+  std::uint32_t memory_type(std::uint32_t type_bits, vk::MemoryPropertyFlags required,
+                            vk::MemoryPropertyFlags preferred = {}) const;
+};
+
+}  // namespace rumus::vulkan

@@ -1,0 +1,188 @@
+// Host side of the network kernels: conv lowering, pooling, softmax, row
+// gathers and scatters.
+#include <bit>
+
+#include "rumus/core/error.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+
+namespace {
+constexpr std::uint32_t kLocal = 256;
+
+struct ConvPush {
+  std::uint32_t batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w;
+  std::int32_t pad_h, pad_w;
+  std::uint32_t dilation_h, dilation_w, out_h, out_w;
+  std::int32_t in_offset, cols_offset;
+  std::int32_t in_stride[4];
+  std::int32_t cols_stride[3];
+  std::uint32_t total;
+};
+
+struct PoolPush {
+  std::uint32_t planes, height, width, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w;
+  std::int32_t pad_h, pad_w;
+  std::uint32_t dilation_h, dilation_w, count_include_pad;
+  std::int32_t off0, off1, off2;
+  std::uint32_t total;
+};
+
+struct SoftmaxPush {
+  std::uint32_t rows, cols;
+  std::int32_t off0, off1, off2;
+};
+
+struct IndexPush {
+  std::uint32_t outer, n, m, inner, index_outer;
+  std::int32_t off_big, off_small, off_index;
+  std::uint32_t total;
+};
+
+void check_float(const char* op, DType t) {
+  if (t == DType::f64) throw DTypeError(std::string(op) + ": the Vulkan backend computes in f32, got f64");
+}
+
+void require_contiguous(const char* op, TensorArg t) {
+  if (!t.layout->is_contiguous()) throw Error(std::string(op) + ": the Vulkan kernel needs contiguous operands");
+}
+
+ConvPush conv_push(const Conv2dGeometry& g, TensorArg image, TensorArg cols, std::int64_t total) {
+  ConvPush pc{std::uint32_t(g.batch), std::uint32_t(g.channels), std::uint32_t(g.height), std::uint32_t(g.width),
+              std::uint32_t(g.kernel_h), std::uint32_t(g.kernel_w), std::uint32_t(g.stride_h),
+              std::uint32_t(g.stride_w), std::int32_t(g.pad_h), std::int32_t(g.pad_w), std::uint32_t(g.dilation_h),
+              std::uint32_t(g.dilation_w), std::uint32_t(g.out_h), std::uint32_t(g.out_w),
+              std::int32_t(image.layout->offset), std::int32_t(cols.layout->offset), {}, {}, std::uint32_t(total)};
+  for (int d = 0; d < 4; ++d) pc.in_stride[d] = std::int32_t(image.layout->strides[d]);
+  for (int d = 0; d < 3; ++d) pc.cols_stride[d] = std::int32_t(cols.layout->strides[d]);
+  return pc;
+}
+
+PoolPush pool_push(const Pool2dParams& p, std::int64_t total) {
+  return {std::uint32_t(p.planes), std::uint32_t(p.height), std::uint32_t(p.width), std::uint32_t(p.out_h),
+          std::uint32_t(p.out_w), std::uint32_t(p.kernel_h), std::uint32_t(p.kernel_w), std::uint32_t(p.stride_h),
+          std::uint32_t(p.stride_w), std::int32_t(p.pad_h), std::int32_t(p.pad_w), std::uint32_t(p.dilation_h),
+          std::uint32_t(p.dilation_w), p.count_include_pad ? 1u : 0u, 0, 0, 0, std::uint32_t(total)};
+}
+
+// Workgroup size for one row of `cols`: a power of two in [32, 256].
+std::uint32_t row_group(std::int64_t cols) {
+  return std::uint32_t(std::clamp<std::int64_t>(std::int64_t(std::bit_ceil(std::uint64_t(std::max<std::int64_t>(cols, 1)))), 32, 256));
+}
+}  // namespace
+
+void VulkanBackend::im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) {
+  check_float("im2col", in.dtype);
+  const std::int64_t total = cols.layout->numel();
+  if (total == 0) return;
+  ConvPush pc = conv_push(g, in, cols, total);
+  Operand ops[] = {{cols, true}, {in, false}};
+  launch("conv", {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
+}
+
+void VulkanBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) {
+  check_float("col2im", out.dtype);
+  require_contiguous("col2im", out);
+  const std::int64_t total = out.layout->numel();
+  if (total == 0) return;
+  ConvPush pc = conv_push(g, out, cols, total);
+  Operand ops[] = {{out, true}, {cols, false}};
+  launch("conv", {kLocal, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
+}
+
+void VulkanBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) {
+  check_float("pool2d_forward", in.dtype);
+  require_contiguous("pool2d_forward", out);
+  require_contiguous("pool2d_forward", in);
+  const std::int64_t total = out.layout->numel();
+  if (total == 0) return;
+  const bool max = p.kind == PoolKind::max;
+  PoolPush pc = pool_push(p, total);
+  pc.off0 = std::int32_t(out.layout->offset);
+  pc.off1 = std::int32_t(in.layout->offset);
+  pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
+  Operand ops[] = {{out, true}, {in, false}, {max ? indices : out, max}};
+  launch("pool", {kLocal, std::uint32_t(p.kind), 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+         groups_for(total, kLocal));
+}
+
+void VulkanBackend::pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) {
+  check_float("pool2d_backward", grad_in.dtype);
+  require_contiguous("pool2d_backward", grad_in);
+  require_contiguous("pool2d_backward", grad_out);
+  const std::int64_t total = grad_in.layout->numel();
+  if (total == 0) return;
+  const bool max = p.kind == PoolKind::max;
+  PoolPush pc = pool_push(p, total);
+  pc.off0 = std::int32_t(grad_in.layout->offset);
+  pc.off1 = std::int32_t(grad_out.layout->offset);
+  pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
+  Operand ops[] = {{grad_in, true}, {grad_out, false}, {max ? indices : grad_out, false}};
+  launch("pool", {kLocal, std::uint32_t(p.kind), 1, std::uint32_t(grad_in.dtype)}, ops, &pc, sizeof pc,
+         groups_for(total, kLocal));
+}
+
+void VulkanBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
+  check_float("softmax_forward", in.dtype);
+  require_contiguous("softmax_forward", out);
+  require_contiguous("softmax_forward", in);
+  const std::int64_t cols = in.layout->shape.back(), rows = cols ? in.layout->numel() / cols : 0;
+  if (rows == 0) return;
+  SoftmaxPush pc{std::uint32_t(rows), std::uint32_t(cols), std::int32_t(out.layout->offset),
+                 std::int32_t(in.layout->offset), 0};
+  Operand ops[] = {{out, true}, {in, false}};
+  std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
+  launch("softmax", {row_group(cols), log, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, gx, gy);
+}
+
+void VulkanBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) {
+  check_float("softmax_backward", out.dtype);
+  require_contiguous("softmax_backward", grad_in);
+  require_contiguous("softmax_backward", grad_out);
+  require_contiguous("softmax_backward", out);
+  const std::int64_t cols = out.layout->shape.back(), rows = cols ? out.layout->numel() / cols : 0;
+  if (rows == 0) return;
+  SoftmaxPush pc{std::uint32_t(rows), std::uint32_t(cols), std::int32_t(grad_in.layout->offset),
+                 std::int32_t(grad_out.layout->offset), std::int32_t(out.layout->offset)};
+  Operand ops[] = {{grad_in, true}, {grad_out, false}, {out, false}};
+  std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
+  launch("softmax", {row_group(cols), log, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, gx, gy);
+}
+
+namespace {
+IndexPush index_push(const char* op, TensorArg big, TensorArg small, TensorArg index) {
+  require_contiguous(op, big);
+  require_contiguous(op, small);
+  require_contiguous(op, index);
+  if (index.dtype != DType::i64) throw DTypeError(std::string(op) + ": the Vulkan kernel needs i64 indices");
+  const Shape& b = big.layout->shape;
+  const Shape& s = small.layout->shape;
+  const Shape& i = index.layout->shape;
+  if (b.size() != 3 || s.size() != 3 || i.size() != 2)
+    throw Error(std::string(op) + ": the Vulkan kernel needs 3-D views and a 2-D index");
+  return {std::uint32_t(b[0]), std::uint32_t(b[1]), std::uint32_t(s[1]), std::uint32_t(b[2]), std::uint32_t(i[0]),
+          std::int32_t(big.layout->offset), std::int32_t(small.layout->offset), std::int32_t(index.layout->offset),
+          std::uint32_t(small.layout->numel())};
+}
+}  // namespace
+
+void VulkanBackend::index_select(TensorArg out, TensorArg src, TensorArg index) {
+  IndexPush pc = index_push("index_select", src, out, index);
+  if (pc.total == 0) return;
+  Operand ops[] = {{out, true}, {src, false}, {index, false}};
+  launch("index_select", {kLocal, std::uint32_t(out.dtype), std::uint32_t(dtype_size(out.dtype))}, ops, &pc,
+         sizeof pc, groups_for(pc.total, kLocal));
+}
+
+void VulkanBackend::index_add(TensorArg out, TensorArg index, TensorArg src) {
+  if (src.dtype != DType::f32 || out.dtype != DType::f32)
+    throw DTypeError("index_add: the Vulkan kernel adds f32 rows, got " + std::string(dtype_name(src.dtype)));
+  if (!ctx_->float_atomics)
+    throw DeviceError("index_add: " + ctx_->name + " lacks float atomics (VK_EXT_shader_atomic_float)");
+  IndexPush pc = index_push("index_add", out, src, index);
+  if (pc.total == 0) return;
+  Operand ops[] = {{out, true}, {src, false}, {index, false}};
+  launch("index_add", {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
+}
+
+}  // namespace rumus::vulkan

@@ -1,0 +1,73 @@
+// Host side of random.comp (Philox, same stream as the CPU) and optim.comp.
+#include <cmath>
+
+#include "rumus/core/error.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+
+namespace {
+constexpr std::uint32_t kLocal = 256;
+
+struct RandomPush {
+  std::uint32_t n, offset_out, seed_lo, seed_hi, counter_lo, counter_hi;
+  float a, b;
+  std::uint32_t range_lo, range_hi;
+  std::int32_t low_lo, low_hi;
+};
+
+struct OptimPush {
+  std::uint32_t n;
+  std::int32_t off_p, off_g, off_m, off_v;
+  float lr, momentum, dampening, weight_decay, beta1, beta2, eps, c1, c2;
+};
+
+bool dense_f32(TensorArg t) { return t.dtype == DType::f32 && t.layout->is_contiguous(); }
+}  // namespace
+
+void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
+                           double b) {
+  if (!out.layout->is_contiguous()) throw Error("random: the Vulkan kernel needs a contiguous output");
+  const std::int64_t n = out.layout->numel();
+  if (n == 0) return;
+  RandomPush pc{std::uint32_t(n), std::uint32_t(out.layout->offset), std::uint32_t(seed), std::uint32_t(seed >> 32),
+                std::uint32_t(offset), std::uint32_t(offset >> 32), float(a), float(b), 0, 0, 0, 0};
+  if (kind == RandomKind::bernoulli) {
+    // Draw k (24 bits) gives 1 when k / 2^24 < a, i.e. k < ceil(a * 2^24): the CPU's test, exactly.
+    pc.range_lo = std::uint32_t(std::clamp(std::ceil(a * 16777216.0), 0.0, 16777216.0));
+  } else if (kind == RandomKind::randint) {
+    std::uint64_t range = std::uint64_t(b - a);
+    std::int64_t low = std::int64_t(a);
+    pc.range_lo = std::uint32_t(range);
+    pc.range_hi = std::uint32_t(range >> 32);
+    pc.low_lo = std::int32_t(std::uint32_t(std::uint64_t(low)));
+    pc.low_hi = std::int32_t(std::uint32_t(std::uint64_t(low) >> 32));
+  }
+  Operand ops[] = {{out, true}};
+  launch("random", {kLocal, std::uint32_t(kind), std::uint32_t(out.dtype)}, ops, &pc, sizeof pc,
+         groups_for(n, kLocal));
+}
+
+void VulkanBackend::sgd_step(const SgdStep& s, TensorArg param, TensorArg grad, TensorArg buf) {
+  const bool momentum = s.momentum != 0;
+  if (!dense_f32(param) || !dense_f32(grad) || (momentum && !dense_f32(buf)))
+    return Backend::sgd_step(s, param, grad, buf);  // composed from pointwise kernels, still on the device
+  OptimPush pc{std::uint32_t(param.layout->numel()), std::int32_t(param.layout->offset),
+               std::int32_t(grad.layout->offset), std::int32_t(momentum ? buf.layout->offset : 0), 0,
+               float(s.lr), float(s.momentum), float(s.dampening), float(s.weight_decay), 0, 0, 0, 1, 1};
+  Operand ops[] = {{param, true}, {grad, false}, {momentum ? buf : param, momentum}, {param, false}};
+  launch("optim", {kLocal, 0, momentum, s.nesterov, s.first, 0}, ops, &pc, sizeof pc, groups_for(pc.n, kLocal));
+}
+
+void VulkanBackend::adam_step(const AdamStep& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
+  if (!dense_f32(param) || !dense_f32(grad) || !dense_f32(m) || !dense_f32(v))
+    return Backend::adam_step(s, param, grad, m, v);
+  OptimPush pc{std::uint32_t(param.layout->numel()), std::int32_t(param.layout->offset),
+               std::int32_t(grad.layout->offset), std::int32_t(m.layout->offset), std::int32_t(v.layout->offset),
+               float(s.lr), 0, 0, float(s.weight_decay), float(s.beta1), float(s.beta2), float(s.eps),
+               float(1.0 - std::pow(s.beta1, double(s.step))), float(1.0 - std::pow(s.beta2, double(s.step)))};
+  Operand ops[] = {{param, true}, {grad, false}, {m, true}, {v, true}};
+  launch("optim", {kLocal, 1, 0, 0, 0, s.decoupled}, ops, &pc, sizeof pc, groups_for(pc.n, kLocal));
+}
+
+}  // namespace rumus::vulkan

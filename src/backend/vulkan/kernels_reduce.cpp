@@ -1,0 +1,65 @@
+// Host side of reduce.comp.
+#include "rumus/core/error.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+
+namespace {
+constexpr int kMaxDims = 6;
+constexpr std::uint32_t kLocal = 256;
+constexpr std::int64_t kSerialLimit = 64;  // reduced extents up to this run one invocation per output
+
+struct ReducePush {
+  std::uint32_t n_out, n_red, rank, reduced_mask;
+  std::int32_t offset_out, offset_in;
+  std::uint32_t shape[kMaxDims];
+  std::int32_t stride_in[kMaxDims];
+  std::int32_t stride_out[kMaxDims];
+};
+}  // namespace
+
+void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
+  if (in.dtype == DType::f64)
+    throw DTypeError("reduce: the Vulkan backend computes in f32, got f64 (cast to f32 first)");
+  const Layout& li = *in.layout;
+  const Layout& lo = *out.layout;
+  ReducePush pc{};
+  pc.offset_out = std::int32_t(lo.offset);
+  pc.offset_in = std::int32_t(li.offset);
+  std::int64_t n_red = 1;
+  int nd = 0;
+  for (std::size_t d = 0; d < li.shape.size(); ++d) {
+    if (li.shape[d] == 1) continue;  // size-1 dims change no offset
+    if (nd == kMaxDims)
+      throw DeviceError("reduce: the Vulkan kernel takes at most 6 non-trivial dims, got shape " + shape_str(li.shape));
+    pc.shape[nd] = std::uint32_t(li.shape[d]);
+    pc.stride_in[nd] = std::int32_t(li.strides[d]);
+    if (lo.shape[d] == 1) {
+      pc.reduced_mask |= 1u << nd;
+      n_red *= li.shape[d];
+    } else {
+      pc.stride_out[nd] = std::int32_t(lo.strides[d]);
+    }
+    ++nd;
+  }
+  pc.rank = std::uint32_t(nd);
+  const std::int64_t n_out = lo.numel();
+  if (n_out == 0) return;
+  pc.n_out = std::uint32_t(n_out);
+  pc.n_red = std::uint32_t(n_red);
+  const bool is_arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
+  if (is_arg && std::popcount(pc.reduced_mask) > 1) throw Error("reduce: argmax/argmin reduce over one dim");
+  const bool per_group = !is_arg && n_red > kSerialLimit;
+  std::vector<std::uint32_t> spec = {kLocal, std::uint32_t(op), std::uint32_t(out.dtype), std::uint32_t(in.dtype),
+                                     per_group ? 1u : 0u};
+  Operand ops[] = {{out, true}, {in, false}};
+  if (per_group) {
+    std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(n_out, 65535));
+    std::uint32_t gy = std::uint32_t((n_out + gx - 1) / gx);
+    launch("reduce", spec, ops, &pc, sizeof pc, gx, gy);
+  } else {
+    launch("reduce", spec, ops, &pc, sizeof pc, groups_for(n_out, kLocal));
+  }
+}
+
+}  // namespace rumus::vulkan

@@ -1,0 +1,62 @@
+// Shader modules from the embedded SPIR-V, pipelines keyed by specialization.
+#include "pipelines.hpp"
+
+#include <span>
+#include <string_view>
+#include <utility>
+
+#include "rumus/core/error.hpp"
+
+namespace rumus::vulkan {
+
+extern const std::pair<std::string_view, std::span<const std::uint32_t>> kEmbeddedShaders[];
+extern const std::size_t kEmbeddedShaderCount;
+
+Pipelines::Pipelines(Context& ctx) : ctx_(ctx) {
+  vk::DescriptorSetLayoutBinding bindings[kMaxBindings];
+  for (std::uint32_t i = 0; i < kMaxBindings; ++i)
+    bindings[i] = vk::DescriptorSetLayoutBinding{.binding = i, .descriptorType = vk::DescriptorType::eStorageBuffer, .descriptorCount = 1,
+                   .stageFlags = vk::ShaderStageFlagBits::eCompute};
+  set_layout_ = ctx_.device.createDescriptorSetLayout(
+      {.flags = vk::DescriptorSetLayoutCreateFlagBits::ePushDescriptorKHR, .bindingCount = kMaxBindings,
+       .pBindings = bindings});
+  vk::PushConstantRange range{.stageFlags = vk::ShaderStageFlagBits::eCompute, .offset = 0, .size = kPushBytes};
+  layout_ = ctx_.device.createPipelineLayout(
+      {.setLayoutCount = 1, .pSetLayouts = &set_layout_, .pushConstantRangeCount = 1, .pPushConstantRanges = &range});
+}
+
+Pipelines::~Pipelines() {
+  for (auto& [key, p] : pipelines_) ctx_.device.destroyPipeline(p);
+  for (auto& [name, m] : modules_) ctx_.device.destroyShaderModule(m);
+  ctx_.device.destroyPipelineLayout(layout_);
+  ctx_.device.destroyDescriptorSetLayout(set_layout_);
+}
+
+vk::Pipeline Pipelines::get(const std::string& shader, const std::vector<std::uint32_t>& spec) {
+  auto key = std::make_pair(shader, spec);
+  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+
+  auto mod = modules_.find(shader);
+  if (mod == modules_.end()) {
+    std::span<const std::uint32_t> code;
+    for (std::size_t i = 0; i < kEmbeddedShaderCount; ++i)
+      if (kEmbeddedShaders[i].first == shader) code = kEmbeddedShaders[i].second;
+    if (code.empty()) throw DeviceError("vulkan: no embedded shader named " + shader);
+    mod = modules_.emplace(shader, ctx_.device.createShaderModule({.codeSize = code.size_bytes(), .pCode = code.data()}))
+              .first;
+  }
+  std::vector<vk::SpecializationMapEntry> entries(spec.size());
+  for (std::uint32_t i = 0; i < spec.size(); ++i) entries[i] = vk::SpecializationMapEntry{.constantID = i, .offset = 4 * i, .size = 4};
+  vk::SpecializationInfo info{.mapEntryCount = std::uint32_t(entries.size()), .pMapEntries = entries.data(),
+                              .dataSize = spec.size() * 4, .pData = spec.data()};
+  vk::ComputePipelineCreateInfo create{
+      .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = mod->second, .pName = "main",
+                .pSpecializationInfo = &info},
+      .layout = layout_};
+  auto [result, pipeline] = ctx_.device.createComputePipeline(nullptr, create);
+  if (result != vk::Result::eSuccess) throw DeviceError("vulkan: creating a pipeline for " + shader + " failed");
+  pipelines_.emplace(std::move(key), pipeline);
+  return pipeline;
+}
+
+}  // namespace rumus::vulkan

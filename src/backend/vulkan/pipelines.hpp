@@ -1,0 +1,33 @@
+#pragma once
+// Compute pipelines built once per (shader, specialization constants) and
+// cached for the device's lifetime. All share one layout: kMaxBindings
+// storage buffers through push descriptors and kPushBytes of push constants.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+
+namespace rumus::vulkan {
+
+constexpr std::uint32_t kMaxBindings = 4;
+constexpr std::uint32_t kPushBytes = 128;  // the minimum every device guarantees (lavapipe's limit)
+
+class Pipelines {
+ public:
+  explicit Pipelines(Context& ctx);
+  ~Pipelines();
+  // `spec` gives constant_id 0, 1, ... in order (0 is the workgroup size by convention).
+  vk::Pipeline get(const std::string& shader, const std::vector<std::uint32_t>& spec);
+  vk::PipelineLayout layout() const { return layout_; }
+
+ private:
+  Context& ctx_;
+  vk::DescriptorSetLayout set_layout_;
+  vk::PipelineLayout layout_;
+  std::map<std::string, vk::ShaderModule> modules_;
+  std::map<std::pair<std::string, std::vector<std::uint32_t>>, vk::Pipeline> pipelines_;
+};
+
+}  // namespace rumus::vulkan

@@ -1,0 +1,65 @@
+#pragma once
+// The command stream of one device: kernels and copies record into the
+// current command buffer; it is submitted at a host read, synchronize(), or
+// once kBatchLimit commands are queued. Each submission gets a serial; its
+// fence tells when buffers it used may be reused.
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <unordered_set>
+#include <vector>
+
+#include "allocator.hpp"
+#include "context.hpp"
+
+namespace rumus::vulkan {
+
+struct Binding {
+  const Allocation* allocation;
+  bool written;
+};
+
+class Stream {
+ public:
+  static constexpr std::uint32_t kBatchLimit = 1024;
+
+  explicit Stream(Context& ctx);
+  ~Stream();
+
+  void dispatch(vk::Pipeline pipeline, vk::PipelineLayout layout, std::span<const Binding> bindings,
+                const void* push, std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy = 1,
+                std::uint32_t gz = 1);
+  void copy(const Allocation& src, std::size_t src_offset, const Allocation& dst, std::size_t dst_offset,
+            std::size_t nbytes);
+  void fill_zero(const Allocation& dst);
+
+  // Serial of the batch being recorded (the one a release now must wait for).
+  std::uint64_t recording_serial() const { return next_serial_; }
+  std::uint64_t completed_serial();
+  void submit();          // no-op when nothing is recorded
+  void wait_all();        // submit, then wait for everything
+  std::uint64_t submits() const { return submits_; }
+
+ private:
+  struct Batch {
+    vk::CommandBuffer cmd;
+    vk::Fence fence;
+    std::uint64_t serial;
+  };
+  vk::CommandBuffer current();
+  // Inserts a barrier when this access conflicts with one since the last barrier.
+  void order(std::span<const Binding> access);
+  static std::uint64_t key(const Allocation& a) { return (std::uint64_t(a.block) << 44) | a.offset; }
+
+  Context& ctx_;
+  vk::CommandPool pool_;
+  std::vector<Batch> idle_;
+  std::deque<Batch> in_flight_;
+  Batch recording_{};
+  bool active_ = false;
+  std::uint32_t commands_ = 0;
+  std::uint64_t next_serial_ = 1, completed_ = 0, submits_ = 0;
+  std::unordered_set<std::uint64_t> read_, written_;
+};
+
+}  // namespace rumus::vulkan

@@ -1,0 +1,119 @@
+// Vulkan backend: device memory, host transfers through staging, and the
+// glue every kernel uses to record a dispatch.
+#include "vulkan_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "rumus/core/error.hpp"
+
+namespace rumus {
+
+std::unique_ptr<Backend> make_vulkan_backend(int index) { return std::make_unique<vulkan::VulkanBackend>(index); }
+
+namespace vulkan {
+
+namespace {
+constexpr std::size_t kDeviceBlock = std::size_t(64) << 20;
+constexpr std::size_t kStagingBlock = std::size_t(16) << 20;
+}  // namespace
+
+std::uint32_t groups_for(std::int64_t n, std::uint32_t local) {
+  std::int64_t g = (n + local - 1) / local;
+  return std::uint32_t(std::clamp<std::int64_t>(g, 1, 65535));
+}
+
+VulkanBackend::VulkanBackend(int index) : index_(index) {
+  try {
+    ctx_ = std::make_unique<Context>(index);
+    memory_ = std::make_unique<Allocator>(*ctx_, false, kDeviceBlock);
+    staging_ = std::make_unique<Allocator>(*ctx_, true, kStagingBlock);
+    pipelines_ = std::make_unique<Pipelines>(*ctx_);
+    stream_ = std::make_unique<Stream>(*ctx_);
+  } catch (const vk::SystemError& e) {
+    throw DeviceError("vulkan:" + std::to_string(index) + ": device setup failed: " + e.what());
+  }
+}
+
+VulkanBackend::~VulkanBackend() {
+  stream_.reset();
+  pipelines_.reset();
+  staging_.reset();
+  memory_.reset();
+}
+
+void VulkanBackend::release_finished() {
+  std::uint64_t done = stream_->completed_serial();
+  memory_->collect(done);
+  staging_->collect(done);
+}
+
+void* VulkanBackend::allocate(std::size_t nbytes) {
+  std::lock_guard lk(mu_);
+  release_finished();
+  return memory_->allocate(nbytes);
+}
+
+void VulkanBackend::deallocate(void* data, std::size_t) {
+  std::lock_guard lk(mu_);
+  memory_->release(static_cast<Allocation*>(data), stream_->recording_serial());
+}
+
+void VulkanBackend::write(Storage& dst, std::size_t off, const void* src, std::size_t n) {
+  if (n == 0) return;
+  std::lock_guard lk(mu_);
+  // Staged and recorded in order with the kernels: no submission needed here.
+  Allocation* stage = staging_->allocate(n);
+  std::memcpy(stage->mapped, src, n);
+  stream_->copy(*stage, 0, *static_cast<Allocation*>(dst.data()), off, n);
+  staging_->release(stage, stream_->recording_serial());
+  ++uploads_;
+}
+
+void VulkanBackend::read(const Storage& src, std::size_t off, void* dst, std::size_t n) {
+  if (n == 0) return;
+  std::lock_guard lk(mu_);
+  Allocation* stage = staging_->allocate(n);
+  stream_->copy(*static_cast<Allocation*>(src.data()), off, *stage, 0, n);
+  staging_->release(stage, stream_->recording_serial());
+  stream_->wait_all();
+  std::memcpy(dst, stage->mapped, n);  // still ours: released ranges are reused only by later allocations
+  release_finished();
+  ++downloads_;
+}
+
+void VulkanBackend::synchronize() {
+  std::lock_guard lk(mu_);
+  stream_->wait_all();
+  release_finished();
+}
+
+DeviceStats VulkanBackend::stats() const {
+  std::lock_guard lk(mu_);
+  DeviceStats s;
+  s.bytes_in_use = memory_->bytes_in_use();
+  s.peak_bytes_in_use = memory_->peak_bytes_in_use();
+  s.bytes_reserved = memory_->bytes_reserved();
+  s.blocks = memory_->blocks();
+  s.host_to_device = uploads_;
+  s.device_to_host = downloads_;
+  s.submits = stream_->submits();
+  return s;
+}
+
+void VulkanBackend::launch(const std::string& shader, const std::vector<std::uint32_t>& spec,
+                           std::span<const Operand> operands, const void* push, std::uint32_t push_bytes,
+                           std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
+  std::lock_guard lk(mu_);
+  Binding bindings[kMaxBindings];
+  // Unused slots alias operand 0 so every binding the shader declares is valid.
+  for (std::uint32_t i = 0; i < kMaxBindings; ++i) {
+    const Operand& o = operands[i < operands.size() ? i : 0];
+    bindings[i] = {static_cast<const Allocation*>(o.arg.storage->data()), i < operands.size() && o.written};
+  }
+  vk::Pipeline p = pipelines_->get(shader, spec);
+  stream_->dispatch(p, pipelines_->layout(), bindings, push, push_bytes, gx, gy, gz);
+}
+
+}  // namespace vulkan
+}  // namespace rumus

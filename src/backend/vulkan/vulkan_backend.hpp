@@ -1,0 +1,79 @@
+#pragma once
+// The Vulkan implementation of Backend for one physical device.
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "allocator.hpp"
+#include "context.hpp"
+#include "pipelines.hpp"
+#include "rumus/backend/backend.hpp"
+#include "stream.hpp"
+
+namespace rumus::vulkan {
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(int index);
+  ~VulkanBackend() override;
+
+  Device device() const override { return Device::vulkan(index_); }
+
+  void* allocate(std::size_t nbytes) override;
+  void deallocate(void* data, std::size_t nbytes) override;
+  void write(Storage& dst, std::size_t byte_offset, const void* src, std::size_t nbytes) override;
+  void read(const Storage& src, std::size_t byte_offset, void* dst, std::size_t nbytes) override;
+  void synchronize() override;
+
+  void fill(TensorArg out, double value) override;
+  void copy(TensorArg out, TensorArg in) override;
+  void unary(UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) override;
+  void binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) override;
+  void where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) override;
+  void reduce(ReduceOp op, TensorArg out, TensorArg in) override;
+  void gemm(const GemmArgs& args) override;
+  void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
+              double b) override;
+  void sgd_step(const SgdStep& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
+  void adam_step(const AdamStep& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
+
+  void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) override;
+  void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) override;
+  void pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) override;
+  void pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) override;
+  void softmax_forward(TensorArg out, TensorArg in, bool log) override;
+  void softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) override;
+  void index_select(TensorArg out, TensorArg src, TensorArg index) override;
+  void index_add(TensorArg out, TensorArg index, TensorArg src) override;
+
+  DeviceStats stats() const override;
+
+ private:
+  struct Operand {
+    TensorArg arg;
+    bool written;
+  };
+  // Records one kernel: pipeline from (shader, spec), operands bound in order.
+  void launch(const std::string& shader, const std::vector<std::uint32_t>& spec, std::span<const Operand> operands,
+              const void* push, std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy = 1,
+              std::uint32_t gz = 1);
+  // One pointwise kernel over out's shape (elementwise.comp).
+  void pointwise(const char* op_name, std::uint32_t op, std::span<const TensorArg> args, double p0, double p1,
+                 std::uint32_t elem_bytes = 4);
+  void release_finished();
+
+  int index_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Allocator> memory_, staging_;
+  std::unique_ptr<Pipelines> pipelines_;
+  std::unique_ptr<Stream> stream_;
+  mutable std::mutex mu_;  // one recording stream per device; callers may be on any thread
+  std::uint64_t uploads_ = 0, downloads_ = 0;
+};
+
+// Workgroup count for a grid-stride loop over n elements.
+std::uint32_t groups_for(std::int64_t n, std::uint32_t local);
+
+}  // namespace rumus::vulkan

@@ -1,0 +1,320 @@
+// The Vulkan backend against the CPU: every op of the op table forward and
+// backward (contiguous, strided, broadcast inputs), transfers, random streams,
+// allocator statistics, transfer counters in a training loop, and errors.
+// Runs on any Vulkan device; CI uses Mesa's lavapipe. Skips without one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <rumus/backend/backend.hpp>
+#include <rumus/rumus.hpp>
+
+#include "op_table.hpp"
+
+using namespace rumus;
+using namespace rumus::testing;
+
+namespace {
+
+const Device kGpu = Device::vulkan(0);
+
+bool have_vulkan() {
+  static const bool ok = [] {
+    try {
+      backend(kGpu);
+      return true;
+    } catch (const DeviceError&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+#define REQUIRE_VULKAN() \
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers for lavapipe)"
+
+TensorArg arg_of(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
+
+void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  auto g = got.to_vector<double>();
+  auto w = want.to_vector<double>();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    double err = std::abs(g[i] - w[i]);
+    ASSERT_TRUE(g[i] == w[i] || err <= tol * std::max(1.0, std::abs(w[i])) || (std::isnan(g[i]) && std::isnan(w[i])))
+        << what << " element " << i << ": vulkan " << g[i] << " vs cpu " << w[i];
+  }
+}
+
+struct OpRun {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+
+// One op on one device: forward, then backward with a fixed seed gradient.
+OpRun run_op(const OpCase& op, Layouting how, Device device) {
+  std::vector<Input> inputs;
+  std::vector<Tensor> views;
+  for (std::size_t i = 0; i < op.shapes.size(); ++i) {
+    auto values = sample_values(op.shapes[i], op.low, op.high, 100 + i);
+    inputs.push_back(make_input(values, op.shapes[i], how, DType::f32, device));
+    views.push_back(inputs.back().view);
+  }
+  OpRun r;
+  r.out = op.fn(views);
+  auto seed_values = sample_values(r.out.shape(), -1.0, 1.0, 7);
+  Tensor seed = tensor(seed_values, r.out.shape()).to(DType::f32).to(device);
+  GradientStore grads = backward(r.out, seed);
+  for (auto& in : inputs) r.grads.push_back(grads.get(in.base));
+  return r;
+}
+
+class OpTable : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(OpTable, MatchesCpuForwardAndBackward) {
+  REQUIRE_VULKAN();
+  const OpCase& op = op_table()[GetParam()];
+  const double tol = std::max(op.tolerance, 1e-4) * 10;
+  for (Layouting how : {Layouting::contiguous, Layouting::transposed, Layouting::sliced, Layouting::broadcast}) {
+    const std::string what = op.name + " (" + layouting_name(how) + ")";
+    OpRun cpu = run_op(op, how, Device::cpu());
+    OpRun gpu = run_op(op, how, kGpu);
+    ASSERT_EQ(gpu.out.device(), kGpu) << what;
+    expect_close(gpu.out, cpu.out, tol, what + " output");
+    for (std::size_t i = 0; i < cpu.grads.size(); ++i) {
+      ASSERT_EQ(cpu.grads[i].defined(), gpu.grads[i].defined()) << what;
+      if (!cpu.grads[i].defined()) continue;
+      EXPECT_EQ(gpu.grads[i].device(), kGpu) << what;
+      expect_close(gpu.grads[i], cpu.grads[i], tol, what + " gradient " + std::to_string(i));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vulkan, OpTable, ::testing::Range<std::size_t>(0, op_table().size()),
+                         [](const auto& info) { return op_table()[info.param].name; });
+
+TEST(VulkanTransfers, RoundTripEveryDtype) {
+  REQUIRE_VULKAN();
+  std::vector<double> v = {0, 1, -2, 3.5, 100, -7.25, 42, 0.5};
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8}) {
+    std::vector<double> vals = v;
+    if (t == DType::u8)
+      for (auto& x : vals) x = std::abs(std::trunc(x));
+    Tensor host = tensor(vals, {2, 4}).to(t);
+    Tensor dev = host.to(kGpu);
+    EXPECT_EQ(dev.device(), kGpu);
+    expect_close(dev.cpu(), host, 0, std::string("round trip ") + std::string(dtype_name(t)));
+    // A strided view travels as its logical contents.
+    expect_close(dev.transpose(0, 1).cpu(), host.transpose(0, 1).contiguous(), 0, "transposed round trip");
+  }
+}
+
+TEST(VulkanTransfers, CastsMatchCpu) {
+  REQUIRE_VULKAN();
+  Tensor x = tensor({-3.75, -1.5, 0.0, 0.25, 2.5, 1000.125, 65504.0, 1e-3});
+  const DType all[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64};
+  for (DType from : all) {
+    Tensor src = x.to(from);
+    for (DType to : all) {
+      Tensor want = src.to(to);
+      Tensor got = src.to(kGpu).to(to);
+      expect_close(got, want, 1e-6,
+                   "cast " + std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
+    }
+  }
+}
+
+TEST(VulkanTransfers, FillAndFullEveryDtype) {
+  REQUIRE_VULKAN();
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::i32, DType::i64, DType::u8}) {
+    Tensor got = full({3, 5}, 7, {.dtype = t, .device = kGpu});
+    expect_close(got, full({3, 5}, 7, {.dtype = t}), 0, "full " + std::string(dtype_name(t)));
+  }
+  Tensor big = full({2}, 9007199254740993.0, {.dtype = DType::i64, .device = kGpu});  // needs all 64 bits
+  EXPECT_EQ(big.cpu().to_vector<std::int64_t>()[1], std::int64_t(9007199254740992));
+}
+
+TEST(VulkanRandom, SameStreamAsCpu) {
+  REQUIRE_VULKAN();
+  Generator g1(123), g2(123);
+  Tensor a = rand({1000}, {}, &g1);
+  Tensor b = rand({1000}, {.device = kGpu}, &g2);
+  expect_close(b, a, 1e-7, "rand");
+  Tensor c = bernoulli({1000}, 0.3, {}, &g1);
+  Tensor d = bernoulli({1000}, 0.3, {.device = kGpu}, &g2);
+  expect_close(d, c, 0, "bernoulli");
+  Tensor e = randn({1000}, {}, &g1);
+  Tensor f = randn({1000}, {.device = kGpu}, &g2);
+  expect_close(f, e, 1e-4, "randn");
+  Tensor h = randint(-5, 17, {1000}, {.dtype = DType::i64}, &g1);
+  Tensor k = randint(-5, 17, {1000}, {.dtype = DType::i64, .device = kGpu}, &g2);
+  expect_close(k, h, 0, "randint");
+}
+
+TEST(VulkanGemm, LargerShapesAndTransposes) {
+  REQUIRE_VULKAN();
+  // Sizes that exercise the aligned path (multiples of the tiles) and the ragged one.
+  for (auto [m, k, n] : {std::array<std::int64_t, 3>{64, 32, 64}, {128, 64, 128}, {33, 17, 65}, {1, 70, 3}}) {
+    Generator gen(5);
+    Tensor a = rand({m, k}, {}, &gen), b = rand({k, n}, {}, &gen);
+    Tensor want = matmul(a, b);
+    expect_close(matmul(a.to(kGpu), b.to(kGpu)), want, 1e-4, "matmul " + std::to_string(m));
+    Tensor at = a.transpose(0, 1).contiguous().to(kGpu).transpose(0, 1);
+    Tensor bt = b.transpose(0, 1).contiguous().to(kGpu).transpose(0, 1);
+    expect_close(matmul(at, bt), want, 1e-4, "matmul of transposed operands");
+  }
+}
+
+TEST(VulkanOptim, FusedStepsMatchCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(9);
+  Tensor p = randn({300}, {}, &gen), g = randn({300}, {}, &gen);
+  for (int variant = 0; variant < 4; ++variant) {
+    std::vector<Tensor> cpu = {p.clone(), zeros({300}), zeros({300})};
+    std::vector<Tensor> gpu = {p.to(kGpu), zeros({300}, {.device = kGpu}), zeros({300}, {.device = kGpu})};
+    Tensor gg = g.to(kGpu);
+    for (int step = 1; step <= 3; ++step) {
+      auto apply = [&](std::vector<Tensor>& s, const Tensor& grad) {
+        Backend& be = backend(s[0].device());
+        if (variant < 2) {
+          be.sgd_step({.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = variant == 1, .first = step == 1},
+                      arg_of(s[0]), arg_of(grad), arg_of(s[1]));
+        } else {
+          be.adam_step({.lr = 0.01, .weight_decay = 0.1, .decoupled = variant == 3, .step = step}, arg_of(s[0]),
+                       arg_of(grad), arg_of(s[1]), arg_of(s[2]));
+        }
+      };
+      apply(cpu, g);
+      apply(gpu, gg);
+    }
+    expect_close(gpu[0], cpu[0], 1e-5, "optimizer variant " + std::to_string(variant));
+  }
+}
+
+// A small MLP trained with the fused SGD kernel, identical on both devices.
+struct Mlp {
+  std::vector<Tensor> params, momentum;
+  explicit Mlp(Device d) {
+    Generator gen(3);
+    for (Shape s : {Shape{8, 16}, Shape{16}, Shape{16, 4}, Shape{4}}) {
+      params.push_back((randn(s, {}, &gen) * 0.3).to(d).requires_grad_());
+      momentum.push_back(zeros(s, {.device = d}));
+    }
+  }
+  Tensor loss(const Tensor& x, const Tensor& y) const {
+    Tensor h = relu(add(matmul(x, params[0]), params[1]));
+    return mse_loss(add(matmul(h, params[2]), params[3]), y);
+  }
+  Tensor step(const Tensor& x, const Tensor& y, int i) {
+    Tensor l = loss(x, y);
+    GradientStore grads = backward(l);
+    for (std::size_t k = 0; k < params.size(); ++k)
+      backend(params[k].device())
+          .sgd_step({.lr = 0.05, .momentum = 0.9, .first = i == 0}, arg_of(params[k]), arg_of(grads.at(params[k])),
+                    arg_of(momentum[k]));
+    return l;
+  }
+};
+
+TEST(VulkanTraining, NoTransfersButTheLossAndSameCurveAsCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(11);
+  Tensor x = randn({32, 8}, {}, &gen), y = randn({32, 4}, {}, &gen);
+  Mlp cpu(Device::cpu()), gpu(kGpu);
+  Tensor gx = x.to(kGpu), gy = y.to(kGpu);
+  synchronize(kGpu);
+  for (int i = 0; i < 5; ++i) {
+    DeviceStats before = device_stats(kGpu);
+    double lg = gpu.step(gx, gy, i).item();
+    DeviceStats after = device_stats(kGpu);
+    double lc = cpu.step(x, y, i).item();
+    EXPECT_EQ(after.host_to_device - before.host_to_device, 0u) << "step " << i;
+    EXPECT_EQ(after.device_to_host - before.device_to_host, 1u) << "step " << i << ": only the loss is read";
+    EXPECT_LE(after.submits - before.submits, 1u) << "one submission per step";
+    EXPECT_NEAR(lg, lc, 1e-4 * std::max(1.0, std::abs(lc))) << "step " << i;
+  }
+}
+
+TEST(VulkanMemory, ThousandStepsKeepBytesInUseFlat) {
+  REQUIRE_VULKAN();
+  Generator gen(12);
+  Tensor x = randn({32, 8}, {.device = kGpu}, &gen), y = randn({32, 4}, {.device = kGpu}, &gen);
+  Mlp net(kGpu);
+  DeviceStats warm;
+  for (int i = 0; i < 1000; ++i) {
+    net.step(x, y, i);
+    if (i % 100 == 99) synchronize(kGpu);  // let deferred frees return to the free lists
+    if (i == 99) warm = device_stats(kGpu);
+  }
+  synchronize(kGpu);
+  DeviceStats end = device_stats(kGpu);
+  EXPECT_EQ(end.bytes_in_use, warm.bytes_in_use);
+  EXPECT_EQ(end.blocks, warm.blocks);
+  EXPECT_EQ(end.bytes_reserved, warm.bytes_reserved);
+  EXPECT_GT(end.blocks, 0u);
+  EXPECT_GE(end.peak_bytes_in_use, end.bytes_in_use);
+}
+
+TEST(VulkanMemory, FreedBuffersAreReused) {
+  REQUIRE_VULKAN();
+  synchronize(kGpu);
+  {
+    Tensor t = zeros({1000}, {.device = kGpu});
+  }
+  synchronize(kGpu);
+  DeviceStats a = device_stats(kGpu);
+  for (int i = 0; i < 100; ++i) {
+    Tensor t = zeros({1000}, {.device = kGpu});
+    synchronize(kGpu);
+  }
+  DeviceStats b = device_stats(kGpu);
+  EXPECT_EQ(a.bytes_reserved, b.bytes_reserved);
+  EXPECT_EQ(a.bytes_in_use, b.bytes_in_use);
+}
+
+TEST(VulkanErrors, UnsupportedOpNamesTheOp) {
+  REQUIRE_VULKAN();
+  Tensor a = ones({2, 2}, {.dtype = DType::f64, .device = kGpu});
+  try {
+    matmul(a, a);
+    FAIL() << "f64 matmul on Vulkan should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemm"), std::string::npos) << e.what();
+  }
+  try {
+    exp(a);
+    FAIL() << "f64 exp on Vulkan should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unary"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VulkanErrors, BadDeviceIndex) {
+  REQUIRE_VULKAN();
+  try {
+    zeros({2}, {.device = Device::vulkan(999)});
+    FAIL() << "vulkan:999 should not exist";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("999"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VulkanErrors, MixingDevices) {
+  REQUIRE_VULKAN();
+  Tensor a = ones({2}), b = ones({2}, {.device = kGpu});
+  try {
+    add(a, b);
+    FAIL() << "adding a cpu and a vulkan tensor should throw";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("add"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VulkanDevice, BestSkipsSoftwareDevices) {
+  REQUIRE_VULKAN();
+  Device best = Device::best();
+  if (!best.is_cpu()) SUCCEED() << "a hardware Vulkan device is present";
+  // Only checks consistency: best() never returns an index past the device list.
+  EXPECT_NO_THROW(backend(best));
+}
+
+}  // namespace
