@@ -3,7 +3,6 @@
 #pragma once
 #include <rumus/rumus.hpp>
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -333,33 +332,15 @@ int train(Config c, std::function<double(const std::string& optimizer)> default_
   return 0;
 }
 
-// Both runtimes read these settings when they load, before main(), so the
-// example sets them and restarts itself once. Without them, on a small
-// machine OpenMP's idle threads spin while OpenBLAS's threads wait for a core
-// (training ran 20x slower on 2 cores), and OpenBLAS 0.3.21 falls back to
-// its slowest kernels on CPUs it does not recognise (common in VMs).
-// Values already in the environment are kept.
+// libgomp reads its wait policy when it loads, before main(), so the example
+// sets it and restarts itself once. With the default (spin for a while), idle
+// OpenMP threads keep both cores of a small machine busy between parallel
+// loops, and the data-loading thread and OpenBLAS wait for a core: training
+// ran 5-15x slower on 2 cores. A policy already in the environment is kept.
 inline void tune_runtime(char** argv) {
-  if (std::getenv("RUMUS_RUNTIME_TUNED")) return;
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("RUMUS_RUNTIME_TUNED")) return;
   setenv("RUMUS_RUNTIME_TUNED", "1", 1);
-  bool changed = false;
-  if (!std::getenv("OMP_WAIT_POLICY")) changed = !setenv("OMP_WAIT_POLICY", "passive", 1);
-  if (!std::getenv("OPENBLAS_CORETYPE")) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-      changed |= !setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      changed |= !setenv("OPENBLAS_CORETYPE", "Haswell", 1);
-  }
-  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
-}
-
-// Training allocates the same large buffers every step (the CNN's im2col
-// matrix is 42 MB at batch 64); glibc would map and unmap them each time,
-// paying a page fault per 4 KiB. Keeping them in the heap removes that.
-inline void keep_large_allocations() {
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) == 0) execv("/proc/self/exe", argv);  // returns only on failure
 }
 
 // main() for an example: parses options and reports errors without a stack trace.
@@ -367,7 +348,6 @@ template <class Net>
 int main(const char* name, int default_epochs, std::function<double(const std::string&)> default_lr, int argc,
          char** argv) {
   tune_runtime(argv);
-  keep_large_allocations();
   Config c;
   c.name = name;
   c.epochs = default_epochs;
