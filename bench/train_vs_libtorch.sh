@@ -1,6 +1,6 @@
 #!/bin/sh
 # Training throughput of rumus's mnist_mlp / mnist_cnn against libtorch_baseline
-# (../shared/baselines style: same nets, batch 64, SGD momentum), run
+# (the libtorch reference trainer of the design notes' baselines/: same nets, batch 64, SGD momentum), run
 # alternately on the same machine so that noise hits both; prints the median
 # samples/s of each and their ratio.
 #
