@@ -3,6 +3,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -10,20 +12,78 @@
 #include "../philox.hpp"
 #include "cpu_loops.hpp"
 
+// Present only in OpenBLAS builds with runtime kernel dispatch (DYNAMIC_ARCH).
+extern "C" void gotoblas_dynamic_init() __attribute__((weak));
+extern "C" void gotoblas_dynamic_quit() __attribute__((weak));
+
 namespace rumus {
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(); }
 
 namespace cpu {
 
+namespace {
+// OpenBLAS 0.3.21 does not recognise some current Xeons (virtual machines report
+// a generic model name) and falls back to its SSE3 "Prescott" kernels, which run
+// GEMM about half as fast as the AVX-512 ones on the same CPU. Unless the user
+// chose a core type, re-run OpenBLAS's dispatch with one the CPU supports.
+void select_blas_kernels() {
+  if (std::getenv("OPENBLAS_CORETYPE") || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
+  if (std::strcmp(openblas_get_corename(), "Prescott") != 0) return;
+  const char* core = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    core = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    core = "Haswell";
+  if (!core) return;
+  setenv("OPENBLAS_CORETYPE", core, 0);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");
+}
+}  // namespace
+
+CpuBackend::CpuBackend() { select_blas_kernels(); }
+
+// Large blocks are kept for reuse by exact size: a training step allocates the
+// same buffers every iteration, and fresh pages cost a page fault each (tens of
+// milliseconds per step for the CNN's im2col buffers).
+namespace {
+constexpr std::size_t kCacheMin = std::size_t(1) << 16;     // smaller blocks: malloc's own bins are fast
+constexpr std::size_t kCacheLimit = std::size_t(1) << 30;   // most bytes kept idle
+std::size_t rounded(std::size_t nbytes) { return (std::max<std::size_t>(nbytes, 1) + 63) & ~std::size_t(63); }
+}  // namespace
+
 void* CpuBackend::allocate(std::size_t nbytes) {
-  std::size_t rounded = (std::max<std::size_t>(nbytes, 1) + 63) & ~std::size_t(63);
-  void* p = std::aligned_alloc(64, rounded);
+  const std::size_t size = rounded(nbytes);
+  if (size >= kCacheMin) {
+    std::lock_guard lk(cache_mu_);
+    auto it = cache_.find(size);
+    if (it != cache_.end()) {
+      void* p = it->second;
+      cache_.erase(it);
+      cached_bytes_ -= size;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(64, size);
   if (!p) throw Error("cpu: out of memory allocating " + std::to_string(nbytes) + " bytes");
   return p;
 }
 
-void CpuBackend::deallocate(void* data, std::size_t) { std::free(data); }
+void CpuBackend::deallocate(void* data, std::size_t nbytes) {
+  const std::size_t size = rounded(nbytes);
+  if (size >= kCacheMin) {
+    std::lock_guard lk(cache_mu_);
+    if (cached_bytes_ + size <= kCacheLimit) {
+      cache_.emplace(size, data);
+      cached_bytes_ += size;
+      return;
+    }
+  }
+  std::free(data);
+}
 
 void CpuBackend::write(Storage& dst, std::size_t off, const void* src, std::size_t n) {
   std::memcpy(static_cast<char*>(dst.data()) + off, src, n);
@@ -87,38 +147,80 @@ void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std:
   std::int64_t n = out.layout->numel();
   RUMUS_DISPATCH_ALL(out.dtype, "random", [&] {
     scalar_t* o = data_of<scalar_t>(out) + out.layout->offset;
-    _Pragma("omp parallel for if (n > kParallelGrain) schedule(static)")
-    for (std::int64_t i = 0; i < n; ++i) {
-      auto r = philox::draw(seed, offset + std::uint64_t(i));
-      double v = 0;
-      switch (kind) {
-        case RandomKind::uniform: v = a + (b - a) * philox::uniform24(r[0]); break;
-        case RandomKind::normal: v = a + b * philox::normal(r[0], r[1]); break;
-        case RandomKind::bernoulli: v = philox::uniform24(r[0]) < a ? 1.0 : 0.0; break;
-        case RandomKind::randint: {
-          std::uint64_t range = std::uint64_t(b - a);
-          std::uint64_t bits = (std::uint64_t(r[0]) << 32) | r[1];
-          v = a + double(bits % range);
-          break;
-        }
+    auto fill_with = [&](auto draw) {
+      _Pragma("omp parallel for if (n > kParallelGrain / 8) schedule(dynamic, 4096)")
+      for (std::int64_t i = 0; i < n; ++i) o[i] = store<scalar_t>(draw(philox::draw(seed, offset + std::uint64_t(i))));
+    };
+    switch (kind) {
+      case RandomKind::uniform:
+        fill_with([&](auto r) { return a + (b - a) * philox::uniform24(r[0]); });
+        break;
+      case RandomKind::normal:
+        fill_with([&](auto r) { return a + b * philox::normal(r[0], r[1]); });
+        break;
+      case RandomKind::bernoulli: {
+        // uniform24(r) < a, decided on the 24-bit integer: identical result, no float math.
+        const double limit = std::ceil(a * 16777216.0);
+        fill_with([&](auto r) { return double(r[0] >> 8) < limit ? 1.0 : 0.0; });
+        break;
       }
-      o[i] = store<scalar_t>(v);
+      case RandomKind::randint: {
+        const std::uint64_t range = std::uint64_t(b - a);
+        fill_with([&](auto r) { return a + double(((std::uint64_t(r[0]) << 32) | r[1]) % range); });
+        break;
+      }
     }
   });
 }
 
+// GEMM threading: BLAS runs single-threaded and the work is split across the
+// OpenMP team (by batch entry, else by column or row blocks of C). One thread
+// pool for every kernel: OpenBLAS's own pthreads would otherwise compete for
+// the cores with OpenMP threads still spinning after the previous loop.
 void CpuBackend::gemm(const GemmArgs& g) {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   const auto ta = g.trans_a ? CblasTrans : CblasNoTrans, tb = g.trans_b ? CblasTrans : CblasNoTrans;
   auto run = [&](auto* a, auto* b, auto* c) {
-    for (std::int64_t i = 0; i < g.batch; ++i) {
-      auto pa = a + g.a.layout->offset + i * g.stride_a;
-      auto pb = b + g.b.layout->offset + i * g.stride_b;
-      auto pc = c + g.c.layout->offset + i * g.stride_c;
-      if constexpr (std::is_same_v<std::remove_const_t<std::remove_pointer_t<decltype(a)>>, float>)
-        cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, float(g.alpha), pa, g.lda, pb, g.ldb, float(g.beta), pc,
-                    g.ldc);
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(a)>>;
+    a += g.a.layout->offset;
+    b += g.b.layout->offset;
+    c += g.c.layout->offset;
+    // C[i][r0:r1, c0:c1] for one batch entry.
+    auto block = [&](std::int64_t i, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+      if (r0 >= r1 || c0 >= c1) return;
+      const T* pa = a + i * g.stride_a + (g.trans_a ? r0 : r0 * g.lda);
+      const T* pb = b + i * g.stride_b + (g.trans_b ? c0 * g.ldb : c0);
+      T* pc = c + i * g.stride_c + r0 * g.ldc + c0;
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ta, tb, r1 - r0, c1 - c0, g.k, float(g.alpha), pa, g.lda, pb, g.ldb,
+                    float(g.beta), pc, g.ldc);
       else
-        cblas_dgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, g.alpha, pa, g.lda, pb, g.ldb, g.beta, pc, g.ldc);
+        cblas_dgemm(CblasRowMajor, ta, tb, r1 - r0, c1 - c0, g.k, g.alpha, pa, g.lda, pb, g.ldb, g.beta, pc, g.ldc);
+    };
+    const int threads = omp_get_max_threads();
+    const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch);
+    if (threads == 1 || flops < 4e6) {
+      for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
+    } else if (g.batch >= 2 * threads && g.stride_c != 0) {
+      _Pragma("omp parallel for schedule(dynamic, 1)")
+      for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
+    } else {
+      // Tasks of whole 16-column (or row) units keep each share aligned to the
+      // micro-kernels. Big products get several tasks per thread, taken
+      // dynamically, so a preempted thread does not stall the rest; small ones
+      // one per thread, as every task repacks the shared operand.
+      const bool by_cols = g.n >= g.m;
+      const std::int64_t extent = by_cols ? g.n : g.m, units = (extent + 15) / 16;
+      const std::int64_t per_thread = std::clamp<std::int64_t>(std::int64_t(flops / 64e6), 1, 4);
+      const std::int64_t tasks = std::min<std::int64_t>(units, per_thread * threads);
+      _Pragma("omp parallel for schedule(dynamic, 1) collapse(2)")
+      for (std::int64_t i = 0; i < g.batch; ++i)
+        for (std::int64_t t = 0; t < tasks; ++t) {
+          const std::int64_t lo = std::min(extent, units * t / tasks * 16);
+          const std::int64_t hi = std::min(extent, units * (t + 1) / tasks * 16);
+          if (by_cols) block(i, 0, g.m, lo, hi);
+          else block(i, lo, hi, 0, g.n);
+        }
     }
   };
   if (g.c.dtype == DType::f32)

@@ -1,10 +1,14 @@
 #pragma once
+#include <map>
+#include <mutex>
+
 #include "rumus/backend/backend.hpp"
 
 namespace rumus::cpu {
 
 class CpuBackend final : public Backend {
  public:
+  CpuBackend();
   Device device() const override { return Device::cpu(); }
   void* allocate(std::size_t nbytes) override;
   void deallocate(void* data, std::size_t nbytes) override;
@@ -29,6 +33,11 @@ class CpuBackend final : public Backend {
   void softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) override;
   void index_select(TensorArg out, TensorArg src, TensorArg index) override;
   void index_add(TensorArg out, TensorArg index, TensorArg src) override;
+
+ private:
+  std::mutex cache_mu_;
+  std::multimap<std::size_t, void*> cache_;  // idle blocks by size
+  std::size_t cached_bytes_ = 0;
 };
 
 }  // namespace rumus::cpu

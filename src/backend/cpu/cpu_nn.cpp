@@ -1,6 +1,7 @@
 // CPU kernels for the neural-network ops: im2col/col2im, pooling, softmax,
 // row gathers and scatters. Parallel over independent planes or rows so that
-// no two threads write the same element.
+// no two threads write the same element; scheduled dynamically in small
+// chunks, so a thread the OS preempts does not hold up the whole loop.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -44,7 +45,7 @@ void CpuBackend::im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) {
     T* c = base_of<T>(cols);
     const T zero = store<T>(0.0);
     const std::int64_t total = g.batch * rows;
-_Pragma("omp parallel for schedule(static) if (total * g.out_h * g.out_w > kParallelGrain)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (total * g.out_h * g.out_w > kParallelGrain)")
     for (std::int64_t item = 0; item < total; ++item) {
       const std::int64_t n = item / rows, r = item % rows;
       const std::int64_t ch = r / kk, kh = (r % kk) / g.kernel_w, kw = r % g.kernel_w;
@@ -88,7 +89,7 @@ void CpuBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) 
     const T* c = base_of<T>(cols);
     T* y = base_of<T>(out);
     const std::int64_t planes = g.batch * g.channels;
-_Pragma("omp parallel for schedule(static) if (planes * kk * g.out_h * g.out_w > kParallelGrain)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (planes * kk * g.out_h * g.out_w > kParallelGrain)")
     for (std::int64_t plane = 0; plane < planes; ++plane) {
       const std::int64_t n = plane / g.channels, ch = plane % g.channels;
       T* dst = y + plane * hw;
@@ -104,8 +105,12 @@ _Pragma("omp parallel for schedule(static) if (planes * kk * g.out_h * g.out_w >
           if (ih < 0 || ih >= g.height) continue;
           T* drow = dst + ih * g.width + w_off;
           const T* srow = src + oh * g.out_w * cs[2];
-          for (std::int64_t ow = ow0; ow < ow1; ++ow)
-            drow[ow * g.stride_w] = store<T>(load(drow[ow * g.stride_w]) + A(load(srow[ow * cs[2]])));
+          if (g.stride_w == 1 && cs[2] == 1) {  // contiguous: vectorises
+            for (std::int64_t ow = ow0; ow < ow1; ++ow) drow[ow] = store<T>(load(drow[ow]) + A(load(srow[ow])));
+          } else {
+            for (std::int64_t ow = ow0; ow < ow1; ++ow)
+              drow[ow * g.stride_w] = store<T>(load(drow[ow * g.stride_w]) + A(load(srow[ow * cs[2]])));
+          }
         }
       }
     }
@@ -156,38 +161,83 @@ void CpuBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg 
     if (p.kind == PoolKind::max) {
       require_contiguous("pool2d_forward", indices);
       std::int64_t* idx = base_of<std::int64_t>(indices);
-_Pragma("omp parallel for schedule(static) if (parallel)")
+      // Locals, not p's fields: the i64 index stores could alias them and force reloads.
+      const std::int64_t H = p.height, W = p.width, OH = p.out_h, OW = p.out_w, KH = p.kernel_h, KW = p.kernel_w,
+                         SH = p.stride_h, SW = p.stride_w, PH = p.pad_h, PW = p.pad_w, DH = p.dilation_h,
+                         DW = p.dilation_w;
+      const bool plain2x2 = KH == 2 && KW == 2 && SH == 2 && SW == 2 && PH == 0 && PW == 0 && DH == 1 && DW == 1;
+      _Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
       for (std::int64_t plane = 0; plane < p.planes; ++plane) {
         const T* src = x + plane * hw;
         T* dst = y + plane * ohw;
         std::int64_t* di = idx + plane * ohw;
-        for (std::int64_t oh = 0; oh < p.out_h; ++oh) {
-          const std::int64_t h0 = oh * p.stride_h - p.pad_h;
-          for (std::int64_t ow = 0; ow < p.out_w; ++ow) {
-            const std::int64_t w0 = ow * p.stride_w - p.pad_w;
+        // Branch-free running maximum; a NaN wins and stays, as in PyTorch.
+        auto take = [](A v, A& best, std::int64_t at, std::int64_t& best_i) {
+          const bool better = v > best || (v != v && best == best);
+          best = better ? v : best;
+          best_i = better ? at : best_i;
+        };
+        if (plain2x2) {  // the common CNN case, written to compile to selects rather than branches
+          for (std::int64_t oh = 0; oh < OH; ++oh) {
+            const T* r0 = src + 2 * oh * W;
+            const T* r1 = r0 + W;
+            T* drow = dst + oh * OW;
+            std::int64_t* irow = di + oh * OW;
+            for (std::int64_t ow = 0; ow < OW; ++ow) {
+              const A a0 = load(r0[2 * ow]), a1 = load(r0[2 * ow + 1]), a2 = load(r1[2 * ow]), a3 = load(r1[2 * ow + 1]);
+              // Ordered compares compile to selects; NaN (rare) takes the careful path.
+              A m = a0;
+              std::int64_t k = 0;
+              k = a1 > m ? 1 : k;
+              m = a1 > m ? a1 : m;
+              k = a2 > m ? W : k;
+              m = a2 > m ? a2 : m;
+              k = a3 > m ? W + 1 : k;
+              m = a3 > m ? a3 : m;
+              if (std::isnan(a0 + a1 + a2 + a3)) {
+                const A v[4] = {a0, a1, a2, a3};
+                const std::int64_t at[4] = {0, 1, W, W + 1};
+                for (int j = 0; j < 4; ++j)
+                  if (std::isnan(v[j])) {
+                    m = v[j];
+                    k = at[j];
+                    break;
+                  }
+              }
+              drow[ow] = store<T>(m);
+              irow[ow] = 2 * oh * W + 2 * ow + k;
+            }
+          }
+          continue;
+        }
+        for (std::int64_t oh = 0; oh < OH; ++oh) {
+          const std::int64_t h0 = oh * SH - PH;
+          // Kernel rows whose input row lies inside the plane.
+          const std::int64_t kh0 = h0 >= 0 ? 0 : (-h0 + DH - 1) / DH;
+          const std::int64_t kh1 = std::min(KH, h0 >= H ? 0 : (H - h0 + DH - 1) / DH);
+          for (std::int64_t ow = 0; ow < OW; ++ow) {
+            const std::int64_t w0 = ow * SW - PW;
+            const std::int64_t kw0 = w0 >= 0 ? 0 : (-w0 + DW - 1) / DW;
+            const std::int64_t kw1 = std::min(KW, w0 >= W ? 0 : (W - w0 + DW - 1) / DW);
             A best = -std::numeric_limits<A>::infinity();
             std::int64_t best_i = -1;
-            for (std::int64_t kh = 0; kh < p.kernel_h; ++kh) {
-              const std::int64_t ih = h0 + kh * p.dilation_h;
-              if (ih < 0 || ih >= p.height) continue;
-              for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
-                const std::int64_t iw = w0 + kw * p.dilation_w;
-                if (iw < 0 || iw >= p.width) continue;
-                const A v = load(src[ih * p.width + iw]);
-                if (best_i < 0 || (!std::isnan(best) && (v > best || std::isnan(v)))) {  // NaN wins, as in PyTorch
-                  best = v;
-                  best_i = ih * p.width + iw;
-                }
-              }
+            if (kh0 < kh1 && kw0 < kw1) {
+              best_i = (h0 + kh0 * DH) * W + w0 + kw0 * DW;
+              best = load(src[best_i]);
             }
-            dst[oh * p.out_w + ow] = store<T>(best);
-            di[oh * p.out_w + ow] = best_i;
+            for (std::int64_t kh = kh0; kh < kh1; ++kh)
+              for (std::int64_t kw = kw0; kw < kw1; ++kw) {
+                const std::int64_t at = (h0 + kh * DH) * W + w0 + kw * DW;
+                take(load(src[at]), best, at, best_i);
+              }
+            dst[oh * OW + ow] = store<T>(best);
+            di[oh * OW + ow] = best_i;
           }
         }
       }
       return;
     }
-_Pragma("omp parallel for schedule(static) if (parallel)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
     for (std::int64_t plane = 0; plane < p.planes; ++plane) {
       const T* src = x + plane * hw;
       T* dst = y + plane * ohw;
@@ -214,7 +264,7 @@ void CpuBackend::pool2d_backward(const Pool2dParams& p, TensorArg grad_in, Tenso
     T* gi = base_of<T>(grad_in);
     const T* go = base_of<T>(grad_out);
     const std::int64_t* idx = p.kind == PoolKind::max ? base_of<std::int64_t>(indices) : nullptr;
-_Pragma("omp parallel for schedule(static) if (parallel)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
     for (std::int64_t plane = 0; plane < p.planes; ++plane) {
       T* dst = gi + plane * hw;
       const T* src = go + plane * ohw;
@@ -250,7 +300,7 @@ void CpuBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
     using A = acc_t<T>;
     const T* x = base_of<T>(in);
     T* y = base_of<T>(out);
-_Pragma("omp parallel for schedule(static) if (rows > 1 && rows * cols > kParallelGrain / 4)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (rows > 1 && rows * cols > kParallelGrain / 4)")
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
@@ -286,7 +336,7 @@ void CpuBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorA
     T* gi = base_of<T>(grad_in);
     const T* go = base_of<T>(grad_out);
     const T* y = base_of<T>(out);
-_Pragma("omp parallel for schedule(static) if (rows > 1 && rows * cols > kParallelGrain / 4)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (rows > 1 && rows * cols > kParallelGrain / 4)")
     for (std::int64_t r = 0; r < rows; ++r) {
       const T *gr = go + r * cols, *yr = y + r * cols;
       T* dr = gi + r * cols;
@@ -337,7 +387,7 @@ void CpuBackend::index_select(TensorArg out, TensorArg src, TensorArg index) {
     const T* s = base_of<T>(src);
     T* o = base_of<T>(out);
     const std::int64_t items = r.outer * r.m;
-_Pragma("omp parallel for schedule(static) if (items * r.inner > kParallelGrain)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (items * r.inner > kParallelGrain)")
     for (std::int64_t it = 0; it < items; ++it) {
       const std::int64_t ob = it / r.m, j = it % r.m;
       const std::int64_t row = ix[(r.index_outer == 1 ? 0 : ob) * r.m + j];
@@ -374,7 +424,7 @@ void CpuBackend::index_add(TensorArg out, TensorArg index, TensorArg src) {
     const bool parallel = r.outer * r.m * r.inner > kParallelGrain;
     if (r.outer > 1) {
       // Distinct outer slices never share destination rows.
-_Pragma("omp parallel for schedule(static) if (parallel)")
+_Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
       for (std::int64_t ob = 0; ob < r.outer; ++ob) scatter(ob, 0, r.inner);
     } else if (parallel && r.inner >= 64) {
       // One slice: repeated indices may collide, so threads split the columns instead.
