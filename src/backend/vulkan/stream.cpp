@@ -121,13 +121,6 @@ void Stream::copy(const Allocation& src, std::size_t src_offset, const Allocatio
   if (++commands_ >= kBatchLimit) submit();
 }
 
-void Stream::fill_zero(const Allocation& dst) {
-  vk::CommandBuffer cmd = current();
-  Binding access[] = {{&dst, true}};
-  order(access);
-  cmd.fillBuffer(dst.buffer, dst.offset, dst.size, 0);
-}
-
 void Stream::submit() {
   if (!active_) return;
   // The host may run ahead of the GPU by a few batches, not more: memory freed

@@ -34,7 +34,6 @@ class Stream {
                 std::uint32_t gz = 1, const std::string* label = nullptr);
   void copy(const Allocation& src, std::size_t src_offset, const Allocation& dst, std::size_t dst_offset,
             std::size_t nbytes);
-  void fill_zero(const Allocation& dst);
 
   // Serial of the batch being recorded (the one a release now must wait for).
   std::uint64_t recording_serial() const { return next_serial_; }
