@@ -1,6 +1,6 @@
 #!/bin/sh
 # Training throughput of rumus's mnist_mlp / mnist_cnn against libtorch_baseline
-# (../shared/baselines style: same nets, batch 64, SGD momentum), run
+# (the libtorch reference trainer of the design notes' baselines/: same nets, batch 64, SGD momentum), run
 # alternately on the same machine so that noise hits both; prints the median
 # samples/s of each and their ratio.
 #
@@ -9,6 +9,10 @@
 # Environment: RUMUS_BUILD (default build/release), LIBTORCH_BASELINE (default
 # /tmp/lt/libtorch_baseline), DATA (default /usr/share/datasets/fashion-mnist),
 # MODELS (default "mlp cnn").
+#
+# Both programs run with the runtime settings the examples choose for
+# themselves (OMP_WAIT_POLICY=passive, OPENBLAS_CORETYPE for the CPU); without
+# them libtorch_baseline suffers the same thread contention (see RESULTS.md).
 set -eu
 ROUNDS=${1:-3}
 THREADS=${2:-2}
@@ -23,9 +27,16 @@ for exe in "$BUILD/examples/mnist_mlp" "$BUILD/examples/mnist_cnn" "$BASELINE"; 
   [ -x "$exe" ] || { echo "missing $exe (build it first; see bench/RESULTS.md)" >&2; exit 1; }
 done
 
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  if grep -q avx512bw /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+  elif grep -q avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
+fi
+
 median() { sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; threads $THREADS; batch 64; $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "env: OMP_WAIT_POLICY=$OMP_WAIT_POLICY OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-}"
 for model in $MODELS; do
   if [ "$model" = mlp ]; then samples=60000; lr=0.05; else samples=6400; lr=0.02; fi
   : >"$TMP/lt" ; : >"$TMP/ru"

@@ -148,6 +148,22 @@ inline void write_csv(const std::string& path, const std::vector<EpochMetrics>& 
   io::write_file_atomic(path, s);
 }
 
+// The rows of an earlier run's CSV up to `epochs`, so a resumed run keeps its history.
+inline std::vector<EpochMetrics> read_csv(const std::string& path, std::int64_t epochs) {
+  std::vector<EpochMetrics> rows;
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    EpochMetrics r{};
+    if (std::sscanf(line.c_str(), "%d,%lf,%lf,%lf,%lf,%lf", &r.epoch, &r.train_loss, &r.test_loss, &r.test_accuracy,
+                    &r.samples_per_sec, &r.seconds) == 6 &&
+        r.epoch <= epochs)
+      rows.push_back(r);
+  }
+  return rows;
+}
+
 // Two panels: losses (train and test) and test accuracy, per epoch.
 inline std::string svg_chart(const std::string& title, const std::vector<EpochMetrics>& rows) {
   const double W = 900, H = 380, top = 50, bottom = 50, left = 60, gap = 80, pw = (W - 2 * left - gap) / 2,
@@ -270,6 +286,7 @@ int train(Config c, std::function<double(const std::string& optimizer)> default_
   if (!c.resume.empty()) {
     state = io::load_checkpoint(c.resume, net, *opt);
     sched->set_step(state.step);
+    history = read_csv(c.metrics, state.epoch);
     std::fprintf(stderr, "resumed from %s at epoch %lld, step %lld\n", c.resume.c_str(), (long long)state.epoch,
                  (long long)state.step);
   }
@@ -315,25 +332,15 @@ int train(Config c, std::function<double(const std::string& optimizer)> default_
   return 0;
 }
 
-// Both runtimes read these settings when they load, before main(), so the
-// example sets them and restarts itself once. Without them, on a small
-// machine OpenMP's idle threads spin while OpenBLAS's threads wait for a core
-// (training ran 20x slower on 2 cores), and OpenBLAS 0.3.21 falls back to
-// its slowest kernels on CPUs it does not recognise (common in VMs).
-// Values already in the environment are kept.
+// libgomp reads its wait policy when it loads, before main(), so the example
+// sets it and restarts itself once. With the default (spin for a while), idle
+// OpenMP threads keep both cores of a small machine busy between parallel
+// loops, and the data-loading thread and OpenBLAS wait for a core: training
+// ran 5-15x slower on 2 cores. A policy already in the environment is kept.
 inline void tune_runtime(char** argv) {
-  if (std::getenv("RUMUS_RUNTIME_TUNED")) return;
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("RUMUS_RUNTIME_TUNED")) return;
   setenv("RUMUS_RUNTIME_TUNED", "1", 1);
-  bool changed = false;
-  if (!std::getenv("OMP_WAIT_POLICY")) changed = !setenv("OMP_WAIT_POLICY", "passive", 1);
-  if (!std::getenv("OPENBLAS_CORETYPE")) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-      changed |= !setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      changed |= !setenv("OPENBLAS_CORETYPE", "Haswell", 1);
-  }
-  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) == 0) execv("/proc/self/exe", argv);  // returns only on failure
 }
 
 // main() for an example: parses options and reports errors without a stack trace.

@@ -35,7 +35,7 @@ const uint B_ADD = 32, B_SUB = 33, B_MUL = 34, B_DIV = 35, B_POW = 36, B_MAX = 3
            B_NE = 40, B_LT = 41, B_LE = 42, B_GT = 43, B_GE = 44, B_RELU_BW = 45, B_SIGMOID_BW = 46,
            B_TANH_BW = 47, B_GELU_BW = 48, B_GELU_TANH_BW = 49, B_SILU_BW = 50, B_LEAKY_BW = 51,
            B_CLAMP_BW = 52, B_ABS_BW = 53;
-const uint FILL = 100, CAST = 101, RAW_COPY = 102, WHERE = 103;
+const uint FILL = 100, CAST = 101, RAW_COPY = 102, WHERE = 103, FILL64 = 104;  // FILL64: p0, p1 hold the bits
 
 const float SQRT1_2 = 0.70710678118654752440, INV_SQRT_2PI = 0.39894228040143267794,
             SQRT_2_OVER_PI = 0.79788456080286535588;
@@ -148,6 +148,9 @@ void main() {
     }
     if (OP == FILL) {
       store0(DT_OUT, o0, pc.p0);
+    } else if (OP == FILL64) {
+      t0u.v[2 * o0] = floatBitsToUint(pc.p0);
+      t0u.v[2 * o0 + 1] = floatBitsToUint(pc.p1);
     } else if (OP == RAW_COPY) {
       if (ELEM_BYTES == 1) t0b.v[o0] = t1b.v[o1];
       else if (ELEM_BYTES == 2) t0h.v[o0] = t1h.v[o1];

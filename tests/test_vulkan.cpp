@@ -153,7 +153,9 @@ TEST(VulkanRandom, SameStreamAsCpu) {
 TEST(VulkanGemm, LargerShapesAndTransposes) {
   REQUIRE_VULKAN();
   // Sizes that exercise the aligned path (multiples of the tiles) and the ragged one.
-  for (auto [m, k, n] : {std::array<std::int64_t, 3>{64, 32, 64}, {128, 64, 128}, {33, 17, 65}, {1, 70, 3}}) {
+  // {8, 2048, 8} and {5, 1500, 7} take the split-K path; the long thin ones 64 x 128 and 128 x 64 tiles.
+  for (auto [m, k, n] : {std::array<std::int64_t, 3>{64, 32, 64}, {128, 64, 128}, {33, 17, 65}, {1, 70, 3},
+                         {8, 2048, 8}, {5, 1500, 7}, {64, 8, 33800}, {33800, 8, 64}}) {
     Generator gen(5);
     Tensor a = rand({m, k}, {}, &gen), b = rand({k, n}, {}, &gen);
     Tensor want = matmul(a, b);
@@ -162,6 +164,32 @@ TEST(VulkanGemm, LargerShapesAndTransposes) {
     Tensor bt = b.transpose(0, 1).contiguous().to(kGpu).transpose(0, 1);
     expect_close(matmul(at, bt), want, 1e-4, "matmul of transposed operands");
   }
+}
+
+TEST(VulkanGemm, SplitKWithAlphaAndBeta) {
+  REQUIRE_VULKAN();
+  Generator gen(6);
+  Tensor a = rand({2, 6, 1200}, {}, &gen), b = rand({2, 9, 1200}, {}, &gen), c = rand({2, 6, 9}, {}, &gen);
+  Tensor ga = a.to(kGpu), gb = b.to(kGpu), gc = c.to(kGpu);
+  for (auto* t : {&c, &gc}) {
+    const bool gpu = t == &gc;
+    GemmArgs args{arg_of(gpu ? ga : a), arg_of(gpu ? gb : b), arg_of(*t)};
+    args.batch = 2;
+    args.m = 6;
+    args.n = 9;
+    args.k = 1200;
+    args.trans_b = true;
+    args.lda = 1200;
+    args.ldb = 1200;
+    args.ldc = 9;
+    args.stride_a = 6 * 1200;
+    args.stride_b = 9 * 1200;
+    args.stride_c = 54;
+    args.alpha = 0.5;
+    args.beta = 2.0;
+    backend(t->device()).gemm(args);
+  }
+  expect_close(gc, c, 1e-4, "split-K gemm with alpha and beta");
 }
 
 TEST(VulkanOptim, FusedStepsMatchCpu) {
@@ -232,6 +260,50 @@ TEST(VulkanTraining, NoTransfersButTheLossAndSameCurveAsCpu) {
     EXPECT_LE(after.submits - before.submits, 1u) << "one submission per step";
     EXPECT_NEAR(lg, lc, 1e-4 * std::max(1.0, std::abs(lc))) << "step " << i;
   }
+}
+
+// A small CNN with every layer kind of the examples (conv, relu, max-pool,
+// dropout, linear, cross-entropy) and the library's SGD with momentum.
+struct TinyCnn : nn::Module {
+  nn::Conv2d conv{1, 4, 3};
+  nn::Dropout drop{0.25};
+  nn::Linear fc{4 * 3 * 3, 5};
+  TinyCnn() { register_modules({{"conv", conv}, {"drop", drop}, {"fc", fc}}); }
+  Tensor forward(const Tensor& x) override { return fc(drop(max_pool2d(relu(conv(x)), 2)).flatten(1)); }
+};
+
+std::vector<double> train_cnn(Device dev, int steps, std::vector<DeviceStats>* stats) {
+  manual_seed(0);  // same initialisation and dropout masks on every device
+  TinyCnn net;
+  net.to(dev);
+  optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+  Generator gen(21);
+  Tensor x = randn({8, 1, 8, 8}, {}, &gen).to(dev);
+  Tensor y = randint(0, 5, {8}, {.dtype = DType::i64}, &gen).to(dev);
+  synchronize(dev);
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) {
+    if (stats) stats->push_back(device_stats(dev));
+    Tensor loss = cross_entropy(net.forward(x), y);
+    opt.step(backward(loss));
+    losses.push_back(loss.item());
+  }
+  if (stats) stats->push_back(device_stats(dev));
+  return losses;
+}
+
+TEST(VulkanTraining, CnnStepReadsOnlyTheLossAndMatchesCpu) {
+  REQUIRE_VULKAN();
+  std::vector<DeviceStats> stats;
+  auto gpu = train_cnn(kGpu, 5, &stats);
+  auto cpu = train_cnn(Device::cpu(), 5, nullptr);
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_NEAR(gpu[i], cpu[i], 1e-4 * std::max(1.0, std::abs(cpu[i]))) << "step " << i;
+    EXPECT_EQ(stats[i + 1].host_to_device - stats[i].host_to_device, 0u) << "step " << i;
+    EXPECT_EQ(stats[i + 1].device_to_host - stats[i].device_to_host, 1u) << "step " << i << ": only the loss is read";
+    EXPECT_EQ(stats[i + 1].submits - stats[i].submits, 1u) << "step " << i << ": one submission per step";
+  }
+  EXPECT_LT(gpu.back(), gpu.front());
 }
 
 TEST(VulkanMemory, ThousandStepsKeepBytesInUseFlat) {

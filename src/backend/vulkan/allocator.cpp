@@ -49,8 +49,10 @@ std::uint32_t Allocator::new_block(std::size_t size) {
     b.memory = ctx_.device.allocateMemory(vk::MemoryAllocateInfo{.allocationSize = req.size, .memoryTypeIndex = type});
   } catch (const vk::SystemError& e) {
     ctx_.device.destroyBuffer(b.buffer);
+    const auto& heap = ctx_.memory.memoryHeaps[ctx_.memory.memoryTypes[type].heapIndex];
     throw DeviceError("vulkan: out of device memory on " + ctx_.name + " allocating a block of " +
-                      std::to_string(size) + " bytes (" + std::to_string(in_use_) + " bytes in use)");
+                      std::to_string(size) + " bytes (" + std::to_string(in_use_) + " bytes in use, memory type " +
+                      std::to_string(type) + " on a heap of " + std::to_string(heap.size) + " bytes): " + e.what());
   }
   ctx_.device.bindBufferMemory(b.buffer, b.memory, 0);
   if (host_visible_) b.mapped = static_cast<char*>(ctx_.device.mapMemory(b.memory, 0, size));

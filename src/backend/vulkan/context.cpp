@@ -64,16 +64,20 @@ Instance& instance() {
 
 std::uint32_t Context::memory_type(std::uint32_t bits, vk::MemoryPropertyFlags required,
                                    vk::MemoryPropertyFlags preferred) const {
-  int fallback = -1;
+  // Among the types with the required flags: the preferred flags first, then
+  // the largest heap (drivers also list small device-local windows, e.g. a BAR heap).
+  int best = -1;
+  auto score = [&](std::uint32_t i) {
+    auto flags = memory.memoryTypes[i].propertyFlags;
+    return std::make_pair((flags & preferred) == preferred, memory.memoryHeaps[memory.memoryTypes[i].heapIndex].size);
+  };
   for (std::uint32_t i = 0; i < memory.memoryTypeCount; ++i) {
     if (!(bits & (1u << i))) continue;
-    auto flags = memory.memoryTypes[i].propertyFlags;
-    if ((flags & required) != required) continue;
-    if ((flags & preferred) == preferred) return i;
-    if (fallback < 0) fallback = int(i);
+    if ((memory.memoryTypes[i].propertyFlags & required) != required) continue;
+    if (best < 0 || score(i) > score(std::uint32_t(best))) best = int(i);
   }
-  if (fallback < 0) throw DeviceError("vulkan: " + name + " has no memory type with the flags " + vk::to_string(required));
-  return std::uint32_t(fallback);
+  if (best < 0) throw DeviceError("vulkan: " + name + " has no memory type with the flags " + vk::to_string(required));
+  return std::uint32_t(best);
 }
 
 Context::Context(int index) {

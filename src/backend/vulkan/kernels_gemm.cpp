@@ -1,4 +1,7 @@
 // Host side of gemm.comp: tile choice and the aligned (vec4) fast path.
+#include <cstdlib>
+#include <cstdio>
+
 #include "rumus/core/error.hpp"
 #include "vulkan_backend.hpp"
 
@@ -9,6 +12,7 @@ struct GemmPush {
   std::uint32_t m, n, k, lda, ldb, ldc;
   std::uint32_t offset_a, offset_b, offset_c, batch_a, batch_b, batch_c;
   float alpha, beta;
+  std::uint32_t splits, k_chunk;
 };
 }  // namespace
 
@@ -20,24 +24,75 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   GemmPush pc{std::uint32_t(g.m), std::uint32_t(g.n), std::uint32_t(g.k), std::uint32_t(g.lda),
               std::uint32_t(g.ldb), std::uint32_t(g.ldc), std::uint32_t(g.a.layout->offset),
               std::uint32_t(g.b.layout->offset), std::uint32_t(g.c.layout->offset), std::uint32_t(g.stride_a),
-              std::uint32_t(g.stride_b), std::uint32_t(g.stride_c), float(g.alpha), float(g.beta)};
+              std::uint32_t(g.stride_b), std::uint32_t(g.stride_c), float(g.alpha), float(g.beta), 1,
+              std::uint32_t(g.k)};
   if (g.k == 0) {  // C = beta * C
     pc.alpha = 0;
     pc.k = 0;
   }
-  // Large tiles where they still give enough workgroups to fill a big GPU.
-  auto tiles = [&](std::int64_t t) { return ((g.m + t - 1) / t) * ((g.n + t - 1) / t) * g.batch; };
-  std::uint32_t tile = tiles(128) >= 264 ? 128 : tiles(64) >= 132 ? 64 : 32;
-  std::uint32_t bk = tile == 32 ? 8 : 16;
-  bool aligned = g.m % tile == 0 && g.n % tile == 0 && g.k % bk == 0 && g.k > 0;
+  // Tile (bm x bn, 8 x 8 per invocation): 128 on a side unless the matrix is
+  // thinner, then smaller tiles while the grid stays under two waves of a big GPU.
+  auto tiles = [&](std::int64_t bm, std::int64_t bn) { return ((g.m + bm - 1) / bm) * ((g.n + bn - 1) / bn) * g.batch; };
+  std::uint32_t bm = g.m <= 64 ? 64 : 128, bn = g.n <= 64 ? 64 : 128;
+  if (tiles(bm, bn) < 264 && bm == 128) bm = 64;
+  if (tiles(bm, bn) < 264 && bn == 128) bn = 64;
+  std::uint32_t bk = bm == 64 && bn == 64 ? 16 : 8;  // 128 x 128 x 8 measured fastest on an H200
+  // Few output tiles but a long K (e.g. a weight gradient summed over a batch):
+  // split K across workgroups so the whole GPU works, then add the slices.
+  std::uint32_t splits = 1;
+  if (tiles(bm, bn) < 132 && g.k >= 1024) {
+    std::int64_t want = std::min<std::int64_t>((264 + tiles(bm, bn) - 1) / tiles(bm, bn), g.k / 256);
+    std::int64_t chunk = ((g.k + want - 1) / want + bk - 1) / bk * bk;
+    splits = std::uint32_t((g.k + chunk - 1) / chunk);
+    pc.k_chunk = std::uint32_t(chunk);
+  }
+  // Tuning knob for benchmarks: RUMUS_VULKAN_GEMM_TILE="bm,bn,bk" (bm, bn 64 or 128; bk 8 or 16).
+  static const char* forced = std::getenv("RUMUS_VULKAN_GEMM_TILE");
+  if (forced && splits == 1) {
+    unsigned fm = 0, fn = 0, fk = 0;
+    if (std::sscanf(forced, "%u,%u,%u", &fm, &fn, &fk) == 3 && (fm == 64 || fm == 128) && (fn == 64 || fn == 128) &&
+        (fk == 8 || fk == 16) && fm * fk * 64 / (fm * fn / 64) <= 16 * 64 && fn * fk * 64 / (fm * fn / 64) <= 16 * 64) {
+      bm = fm;
+      bn = fn;
+      bk = fk;
+    }
+  }
+  bool aligned = g.m % bm == 0 && g.n % bn == 0 && g.k % bk == 0 && pc.k_chunk % bk == 0 && g.k > 0;
   for (std::uint32_t v : {pc.lda, pc.ldb, pc.ldc, pc.offset_a, pc.offset_b, pc.offset_c, pc.batch_a, pc.batch_b,
                           pc.batch_c})
     if (v % 4) aligned = false;
-  std::vector<std::uint32_t> spec = {(tile / 8) * (tile / 8), tile, tile, bk, g.trans_a ? 1u : 0u,
-                                     g.trans_b ? 1u : 0u, aligned ? 1u : 0u};
-  Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
-  launch("gemm", spec, ops, &pc, sizeof pc, std::uint32_t((g.n + tile - 1) / tile),
-         std::uint32_t((g.m + tile - 1) / tile), std::uint32_t(g.batch));
+  std::vector<std::uint32_t> spec = {(bm / 8) * (bn / 8), bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
+                                     aligned ? 1u : 0u};
+  const std::uint32_t gx = std::uint32_t((g.n + bn - 1) / bn), gy = std::uint32_t((g.m + bm - 1) / bm);
+  if (splits == 1) {
+    Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
+    launch("gemm", spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch));
+    return;
+  }
+  // Slices [batch, splits, m, n] (alpha applied), summed over `splits` into C.
+  const std::int64_t mn = g.m * g.n;
+  Layout parts_layout = Layout::contiguous({g.batch, std::int64_t(splits), g.m, g.n});
+  Storage parts(device(), std::size_t(g.batch * splits * mn) * 4);
+  TensorArg parts_arg{&parts, DType::f32, &parts_layout};
+  pc.splits = splits;
+  pc.offset_c = 0;
+  pc.ldc = std::uint32_t(g.n);
+  pc.batch_c = std::uint32_t(mn);
+  pc.beta = 0;
+  Operand ops[] = {{g.a, false}, {g.b, false}, {parts_arg, true}};
+  launch("gemm", spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch) * splits);
+  Layout c_layout{{g.batch, 1, g.m, g.n}, {g.stride_c, 0, g.ldc, 1}, g.c.layout->offset};
+  TensorArg c_arg{g.c.storage, DType::f32, &c_layout};
+  if (g.beta == 0) {
+    reduce(ReduceOp::sum, c_arg, parts_arg);
+    return;
+  }
+  Layout sum_layout = Layout::contiguous({g.batch, 1, g.m, g.n});
+  Storage sum_storage(device(), std::size_t(g.batch * mn) * 4);
+  TensorArg sum_arg{&sum_storage, DType::f32, &sum_layout};
+  reduce(ReduceOp::sum, sum_arg, parts_arg);
+  unary(UnaryOp::mul_scalar, c_arg, c_arg, g.beta, 0);
+  binary(BinaryOp::add, c_arg, c_arg, sum_arg, 0, 0);
 }
 
 }  // namespace rumus::vulkan

@@ -11,7 +11,7 @@ namespace {
 
 constexpr int kMaxDims = 4;  // per dispatch; outer dims beyond are looped here
 constexpr std::uint32_t kLocal = 256;
-constexpr std::uint32_t kFill = 100, kCast = 101, kRawCopy = 102, kWhere = 103, kBinaryBase = 32;
+constexpr std::uint32_t kFill = 100, kCast = 101, kRawCopy = 102, kWhere = 103, kFill64 = 104, kBinaryBase = 32;
 
 struct PointwisePush {
   std::uint32_t n, rank;
@@ -32,7 +32,7 @@ void check_arith(const char* op, DType t) {
 }  // namespace
 
 void VulkanBackend::pointwise(const char* op_name, std::uint32_t op, std::span<const TensorArg> args, double p0,
-                              double p1, std::uint32_t elem_bytes) {
+                              double p1, std::uint32_t elem_bytes, const std::uint32_t* bits) {
   const Layout& lo = *args[0].layout;
   const std::int64_t n = lo.numel();
   if (n == 0) return;
@@ -41,6 +41,10 @@ void VulkanBackend::pointwise(const char* op_name, std::uint32_t op, std::span<c
   pc.n = std::uint32_t(n);
   pc.p0 = float(p0);
   pc.p1 = float(p1);
+  if (bits) {  // raw words instead of floats
+    std::memcpy(&pc.p0, &bits[0], 4);
+    std::memcpy(&pc.p1, &bits[1], 4);
+  }
   const std::size_t k = args.size();
   // Merge dims that every operand walks contiguously; drop size-1 dims.
   int nd = 0;
@@ -97,15 +101,13 @@ void VulkanBackend::pointwise(const char* op_name, std::uint32_t op, std::span<c
 
 void VulkanBackend::fill(TensorArg out, double value) {
   if (out.dtype == DType::f64 || out.dtype == DType::i64) {
-    // Exact 64-bit patterns: fill a one-element staging tensor, then broadcast it by a raw copy.
-    std::int64_t bits;
-    if (out.dtype == DType::f64) std::memcpy(&bits, &value, 8);
-    else bits = std::int64_t(value);
-    Storage one(device(), 8);
-    write(one, 0, &bits, 8);
-    Layout src{out.layout->shape, Shape(out.layout->shape.size(), 0), 0};
-    TensorArg args[] = {out, {&one, out.dtype, &src}};
-    pointwise("fill", kRawCopy, args, 0, 0, 8);
+    // Exact 64-bit patterns travel as two raw words.
+    std::uint64_t v;
+    if (out.dtype == DType::f64) std::memcpy(&v, &value, 8);
+    else v = std::uint64_t(std::int64_t(value));
+    const std::uint32_t words[2] = {std::uint32_t(v), std::uint32_t(v >> 32)};
+    TensorArg args[] = {out};
+    pointwise("fill", kFill64, args, 0, 0, 8, words);
     return;
   }
   TensorArg args[] = {out};

@@ -49,7 +49,9 @@ void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
   pc.n_red = std::uint32_t(n_red);
   const bool is_arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
   if (is_arg && std::popcount(pc.reduced_mask) > 1) throw Error("reduce: argmax/argmin reduce over one dim");
-  const bool per_group = !is_arg && n_red > kSerialLimit;
+  // A workgroup per output unless outputs are many and each reduction short:
+  // serial loops over a few outputs leave the GPU idle behind memory latency.
+  const bool per_group = !is_arg && (n_red > kSerialLimit || (n_red > 8 && n_out < 8192));
   std::vector<std::uint32_t> spec = {kLocal, std::uint32_t(op), std::uint32_t(out.dtype), std::uint32_t(in.dtype),
                                      per_group ? 1u : 0u};
   Operand ops[] = {{out, true}, {in, false}};

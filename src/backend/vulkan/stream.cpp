@@ -1,6 +1,12 @@
 // Command recording, hazard barriers, batched submission and fences.
 #include "stream.hpp"
 
+#include <algorithm>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
 #include "rumus/core/error.hpp"
 
 namespace rumus::vulkan {
@@ -17,6 +23,8 @@ void full_barrier(vk::CommandBuffer cmd) {
 }  // namespace
 
 Stream::Stream(Context& ctx) : ctx_(ctx) {
+  const char* p = std::getenv("RUMUS_VULKAN_PROFILE");
+  profile_ = p && *p && *p != '0';
   pool_ = ctx_.device.createCommandPool(
       {.flags = vk::CommandPoolCreateFlagBits::eResetCommandBuffer, .queueFamilyIndex = ctx_.queue_family});
 }
@@ -26,7 +34,10 @@ Stream::~Stream() {
     wait_all();
   } catch (...) {
   }
-  for (auto& b : idle_) ctx_.device.destroyFence(b.fence);
+  for (auto& b : idle_) {
+    ctx_.device.destroyFence(b.fence);
+    if (b.queries) ctx_.device.destroyQueryPool(b.queries);
+  }
   ctx_.device.destroyCommandPool(pool_);
 }
 
@@ -38,12 +49,20 @@ vk::CommandBuffer Stream::current() {
     b.cmd = ctx_.device.allocateCommandBuffers(
         {.commandPool = pool_, .level = vk::CommandBufferLevel::ePrimary, .commandBufferCount = 1})[0];
     b.fence = ctx_.device.createFence({});
+    if (profile_)
+      b.queries = ctx_.device.createQueryPool(
+          {.queryType = vk::QueryType::eTimestamp, .queryCount = kBatchLimit + 1});
     idle_.push_back(b);
   }
   recording_ = idle_.back();
   idle_.pop_back();
   recording_.serial = next_serial_;
   recording_.cmd.begin(vk::CommandBufferBeginInfo{.flags = vk::CommandBufferUsageFlagBits::eOneTimeSubmit});
+  if (profile_) {
+    recording_.labels.assign(1, "start");
+    recording_.cmd.resetQueryPool(recording_.queries, 0, kBatchLimit + 1);
+    recording_.cmd.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, recording_.queries, 0);
+  }
   // Earlier submissions may still write what this batch reads.
   full_barrier(recording_.cmd);
   read_.clear();
@@ -69,7 +88,7 @@ void Stream::order(std::span<const Binding> access) {
 
 void Stream::dispatch(vk::Pipeline pipeline, vk::PipelineLayout layout, std::span<const Binding> bindings,
                       const void* push, std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy,
-                      std::uint32_t gz) {
+                      std::uint32_t gz, const std::string* label) {
   vk::CommandBuffer cmd = current();
   order(bindings);
   vk::DescriptorBufferInfo infos[8];
@@ -84,6 +103,11 @@ void Stream::dispatch(vk::Pipeline pipeline, vk::PipelineLayout layout, std::spa
   cmd.pushDescriptorSetKHR(vk::PipelineBindPoint::eCompute, layout, 0, std::uint32_t(bindings.size()), writes);
   cmd.pushConstants(layout, vk::ShaderStageFlagBits::eCompute, 0, push_bytes, push);
   cmd.dispatch(gx, gy, gz);
+  if (profile_) {
+    recording_.labels.push_back(label ? *label : "?");
+    cmd.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, recording_.queries,
+                       std::uint32_t(recording_.labels.size() - 1));
+  }
   if (++commands_ >= kBatchLimit) submit();
 }
 
@@ -97,15 +121,15 @@ void Stream::copy(const Allocation& src, std::size_t src_offset, const Allocatio
   if (++commands_ >= kBatchLimit) submit();
 }
 
-void Stream::fill_zero(const Allocation& dst) {
-  vk::CommandBuffer cmd = current();
-  Binding access[] = {{&dst, true}};
-  order(access);
-  cmd.fillBuffer(dst.buffer, dst.offset, dst.size, 0);
-}
-
 void Stream::submit() {
   if (!active_) return;
+  // The host may run ahead of the GPU by a few batches, not more: memory freed
+  // meanwhile is reused only when the batches that used it finish.
+  if (in_flight_.size() >= kMaxInFlight) {
+    auto r = ctx_.device.waitForFences(in_flight_.front().fence, true, UINT64_MAX);
+    if (r != vk::Result::eSuccess) throw DeviceError("vulkan: waiting for the GPU failed on " + ctx_.name);
+    completed_serial();
+  }
   recording_.cmd.end();
   ctx_.queue.submit(vk::SubmitInfo{.commandBufferCount = 1, .pCommandBuffers = &recording_.cmd}, recording_.fence);
   in_flight_.push_back(recording_);
@@ -119,6 +143,7 @@ std::uint64_t Stream::completed_serial() {
     Batch b = in_flight_.front();
     in_flight_.pop_front();
     ctx_.device.resetFences(b.fence);
+    if (profile_) collect_profile(b);
     completed_ = b.serial;
     idle_.push_back(b);
   }
@@ -132,6 +157,33 @@ void Stream::wait_all() {
     if (r != vk::Result::eSuccess) throw DeviceError("vulkan: waiting for the GPU failed on " + ctx_.name);
   }
   completed_serial();
+  if (profile_ && !profile_totals_.empty()) {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (auto& [label, t] : profile_totals_) {
+      rows.push_back({t.first, label + " x" + std::to_string(t.second)});
+      total += t.first;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "vulkan profile (%s): %.3f ms of kernels\n", ctx_.name.c_str(), total);
+    for (std::size_t i = 0; i < rows.size() && i < 25; ++i)
+      std::fprintf(stderr, "  %9.3f ms  %s\n", rows[i].first, rows[i].second.c_str());
+    profile_totals_.clear();
+  }
+}
+
+void Stream::collect_profile(Batch& b) {
+  const std::uint32_t n = std::uint32_t(b.labels.size());
+  std::vector<std::uint64_t> ticks(n);
+  auto r = ctx_.device.getQueryPoolResults(b.queries, 0, n, n * sizeof(std::uint64_t), ticks.data(),
+                                           sizeof(std::uint64_t), vk::QueryResultFlagBits::e64);
+  if (r != vk::Result::eSuccess) return;
+  const double ms_per_tick = ctx_.properties.limits.timestampPeriod * 1e-6;
+  for (std::uint32_t i = 1; i < n; ++i) {
+    auto& t = profile_totals_[b.labels[i]];
+    t.first += double(ticks[i] - ticks[i - 1]) * ms_per_tick;
+    ++t.second;
+  }
 }
 
 }  // namespace rumus::vulkan

@@ -5,7 +5,9 @@
 // fence tells when buffers it used may be reused.
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <span>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -22,16 +24,16 @@ struct Binding {
 class Stream {
  public:
   static constexpr std::uint32_t kBatchLimit = 1024;
+  static constexpr std::size_t kMaxInFlight = 3;
 
   explicit Stream(Context& ctx);
   ~Stream();
 
   void dispatch(vk::Pipeline pipeline, vk::PipelineLayout layout, std::span<const Binding> bindings,
                 const void* push, std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy = 1,
-                std::uint32_t gz = 1);
+                std::uint32_t gz = 1, const std::string* label = nullptr);
   void copy(const Allocation& src, std::size_t src_offset, const Allocation& dst, std::size_t dst_offset,
             std::size_t nbytes);
-  void fill_zero(const Allocation& dst);
 
   // Serial of the batch being recorded (the one a release now must wait for).
   std::uint64_t recording_serial() const { return next_serial_; }
@@ -45,7 +47,12 @@ class Stream {
     vk::CommandBuffer cmd;
     vk::Fence fence;
     std::uint64_t serial;
+    vk::QueryPool queries;            // profiling only
+    std::vector<std::string> labels;  // one per timestamp
   };
+  // RUMUS_VULKAN_PROFILE=1: a timestamp after every dispatch; the gaps between
+  // consecutive ones are summed per label and printed to stderr at each wait.
+  void collect_profile(Batch& b);
   vk::CommandBuffer current();
   // Inserts a barrier when this access conflicts with one since the last barrier.
   void order(std::span<const Binding> access);
@@ -60,6 +67,8 @@ class Stream {
   std::uint32_t commands_ = 0;
   std::uint64_t next_serial_ = 1, completed_ = 0, submits_ = 0;
   std::unordered_set<std::uint64_t> read_, written_;
+  bool profile_ = false;
+  std::map<std::string, std::pair<double, std::uint64_t>> profile_totals_;  // label -> (ms, count)
 };
 
 }  // namespace rumus::vulkan

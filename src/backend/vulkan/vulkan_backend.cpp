@@ -3,6 +3,7 @@
 #include "vulkan_backend.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "rumus/core/error.hpp"
@@ -24,6 +25,8 @@ std::uint32_t groups_for(std::int64_t n, std::uint32_t local) {
 }
 
 VulkanBackend::VulkanBackend(int index) : index_(index) {
+  const char* p = std::getenv("RUMUS_VULKAN_PROFILE");
+  profiling_ = p && *p && *p != '0';
   try {
     ctx_ = std::make_unique<Context>(index);
     memory_ = std::make_unique<Allocator>(*ctx_, false, kDeviceBlock);
@@ -112,6 +115,12 @@ void VulkanBackend::launch(const std::string& shader, const std::vector<std::uin
     bindings[i] = {static_cast<const Allocation*>(o.arg.storage->data()), i < operands.size() && o.written};
   }
   vk::Pipeline p = pipelines_->get(shader, spec);
+  if (profiling_) {
+    std::string label = shader + "/" + std::to_string(spec.size() > 1 ? spec[1] : 0) + " grid " +
+                        std::to_string(gx) + "x" + std::to_string(gy) + "x" + std::to_string(gz);
+    stream_->dispatch(p, pipelines_->layout(), bindings, push, push_bytes, gx, gy, gz, &label);
+    return;
+  }
   stream_->dispatch(p, pipelines_->layout(), bindings, push, push_bytes, gx, gy, gz);
 }
 

@@ -61,7 +61,7 @@ class VulkanBackend final : public Backend {
               std::uint32_t gz = 1);
   // One pointwise kernel over out's shape (elementwise.comp).
   void pointwise(const char* op_name, std::uint32_t op, std::span<const TensorArg> args, double p0, double p1,
-                 std::uint32_t elem_bytes = 4);
+                 std::uint32_t elem_bytes = 4, const std::uint32_t* bits = nullptr);
   void release_finished();
 
   int index_;
@@ -71,6 +71,7 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<Stream> stream_;
   mutable std::mutex mu_;  // one recording stream per device; callers may be on any thread
   std::uint64_t uploads_ = 0, downloads_ = 0;
+  bool profiling_ = false;  // RUMUS_VULKAN_PROFILE: label dispatches for the stream's timestamps
 };
 
 // Workgroup count for a grid-stride loop over n elements.

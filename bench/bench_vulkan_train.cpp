@@ -1,0 +1,72 @@
+// Training throughput of the MLP and CNN of the PyTorch CUDA baseline
+// (synthetic data already on the device, SGD momentum 0.9, cross-entropy),
+// the loss read once at the end as the baseline does.
+//   bench_vulkan_train [device (default vulkan:0)] [steps (default 300)]
+#include <rumus/backend/backend.hpp>
+#include <rumus/rumus.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+using namespace rumus;
+
+struct Mlp : nn::Module {
+  nn::Linear f1{784, 512}, f2{512, 512}, f3{512, 10};
+  Mlp() { register_modules({{"f1", f1}, {"f2", f2}, {"f3", f3}}); }
+  Tensor forward(const Tensor& x) override { return f3(relu(f2(relu(f1(x.flatten(1)))))); }
+};
+
+struct Cnn : nn::Module {
+  nn::Conv2d c1{1, 32, 3}, c2{32, 64, 3};
+  nn::Dropout d1{0.25}, d2{0.5};
+  nn::Linear f1{9216, 128}, f2{128, 10};
+  Cnn() { register_modules({{"c1", c1}, {"c2", c2}, {"d1", d1}, {"d2", d2}, {"f1", f1}, {"f2", f2}}); }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = d1(max_pool2d(relu(c2(relu(c1(x)))), 2)).flatten(1);
+    return f2(d2(relu(f1(h))));
+  }
+};
+
+template <class Net>
+void run(const char* name, Device dev, std::int64_t batch, int steps) {
+  manual_seed(0);
+  Net net;
+  net.to(dev);
+  optim::SGD opt(net.parameters(), {.lr = 0.01, .momentum = 0.9});
+  std::vector<Tensor> xs, ys;
+  for (int i = 0; i < 16; ++i) {
+    xs.push_back(rand({batch, 1, 28, 28}, {.device = dev}));
+    ys.push_back(randint(0, 10, {batch}, {.dtype = DType::i64, .device = dev}));
+  }
+  auto step = [&](int i) {
+    Tensor loss = cross_entropy(net.forward(xs[i % 16]), ys[i % 16]);
+    opt.step(backward(loss));
+    return loss;
+  };
+  for (int i = 0; i < 30; ++i) step(i);
+  synchronize(dev);
+  DeviceStats s0 = device_stats(dev);
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor loss;
+  for (int i = 0; i < steps; ++i) loss = step(i);
+  double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // recording only
+  double l = loss.item();
+  double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  DeviceStats s1 = device_stats(dev);
+  std::printf("rumus %s %s batch %lld: %.0f samples/s (%.0f us/step, host %.0f us/step), loss %.3f, %llu submits, "
+              "%llu uploads, %.1f MiB in use\n",
+              dev.str().c_str(), name, (long long)batch, steps * batch / dt, dt / steps * 1e6, host / steps * 1e6, l,
+              (unsigned long long)(s1.submits - s0.submits), (unsigned long long)(s1.host_to_device - s0.host_to_device),
+              double(s1.bytes_in_use) / (1 << 20));
+  std::fflush(stdout);
+}
+
+int main(int argc, char** argv) {
+  Device dev = Device::parse(argc > 1 ? argv[1] : "vulkan:0");
+  int steps = argc > 2 ? std::stoi(argv[2]) : 300;
+  for (std::int64_t batch : {64, 512}) {
+    run<Mlp>("mlp", dev, batch, steps);
+    run<Cnn>("cnn", dev, batch, steps);
+  }
+}
