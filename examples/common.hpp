@@ -31,6 +31,7 @@ struct Config {
   std::string optimizer = "adamw";
   std::string schedule = "onecycle";
   double weight_decay = -1;  // < 0: the optimizer's default
+  bool nesterov = true;      // sgd only
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   std::uint64_t seed = 0;
   std::string device = "cpu";
@@ -48,6 +49,7 @@ inline void usage(const Config& c) {
       "  --optimizer NAME    sgd (momentum 0.9, nesterov), adam, adamw or rmsprop (default %s)\n"
       "  --schedule NAME     onecycle, cosine or constant (default %s)\n"
       "  --weight-decay X    default: 5e-4 for sgd, 0.05 for adamw, 0 otherwise\n"
+      "  --nesterov 0|1      Nesterov momentum for sgd (default 1)\n"
       "  --threads N         CPU threads for OpenMP and OpenBLAS (default %d)\n"
       "  --seed N            seeds initialisation, shuffling and dropout (default %llu)\n"
       "  --device D          cpu, vulkan or vulkan:N (default %s)\n"
@@ -81,6 +83,7 @@ inline bool parse(Config& c, int argc, char** argv) {
       else if (a == "--optimizer") c.optimizer = v;
       else if (a == "--schedule") c.schedule = v;
       else if (a == "--weight-decay") c.weight_decay = std::stod(v);
+      else if (a == "--nesterov") c.nesterov = std::stoi(v) != 0;
       else if (a == "--threads") c.threads = std::stoi(v);
       else if (a == "--seed") c.seed = std::stoull(v);
       else if (a == "--device") c.device = v;
@@ -242,7 +245,7 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const s
   auto wd = [&](double fallback) { return c.weight_decay >= 0 ? c.weight_decay : fallback; };
   if (c.optimizer == "sgd")
     return std::make_unique<optim::SGD>(params, optim::SGDOptions{
-                                                    .lr = lr, .momentum = 0.9, .weight_decay = wd(5e-4), .nesterov = true});
+                                                    .lr = lr, .momentum = 0.9, .weight_decay = wd(5e-4), .nesterov = c.nesterov});
   if (c.optimizer == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = lr, .weight_decay = wd(0)});
   if (c.optimizer == "adamw") return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = lr, .weight_decay = wd(0.05)});
   if (c.optimizer == "rmsprop")
