@@ -216,3 +216,37 @@ TEST(Clip, GradValue) {
   EXPECT_EQ(grads.at(a).to_vector<float>(), (std::vector<float>{-1.0f, 0.5f, 1.0f}));
   EXPECT_THROW(optim::clip_grad_value_(grads, {a}, -1.0), Error);
 }
+
+namespace {
+
+// The fused CPU kernels (dense operands) agree with the composed kernels every
+// backend inherits (taken here for transposed, non-dense operands).
+TEST(FusedSteps, MatchTheComposedKernels) {
+  manual_seed(3);
+  Tensor dense_p = randn({37, 5});
+  Tensor strided_p = dense_p.t().contiguous().t();  // same values, column-major
+  Tensor dm = zeros({37, 5}), dv = zeros({37, 5}), sm = zeros({5, 37}).t(), sv = zeros({5, 37}).t();
+  Tensor dbuf = empty({37, 5}), sbuf = empty({5, 37}).t();
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    Tensor g = randn({37, 5});
+    SgdStep sgd{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true, .first = step == 1};
+    sgd_step_(dense_p, g, dbuf, sgd);
+    sgd_step_(strided_p, g, sbuf, sgd);
+    AdamStep adam{.lr = 0.01, .weight_decay = 0.1, .decoupled = step % 2 == 0, .step = step};
+    adam_step_(dense_p, g, dm, dv, adam);
+    adam_step_(strided_p, g, sm, sv, adam);
+  }
+  auto a = dense_p.to_vector<float>(), b = strided_p.to_vector<float>();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5f) << i;
+  EXPECT_EQ(dv.to_vector<float>().size(), sv.contiguous().to_vector<float>().size());
+}
+
+TEST(FusedSteps, RejectMismatchedState) {
+  Tensor p = zeros({3}), g = zeros({3}), buf = zeros({4});
+  EXPECT_THROW(sgd_step_(p, g, buf, {.lr = 0.1, .momentum = 0.9}), ShapeError);
+  Tensor m = zeros({3}, {.dtype = DType::f64}), v = zeros({3});
+  EXPECT_THROW(adam_step_(p, g, m, v, {.lr = 0.1}), DTypeError);
+  EXPECT_THROW(adam_step_(p, g, v, v, {.lr = 0.1, .step = 0}), Error);
+}
+
+}  // namespace

@@ -23,6 +23,7 @@
 #include "rumus/ops/linalg.hpp"
 #include "rumus/ops/loss.hpp"
 #include "rumus/ops/normalization.hpp"
+#include "rumus/ops/optimizer_step.hpp"
 #include "rumus/ops/pooling.hpp"
 #include "rumus/ops/reduction.hpp"
 #include "rumus/ops/softmax.hpp"

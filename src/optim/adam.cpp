@@ -2,10 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "rumus/ops/creation.hpp"
-#include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/optimizer_step.hpp"
 
 namespace rumus::optim {
 
@@ -28,22 +26,11 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o, bool decoupled)
 }
 
 void Adam::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {
-  const double b1 = options.beta1, b2 = options.beta2;
-  const double t = double(state.step + 1);
-  Tensor g = grad;
-  if (group.weight_decay != 0) {
-    if (decoupled_)
-      p.mul_(1.0 - group.lr * group.weight_decay);
-    else
-      g = add(g, p, group.weight_decay);
-  }
   Tensor& m = buffer(state.buffers, "exp_avg", p);
   Tensor& v = buffer(state.buffers, "exp_avg_sq", p);
-  m.mul_(b1).add_(g, 1.0 - b1);
-  v.mul_(b2).add_(square(g), 1.0 - b2);
-  const double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
-  Tensor denom = add(mul(sqrt(v), 1.0 / std::sqrt(bc2)), options.eps);
-  p.add_(div(m, denom), -group.lr / bc1);
+  adam_step_(p, grad, m, v,
+             {.lr = group.lr, .beta1 = options.beta1, .beta2 = options.beta2, .eps = options.eps,
+              .weight_decay = group.weight_decay, .decoupled = decoupled_, .step = state.step + 1});
 }
 
 }  // namespace rumus::optim

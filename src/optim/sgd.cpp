@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/creation.hpp"
+#include "rumus/ops/optimizer_step.hpp"
 
 namespace rumus::optim {
 
@@ -13,17 +14,17 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(gro
 }
 
 void SGD::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {
-  Tensor g = group.weight_decay != 0 ? add(grad, p, group.weight_decay) : grad;
+  SgdStep step{.lr = group.lr, .momentum = options.momentum, .dampening = options.dampening,
+               .weight_decay = group.weight_decay, .nesterov = options.nesterov};
+  Tensor unused;
+  Tensor* buffer = &unused;
   if (options.momentum != 0) {
     auto it = state.buffers.find("momentum_buffer");
-    if (it == state.buffers.end()) {
-      it = state.buffers.emplace("momentum_buffer", g.clone()).first;
-    } else {
-      it->second.mul_(options.momentum).add_(g, 1.0 - options.dampening);
-    }
-    g = options.nesterov ? add(g, it->second, options.momentum) : it->second;
+    step.first = it == state.buffers.end();
+    if (step.first) it = state.buffers.emplace("momentum_buffer", empty_like(p)).first;
+    buffer = &it->second;
   }
-  p.add_(g, -group.lr);
+  sgd_step_(p, grad, *buffer, step);
 }
 
 }  // namespace rumus::optim

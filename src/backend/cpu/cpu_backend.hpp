@@ -21,6 +21,8 @@ class CpuBackend final : public Backend {
   void binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) override;
   void where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) override;
   void reduce(ReduceOp op, TensorArg out, TensorArg in) override;
+  void sgd_step(const SgdStep& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
+  void adam_step(const AdamStep& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
   void gemm(const GemmArgs& args) override;
   void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
               double b) override;

@@ -1,0 +1,46 @@
+#include "rumus/ops/optimizer_step.hpp"
+
+#include "op_util.hpp"
+
+namespace rumus {
+
+using detail::arg;
+
+namespace {
+void check_state(const char* op, const Tensor& param, const Tensor& other, const char* what) {
+  detail::check_same_device(op, param, other);
+  if (other.shape() != param.shape())
+    throw ShapeError(fmt::format("{}: {} shape {} differs from parameter shape {}", op, what,
+                                 shape_str(other.shape()), shape_str(param.shape())));
+  if (other.dtype() != param.dtype())
+    throw DTypeError(fmt::format("{}: {} dtype {} differs from parameter dtype {}", op, what,
+                                 dtype_name(other.dtype()), dtype_name(param.dtype())));
+}
+// Gradients may arrive as broadcast or strided views; the fused kernels read them densely.
+Tensor dense(const Tensor& t) { return t.detach().contiguous(); }
+}  // namespace
+
+void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, const SgdStep& o) {
+  detail::check_floating("sgd_step_", param);
+  check_state("sgd_step_", param, grad, "gradient");
+  const bool uses_buffer = o.momentum != 0;
+  if (uses_buffer) check_state("sgd_step_", param, buf, "momentum buffer");
+  Tensor g = dense(grad);
+  Tensor b = uses_buffer ? buf : param;  // a placeholder operand when there is no momentum
+  detail::kernels(param).sgd_step(o, arg(param), arg(g), arg(b));
+  param.storage().bump_version();
+  if (uses_buffer) buf.storage().bump_version();
+}
+
+void adam_step_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamStep& o) {
+  detail::check_floating("adam_step_", param);
+  check_state("adam_step_", param, grad, "gradient");
+  check_state("adam_step_", param, m, "exp_avg");
+  check_state("adam_step_", param, v, "exp_avg_sq");
+  if (o.step < 1) throw Error(fmt::format("adam_step_: expected step >= 1, got {}", o.step));
+  Tensor g = dense(grad);
+  detail::kernels(param).adam_step(o, arg(param), arg(g), arg(m), arg(v));
+  for (Tensor* t : {&param, &m, &v}) t->storage().bump_version();
+}
+
+}  // namespace rumus
