@@ -1,6 +1,8 @@
 // Op table gradchecks (f64, finite differences) and the ops' error cases.
 #include <gtest/gtest.h>
 
+#include "expect_error.hpp"
+
 #include "gradcheck.hpp"
 
 using namespace rumus;
@@ -27,15 +29,6 @@ INSTANTIATE_TEST_SUITE_P(
       return op_table()[std::get<0>(info.param)].name + "_" + layouting_name(std::get<1>(info.param));
     });
 
-template <class E, class F>
-void expect_error(F&& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing \"" << fragment << "\"";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 TEST(OpErrors, MatmulInnerDims) {
   expect_error<ShapeError>([] { matmul(zeros({64, 784}), zeros({512, 10})); },

@@ -2,6 +2,8 @@
 // shapes (batch 64, 28x28) against naive reference loops.
 #include <gtest/gtest.h>
 
+#include "expect_error.hpp"
+
 #include <cmath>
 #include <random>
 
@@ -10,19 +12,10 @@
 #include "rumus/backend/backend.hpp"
 
 using namespace rumus;
+using rumus::testing::expect_error;
 
 namespace {
 
-template <class E, class F>
-void expect_error(F&& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing \"" << fragment << "\"";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-  autograd::clear_tape();
-}
 
 Tensor i64(std::vector<std::int64_t> v, Shape s = {}) {
   if (s.empty()) s = {std::int64_t(v.size())};
