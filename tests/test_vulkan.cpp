@@ -1,6 +1,7 @@
 // The Vulkan backend against the CPU: every op of the op table forward and
 // backward (contiguous, strided, broadcast inputs), transfers, random streams,
-// allocator statistics, transfer counters in a training loop, and errors.
+// allocator statistics, transfer counters in a training loop and in gradient
+// clipping, and errors.
 // Runs on any Vulkan device; CI uses Mesa's lavapipe. Skips without one.
 #include <gtest/gtest.h>
 
@@ -215,6 +216,53 @@ TEST(VulkanOptim, FusedStepsMatchCpu) {
       apply(gpu, gg);
     }
     expect_close(gpu[0], cpu[0], 1e-5, "optimizer variant " + std::to_string(variant));
+  }
+}
+
+// Gradients of mixed shapes (one spans several reduction workgroups) with
+// their norm on each device, after clipping.
+struct Clipped {
+  double norm = 0;
+  std::vector<Tensor> grads;
+  DeviceStats before, after;
+};
+
+Clipped clip_on(Device dev, double max_norm, double p) {
+  Generator gen(13);
+  std::vector<Tensor> params, coeffs;
+  for (Shape s : {Shape{300, 70}, Shape{7}, Shape{3, 4, 5}, Shape{}}) {
+    params.push_back(randn(s, {}, &gen).to(dev).requires_grad_());
+    coeffs.push_back(randn(s, {}, &gen).to(dev));
+  }
+  Tensor loss = zeros({}, {.device = dev});
+  for (std::size_t i = 0; i < params.size(); ++i) loss = add(loss, sum(mul(params[i], coeffs[i])));
+  GradientStore grads = backward(loss);  // each gradient is its coefficient
+  synchronize(dev);
+  Clipped c;
+  c.before = device_stats(dev);
+  c.norm = optim::clip_grad_norm_(grads, params, max_norm, p);
+  c.after = device_stats(dev);
+  for (auto& t : params) c.grads.push_back(grads.at(t));
+  return c;
+}
+
+TEST(VulkanOptim, ClipGradNormMatchesCpuAndReadsOnce) {
+  REQUIRE_VULKAN();
+  for (double p : {2.0, 1.0, 3.0, double(INFINITY)}) {
+    for (double max_norm : {0.5, 1e9}) {  // clipped, and left alone
+      const std::string what = "p " + std::to_string(p) + ", max_norm " + std::to_string(max_norm);
+      Clipped cpu = clip_on(Device::cpu(), max_norm, p);
+      Clipped gpu = clip_on(kGpu, max_norm, p);
+      EXPECT_NEAR(gpu.norm, cpu.norm, 1e-5 * cpu.norm) << what;
+      EXPECT_GT(cpu.norm, 0.5) << what;
+      EXPECT_EQ(gpu.after.device_to_host - gpu.before.device_to_host, 1u) << what << ": only the norm is read";
+      EXPECT_EQ(gpu.after.host_to_device - gpu.before.host_to_device, 0u) << what;
+      for (std::size_t i = 0; i < cpu.grads.size(); ++i) {
+        EXPECT_EQ(gpu.grads[i].device(), kGpu) << what;
+        EXPECT_EQ(gpu.grads[i].dtype(), DType::f32) << what;
+        expect_close(gpu.grads[i], cpu.grads[i], 1e-5, what + ", gradient " + std::to_string(i));
+      }
+    }
   }
 }
 
