@@ -1,11 +1,12 @@
 // The Vulkan backend against the CPU: every op of the op table forward and
 // backward (contiguous, strided, broadcast inputs), transfers, random streams,
 // allocator statistics, transfer counters in a training loop and in gradient
-// clipping, and errors.
+// clipping, checkpoints, and errors.
 // Runs on any Vulkan device; CI uses Mesa's lavapipe. Skips without one.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <rumus/backend/backend.hpp>
 #include <rumus/rumus.hpp>
 
@@ -352,6 +353,40 @@ TEST(VulkanTraining, CnnStepReadsOnlyTheLossAndMatchesCpu) {
     EXPECT_EQ(stats[i + 1].submits - stats[i].submits, 1u) << "step " << i << ": one submission per step";
   }
   EXPECT_LT(gpu.back(), gpu.front());
+}
+
+// A checkpoint saved from a Vulkan model and optimizer loads into another
+// Vulkan model and optimizer, which then trains exactly like the original.
+TEST(VulkanIo, CheckpointRoundTripContinuesTraining) {
+  REQUIRE_VULKAN();
+  const std::string path = ::testing::TempDir() + "vulkan_cnn.ckpt.safetensors";
+  manual_seed(0);
+  TinyCnn a;
+  a.to(kGpu);
+  optim::SGD opt_a(a.parameters(), {.lr = 0.1, .momentum = 0.9});
+  Generator gen(21);
+  Tensor x = randn({8, 1, 8, 8}, {}, &gen).to(kGpu);
+  Tensor y = randint(0, 5, {8}, {.dtype = DType::i64}, &gen).to(kGpu);
+  for (int i = 0; i < 2; ++i) opt_a.step(backward(cross_entropy(a.forward(x), y)));
+  io::save_checkpoint(path, a, opt_a, {.epoch = 1, .step = 2});
+
+  TinyCnn b;  // different initial weights
+  b.to(kGpu);
+  optim::SGD opt_b(b.parameters(), {.lr = 0.1, .momentum = 0.9});
+  io::TrainingState s = io::load_checkpoint(path, b, opt_b);
+  EXPECT_EQ(s.step, 2);
+  // One more step on each, without dropout so both draw the same masks.
+  a.eval();
+  b.eval();
+  opt_a.step(backward(cross_entropy(a.forward(x), y)));
+  opt_b.step(backward(cross_entropy(b.forward(x), y)));
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_EQ(pb[i].second.device(), kGpu) << pb[i].first;
+    expect_close(pb[i].second, pa[i].second, 1e-6, pb[i].first);
+  }
+  std::remove(path.c_str());
 }
 
 TEST(VulkanMemory, ThousandStepsKeepBytesInUseFlat) {
