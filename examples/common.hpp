@@ -276,7 +276,10 @@ int train(Config c, std::function<double(const std::string& optimizer)> default_
   test_set.set_normalize(norm);
   data::DataLoader train_loader(std::move(train_set),
                                 {.batch_size = c.batch_size, .shuffle = true, .drop_last = true, .seed = c.seed});
-  data::DataLoader test_loader(std::move(test_set), {.batch_size = 1000});
+  // Evaluate in training-size batches: a batch that fits in a training step fits
+  // in a forward pass on every device. Larger ones (1000) made the CNN's
+  // convolution buffers exceed a device's largest buffer (128 MiB on lavapipe).
+  data::DataLoader test_loader(std::move(test_set), {.batch_size = c.batch_size});
   const std::int64_t per_epoch =
       c.limit ? std::min(train_loader.size(), c.limit / c.batch_size) : train_loader.size();
 

@@ -209,6 +209,21 @@ TEST(Clip, SharedGradientTensorIsNotScaledTwice) {
   EXPECT_NEAR(grads.at(b).to_vector<float>()[0], 1.0, 1e-5);
 }
 
+TEST(Clip, GradNormOtherOrdersAndHalfGradients) {
+  Tensor a = ones({2}).requires_grad_(), b = ones({1}).requires_grad_();
+  GradientStore grads = backward(add(sum(mul(a, 3.0)), sum(mul(b, 4.0))));
+  EXPECT_NEAR(optim::clip_grad_norm_(grads, {a, b}, 100.0, 1.0), 10.0, 1e-5);
+  EXPECT_NEAR(optim::clip_grad_norm_(grads, {a, b}, 100.0, 3.0), std::cbrt(118.0), 1e-5);
+  EXPECT_EQ(grads.at(a).to_vector<float>(), (std::vector<float>{3.0f, 3.0f}));  // under max_norm: untouched
+  // f16 gradients whose squares overflow f16 (300^2 > 65504) still give a finite norm.
+  Tensor h = ones({2}, {.dtype = DType::f16}).requires_grad_();
+  GradientStore half;
+  half.insert(h.grad_id(), full({2}, 300.0, {.dtype = DType::f16}));
+  EXPECT_NEAR(optim::clip_grad_norm_(half, {h}, 1.0), 300.0 * std::sqrt(2.0), 1e-3);
+  EXPECT_EQ(half.at(h).dtype(), DType::f16);
+  EXPECT_NEAR(half.at(h).to_vector<float>()[0], 1.0 / std::sqrt(2.0), 1e-3);
+}
+
 TEST(Clip, GradValue) {
   Tensor a = ones({3}).requires_grad_();
   GradientStore grads = backward(sum(mul(a, tensor({-2.0, 0.5, 3.0}))));

@@ -1,10 +1,12 @@
 // The Vulkan backend against the CPU: every op of the op table forward and
 // backward (contiguous, strided, broadcast inputs), transfers, random streams,
-// allocator statistics, transfer counters in a training loop, and errors.
+// allocator statistics, transfer counters in a training loop and in gradient
+// clipping, checkpoints, and errors.
 // Runs on any Vulkan device; CI uses Mesa's lavapipe. Skips without one.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <rumus/backend/backend.hpp>
 #include <rumus/rumus.hpp>
 
@@ -218,6 +220,53 @@ TEST(VulkanOptim, FusedStepsMatchCpu) {
   }
 }
 
+// Gradients of mixed shapes (one spans several reduction workgroups) with
+// their norm on each device, after clipping.
+struct Clipped {
+  double norm = 0;
+  std::vector<Tensor> grads;
+  DeviceStats before, after;
+};
+
+Clipped clip_on(Device dev, double max_norm, double p) {
+  Generator gen(13);
+  std::vector<Tensor> params, coeffs;
+  for (Shape s : {Shape{300, 70}, Shape{7}, Shape{3, 4, 5}, Shape{}}) {
+    params.push_back(randn(s, {}, &gen).to(dev).requires_grad_());
+    coeffs.push_back(randn(s, {}, &gen).to(dev));
+  }
+  Tensor loss = zeros({}, {.device = dev});
+  for (std::size_t i = 0; i < params.size(); ++i) loss = add(loss, sum(mul(params[i], coeffs[i])));
+  GradientStore grads = backward(loss);  // each gradient is its coefficient
+  synchronize(dev);
+  Clipped c;
+  c.before = device_stats(dev);
+  c.norm = optim::clip_grad_norm_(grads, params, max_norm, p);
+  c.after = device_stats(dev);
+  for (auto& t : params) c.grads.push_back(grads.at(t));
+  return c;
+}
+
+TEST(VulkanOptim, ClipGradNormMatchesCpuAndReadsOnce) {
+  REQUIRE_VULKAN();
+  for (double p : {2.0, 1.0, 3.0, double(INFINITY)}) {
+    for (double max_norm : {0.5, 1e9}) {  // clipped, and left alone
+      const std::string what = "p " + std::to_string(p) + ", max_norm " + std::to_string(max_norm);
+      Clipped cpu = clip_on(Device::cpu(), max_norm, p);
+      Clipped gpu = clip_on(kGpu, max_norm, p);
+      EXPECT_NEAR(gpu.norm, cpu.norm, 1e-5 * cpu.norm) << what;
+      EXPECT_GT(cpu.norm, 0.5) << what;
+      EXPECT_EQ(gpu.after.device_to_host - gpu.before.device_to_host, 1u) << what << ": only the norm is read";
+      EXPECT_EQ(gpu.after.host_to_device - gpu.before.host_to_device, 0u) << what;
+      for (std::size_t i = 0; i < cpu.grads.size(); ++i) {
+        EXPECT_EQ(gpu.grads[i].device(), kGpu) << what;
+        EXPECT_EQ(gpu.grads[i].dtype(), DType::f32) << what;
+        expect_close(gpu.grads[i], cpu.grads[i], 1e-5, what + ", gradient " + std::to_string(i));
+      }
+    }
+  }
+}
+
 // A small MLP trained with the fused SGD kernel, identical on both devices.
 struct Mlp {
   std::vector<Tensor> params, momentum;
@@ -304,6 +353,40 @@ TEST(VulkanTraining, CnnStepReadsOnlyTheLossAndMatchesCpu) {
     EXPECT_EQ(stats[i + 1].submits - stats[i].submits, 1u) << "step " << i << ": one submission per step";
   }
   EXPECT_LT(gpu.back(), gpu.front());
+}
+
+// A checkpoint saved from a Vulkan model and optimizer loads into another
+// Vulkan model and optimizer, which then trains exactly like the original.
+TEST(VulkanIo, CheckpointRoundTripContinuesTraining) {
+  REQUIRE_VULKAN();
+  const std::string path = ::testing::TempDir() + "vulkan_cnn.ckpt.safetensors";
+  manual_seed(0);
+  TinyCnn a;
+  a.to(kGpu);
+  optim::SGD opt_a(a.parameters(), {.lr = 0.1, .momentum = 0.9});
+  Generator gen(21);
+  Tensor x = randn({8, 1, 8, 8}, {}, &gen).to(kGpu);
+  Tensor y = randint(0, 5, {8}, {.dtype = DType::i64}, &gen).to(kGpu);
+  for (int i = 0; i < 2; ++i) opt_a.step(backward(cross_entropy(a.forward(x), y)));
+  io::save_checkpoint(path, a, opt_a, {.epoch = 1, .step = 2});
+
+  TinyCnn b;  // different initial weights
+  b.to(kGpu);
+  optim::SGD opt_b(b.parameters(), {.lr = 0.1, .momentum = 0.9});
+  io::TrainingState s = io::load_checkpoint(path, b, opt_b);
+  EXPECT_EQ(s.step, 2);
+  // One more step on each, without dropout so both draw the same masks.
+  a.eval();
+  b.eval();
+  opt_a.step(backward(cross_entropy(a.forward(x), y)));
+  opt_b.step(backward(cross_entropy(b.forward(x), y)));
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_EQ(pb[i].second.device(), kGpu) << pb[i].first;
+    expect_close(pb[i].second, pa[i].second, 1e-6, pb[i].first);
+  }
+  std::remove(path.c_str());
 }
 
 TEST(VulkanMemory, ThousandStepsKeepBytesInUseFlat) {

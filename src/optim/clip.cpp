@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/ops/elementwise.hpp"
@@ -11,20 +11,38 @@
 
 namespace rumus::optim {
 
+namespace {
+// One running partial norm per (device, dtype) of the gradients; it stays on
+// that device until the single read at the end.
+struct Partial {
+  Device device;
+  DType dtype;
+  Tensor value;  // sum of |g|^p, or max of |g| for p = inf
+};
+}  // namespace
+
 double clip_grad_norm_(GradientStore& grads, const std::vector<Tensor>& params, double max_norm, double p) {
   if (!(max_norm >= 0)) throw Error(fmt::format("clip_grad_norm_: expected max_norm >= 0, got {}", max_norm));
   if (!(p >= 1)) throw Error(fmt::format("clip_grad_norm_: expected norm_type >= 1 or infinity, got {}", p));
   NoGradGuard no_grad;
   const bool inf = std::isinf(p);
-  double total = 0;
+  std::vector<Partial> partials;
   for (const Tensor& t : params) {
     Tensor g = grads.get(t);
     if (!g.defined() || g.numel() == 0) continue;
-    if (inf)
-      total = std::max(total, max(abs(g)).item());
+    // Half-precision |g|^p overflows early (65504 for f16): accumulate those in f32.
+    if (g.dtype() == DType::f16 || g.dtype() == DType::bf16) g = g.to(DType::f32);
+    Tensor part = inf ? max(abs(g)) : p == 2 ? sum(square(g)) : p == 1 ? sum(abs(g)) : sum(pow(abs(g), p));
+    auto it = std::find_if(partials.begin(), partials.end(),
+                           [&](const Partial& s) { return s.device == g.device() && s.dtype == g.dtype(); });
+    if (it == partials.end())
+      partials.push_back({g.device(), g.dtype(), part});
     else
-      total += sum(pow(abs(g.to(DType::f64)), p)).item();
+      it->value = inf ? maximum(it->value, part) : add(it->value, part);
   }
+  // One host read per device and dtype (one in the usual case), combined in double.
+  double total = 0;
+  for (const Partial& s : partials) total = inf ? std::max(total, s.value.item()) : total + s.value.item();
   if (!inf) total = std::pow(total, 1.0 / p);
   double scale = max_norm / (total + 1e-6);
   if (scale < 1.0)
