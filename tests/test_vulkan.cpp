@@ -5,6 +5,8 @@
 // Runs on any Vulkan device; CI uses Mesa's lavapipe. Skips without one.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <cmath>
 #include <cstdio>
 #include <rumus/backend/backend.hpp>
@@ -462,6 +464,48 @@ TEST(VulkanErrors, MixingDevices) {
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("add"), std::string::npos) << e.what();
   }
+}
+
+// Several Vulkan devices in one process: each has its own context, memory and
+// stream. Needs a machine with two devices; skipped elsewhere.
+TEST(VulkanDevice, TwoDevicesInOneProcess) {
+  REQUIRE_VULKAN();
+  const Device second = Device::vulkan(1);
+  try {
+    backend(second);
+  } catch (const DeviceError&) {
+    GTEST_SKIP() << "one Vulkan device only";
+  }
+  manual_seed(5);
+  Tensor a = randn({33, 17}), b = randn({17, 9});
+  Tensor want = matmul(a, b);
+  Tensor on0 = matmul(a.to(kGpu), b.to(kGpu));
+  Tensor on1 = matmul(a.to(second), b.to(second));
+  EXPECT_EQ(on1.device(), second);
+  expect_close(on0.cpu(), want, 1e-5, "matmul on vulkan:0");
+  expect_close(on1.cpu(), want, 1e-5, "matmul on vulkan:1");
+  expect_close(on0.to(second).cpu(), want, 1e-5, "vulkan:0 -> vulkan:1 transfer");
+  EXPECT_THROW(add(on0, on1), DeviceError);
+
+  // One thread per device, each training its own copy at the same time.
+  auto train = [&](Device dev, double* loss_out) {
+    Tensor w = zeros({17, 9}, {.device = dev, .requires_grad = true});
+    Tensor x = a.to(dev), y = want.to(dev);
+    Tensor loss;
+    for (int step = 0; step < 20; ++step) {
+      loss = mse_loss(matmul(x, w), y);
+      GradientStore g = backward(loss);
+      NoGradGuard no_grad;
+      w.add_(g.at(w), -0.05);
+    }
+    *loss_out = loss.item();
+  };
+  double loss0 = 0, loss1 = 0;
+  std::thread t0(train, kGpu, &loss0), t1(train, second, &loss1);
+  t0.join();
+  t1.join();
+  EXPECT_NEAR(loss0, loss1, 1e-5 * std::max(1.0, loss0));
+  EXPECT_LT(loss0, mean(square(want)).item());
 }
 
 TEST(VulkanDevice, BestSkipsSoftwareDevices) {
