@@ -1,7 +1,7 @@
 // SGEMM throughput on a Vulkan device: C = A B for square f32 matrices,
 // timed between synchronize() calls; checks a few entries against doubles.
 //   bench_vulkan_gemm [device (default vulkan:0)] [N or MxNxK ...]
-#include <rumus/backend/backend.hpp>
+#include <rumus/core/device_backend.hpp>
 #include <rumus/rumus.hpp>
 
 #include <array>

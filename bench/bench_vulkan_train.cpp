@@ -2,7 +2,7 @@
 // (synthetic data already on the device, SGD momentum 0.9, cross-entropy),
 // the loss read once at the end as the baseline does.
 //   bench_vulkan_train [device (default vulkan:0)] [steps (default 300)]
-#include <rumus/backend/backend.hpp>
+#include <rumus/core/device_backend.hpp>
 #include <rumus/rumus.hpp>
 
 #include <chrono>

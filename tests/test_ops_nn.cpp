@@ -9,7 +9,6 @@
 
 #include <rumus/rumus.hpp>
 
-#include "rumus/backend/backend.hpp"
 
 using namespace rumus;
 using rumus::testing::expect_error;
@@ -119,32 +118,10 @@ TEST(NnErrors, EmbeddingDropoutJoin) {
                            "stack: expected every tensor to have shape [2, 3], got [3, 2] at index 1");
 }
 
-// A device without the new kernels reports each by name instead of failing to build.
-TEST(NnErrors, DefaultKernelsNameTheOp) {
-  struct Bare : Backend {
-    Device device() const override { return Device::vulkan(7); }
-    void* allocate(std::size_t) override { return nullptr; }
-    void deallocate(void*, std::size_t) override {}
-    void write(Storage&, std::size_t, const void*, std::size_t) override {}
-    void read(const Storage&, std::size_t, void*, std::size_t) override {}
-    void fill(TensorArg, double) override {}
-    void copy(TensorArg, TensorArg) override {}
-    void unary(UnaryOp, TensorArg, TensorArg, double, double) override {}
-    void binary(BinaryOp, TensorArg, TensorArg, TensorArg, double, double) override {}
-    void where(TensorArg, TensorArg, TensorArg, TensorArg) override {}
-    void reduce(ReduceOp, TensorArg, TensorArg) override {}
-    void gemm(const GemmArgs&) override {}
-    void random(RandomKind, TensorArg, std::uint64_t, std::uint64_t, double, double) override {}
-  } bare;
-  TensorArg none{};
-  expect_error<DeviceError>([&] { bare.im2col({}, none, none); }, "im2col: not supported on device vulkan:7");
-  expect_error<DeviceError>([&] { bare.col2im({}, none, none); }, "col2im: not supported");
-  expect_error<DeviceError>([&] { bare.pool2d_forward({}, none, none, none); }, "pool2d_forward: not supported");
-  expect_error<DeviceError>([&] { bare.pool2d_backward({}, none, none, none); }, "pool2d_backward: not supported");
-  expect_error<DeviceError>([&] { bare.softmax_forward(none, none, false); }, "softmax_forward: not supported");
-  expect_error<DeviceError>([&] { bare.softmax_backward(none, none, none, true); }, "softmax_backward: not supported");
-  expect_error<DeviceError>([&] { bare.index_select(none, none, none); }, "index_select: not supported");
-  expect_error<DeviceError>([&] { bare.index_add(none, none, none); }, "index_add: not supported");
+// What the CPU lacks is named by the op, not by a kernel deep inside.
+TEST(NnErrors, MissingKernelsNameTheOp) {
+  expect_error<DeviceError>([] { matmul(ones({2, 3}, {.dtype = DType::f16}), ones({3, 2}, {.dtype = DType::f16})); },
+                            "matmul: device cpu has no gemm kernel for f16 tensors");
 }
 
 // ---- semantics ----

@@ -9,9 +9,11 @@
 
 #include <cmath>
 #include <cstdio>
-#include <rumus/backend/backend.hpp>
+#include <iostream>
 #include <rumus/rumus.hpp>
 
+#include "backend/backend.hpp"  // kernel-level checks (GEMM epilogue, supports)
+#include "expect_error.hpp"
 #include "op_table.hpp"
 
 using namespace rumus;
@@ -24,7 +26,7 @@ const Device kGpu = Device::vulkan(0);
 bool have_vulkan() {
   static const bool ok = [] {
     try {
-      backend(kGpu);
+      device_backend(kGpu);
       return true;
     } catch (const DeviceError&) {
       return false;
@@ -206,13 +208,11 @@ TEST(VulkanOptim, FusedStepsMatchCpu) {
     Tensor gg = g.to(kGpu);
     for (int step = 1; step <= 3; ++step) {
       auto apply = [&](std::vector<Tensor>& s, const Tensor& grad) {
-        Backend& be = backend(s[0].device());
         if (variant < 2) {
-          be.sgd_step({.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = variant == 1, .first = step == 1},
-                      arg_of(s[0]), arg_of(grad), arg_of(s[1]));
+          sgd_step_(s[0], grad, s[1],
+                    {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = variant == 1, .first = step == 1});
         } else {
-          be.adam_step({.lr = 0.01, .weight_decay = 0.1, .decoupled = variant == 3, .step = step}, arg_of(s[0]),
-                       arg_of(grad), arg_of(s[1]), arg_of(s[2]));
+          adam_step_(s[0], grad, s[1], s[2], {.lr = 0.01, .weight_decay = 0.1, .decoupled = variant == 3, .step = step});
         }
       };
       apply(cpu, g);
@@ -287,9 +287,7 @@ struct Mlp {
     Tensor l = loss(x, y);
     GradientStore grads = backward(l);
     for (std::size_t k = 0; k < params.size(); ++k)
-      backend(params[k].device())
-          .sgd_step({.lr = 0.05, .momentum = 0.9, .first = i == 0}, arg_of(params[k]), arg_of(grads.at(params[k])),
-                    arg_of(momentum[k]));
+      sgd_step_(params[k], grads.at(params[k]), momentum[k], {.lr = 0.05, .momentum = 0.9, .first = i == 0});
     return l;
   }
 };
@@ -472,7 +470,7 @@ TEST(VulkanDevice, TwoDevicesInOneProcess) {
   REQUIRE_VULKAN();
   const Device second = Device::vulkan(1);
   try {
-    backend(second);
+    device_backend(second);
   } catch (const DeviceError&) {
     GTEST_SKIP() << "one Vulkan device only";
   }
@@ -512,8 +510,57 @@ TEST(VulkanDevice, BestSkipsSoftwareDevices) {
   REQUIRE_VULKAN();
   Device best = Device::best();
   if (!best.is_cpu()) SUCCEED() << "a hardware Vulkan device is present";
-  // Only checks consistency: best() never returns an index past the device list.
-  EXPECT_NO_THROW(backend(best));
+  // best() is a listed device and never a software rasteriser.
+  std::vector<DeviceInfo> devices = Device::list();
+  ASSERT_FALSE(devices.empty());
+  EXPECT_EQ(devices.front().device, Device::cpu());
+  bool listed = false;
+  for (const DeviceInfo& d : devices) listed = listed || d.device == best;
+  EXPECT_TRUE(listed) << best.str();
+  EXPECT_NO_THROW(device_backend(best));
+  for (const DeviceInfo& d : devices)
+    if (d.device == best && !best.is_cpu())
+      EXPECT_EQ(d.name.find("llvmpipe"), std::string::npos) << "best() chose the software device " << d.name;
+}
+
+TEST(VulkanDevice, ListNamesEveryDevice) {
+  REQUIRE_VULKAN();
+  int vulkan_devices = 0;
+  for (const DeviceInfo& d : Device::list()) {
+    EXPECT_FALSE(d.name.empty()) << d.device.str();
+    if (!d.device.is_cpu()) {
+      ++vulkan_devices;
+      EXPECT_NO_THROW(device_backend(d.device)) << d.name;
+    }
+  }
+  EXPECT_GE(vulkan_devices, 1);
+}
+
+// Every kernel the device says it lacks makes the op that needs it throw the
+// one DeviceError naming the op, the kernel and the dtype; the list is printed.
+TEST(VulkanDevice, OpsNameWhatTheDeviceLacks) {
+  REQUIRE_VULKAN();
+  Backend& be = backend(kGpu);
+  const DType dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8};
+  std::string lacks;
+  for (int k = 0; k < kKernelCount; ++k)
+    for (DType dt : dtypes)
+      if (!be.supports(Kernel(k), dt))
+        lacks += std::string(name_of(Kernel(k))) + "/" + std::string(dtype_name(dt)) + " ";
+  std::cout << "vulkan:0 lacks: " << (lacks.empty() ? "nothing" : lacks) << "\n";
+  if (!be.supports(Kernel::gemm, DType::f64))
+    expect_error<DeviceError>([] { matmul(ones({2, 3}, {.dtype = DType::f64, .device = kGpu}),
+                                          ones({3, 2}, {.dtype = DType::f64, .device = kGpu})); },
+                              "matmul: device vulkan:0 has no gemm kernel for f64 tensors");
+  if (!be.supports(Kernel::unary, DType::f64))
+    expect_error<DeviceError>([] { exp(ones({4}, {.dtype = DType::f64, .device = kGpu})); },
+                              "exp: device vulkan:0 has no unary kernel for f64 tensors");
+  if (!be.supports(Kernel::reduce, DType::f64))
+    expect_error<DeviceError>([] { sum(ones({4}, {.dtype = DType::f64, .device = kGpu})); },
+                              "sum: device vulkan:0 has no reduce kernel for f64 tensors");
+  if (!be.supports(Kernel::softmax_forward, DType::f64))
+    expect_error<DeviceError>([] { softmax(ones({2, 4}, {.dtype = DType::f64, .device = kGpu}), 1); },
+                              "softmax: device vulkan:0 has no softmax_forward kernel for f64 tensors");
 }
 
 }  // namespace

@@ -4,13 +4,48 @@
 
 #include <unordered_map>
 
+#include "../backend/backend.hpp"
 #include "rumus/autograd/tape.hpp"
-#include "rumus/ops/creation.hpp"
-#include "rumus/ops/elementwise.hpp"
 
 namespace rumus {
 
 using autograd::Node;
+
+namespace {
+
+// The engine sits below ops, so its own arithmetic (the seed, and summing the
+// gradients of a tensor with several consumers) goes straight to the kernels.
+Tensor empty_like(const Tensor& t) {
+  auto storage = std::make_shared<Storage>(t.device(), std::size_t(t.numel()) * dtype_size(t.dtype()));
+  return Tensor(std::move(storage), Layout::contiguous(t.shape()), t.dtype());
+}
+
+Backend& kernels(Kernel kernel, const Tensor& t) {
+  Backend& be = backend(t.device());
+  if (!be.supports(kernel, t.dtype()))
+    throw DeviceError(fmt::format("backward: device {} has no {} kernel for {} gradients", t.device().str(),
+                                  name_of(kernel), dtype_name(t.dtype())));
+  return be;
+}
+
+TensorArg arg(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
+
+Tensor ones_like(const Tensor& t) {
+  Tensor out = empty_like(t);
+  kernels(Kernel::fill, out).fill(arg(out), 1.0);
+  return out;
+}
+
+Tensor sum_of(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    throw AutogradError(fmt::format("backward: gradients of one tensor differ in dtype: {} and {}",
+                                    dtype_name(a.dtype()), dtype_name(b.dtype())));
+  Tensor out = empty_like(a);
+  kernels(Kernel::binary, out).binary(BinaryOp::add, arg(out), arg(a), arg(b), 0, 0);
+  return out;
+}
+
+}  // namespace
 
 Tensor GradientStore::get(const Tensor& t) const {
   auto it = grads_.find(t.grad_id());
@@ -113,7 +148,7 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
           throw AutogradError(fmt::format("backward of {}: gradient shape {} differs from input {} shape {}",
                                           node.name, shape_str(g.shape()), j, shape_str(node.input_shapes[j])));
         auto [slot, fresh] = grads.try_emplace(id, g);
-        if (!fresh) slot->second = add(slot->second, g);
+        if (!fresh) slot->second = sum_of(slot->second, g);
       }
       auto pit = producer.find(id);
       if (pit != producer.end() && --pending[id] == 0) ready.push_back(pit->second);

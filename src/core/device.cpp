@@ -6,14 +6,6 @@
 
 namespace rumus {
 
-// Defined by the Vulkan backend when built; the CPU-only build says "none".
-int best_vulkan_device_index();
-
-Device Device::best() {
-  int index = best_vulkan_device_index();
-  return index >= 0 ? Device::vulkan(index) : Device::cpu();
-}
-
 Device Device::parse(const std::string& text) {
   if (text == "cpu") return cpu();
   if (text == "vulkan") return vulkan(0);

@@ -1,11 +1,10 @@
 #include "rumus/core/storage.hpp"
 
-#include "rumus/backend/backend.hpp"
 
 namespace rumus {
 
 Storage::Storage(Device device, std::size_t nbytes)
-    : device_(device), nbytes_(nbytes), backend_(&rumus::backend(device)), data_(backend_->allocate(nbytes)) {}
+    : device_(device), nbytes_(nbytes), backend_(&device_backend(device)), data_(backend_->allocate(nbytes)) {}
 
 Storage::~Storage() { backend_->deallocate(data_, nbytes_); }
 

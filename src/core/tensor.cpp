@@ -5,8 +5,6 @@
 #include <atomic>
 #include <ostream>
 
-#include "rumus/backend/backend.hpp"
-#include "rumus/ops/reduction.hpp"
 
 namespace rumus {
 
@@ -81,10 +79,6 @@ template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
 template std::vector<std::int32_t> Tensor::to_vector<std::int32_t>() const;
 template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
 template std::vector<std::uint8_t> Tensor::to_vector<std::uint8_t>() const;
-
-Tensor Tensor::sum() const { return rumus::sum(*this); }
-Tensor Tensor::mean() const { return rumus::mean(*this); }
-Tensor Tensor::argmax(std::int64_t d, bool keepdim) const { return rumus::argmax(*this, d, keepdim); }
 
 // ---- printing ----
 namespace {

@@ -86,7 +86,7 @@ void grouped_gemm(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& 
   args.stride_a = m * k;
   args.stride_b = k * n;
   args.stride_c = m * n;
-  detail::kernels(c).gemm(args);
+  detail::kernels("conv2d", Kernel::gemm, c).gemm(args);
 }
 
 void check_float_pair(const char* op, const Tensor& x, const Tensor& w, const char* what) {
@@ -129,7 +129,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
                      ocg = oc / groups;
   const DType dt = input.dtype();
   const Device dev = input.device();
-  Backend& be = detail::kernels(input);
+  Backend& be = detail::kernels(op, {Kernel::im2col, Kernel::gemm, Kernel::binary, Kernel::copy}, input);
 
   Tensor out = detail::alloc({n, oc, g.out_h, g.out_w}, dt, dev);
   if (out.numel() == 0) return out;
@@ -156,7 +156,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
         [g, groups, ocg, kg, nl, l, gx, gw, gb, w_shape = weight.shape(), sc = SavedTensor(gw ? cols : Tensor()),
          sw = SavedTensor(gx ? w : Tensor())](const Tensor& grad) {
           const std::int64_t oc = ocg * groups;
-          Backend& be = detail::kernels(grad);
+          Backend& be = detail::kernels("conv2d", {Kernel::col2im, Kernel::gemm, Kernel::reduce, Kernel::copy}, grad);
           // The gradient in the GEMM's channel-major layout [OC, N*L].
           Tensor gt = detail::alloc({oc, g.batch, l}, grad.dtype(), grad.device());
           const Layout g_cnl{{oc, g.batch, l}, {grad.strides()[1], grad.strides()[0], 1}, grad.offset()};
@@ -194,11 +194,11 @@ Tensor im2col(const Tensor& input, std::array<std::int64_t, 2> kernel, const Con
       geometry("im2col", input.shape()[0], input.shape()[1], input.shape()[2], input.shape()[3], kernel, o);
   Tensor out = detail::alloc({g.batch, g.channels * g.kernel_h * g.kernel_w, g.out_h * g.out_w}, input.dtype(),
                              input.device());
-  if (out.numel() > 0) detail::kernels(input).im2col(g, arg(out), arg(input));
+  if (out.numel() > 0) detail::kernels("im2col", Kernel::im2col, input).im2col(g, arg(out), arg(input));
   if (autograd::needs_grad({&input}))
     autograd::record("im2col", {input}, out, [g](const Tensor& grad) {
       Tensor dx = detail::alloc({g.batch, g.channels, g.height, g.width}, grad.dtype(), grad.device());
-      detail::kernels(grad).col2im(g, arg(dx), arg(grad));
+      detail::kernels("im2col", Kernel::col2im, grad).col2im(g, arg(dx), arg(grad));
       return std::vector<Tensor>{dx};
     });
   return out;
@@ -220,12 +220,12 @@ Tensor col2im(const Tensor& cols, std::array<std::int64_t, 2> output_size, std::
                                  g.out_h * g.out_w, g.out_h, g.out_w, output_size[0], output_size[1],
                                  shape_str(cols.shape())));
   Tensor out = detail::alloc({g.batch, g.channels, g.height, g.width}, cols.dtype(), cols.device());
-  if (out.numel() > 0) detail::kernels(cols).col2im(g, arg(out), arg(cols));
+  if (out.numel() > 0) detail::kernels("col2im", Kernel::col2im, cols).col2im(g, arg(out), arg(cols));
   if (autograd::needs_grad({&cols}))
     autograd::record("col2im", {cols}, out, [g](const Tensor& grad) {
       Tensor dc = detail::alloc({g.batch, g.channels * g.kernel_h * g.kernel_w, g.out_h * g.out_w}, grad.dtype(),
                                 grad.device());
-      detail::kernels(grad).im2col(g, arg(dc), arg(grad));
+      detail::kernels("col2im", Kernel::im2col, grad).im2col(g, arg(dc), arg(grad));
       return std::vector<Tensor>{dc};
     });
   return out;
@@ -251,7 +251,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const std::int64_t m = x2.shape()[0];
   Tensor out2 = detail::alloc({m, out_f}, input.dtype(), input.device());
   if (bias.defined() && out2.numel() > 0) {
-    detail::kernels(out2).copy(arg(out2), arg(bias, detail::broadcast_layout(bias, out2.shape())));
+    detail::kernels("linear", Kernel::copy, out2).copy(arg(out2), arg(bias, detail::broadcast_layout(bias, out2.shape())));
     detail::gemm_into(out2, x2, weight.detach().t(), 1.0);  // bias fused as GEMM's beta = 1
   } else {
     detail::gemm_into(out2, x2, weight.detach().t(), 0.0);

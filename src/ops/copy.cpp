@@ -11,7 +11,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
   Tensor out = detail::alloc(shape(), dtype(), device());
-  if (numel() > 0) detail::kernels(*this).copy(arg(out), arg(*this));
+  if (numel() > 0) detail::kernels("clone", Kernel::copy, *this).copy(arg(out), arg(*this));
   if (autograd::needs_grad({this}))
     autograd::record("clone", {*this}, out, [](const Tensor& g) { return std::vector<Tensor>{g}; });
   return out;
@@ -20,7 +20,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor out = detail::alloc(shape(), target, device());
-  if (numel() > 0) detail::kernels(*this).copy(arg(out), arg(*this));
+  if (numel() > 0) detail::kernels("to", Kernel::copy, *this).copy(arg(out), arg(*this));
   if (is_floating(target) && autograd::needs_grad({this}))
     autograd::record("cast", {*this}, out, [src = dtype()](const Tensor& g) { return std::vector<Tensor>{g.to(src)}; });
   return out;
@@ -34,13 +34,13 @@ Tensor Tensor::to(Device target) const {
   if (nbytes > 0) {
     const std::size_t src_off = std::size_t(src.offset()) * dtype_size(dtype());
     if (src.device().is_cpu()) {
-      detail::kernels(out).write(out.storage(), 0, static_cast<const char*>(src.storage().data()) + src_off, nbytes);
+      out.storage().backend().write(out.storage(), 0, static_cast<const char*>(src.storage().data()) + src_off, nbytes);
     } else if (target.is_cpu()) {
-      detail::kernels(src).read(src.storage(), src_off, out.storage().data(), nbytes);
+      src.storage().backend().read(src.storage(), src_off, out.storage().data(), nbytes);
     } else {  // between two accelerators: through host memory
       std::vector<char> host(nbytes);
-      detail::kernels(src).read(src.storage(), src_off, host.data(), nbytes);
-      detail::kernels(out).write(out.storage(), 0, host.data(), nbytes);
+      src.storage().backend().read(src.storage(), src_off, host.data(), nbytes);
+      out.storage().backend().write(out.storage(), 0, host.data(), nbytes);
     }
   }
   if (autograd::needs_grad({this}))

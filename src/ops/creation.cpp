@@ -20,8 +20,7 @@ Tensor random_tensor(RandomKind kind, const Shape& shape, double a, double b, Te
   Generator& g = gen ? *gen : default_generator();
   std::uint64_t seed = g.seed();
   std::uint64_t offset = g.advance(std::uint64_t(t.numel()));
-  (void)op;
-  detail::kernels(t).random(kind, arg(t), seed, offset, a, b);
+  detail::kernels(op, Kernel::random, t).random(kind, arg(t), seed, offset, a, b);
   return finish(t, o);
 }
 void check_float_option(const char* op, DType dt) {
@@ -34,7 +33,7 @@ Tensor empty(const Shape& shape, TensorOptions o) { return finish(alloc(shape, o
 
 Tensor full(const Shape& shape, double value, TensorOptions o) {
   Tensor t = alloc(shape, o.dtype, o.device);
-  if (t.numel() > 0) detail::kernels(t).fill(arg(t), value);
+  if (t.numel() > 0) detail::kernels("full", Kernel::fill, t).fill(arg(t), value);
   return finish(t, o);
 }
 Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); }
@@ -84,7 +83,7 @@ Tensor full_like(const Tensor& t, double value) {
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions o) {
   Tensor t = alloc(shape, dtype, o.device);
   std::size_t n = std::size_t(t.numel()) * dtype_size(dtype);
-  if (n) detail::kernels(t).write(t.storage(), 0, data, n);
+  if (n) t.storage().backend().write(t.storage(), 0, data, n);
   return finish(t, o);
 }
 

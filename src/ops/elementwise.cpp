@@ -23,13 +23,13 @@ Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tenso
   Tensor out = alloc(shape, out_dtype, a.device());
   if (out.numel() == 0) return out;
   Layout la = broadcast_layout(a, shape), lb = broadcast_layout(b, shape);
-  kernels(a).binary(op, arg(out), arg(a, la), arg(b, lb), p0, p1);
+  kernels(name, Kernel::binary, a).binary(op, arg(out), arg(a, la), arg(b, lb), p0, p1);
   return out;
 }
 
 Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0, double p1) {
   Tensor out = alloc(x.shape(), x.dtype(), x.device());
-  if (out.numel() > 0) kernels(x).unary(op, arg(out), arg(x), p0, p1);
+  if (out.numel() > 0) kernels(name_of(op), Kernel::unary, x).unary(op, arg(out), arg(x), p0, p1);
   return out;
 }
 

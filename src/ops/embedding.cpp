@@ -31,7 +31,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std:
   const Layout index2 = Layout::contiguous({1, m}, index.offset());
   if (out.numel() > 0) {
     try {
-      detail::kernels(weight).index_select(arg(out), arg(table, Layout::contiguous({1, num, dim}, table.offset())),
+      detail::kernels("embedding", Kernel::index_select, weight).index_select(arg(out), arg(table, Layout::contiguous({1, num, dim}, table.offset())),
                                            arg(index, index2));
     } catch (const ShapeError& e) {
       throw ShapeError(fmt::format("embedding: {} (num_embeddings {})", e.what(), num));
@@ -53,7 +53,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std:
                        rows = rows.contiguous();
                        Tensor gw = zeros({1, num, dim}, {.dtype = g.dtype(), .device = g.device()});
                        if (rows.numel() > 0)
-                         detail::kernels(g).index_add(arg(gw), arg(index, Layout::contiguous({1, m}, index.offset())),
+                         detail::kernels("embedding", Kernel::index_add, g).index_add(arg(gw), arg(index, Layout::contiguous({1, m}, index.offset())),
                                                       arg(rows, Layout::contiguous({1, m, dim}, rows.offset())));
                        return std::vector<Tensor>{Tensor(), gw.view({num, dim})};
                      });

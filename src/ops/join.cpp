@@ -33,7 +33,7 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
     const std::int64_t n = t.shape()[d];
     if (t.numel() > 0) {
       Tensor slot = out.narrow(d, offset, n);
-      detail::kernels(out).copy(detail::arg(slot), detail::arg(t));  // converts dtype on the way
+      detail::kernels("cat", Kernel::copy, out).copy(detail::arg(slot), detail::arg(t));  // converts dtype on the way
     }
     sizes.push_back(n);
     offset += n;

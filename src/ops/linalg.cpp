@@ -38,7 +38,7 @@ void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta) {
   const auto m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
   if (c.numel() == 0) return;
   if (k == 0) {
-    if (beta == 0) kernels(c).fill(arg(c), 0.0);
+    if (beta == 0) kernels("matmul", Kernel::fill, c).fill(arg(c), 0.0);
     return;
   }
   Operand oa = gemm_operand(a), ob = gemm_operand(b);
@@ -56,7 +56,7 @@ void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta) {
   g.stride_b = ob.batch_stride;
   g.stride_c = m * n;
   g.beta = beta;
-  kernels(c).gemm(g);
+  kernels("matmul", Kernel::gemm, c).gemm(g);
 }
 
 Tensor gemm(const Tensor& a, const Tensor& b) {

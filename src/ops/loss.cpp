@@ -84,18 +84,18 @@ Tensor pick(const char* op, const Tensor& rows, const Tensor& target) {
   Tensor out = detail::alloc({m}, rows.dtype(), rows.device());
   if (m > 0) {
     try {
-      detail::kernels(rows).index_select(arg(out, Layout::contiguous({m, 1, 1})), arg(src, src3), arg(index, index2));
+      detail::kernels(op, Kernel::index_select, rows).index_select(arg(out, Layout::contiguous({m, 1, 1})), arg(src, src3), arg(index, index2));
     } catch (const ShapeError& e) {
       throw ShapeError(fmt::format("{}: target {}", op, e.what()));
     }
   }
   if (autograd::needs_grad({&rows}))
-    autograd::record(op, {rows}, out, [m, c, si = SavedTensor(index)](const Tensor& g) {
+    autograd::record(op, {rows}, out, [op, m, c, si = SavedTensor(index)](const Tensor& g) {
       Tensor gi = zeros({m, c}, {.dtype = g.dtype(), .device = g.device()});
       Tensor gc = g.contiguous();
       const Tensor& index = si.get();
       if (m > 0)
-        detail::kernels(g).index_add(arg(gi, Layout::contiguous({m, c, 1})), arg(index, Layout::contiguous({m, 1}, index.offset())),
+        detail::kernels(op, Kernel::index_add, g).index_add(arg(gi, Layout::contiguous({m, c, 1})), arg(index, Layout::contiguous({m, 1}, index.offset())),
                                      arg(gc, Layout::contiguous({m, 1, 1}, gc.offset())));
       return std::vector<Tensor>{gi};
     });

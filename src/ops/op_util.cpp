@@ -4,6 +4,17 @@
 
 namespace rumus::detail {
 
+Backend& kernels(std::string_view op, Kernel kernel, const Tensor& t) { return kernels(op, {kernel}, t); }
+
+Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, const Tensor& t) {
+  Backend& be = backend(t.device());
+  for (Kernel k : needed)
+    if (!be.supports(k, t.dtype()))
+      throw DeviceError(fmt::format("{}: device {} has no {} kernel for {} tensors", op, t.device().str(), name_of(k),
+                                    dtype_name(t.dtype())));
+  return be;
+}
+
 Tensor alloc(const Shape& shape, DType dtype, Device device) {
   for (auto d : shape)
     if (d < 0) throw ShapeError(fmt::format("empty: negative dimension in shape {}", shape_str(shape)));

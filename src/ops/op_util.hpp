@@ -3,14 +3,17 @@
 #include <fmt/format.h>
 
 #include "rumus/autograd/tape.hpp"
-#include "rumus/backend/backend.hpp"
+#include "../backend/backend.hpp"
 #include "rumus/core/tensor.hpp"
 
 namespace rumus::detail {
 
 inline TensorArg arg(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
 inline TensorArg arg(const Tensor& t, const Layout& l) { return {t.storage_ptr().get(), t.dtype(), &l}; }
-inline Backend& kernels(const Tensor& t) { return t.storage().backend(); }
+// The kernel table of t's device, once it has said it runs `kernel` (or every
+// kernel of `needed`) on t's dtype; otherwise the op's one DeviceError.
+Backend& kernels(std::string_view op, Kernel kernel, const Tensor& t);
+Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, const Tensor& t);
 
 // A fresh contiguous tensor (no autograd metadata).
 Tensor alloc(const Shape& shape, DType dtype, Device device);

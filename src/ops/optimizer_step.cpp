@@ -27,7 +27,7 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, const SgdStep& o)
   if (uses_buffer) check_state("sgd_step_", param, buf, "momentum buffer");
   Tensor g = dense(grad);
   Tensor b = uses_buffer ? buf : param;  // a placeholder operand when there is no momentum
-  detail::kernels(param).sgd_step(o, arg(param), arg(g), arg(b));
+  detail::kernels("sgd_step_", Kernel::sgd_step, param).sgd_step(SgdKernelArgs{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.first}, arg(param), arg(g), arg(b));
   param.storage().bump_version();
   if (uses_buffer) buf.storage().bump_version();
 }
@@ -39,7 +39,8 @@ void adam_step_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
   check_state("adam_step_", param, v, "exp_avg_sq");
   if (o.step < 1) throw Error(fmt::format("adam_step_: expected step >= 1, got {}", o.step));
   Tensor g = dense(grad);
-  detail::kernels(param).adam_step(o, arg(param), arg(g), arg(m), arg(v));
+  detail::kernels("adam_step_", Kernel::adam_step, param).adam_step(AdamKernelArgs{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled, o.step},
+                                                                 arg(param), arg(g), arg(m), arg(v));
   for (Tensor* t : {&param, &m, &v}) t->storage().bump_version();
 }
 

@@ -39,14 +39,14 @@ Tensor run_pool(const char* op, const Tensor& x, Pool2dParams p) {
   Tensor indices;
   if (p.kind == PoolKind::max) indices = detail::alloc(out_shape, DType::i64, x.device());
   if (out.numel() > 0)
-    detail::kernels(x).pool2d_forward(p, arg(out), indices.defined() ? arg(indices) : TensorArg{}, arg(xc));
+    detail::kernels(op, Kernel::pool2d_forward, x).pool2d_forward(p, arg(out), indices.defined() ? arg(indices) : TensorArg{}, arg(xc));
   if (autograd::needs_grad({&x}))
     autograd::record(op, {x}, out,
-                     [p, in_shape = x.shape(), si = autograd::SavedTensor(indices)](const Tensor& g) {
+                     [op, p, in_shape = x.shape(), si = autograd::SavedTensor(indices)](const Tensor& g) {
                        Tensor gi = detail::alloc(in_shape, g.dtype(), g.device());
                        Tensor gc = g.contiguous();
                        if (gi.numel() > 0)
-                         detail::kernels(g).pool2d_backward(p, arg(gi), arg(gc),
+                         detail::kernels(op, Kernel::pool2d_backward, g).pool2d_backward(p, arg(gi), arg(gc),
                                                             si.defined() ? arg(si.get()) : TensorArg{});
                        return std::vector<Tensor>{gi};
                      });

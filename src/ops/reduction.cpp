@@ -25,7 +25,7 @@ Shape drop_dims(const Shape& keep_shape, const std::vector<std::int64_t>& dims) 
 // Runs the reduction kernel; returns the keepdim-shaped result.
 Tensor reduce_keep(ReduceOp op, const Tensor& x, const Shape& keep_shape, DType out_dtype) {
   Tensor out = detail::alloc(keep_shape, out_dtype, x.device());
-  if (out.numel() > 0) detail::kernels(x).reduce(op, arg(out), arg(x));
+  if (out.numel() > 0) detail::kernels(name_of(op), Kernel::reduce, x).reduce(op, arg(out), arg(x));
   return out;
 }
 
@@ -126,5 +126,9 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
   Tensor s = dims.empty() ? grad : sum(grad, dims, true);
   return s.reshape(shape);
 }
+
+Tensor Tensor::sum() const { return rumus::sum(*this); }
+Tensor Tensor::mean() const { return rumus::mean(*this); }
+Tensor Tensor::argmax(std::int64_t d, bool keepdim) const { return rumus::argmax(*this, d, keepdim); }
 
 }  // namespace rumus

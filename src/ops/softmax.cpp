@@ -16,15 +16,15 @@ Tensor softmax_impl(const char* op, const Tensor& x, std::int64_t dim, bool log)
   // Last-dim-contiguous working copy; for a 0-d input the "row" is one element.
   Tensor xt = (x.dim() == 0 ? x.detach().reshape({1}) : x.detach().transpose(d, nd - 1)).contiguous();
   Tensor yt = detail::alloc(xt.shape(), x.dtype(), x.device());
-  if (yt.numel() > 0) detail::kernels(x).softmax_forward(arg(yt), arg(xt), log);
+  if (yt.numel() > 0) detail::kernels(op, Kernel::softmax_forward, x).softmax_forward(arg(yt), arg(xt), log);
   Tensor out = x.dim() == 0 ? yt.reshape({}) : yt.transpose(d, nd - 1);
   if (autograd::needs_grad({&x})) {
     out = out.detach();
-    autograd::record(op, {x}, out, [d, nd, log, scalar = x.dim() == 0, sy = autograd::SavedTensor(yt)](const Tensor& g) {
+    autograd::record(op, {x}, out, [op, d, nd, log, scalar = x.dim() == 0, sy = autograd::SavedTensor(yt)](const Tensor& g) {
       const Tensor& y = sy.get();
       Tensor gt = (scalar ? g.reshape({1}) : g.transpose(d, nd - 1)).contiguous();
       Tensor gi = detail::alloc(y.shape(), g.dtype(), g.device());
-      if (gi.numel() > 0) detail::kernels(g).softmax_backward(arg(gi), arg(gt), arg(y), log);
+      if (gi.numel() > 0) detail::kernels(op, Kernel::softmax_backward, g).softmax_backward(arg(gi), arg(gt), arg(y), log);
       return std::vector<Tensor>{scalar ? gi.reshape({}) : gi.transpose(d, nd - 1)};
     });
   }

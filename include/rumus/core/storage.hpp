@@ -4,10 +4,9 @@
 #include <cstdint>
 
 #include "rumus/core/device.hpp"
+#include "rumus/core/device_backend.hpp"
 
 namespace rumus {
-
-class Backend;
 
 // Bytes on one device plus the version counter shared by every view of them.
 class Storage {
@@ -21,7 +20,7 @@ class Storage {
   std::size_t nbytes() const { return nbytes_; }
   // Host pointer on the CPU; an opaque backend handle on other devices.
   void* data() const { return data_; }
-  Backend& backend() const { return *backend_; }
+  DeviceBackend& backend() const { return *backend_; }
 
   std::uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
@@ -29,7 +28,7 @@ class Storage {
  private:
   Device device_;
   std::size_t nbytes_;
-  Backend* backend_;
+  DeviceBackend* backend_;
   void* data_;
   std::atomic<std::uint64_t> version_{0};
 };

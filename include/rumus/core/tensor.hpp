@@ -32,6 +32,10 @@ struct TensorOptions {
 };
 
 // A cheap value handle: copies share the same tensor (as in libtorch).
+// The handle, its layout and autograd metadata belong to core; the methods
+// that compute (views, copies, in-place updates, reductions) are ops, defined
+// by the ops layer next to their free-function twins (src/ops/shape.cpp,
+// copy.cpp, inplace.cpp, reduction.cpp). Core itself never includes ops.
 class Tensor {
  public:
   Tensor() = default;

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "rumus/nn/state_dict.hpp"
+#include "rumus/core/state_dict.hpp"
 
 namespace rumus::io {
 

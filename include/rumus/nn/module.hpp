@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "rumus/core/tensor.hpp"
-#include "rumus/nn/state_dict.hpp"
+#include "rumus/core/state_dict.hpp"
 
 namespace rumus::nn {
 

@@ -16,11 +16,30 @@
 extern "C" void gotoblas_dynamic_init() __attribute__((weak));
 extern "C" void gotoblas_dynamic_quit() __attribute__((weak));
 
-namespace rumus {
+namespace rumus::cpu {
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(); }
+detail::DeviceProvider provider() {
+  return {.kind = Device::Kind::cpu,
+          .count = [] { return 1; },
+          .name = [](int) { return std::string("cpu"); },
+          .accelerator = [](int) { return false; },
+          .make = [](int) -> std::unique_ptr<DeviceBackend> { return std::make_unique<CpuBackend>(); }};
+}
 
-namespace cpu {
+bool CpuBackend::supports(Kernel kernel, DType dtype) const {
+  switch (kernel) {
+    case Kernel::fill: case Kernel::copy: case Kernel::where: case Kernel::reduce: case Kernel::random:
+    case Kernel::binary: case Kernel::index_select:
+      return true;
+    case Kernel::gemm:
+      return dtype == DType::f32 || dtype == DType::f64;
+    case Kernel::unary: case Kernel::sgd_step: case Kernel::adam_step: case Kernel::im2col: case Kernel::col2im:
+    case Kernel::pool2d_forward: case Kernel::pool2d_backward: case Kernel::softmax_forward:
+    case Kernel::softmax_backward: case Kernel::index_add:
+      return is_floating(dtype);
+  }
+  return false;
+}
 
 namespace {
 // OpenBLAS 0.3.21 does not recognise some current Xeons (virtual machines report
@@ -252,5 +271,4 @@ void CpuBackend::gemm(const GemmArgs& g) {
                      std::string(dtype_name(g.c.dtype)));
 }
 
-}  // namespace cpu
-}  // namespace rumus
+}  // namespace rumus::cpu

@@ -2,7 +2,8 @@
 #include <map>
 #include <mutex>
 
-#include "rumus/backend/backend.hpp"
+#include "../../core/device_registry.hpp"
+#include "../backend.hpp"
 
 namespace rumus::cpu {
 
@@ -14,6 +15,7 @@ class CpuBackend final : public Backend {
   void deallocate(void* data, std::size_t nbytes) override;
   void write(Storage& dst, std::size_t byte_offset, const void* src, std::size_t nbytes) override;
   void read(const Storage& src, std::size_t byte_offset, void* dst, std::size_t nbytes) override;
+  bool supports(Kernel kernel, DType dtype) const override;
 
   void fill(TensorArg out, double value) override;
   void copy(TensorArg out, TensorArg in) override;
@@ -21,8 +23,8 @@ class CpuBackend final : public Backend {
   void binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) override;
   void where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) override;
   void reduce(ReduceOp op, TensorArg out, TensorArg in) override;
-  void sgd_step(const SgdStep& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
-  void adam_step(const AdamStep& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
+  void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
+  void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
   void gemm(const GemmArgs& args) override;
   void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
               double b) override;
@@ -41,5 +43,8 @@ class CpuBackend final : public Backend {
   std::multimap<std::size_t, void*> cache_;  // idle blocks by size
   std::size_t cached_bytes_ = 0;
 };
+
+// The CPU provider: one device, "cpu".
+detail::DeviceProvider provider();
 
 }  // namespace rumus::cpu

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "rumus/backend/backend.hpp"
+#include "../backend.hpp"
 #include "rumus/core/error.hpp"
 
 namespace rumus::cpu {

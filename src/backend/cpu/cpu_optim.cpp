@@ -22,9 +22,9 @@ void dispatch_f32_f64(DType dt, F&& f) {
 }
 }  // namespace
 
-void CpuBackend::sgd_step(const SgdStep& s, TensorArg param, TensorArg grad, TensorArg buf) {
+void CpuBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
   if ((param.dtype != DType::f32 && param.dtype != DType::f64) || !all_dense({param, grad, buf}))
-    return Backend::sgd_step(s, param, grad, buf);
+    return composed_sgd_step(*this, s, param, grad, buf);
   const std::int64_t n = param.layout->numel();
   dispatch_f32_f64(param.dtype, [&](auto zero) {
     using T = decltype(zero);
@@ -46,9 +46,9 @@ void CpuBackend::sgd_step(const SgdStep& s, TensorArg param, TensorArg grad, Ten
   });
 }
 
-void CpuBackend::adam_step(const AdamStep& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
+void CpuBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
   if ((param.dtype != DType::f32 && param.dtype != DType::f64) || !all_dense({param, grad, m, v}))
-    return Backend::adam_step(s, param, grad, m, v);
+    return composed_adam_step(*this, s, param, grad, m, v);
   const std::int64_t n = param.layout->numel();
   dispatch_f32_f64(param.dtype, [&](auto zero) {
     using T = decltype(zero);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "context.hpp"
-#include "rumus/backend/backend.hpp"
+#include "../backend.hpp"
 
 namespace rumus::vulkan {
 

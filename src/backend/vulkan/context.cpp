@@ -155,15 +155,4 @@ Context::~Context() {
 }
 
 }  // namespace vulkan
-
-int best_vulkan_device_index() {
-  try {
-    auto& inst = vulkan::instance();
-    for (std::size_t i = 0; i < inst.devices.size(); ++i)
-      if (inst.devices[i].getProperties().deviceType != vk::PhysicalDeviceType::eCpu) return int(i);
-  } catch (const Error&) {
-  }
-  return -1;
-}
-
 }  // namespace rumus

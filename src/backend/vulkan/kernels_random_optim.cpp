@@ -48,10 +48,10 @@ void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, s
          groups_for(n, kLocal));
 }
 
-void VulkanBackend::sgd_step(const SgdStep& s, TensorArg param, TensorArg grad, TensorArg buf) {
+void VulkanBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
   const bool momentum = s.momentum != 0;
   if (!dense_f32(param) || !dense_f32(grad) || (momentum && !dense_f32(buf)))
-    return Backend::sgd_step(s, param, grad, buf);  // composed from pointwise kernels, still on the device
+    return composed_sgd_step(*this, s, param, grad, buf);  // composed from pointwise kernels, still on the device
   OptimPush pc{std::uint32_t(param.layout->numel()), std::int32_t(param.layout->offset),
                std::int32_t(grad.layout->offset), std::int32_t(momentum ? buf.layout->offset : 0), 0,
                float(s.lr), float(s.momentum), float(s.dampening), float(s.weight_decay), 0, 0, 0, 1, 1};
@@ -59,9 +59,9 @@ void VulkanBackend::sgd_step(const SgdStep& s, TensorArg param, TensorArg grad, 
   launch("optim", {kLocal, 0, momentum, s.nesterov, s.first, 0}, ops, &pc, sizeof pc, groups_for(pc.n, kLocal));
 }
 
-void VulkanBackend::adam_step(const AdamStep& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
+void VulkanBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
   if (!dense_f32(param) || !dense_f32(grad) || !dense_f32(m) || !dense_f32(v))
-    return Backend::adam_step(s, param, grad, m, v);
+    return composed_adam_step(*this, s, param, grad, m, v);
   OptimPush pc{std::uint32_t(param.layout->numel()), std::int32_t(param.layout->offset),
                std::int32_t(grad.layout->offset), std::int32_t(m.layout->offset), std::int32_t(v.layout->offset),
                float(s.lr), 0, 0, float(s.weight_decay), float(s.beta1), float(s.beta2), float(s.eps),

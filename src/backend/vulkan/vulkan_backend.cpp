@@ -8,11 +8,50 @@
 
 #include "rumus/core/error.hpp"
 
-namespace rumus {
+namespace rumus::vulkan {
 
-std::unique_ptr<Backend> make_vulkan_backend(int index) { return std::make_unique<vulkan::VulkanBackend>(index); }
+namespace {
+// The instance's devices, or none when no loader or driver is present.
+const std::vector<vk::PhysicalDevice>* physical_devices() {
+  try {
+    return &instance().devices;
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+}  // namespace
 
-namespace vulkan {
+detail::DeviceProvider provider() {
+  return {.kind = Device::Kind::vulkan,
+          .count = [] {
+            auto* devices = physical_devices();
+            return devices ? int(devices->size()) : 0;
+          },
+          .name = [](int index) { return std::string(physical_devices()->at(index).getProperties().deviceName.data()); },
+          // Software rasterisers (lavapipe) are slower than the CPU backend.
+          .accelerator = [](int index) {
+            return physical_devices()->at(index).getProperties().deviceType != vk::PhysicalDeviceType::eCpu;
+          },
+          .make = [](int index) -> std::unique_ptr<DeviceBackend> { return std::make_unique<VulkanBackend>(index); }};
+}
+
+bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
+  switch (kernel) {
+    case Kernel::fill: case Kernel::copy: case Kernel::random: case Kernel::index_select:
+      return true;
+    case Kernel::gemm:
+      return dtype == DType::f32;
+    case Kernel::index_add:  // float atomics
+      return dtype == DType::f32 && ctx_->float_atomics;
+    case Kernel::sgd_step: case Kernel::adam_step: case Kernel::im2col: case Kernel::col2im:
+    case Kernel::pool2d_forward: case Kernel::pool2d_backward: case Kernel::softmax_forward:
+    case Kernel::softmax_backward:
+      return is_floating(dtype) && dtype != DType::f64;
+    case Kernel::unary: case Kernel::binary: case Kernel::where: case Kernel::reduce:
+      return dtype != DType::f64;  // arithmetic runs in f32: f64 would lose precision silently
+  }
+  return false;
+}
 
 namespace {
 constexpr std::size_t kDeviceBlock = std::size_t(64) << 20;
@@ -124,5 +163,4 @@ void VulkanBackend::launch(const std::string& shader, const std::vector<std::uin
   stream_->dispatch(p, pipelines_->layout(), bindings, push, push_bytes, gx, gy, gz);
 }
 
-}  // namespace vulkan
-}  // namespace rumus
+}  // namespace rumus::vulkan

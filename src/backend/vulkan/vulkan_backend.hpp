@@ -9,7 +9,8 @@
 #include "allocator.hpp"
 #include "context.hpp"
 #include "pipelines.hpp"
-#include "rumus/backend/backend.hpp"
+#include "../../core/device_registry.hpp"
+#include "../backend.hpp"
 #include "stream.hpp"
 
 namespace rumus::vulkan {
@@ -26,6 +27,7 @@ class VulkanBackend final : public Backend {
   void write(Storage& dst, std::size_t byte_offset, const void* src, std::size_t nbytes) override;
   void read(const Storage& src, std::size_t byte_offset, void* dst, std::size_t nbytes) override;
   void synchronize() override;
+  bool supports(Kernel kernel, DType dtype) const override;
 
   void fill(TensorArg out, double value) override;
   void copy(TensorArg out, TensorArg in) override;
@@ -36,8 +38,8 @@ class VulkanBackend final : public Backend {
   void gemm(const GemmArgs& args) override;
   void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
               double b) override;
-  void sgd_step(const SgdStep& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
-  void adam_step(const AdamStep& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
+  void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
+  void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
 
   void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) override;
   void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) override;
@@ -73,6 +75,9 @@ class VulkanBackend final : public Backend {
   std::uint64_t uploads_ = 0, downloads_ = 0;
   bool profiling_ = false;  // RUMUS_VULKAN_PROFILE: label dispatches for the stream's timestamps
 };
+
+// The Vulkan provider: the instance's physical devices in rumus order.
+detail::DeviceProvider provider();
 
 // Workgroup count for a grid-stride loop over n elements.
 std::uint32_t groups_for(std::int64_t n, std::uint32_t local);

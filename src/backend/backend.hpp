@@ -1,0 +1,160 @@
+#pragma once
+// The kernel table every device implements, private to the library. Kernels
+// know buffers, sizes and strides only: shape rules, broadcasting, index
+// checks and error messages live in ops/. Ops reach a kernel through
+// detail::kernels_for() (src/ops/op_util.hpp), which asks supports() first.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "kernel_codes.hpp"
+#include "rumus/core/device_backend.hpp"
+#include "rumus/core/dtype.hpp"
+#include "rumus/core/layout.hpp"
+#include "rumus/core/storage.hpp"
+
+namespace rumus {
+
+// A non-owning view of a tensor's buffer for kernels.
+struct TensorArg {
+  Storage* storage;
+  DType dtype;
+  const Layout* layout;
+};
+
+#define RUMUS_ENUM_ENTRY(name) name,
+enum class UnaryOp : std::uint8_t { RUMUS_UNARY_OPS(RUMUS_ENUM_ENTRY) };
+enum class BinaryOp : std::uint8_t { RUMUS_BINARY_OPS(RUMUS_ENUM_ENTRY) };
+enum class ReduceOp : std::uint8_t { RUMUS_REDUCE_OPS(RUMUS_ENUM_ENTRY) };
+enum class RandomKind : std::uint8_t { RUMUS_RANDOM_KINDS(RUMUS_ENUM_ENTRY) };
+enum class PoolKind : std::uint8_t { RUMUS_POOL_KINDS(RUMUS_ENUM_ENTRY) };
+enum class PointwiseKind : std::uint8_t { RUMUS_POINTWISE_KINDS(RUMUS_ENUM_ENTRY) };
+enum class OptimizerKind : std::uint8_t { RUMUS_OPTIMIZER_KINDS(RUMUS_ENUM_ENTRY) };
+
+// The entries of the kernel table, for supports().
+#define RUMUS_KERNELS(X)                                                                                  \
+  X(fill) X(copy) X(unary) X(binary) X(where) X(reduce) X(gemm) X(random) X(sgd_step) X(adam_step)         \
+  X(im2col) X(col2im) X(pool2d_forward) X(pool2d_backward) X(softmax_forward) X(softmax_backward)           \
+  X(index_select) X(index_add)
+enum class Kernel : std::uint8_t { RUMUS_KERNELS(RUMUS_ENUM_ENTRY) };
+#undef RUMUS_ENUM_ENTRY
+
+// Names as written in the lists (for messages and test listings).
+std::string_view name_of(UnaryOp op);
+std::string_view name_of(BinaryOp op);
+std::string_view name_of(ReduceOp op);
+std::string_view name_of(Kernel kernel);
+
+// Entry counts, for loops over every code.
+#define RUMUS_COUNT_ENTRY(name) +1
+constexpr int kUnaryOpCount = 0 RUMUS_UNARY_OPS(RUMUS_COUNT_ENTRY);
+constexpr int kBinaryOpCount = 0 RUMUS_BINARY_OPS(RUMUS_COUNT_ENTRY);
+constexpr int kReduceOpCount = 0 RUMUS_REDUCE_OPS(RUMUS_COUNT_ENTRY);
+constexpr int kKernelCount = 0 RUMUS_KERNELS(RUMUS_COUNT_ENTRY);
+#undef RUMUS_COUNT_ENTRY
+
+struct GemmArgs {
+  TensorArg a, b, c;            // offsets come from the layouts
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // batch strides; 0 = shared
+  double alpha = 1.0, beta = 0.0;
+};
+
+// Fused optimizer updates, elementwise over one parameter (all operands share
+// its shape and are dense). `step` counts from 1.
+struct SgdKernelArgs {
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+  bool first = false;  // momentum buffer not yet initialised: it becomes the gradient
+};
+struct AdamKernelArgs {
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled = false;  // AdamW: decay the parameter, not the gradient
+  std::int64_t step = 1;
+};
+
+// Geometry of a 2-D convolution window sweep (NCHW), shared by im2col and col2im.
+struct Conv2dGeometry {
+  std::int64_t batch = 0, channels = 0, height = 0, width = 0;  // input
+  std::int64_t kernel_h = 1, kernel_w = 1;
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_h = 0, pad_w = 0;
+  std::int64_t dilation_h = 1, dilation_w = 1;
+  std::int64_t out_h = 0, out_w = 0;
+};
+
+struct Pool2dParams {
+  PoolKind kind = PoolKind::max;
+  std::int64_t planes = 0, height = 0, width = 0, out_h = 0, out_w = 0;  // planes = N * C
+  std::int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  std::int64_t dilation_h = 1, dilation_w = 1;  // max only
+  bool count_include_pad = true;               // avg only
+};
+
+class Backend : public DeviceBackend {
+ public:
+  // Whether this device runs `kernel` on operands of `dtype` (the dtype the
+  // kernel computes in: the input's for unary/binary/reduce, the data's for
+  // gathers, the output's for fill/copy/random).
+  virtual bool supports(Kernel kernel, DType dtype) const = 0;
+
+  // Elementwise. Every operand has out's shape (broadcast inputs arrive expanded).
+  virtual void fill(TensorArg out, double value) = 0;
+  virtual void copy(TensorArg out, TensorArg in) = 0;  // converts dtype
+  virtual void unary(UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) = 0;
+  virtual void binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) = 0;
+  virtual void where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) = 0;
+  // out keeps in's rank with 1 in every reduced dim; arg* write i64.
+  virtual void reduce(ReduceOp op, TensorArg out, TensorArg in) = 0;
+  virtual void gemm(const GemmArgs& args) = 0;
+  virtual void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
+                      double b) = 0;
+
+  // param -= lr * update, with momentum_buf (ignored when momentum == 0) updated in place.
+  virtual void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) = 0;
+  // Adam/AdamW with bias correction; m and v updated in place.
+  virtual void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) = 0;
+
+  // Convolution lowering. `in` is [N, C, H, W] (any strides); `cols` is
+  // [N, C*KH*KW, OH*OW] (any strides; row index c*KH*KW + kh*KW + kw).
+  // im2col writes every element of cols (zeros where the window hits padding);
+  // col2im overwrites `out` [N, C, H, W] (contiguous) with the sum of the
+  // column entries that map onto each pixel.
+  virtual void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) = 0;
+  virtual void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) = 0;
+
+  // Pooling over planes of a contiguous [planes, H, W] input into a contiguous
+  // [planes, OH, OW] output; `indices` (i64, same shape as out) only for max.
+  virtual void pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) = 0;
+  // Overwrites grad_in [planes, H, W] (contiguous) from grad_out [planes, OH, OW] (contiguous).
+  virtual void pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) = 0;
+
+  // Softmax (or log-softmax) along the last dim of contiguous [rows, cols] views.
+  virtual void softmax_forward(TensorArg out, TensorArg in, bool log) = 0;
+  // grad_in from grad_out and the forward output y (all contiguous [rows, cols]):
+  // softmax: y * (g - sum(g * y)); log-softmax: g - exp(y) * sum(g).
+  virtual void softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) = 0;
+
+  // Row gathers and scatters along the middle dim of contiguous 3-D views.
+  // src/out: [outer, n, inner] and [outer, m, inner]; index: i64 [1 or outer, m]
+  // (one shared index row, or one row per outer slice).
+  // index_select: out[o, j, k] = src[o, index[o', j], k].
+  // index_add:    out[o, index[o', j], k] += src[o, j, k]  (out is [outer, n, inner]).
+  // Indices are in range: the ops check them before calling (ops/index_check).
+  virtual void index_select(TensorArg out, TensorArg src, TensorArg index) = 0;
+  virtual void index_add(TensorArg out, TensorArg index, TensorArg src) = 0;
+};
+
+// The kernel table of `device`'s backend (every built-in provider makes a Backend).
+inline Backend& backend(Device device) { return static_cast<Backend&>(device_backend(device)); }
+
+// The composed optimizer steps, written with the elementwise kernels, for
+// backends without a fused kernel of their own.
+void composed_sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf);
+void composed_adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m,
+                        TensorArg v);
+
+}  // namespace rumus
