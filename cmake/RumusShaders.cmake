@@ -1,10 +1,14 @@
 # Compiles shaders/*.comp to SPIR-V with glslc and embeds the words in a
 # generated .cpp, so the library carries its kernels and needs no files at run time.
+include(RumusShaderCodes)
+
 function(rumus_embed_shaders out_var)
   file(GLOB shader_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/shaders/*.comp)
-  file(GLOB shader_includes CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/shaders/*.glsl)
+  file(GLOB shader_includes CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/shaders/*.glsl ${PROJECT_SOURCE_DIR}/shaders/*.h)
   set(gen_dir ${CMAKE_CURRENT_BINARY_DIR}/shaders)
   file(MAKE_DIRECTORY ${gen_dir})
+  rumus_write_shader_codes(${gen_dir}/rumus_codes.glsl)
+  list(APPEND shader_includes ${gen_dir}/rumus_codes.glsl)
   set(words_files "")
   set(table "")
   foreach(src IN LISTS shader_sources)
@@ -13,7 +17,7 @@ function(rumus_embed_shaders out_var)
     # -mfmt=num writes the SPIR-V as comma-separated 32-bit words, ready to #include.
     add_custom_command(
       OUTPUT ${words}
-      COMMAND ${GLSLC_EXECUTABLE} --target-env=vulkan1.2 -O -mfmt=num -I${PROJECT_SOURCE_DIR}/shaders ${src} -o ${words}
+      COMMAND ${GLSLC_EXECUTABLE} --target-env=vulkan1.2 -O -mfmt=num -I${PROJECT_SOURCE_DIR}/shaders -I${gen_dir} ${src} -o ${words}
       DEPENDS ${src} ${shader_includes}
       COMMENT "glslc ${name}.comp"
       VERBATIM)

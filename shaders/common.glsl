@@ -1,10 +1,10 @@
-// Shared by every kernel: dtype codes (the order of rumus::DType) and typed
+// Shared by every kernel: the codes shared with C++ (generated) and typed
 // views of one storage-buffer binding, so a kernel can load and store any dtype.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
-const uint DT_F32 = 0, DT_F64 = 1, DT_F16 = 2, DT_BF16 = 3, DT_I32 = 4, DT_I64 = 5, DT_U8 = 6;
+#include "rumus_codes.glsl"
 
 uint16_t float_to_bf16(float x) {
   uint u = floatBitsToUint(x);
@@ -39,4 +39,3 @@ uint16_t float_to_bf16(float x) {
   }
 
 bool is_nan_f(float x) { return x != x; }
-#define MAX_DIMS 6

@@ -8,15 +8,8 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool COL2IM = false;
 layout(constant_id = 2) const uint DT = 0;
 
-layout(push_constant) uniform Params {
-  uint batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w;
-  int pad_h, pad_w;
-  uint dilation_h, dilation_w, out_h, out_w;
-  int in_offset, cols_offset;
-  int in_stride[4];    // im2col: input strides; col2im: unused (output is contiguous)
-  int cols_stride[3];
-  uint total;
-} pc;
+#define PUSH_CONV
+#include "push_constants.h"
 
 TENSOR(0)  // im2col: cols; col2im: image
 TENSOR(1)  // im2col: image; col2im: cols

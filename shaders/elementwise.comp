@@ -4,38 +4,23 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;
+layout(constant_id = 1) const uint OP = 0;    // UNARY_* or BINARY_*, per KIND
 layout(constant_id = 2) const uint DT_OUT = 0;
 layout(constant_id = 3) const uint DT_A = 0;
 layout(constant_id = 4) const uint DT_B = 0;
 layout(constant_id = 5) const uint DT_C = 0;
 layout(constant_id = 6) const bool CONTIGUOUS = false;  // every operand dense in logical order
 layout(constant_id = 7) const uint ELEM_BYTES = 4;      // raw copies only
+layout(constant_id = 8) const uint KIND = 0;            // POINTWISE_*
 
-// 112 bytes: fits the 128 every device offers. Higher ranks are split by the host.
-#define PW_DIMS 4
-layout(push_constant) uniform Params {
-  uint n, rank;
-  float p0, p1;
-  uint shape[PW_DIMS];
-  int offset[4];
-  int stride[4 * PW_DIMS];  // operand k, dim d at k * PW_DIMS + d
-} pc;
+#define PUSH_POINTWISE
+#include "push_constants.h"
 
 TENSOR(0)
 TENSOR(1)
 TENSOR(2)
 TENSOR(3)
 
-// Op codes: unary = UnaryOp value, binary = 32 + BinaryOp value, others below.
-const uint U_NEG = 0, U_EXP = 1, U_LOG = 2, U_SQRT = 3, U_ABS = 4, U_RELU = 5, U_SIGMOID = 6, U_TANH = 7,
-           U_GELU = 8, U_GELU_TANH = 9, U_SILU = 10, U_LEAKY = 11, U_POW = 12, U_CLAMP = 13, U_SIGN = 14,
-           U_SQUARE = 15, U_RECIP = 16, U_RSQRT = 17, U_ADD_S = 18, U_MUL_S = 19;
-const uint B_ADD = 32, B_SUB = 33, B_MUL = 34, B_DIV = 35, B_POW = 36, B_MAX = 37, B_MIN = 38, B_EQ = 39,
-           B_NE = 40, B_LT = 41, B_LE = 42, B_GT = 43, B_GE = 44, B_RELU_BW = 45, B_SIGMOID_BW = 46,
-           B_TANH_BW = 47, B_GELU_BW = 48, B_GELU_TANH_BW = 49, B_SILU_BW = 50, B_LEAKY_BW = 51,
-           B_CLAMP_BW = 52, B_ABS_BW = 53;
-const uint FILL = 100, CAST = 101, RAW_COPY = 102, WHERE = 103, FILL64 = 104;  // FILL64: p0, p1 hold the bits
 
 const float SQRT1_2 = 0.70710678118654752440, INV_SQRT_2PI = 0.39894228040143267794,
             SQRT_2_OVER_PI = 0.79788456080286535588;
@@ -63,68 +48,68 @@ bool is_nan(float x) { return x != x; }
 
 float unary(float x) {
   switch (OP) {
-    case U_NEG: return -x;
-    case U_EXP: return exp(x);
-    case U_LOG: return log(x);
-    case U_SQRT: return sqrt(x);
-    case U_ABS: return abs(x);
-    case U_RELU: return x > 0.0 ? x : 0.0;
-    case U_SIGMOID: return sigmoid_of(x);
-    case U_TANH: return tanh_of(x);
-    case U_GELU: return 0.5 * x * (1.0 + erf_approx(x * SQRT1_2));
-    case U_GELU_TANH: return 0.5 * x * (1.0 + tanh_of(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
-    case U_SILU: return x * sigmoid_of(x);
-    case U_LEAKY: return x > 0.0 ? x : x * pc.p0;
-    case U_POW: return pow_of(x, pc.p0);
-    case U_CLAMP:
+    case UNARY_NEG: return -x;
+    case UNARY_EXP: return exp(x);
+    case UNARY_LOG: return log(x);
+    case UNARY_SQRT: return sqrt(x);
+    case UNARY_ABS: return abs(x);
+    case UNARY_RELU: return x > 0.0 ? x : 0.0;
+    case UNARY_SIGMOID: return sigmoid_of(x);
+    case UNARY_TANH: return tanh_of(x);
+    case UNARY_GELU: return 0.5 * x * (1.0 + erf_approx(x * SQRT1_2));
+    case UNARY_GELU_TANH: return 0.5 * x * (1.0 + tanh_of(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+    case UNARY_SILU: return x * sigmoid_of(x);
+    case UNARY_LEAKY_RELU: return x > 0.0 ? x : x * pc.p0;
+    case UNARY_POW_SCALAR: return pow_of(x, pc.p0);
+    case UNARY_CLAMP:
       if (!is_nan(pc.p0) && x < pc.p0) x = pc.p0;
       if (!is_nan(pc.p1) && x > pc.p1) x = pc.p1;
       return x;
-    case U_SIGN: return sign(x);
-    case U_SQUARE: return x * x;
-    case U_RECIP: return 1.0 / x;
-    case U_RSQRT: return 1.0 / sqrt(x);
-    case U_ADD_S: return x + pc.p0;
-    case U_MUL_S: return x * pc.p0;
+    case UNARY_SIGN: return sign(x);
+    case UNARY_SQUARE: return x * x;
+    case UNARY_RECIPROCAL: return 1.0 / x;
+    case UNARY_RSQRT: return 1.0 / sqrt(x);
+    case UNARY_ADD_SCALAR: return x + pc.p0;
+    case UNARY_MUL_SCALAR: return x * pc.p0;
   }
   return 0.0;
 }
 
 float binary(float a, float b) {
   switch (OP) {
-    case B_ADD: return a + b;
-    case B_SUB: return a - b;
-    case B_MUL: return a * b;
-    case B_DIV: return a / b;
-    case B_POW: return pow_of(a, b);
-    case B_MAX: return a > b || is_nan(a) ? a : b;
-    case B_MIN: return a < b || is_nan(a) ? a : b;
-    case B_EQ: return a == b ? 1.0 : 0.0;
-    case B_NE: return a != b ? 1.0 : 0.0;
-    case B_LT: return a < b ? 1.0 : 0.0;
-    case B_LE: return a <= b ? 1.0 : 0.0;
-    case B_GT: return a > b ? 1.0 : 0.0;
-    case B_GE: return a >= b ? 1.0 : 0.0;
-    case B_RELU_BW: return b > 0.0 ? a : 0.0;
-    case B_SIGMOID_BW: return a * b * (1.0 - b);
-    case B_TANH_BW: return a * (1.0 - b * b);
-    case B_GELU_BW: {
+    case BINARY_ADD: return a + b;
+    case BINARY_SUB: return a - b;
+    case BINARY_MUL: return a * b;
+    case BINARY_DIV: return a / b;
+    case BINARY_POW: return pow_of(a, b);
+    case BINARY_MAXIMUM: return a > b || is_nan(a) ? a : b;
+    case BINARY_MINIMUM: return a < b || is_nan(a) ? a : b;
+    case BINARY_EQ: return a == b ? 1.0 : 0.0;
+    case BINARY_NE: return a != b ? 1.0 : 0.0;
+    case BINARY_LT: return a < b ? 1.0 : 0.0;
+    case BINARY_LE: return a <= b ? 1.0 : 0.0;
+    case BINARY_GT: return a > b ? 1.0 : 0.0;
+    case BINARY_GE: return a >= b ? 1.0 : 0.0;
+    case BINARY_RELU_BACKWARD: return b > 0.0 ? a : 0.0;
+    case BINARY_SIGMOID_BACKWARD: return a * b * (1.0 - b);
+    case BINARY_TANH_BACKWARD: return a * (1.0 - b * b);
+    case BINARY_GELU_BACKWARD: {
       float cdf = 0.5 * (1.0 + erf_approx(b * SQRT1_2));
       float pdf = INV_SQRT_2PI * exp(-0.5 * b * b);
       return a * (cdf + b * pdf);
     }
-    case B_GELU_TANH_BW: {
+    case BINARY_GELU_TANH_BACKWARD: {
       float t = tanh_of(SQRT_2_OVER_PI * (b + 0.044715 * b * b * b));
       float dinner = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * b * b);
       return a * (0.5 * (1.0 + t) + 0.5 * b * (1.0 - t * t) * dinner);
     }
-    case B_SILU_BW: {
+    case BINARY_SILU_BACKWARD: {
       float s = sigmoid_of(b);
       return a * s * (1.0 + b * (1.0 - s));
     }
-    case B_LEAKY_BW: return b > 0.0 ? a : a * pc.p0;
-    case B_CLAMP_BW: return (is_nan(pc.p0) || b >= pc.p0) && (is_nan(pc.p1) || b <= pc.p1) ? a : 0.0;
-    case B_ABS_BW: return b > 0.0 ? a : (b < 0.0 ? -a : 0.0);
+    case BINARY_LEAKY_RELU_BACKWARD: return b > 0.0 ? a : a * pc.p0;
+    case BINARY_CLAMP_BACKWARD: return (is_nan(pc.p0) || b >= pc.p0) && (is_nan(pc.p1) || b <= pc.p1) ? a : 0.0;
+    case BINARY_ABS_BACKWARD: return b > 0.0 ? a : (b < 0.0 ? -a : 0.0);
   }
   return 0.0;
 }
@@ -146,17 +131,17 @@ void main() {
         o3 += idx * pc.stride[3 * PW_DIMS + d];
       }
     }
-    if (OP == FILL) {
+    if (KIND == POINTWISE_FILL) {
       store0(DT_OUT, o0, pc.p0);
-    } else if (OP == FILL64) {
+    } else if (KIND == POINTWISE_FILL64) {  // p0, p1 hold the bits
       t0u.v[2 * o0] = floatBitsToUint(pc.p0);
       t0u.v[2 * o0 + 1] = floatBitsToUint(pc.p1);
-    } else if (OP == RAW_COPY) {
+    } else if (KIND == POINTWISE_RAW_COPY) {
       if (ELEM_BYTES == 1) t0b.v[o0] = t1b.v[o1];
       else if (ELEM_BYTES == 2) t0h.v[o0] = t1h.v[o1];
       else if (ELEM_BYTES == 4) t0u.v[o0] = t1u.v[o1];
       else { t0u.v[2 * o0] = t1u.v[2 * o1]; t0u.v[2 * o0 + 1] = t1u.v[2 * o1 + 1]; }
-    } else if (OP == CAST) {
+    } else if (KIND == POINTWISE_CAST) {
       if (DT_OUT == DT_F64 && DT_A == DT_I64 || DT_OUT == DT_I64 && DT_A == DT_F64) {
         // Wide conversions go through 64-bit types, not float.
         uvec2 w = uvec2(t1u.v[2 * o1], t1u.v[2 * o1 + 1]);
@@ -175,9 +160,9 @@ void main() {
       } else {
         store0(DT_OUT, o0, load1(DT_A, o1));
       }
-    } else if (OP == WHERE) {
+    } else if (KIND == POINTWISE_WHERE) {
       store0(DT_OUT, o0, load1(DT_A, o1) != 0.0 ? load2(DT_B, o2) : load3(DT_C, o3));
-    } else if (OP < 32) {
+    } else if (KIND == POINTWISE_UNARY) {
       store0(DT_OUT, o0, unary(load1(DT_A, o1)));
     } else {
       store0(DT_OUT, o0, binary(load1(DT_A, o1), load2(DT_B, o2)));

@@ -16,12 +16,8 @@ layout(constant_id = 6) const bool ALIGNED = false;  // tiles divide M, N, K; le
 
 // Split-K: workgroup z = batch * splits + s sums K-range [s * k_chunk, (s + 1) * k_chunk)
 // and writes its own C slice (batch_c apart); the host adds the slices.
-layout(push_constant) uniform Params {
-  uint M, N, K, lda, ldb, ldc;
-  uint offset_a, offset_b, offset_c, batch_a, batch_b, batch_c;
-  float alpha, beta;
-  uint splits, k_chunk;
-} pc;
+#define PUSH_GEMM
+#include "push_constants.h"
 
 layout(set = 0, binding = 0) readonly buffer A1 { float a1[]; };
 layout(set = 0, binding = 0) readonly buffer A4 { vec4 a4[]; };

@@ -6,11 +6,8 @@
 
 layout(local_size_x_id = 0) in;
 
-layout(push_constant) uniform Params {
-  uint outer, n, m, inner, index_outer;
-  int off_big, off_small, off_index;
-  uint total;  // outer * m * inner
-} pc;
+#define PUSH_INDEX
+#include "push_constants.h"
 
 layout(set = 0, binding = 0) buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Src { float src[]; };

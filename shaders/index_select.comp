@@ -8,11 +8,8 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint DT = 0;
 layout(constant_id = 2) const uint ELEM_BYTES = 4;  // copies raw elements
 
-layout(push_constant) uniform Params {
-  uint outer, n, m, inner, index_outer;
-  int off_big, off_small, off_index;
-  uint total;  // outer * m * inner
-} pc;
+#define PUSH_INDEX
+#include "push_constants.h"
 
 TENSOR(0)  // out [outer, m, inner]
 TENSOR(1)  // src [outer, n, inner]

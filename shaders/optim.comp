@@ -1,17 +1,15 @@
 #version 450
 // Fused optimizer updates over contiguous f32 tensors: one pass per parameter.
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint KIND = 0;  // 0 = SGD, 1 = Adam
+layout(constant_id = 1) const uint KIND = 0;  // OPTIMIZER_*
 layout(constant_id = 2) const bool MOMENTUM = false;
 layout(constant_id = 3) const bool NESTEROV = false;
 layout(constant_id = 4) const bool FIRST = false;      // SGD: momentum buffer starts as the gradient
 layout(constant_id = 5) const bool DECOUPLED = false;  // AdamW
 
-layout(push_constant) uniform Params {
-  uint n;
-  int off_p, off_g, off_m, off_v;
-  float lr, momentum, dampening, weight_decay, beta1, beta2, eps, c1, c2;  // c1, c2: bias corrections
-} pc;
+#include "rumus_codes.glsl"
+#define PUSH_OPTIM
+#include "push_constants.h"
 
 layout(set = 0, binding = 0) buffer P { float p[]; };
 layout(set = 0, binding = 1) readonly buffer G { float g[]; };
@@ -23,7 +21,7 @@ void main() {
   for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
     float w = p[pc.off_p + i];
     float d = g[pc.off_g + i];
-    if (KIND == 0) {
+    if (KIND == OPTIMIZER_SGD) {
       if (pc.weight_decay != 0.0) d += pc.weight_decay * w;
       if (MOMENTUM) {
         float b = FIRST ? d : pc.momentum * m[pc.off_m + i] + (1.0 - pc.dampening) * d;

@@ -5,17 +5,12 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint KIND = 0;  // PoolKind: max, avg, adaptive_avg
+layout(constant_id = 1) const uint KIND = 0;  // POOL_*
 layout(constant_id = 2) const bool BACKWARD = false;
 layout(constant_id = 3) const uint DT = 0;
 
-layout(push_constant) uniform Params {
-  uint planes, height, width, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w;
-  int pad_h, pad_w;
-  uint dilation_h, dilation_w, count_include_pad;
-  int off0, off1, off2;
-  uint total;
-} pc;
+#define PUSH_POOL
+#include "push_constants.h"
 
 TENSOR(0)  // forward: out; backward: grad_in
 TENSOR(1)  // forward: in; backward: grad_out
@@ -23,7 +18,7 @@ TENSOR(2)  // indices (i64), max only
 
 // The input window of output (oh, ow), clipped, and its divisor (as the CPU kernel).
 void avg_window(uint oh, uint ow, out int h0, out int h1, out int w0, out int w1, out float divisor) {
-  if (KIND == 2) {
+  if (KIND == POOL_ADAPTIVE_AVG) {
     h0 = int(oh * pc.height / pc.out_h);
     h1 = int(((oh + 1) * pc.height + pc.out_h - 1) / pc.out_h);
     w0 = int(ow * pc.width / pc.out_w);
@@ -44,7 +39,7 @@ void forward(uint i) {
   uint ow = i % pc.out_w, t = i / pc.out_w;
   uint oh = t % pc.out_h, plane = t / pc.out_h;
   int src = pc.off1 + int(plane * pc.height * pc.width);
-  if (KIND == 0) {
+  if (KIND == POOL_MAX) {
     float best = 0.0;
     int best_i = -1;
     int h0 = int(oh * pc.stride_h) - pc.pad_h, w0 = int(ow * pc.stride_w) - pc.pad_w;
@@ -82,7 +77,7 @@ void backward(uint i) {
   int ih = t % int(pc.height), plane = t / int(pc.height);
   int go = pc.off1 + plane * int(pc.out_h * pc.out_w);
   float acc = 0.0;
-  if (KIND == 2) {
+  if (KIND == POOL_ADAPTIVE_AVG) {
     // Adaptive windows are monotone in the output index: scan the few that may contain ih / iw.
     int oh0 = max(0, ih * int(pc.out_h) / int(pc.height) - 1), oh1 = min(int(pc.out_h), (ih + 1) * int(pc.out_h) / int(pc.height) + 2);
     int ow0 = max(0, iw * int(pc.out_w) / int(pc.width) - 1), ow1 = min(int(pc.out_w), (iw + 1) * int(pc.out_w) / int(pc.width) + 2);
@@ -94,7 +89,7 @@ void backward(uint i) {
         if (ih >= h0 && ih < h1 && iw >= w0 && iw < w1) acc += load1(DT, go + oh * int(pc.out_w) + ow) / divisor;
       }
   } else {
-    const uint dh = KIND == 0 ? pc.dilation_h : 1u, dw = KIND == 0 ? pc.dilation_w : 1u;
+    const uint dh = KIND == POOL_MAX ? pc.dilation_h : 1u, dw = KIND == POOL_MAX ? pc.dilation_w : 1u;
     for (uint kh = 0; kh < pc.kernel_h; ++kh) {
       int th = ih + pc.pad_h - int(kh * dh);
       if (th < 0 || th % int(pc.stride_h) != 0 || th / int(pc.stride_h) >= int(pc.out_h)) continue;
@@ -104,7 +99,7 @@ void backward(uint i) {
         if (tw < 0 || tw % int(pc.stride_w) != 0 || tw / int(pc.stride_w) >= int(pc.out_w)) continue;
         int ow = tw / int(pc.stride_w);
         int o = oh * int(pc.out_w) + ow;
-        if (KIND == 0) {
+        if (KIND == POOL_MAX) {
           int at = pc.off2 + plane * int(pc.out_h * pc.out_w) + o;
           if (int(t2u.v[2 * at]) == ih * int(pc.width) + iw) acc += load1(DT, go + o);
         } else {

@@ -4,16 +4,11 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint KIND = 0;  // RandomKind: uniform, normal, bernoulli, randint
+layout(constant_id = 1) const uint KIND = 0;  // RANDOM_*
 layout(constant_id = 2) const uint DT_OUT = 0;
 
-layout(push_constant) uniform Params {
-  uint n, offset_out;
-  uint seed_lo, seed_hi, counter_lo, counter_hi;
-  float a, b;
-  uint range_lo, range_hi;  // randint: b - a as a 64-bit integer; bernoulli: 24-bit threshold
-  int low_lo, low_hi;       // randint: a as a 64-bit integer
-} pc;
+#define PUSH_RANDOM
+#include "push_constants.h"
 
 TENSOR(0)
 
@@ -43,12 +38,12 @@ void main() {
     uint lo = uaddCarry(pc.counter_lo, i, carry);
     uvec4 r = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(lo, pc.counter_hi + carry));
     uint o = pc.offset_out + i;
-    if (KIND == 0) {
+    if (KIND == RANDOM_UNIFORM) {
       store0(DT_OUT, o, pc.a + (pc.b - pc.a) * uniform24(r.x));
-    } else if (KIND == 1) {
+    } else if (KIND == RANDOM_NORMAL) {
       float u1 = 1.0 - uniform24(r.x), u2 = uniform24(r.y);
       store0(DT_OUT, o, pc.a + pc.b * sqrt(-2.0 * log(u1)) * cos(6.28318530717958647692 * u2));
-    } else if (KIND == 2) {
+    } else if (KIND == RANDOM_BERNOULLI) {
       store0(DT_OUT, o, (r.x >> 8) < pc.range_lo ? 1.0 : 0.0);  // threshold from the host: exact
     } else {
       uint64_t bits = (uint64_t(r.x) << 32) | uint64_t(r.y);

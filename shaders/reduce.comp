@@ -4,23 +4,17 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;  // ReduceOp: sum, mean, max, min, argmax, argmin
+layout(constant_id = 1) const uint OP = 0;  // REDUCE_*
 layout(constant_id = 2) const uint DT_OUT = 0;
 layout(constant_id = 3) const uint DT_IN = 0;
 layout(constant_id = 4) const bool PER_GROUP = false;
 
-layout(push_constant) uniform Params {
-  uint n_out, n_red, rank, reduced_mask;
-  int offset_out, offset_in;
-  uint shape[MAX_DIMS];       // input shape
-  int stride_in[MAX_DIMS];
-  int stride_out[MAX_DIMS];   // 0 in reduced dims
-} pc;
+#define PUSH_REDUCE
+#include "push_constants.h"
 
 TENSOR(0)
 TENSOR(1)
 
-const uint SUM = 0, MEAN = 1, MAX = 2, MIN = 3, ARGMAX = 4, ARGMIN = 5;
 float nan_f() { return uintBitsToFloat(0x7fc00000u); }
 
 // Input offset of reduced element r (walking only the reduced dims).
@@ -48,16 +42,16 @@ void output_offsets(uint o, out int base_in, out int off_out) {
 }
 
 float combine(float acc, float v) {
-  if (OP == SUM || OP == MEAN) return acc + v;
+  if (OP == REDUCE_SUM || OP == REDUCE_MEAN) return acc + v;
   if (is_nan_f(acc) || is_nan_f(v)) return nan_f();
-  return OP == MAX ? max(acc, v) : min(acc, v);
+  return OP == REDUCE_MAX ? max(acc, v) : min(acc, v);
 }
 float identity() {
-  if (OP == MAX) return uintBitsToFloat(0xff800000u);
-  if (OP == MIN) return uintBitsToFloat(0x7f800000u);
+  if (OP == REDUCE_MAX) return uintBitsToFloat(0xff800000u);
+  if (OP == REDUCE_MIN) return uintBitsToFloat(0x7f800000u);
   return 0.0;
 }
-float finish(float acc) { return OP == MEAN ? acc / float(pc.n_red) : acc; }
+float finish(float acc) { return OP == REDUCE_MEAN ? acc / float(pc.n_red) : acc; }
 
 shared float partial[gl_WorkGroupSize.x];
 
@@ -84,13 +78,13 @@ void main() {
   for (uint o = gl_GlobalInvocationID.x; o < pc.n_out; o += step) {
     int base, off_out;
     output_offsets(o, base, off_out);
-    if (OP == ARGMAX || OP == ARGMIN) {
+    if (OP == REDUCE_ARGMAX || OP == REDUCE_ARGMIN) {
       // One reduced dim: the first extreme wins; NaN counts as the extreme.
       float best = load1(DT_IN, base);
       uint best_i = 0;
       for (uint r = 1; r < pc.n_red; ++r) {
         float v = load1(DT_IN, base + reduced_offset(r));
-        bool better = OP == ARGMAX ? v > best : v < best;
+        bool better = OP == REDUCE_ARGMAX ? v > best : v < best;
         if (better || (is_nan_f(v) && !is_nan_f(best))) { best = v; best_i = r; }
       }
       t0u.v[2 * off_out] = best_i;

@@ -8,10 +8,8 @@ layout(constant_id = 1) const bool LOG = false;
 layout(constant_id = 2) const bool BACKWARD = false;
 layout(constant_id = 3) const uint DT = 0;
 
-layout(push_constant) uniform Params {
-  uint rows, cols;
-  int off0, off1, off2;
-} pc;
+#define PUSH_SOFTMAX
+#include "push_constants.h"
 
 TENSOR(0)  // forward: out; backward: grad_in
 TENSOR(1)  // forward: in; backward: grad_out

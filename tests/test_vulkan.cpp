@@ -564,3 +564,46 @@ TEST(VulkanDevice, OpsNameWhatTheDeviceLacks) {
 }
 
 }  // namespace
+
+// Every code of the shared lists (src/backend/kernel_codes.hpp) runs on the
+// Vulkan kernels and agrees with the CPU: a list and its shader numbering can
+// never drift apart unnoticed.
+namespace {
+TensorArg full_arg(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
+
+Tensor on_each(Device dev, const Tensor& like) { return zeros(like.shape(), {.dtype = like.dtype(), .device = dev}); }
+}  // namespace
+
+TEST(VulkanCodes, EveryUnaryBinaryAndReduceCodeMatchesCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(21);
+  // Positive inputs keep log, sqrt, rsqrt and pow defined.
+  Tensor a = uniform({3, 37}, 0.25, 2.0, {}, &gen), b = uniform({3, 37}, 0.25, 2.0, {}, &gen);
+  for (int code = 0; code < kUnaryOpCount; ++code) {
+    const UnaryOp op = UnaryOp(code);
+    const double p0 = op == UnaryOp::clamp ? 0.5 : 1.5, p1 = op == UnaryOp::clamp ? 1.5 : 0.0;
+    Tensor want = on_each(Device::cpu(), a), ga = a.to(kGpu), got = on_each(kGpu, a);
+    backend(Device::cpu()).unary(op, full_arg(want), full_arg(a), p0, p1);
+    backend(kGpu).unary(op, full_arg(got), full_arg(ga), p0, p1);
+    expect_close(got.cpu(), want, 1e-5, "unary " + std::string(name_of(op)));
+  }
+  for (int code = 0; code < kBinaryOpCount; ++code) {
+    const BinaryOp op = BinaryOp(code);
+    // Comparisons write u8 masks, as the ops ask them to.
+    const bool compare = op >= BinaryOp::eq && op <= BinaryOp::ge;
+    Tensor out_like = compare ? a.to(DType::u8) : a;
+    Tensor want = on_each(Device::cpu(), out_like), ga = a.to(kGpu), gb = b.to(kGpu), got = on_each(kGpu, out_like);
+    backend(Device::cpu()).binary(op, full_arg(want), full_arg(a), full_arg(b), 0.5, 1.5);
+    backend(kGpu).binary(op, full_arg(got), full_arg(ga), full_arg(gb), 0.5, 1.5);
+    expect_close(got.cpu(), want, 1e-5, "binary " + std::string(name_of(op)));
+  }
+  for (int code = 0; code < kReduceOpCount; ++code) {
+    const ReduceOp op = ReduceOp(code);
+    const bool is_arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
+    const TensorOptions o{.dtype = is_arg ? DType::i64 : DType::f32};
+    Tensor want = zeros({3, 1}, o), got = zeros({3, 1}, {.dtype = o.dtype, .device = kGpu}), ga = a.to(kGpu);
+    backend(Device::cpu()).reduce(op, full_arg(want), full_arg(a));
+    backend(kGpu).reduce(op, full_arg(got), full_arg(ga));
+    expect_close(got.cpu(), want, 1e-5, "reduce " + std::string(name_of(op)));
+  }
+}

@@ -6,7 +6,13 @@
 
 namespace rumus {
 
-enum class DType : std::uint8_t { f32, f64, f16, bf16, i32, i64, u8 };
+// The dtype codes, in order. The Vulkan shaders get the same numbering
+// (DT_F32 = 0u, ...) generated from this list at build time.
+#define RUMUS_DTYPES(X) X(f32) X(f64) X(f16) X(bf16) X(i32) X(i64) X(u8)
+
+#define RUMUS_DTYPE_ENTRY(name) name,
+enum class DType : std::uint8_t { RUMUS_DTYPES(RUMUS_DTYPE_ENTRY) };
+#undef RUMUS_DTYPE_ENTRY
 
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {
@@ -19,10 +25,11 @@ constexpr std::size_t dtype_size(DType t) {
 }
 constexpr std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32"; case DType::f64: return "f64";
-    case DType::f16: return "f16"; case DType::bf16: return "bf16";
-    case DType::i32: return "i32"; case DType::i64: return "i64";
-    case DType::u8: return "u8";
+#define RUMUS_DTYPE_NAME(name) \
+  case DType::name:            \
+    return #name;
+    RUMUS_DTYPES(RUMUS_DTYPE_NAME)
+#undef RUMUS_DTYPE_NAME
   }
   return "?";
 }

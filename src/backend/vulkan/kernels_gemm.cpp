@@ -3,17 +3,14 @@
 #include <cstdio>
 
 #include "rumus/core/error.hpp"
+#include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
 namespace rumus::vulkan {
 
 namespace {
-struct GemmPush {
-  std::uint32_t m, n, k, lda, ldb, ldc;
-  std::uint32_t offset_a, offset_b, offset_c, batch_a, batch_b, batch_c;
-  float alpha, beta;
-  std::uint32_t splits, k_chunk;
-};
+
+using push::GemmPush;
 }  // namespace
 
 void VulkanBackend::gemm(const GemmArgs& g) {
@@ -28,7 +25,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
               std::uint32_t(g.k)};
   if (g.k == 0) {  // C = beta * C
     pc.alpha = 0;
-    pc.k = 0;
+    pc.K = 0;
   }
   // Tile (bm x bn, 8 x 8 per invocation): 128 on a side unless the matrix is
   // thinner, then smaller tiles while the grid stays under two waves of a big GPU.

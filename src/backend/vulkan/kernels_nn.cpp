@@ -3,45 +3,18 @@
 #include <bit>
 
 #include "rumus/core/error.hpp"
+#include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
 namespace rumus::vulkan {
 
 namespace {
+
+using push::ConvPush;
+using push::IndexPush;
+using push::PoolPush;
+using push::SoftmaxPush;
 constexpr std::uint32_t kLocal = 256;
-
-struct ConvPush {
-  std::uint32_t batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w;
-  std::int32_t pad_h, pad_w;
-  std::uint32_t dilation_h, dilation_w, out_h, out_w;
-  std::int32_t in_offset, cols_offset;
-  std::int32_t in_stride[4];
-  std::int32_t cols_stride[3];
-  std::uint32_t total;
-};
-
-struct PoolPush {
-  std::uint32_t planes, height, width, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w;
-  std::int32_t pad_h, pad_w;
-  std::uint32_t dilation_h, dilation_w, count_include_pad;
-  std::int32_t off0, off1, off2;
-  std::uint32_t total;
-};
-
-struct SoftmaxPush {
-  std::uint32_t rows, cols;
-  std::int32_t off0, off1, off2;
-};
-
-struct IndexPush {
-  std::uint32_t outer, n, m, inner, index_outer;
-  std::int32_t off_big, off_small, off_index;
-  std::uint32_t total;
-};
-
-void check_float(const char* op, DType t) {
-  if (t == DType::f64) throw DTypeError(std::string(op) + ": the Vulkan backend computes in f32, got f64");
-}
 
 void require_contiguous(const char* op, TensorArg t) {
   if (!t.layout->is_contiguous()) throw Error(std::string(op) + ": the Vulkan kernel needs contiguous operands");
@@ -72,7 +45,6 @@ std::uint32_t row_group(std::int64_t cols) {
 }  // namespace
 
 void VulkanBackend::im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) {
-  check_float("im2col", in.dtype);
   const std::int64_t total = cols.layout->numel();
   if (total == 0) return;
   ConvPush pc = conv_push(g, in, cols, total);
@@ -81,7 +53,6 @@ void VulkanBackend::im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in
 }
 
 void VulkanBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) {
-  check_float("col2im", out.dtype);
   require_contiguous("col2im", out);
   const std::int64_t total = out.layout->numel();
   if (total == 0) return;
@@ -91,7 +62,6 @@ void VulkanBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg col
 }
 
 void VulkanBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) {
-  check_float("pool2d_forward", in.dtype);
   require_contiguous("pool2d_forward", out);
   require_contiguous("pool2d_forward", in);
   const std::int64_t total = out.layout->numel();
@@ -107,7 +77,6 @@ void VulkanBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorA
 }
 
 void VulkanBackend::pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) {
-  check_float("pool2d_backward", grad_in.dtype);
   require_contiguous("pool2d_backward", grad_in);
   require_contiguous("pool2d_backward", grad_out);
   const std::int64_t total = grad_in.layout->numel();
@@ -123,7 +92,6 @@ void VulkanBackend::pool2d_backward(const Pool2dParams& p, TensorArg grad_in, Te
 }
 
 void VulkanBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
-  check_float("softmax_forward", in.dtype);
   require_contiguous("softmax_forward", out);
   require_contiguous("softmax_forward", in);
   const std::int64_t cols = in.layout->shape.back(), rows = cols ? in.layout->numel() / cols : 0;
@@ -136,7 +104,6 @@ void VulkanBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
 }
 
 void VulkanBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) {
-  check_float("softmax_backward", out.dtype);
   require_contiguous("softmax_backward", grad_in);
   require_contiguous("softmax_backward", grad_out);
   require_contiguous("softmax_backward", out);

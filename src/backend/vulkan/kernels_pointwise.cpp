@@ -1,43 +1,27 @@
-// Host side of elementwise.comp: dim merging, push constants, dtype checks.
+// Host side of elementwise.comp: dim merging and push constants.
 #include <array>
 #include <cstring>
 
 #include "rumus/core/error.hpp"
+#include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
 namespace rumus::vulkan {
 
 namespace {
 
-constexpr int kMaxDims = 4;  // per dispatch; outer dims beyond are looped here
+constexpr int kMaxDims = PW_DIMS;  // per dispatch; outer dims beyond are looped here
 constexpr std::uint32_t kLocal = 256;
-constexpr std::uint32_t kFill = 100, kCast = 101, kRawCopy = 102, kWhere = 103, kFill64 = 104, kBinaryBase = 32;
-
-struct PointwisePush {
-  std::uint32_t n, rank;
-  float p0, p1;
-  std::uint32_t shape[kMaxDims];
-  std::int32_t offset[4];
-  std::int32_t stride[4 * kMaxDims];
-};
-static_assert(sizeof(PointwisePush) <= kPushBytes);
-
-// Arithmetic runs in f32; f64 tensors only copy and fill exactly.
-void check_arith(const char* op, DType t) {
-  if (t == DType::f64)
-    throw DTypeError(std::string(op) + ": the Vulkan backend computes in f32, f16, bf16 and integer dtypes, got f64 "
-                                       "(cast to f32 first)");
-}
 
 }  // namespace
 
-void VulkanBackend::pointwise(const char* op_name, std::uint32_t op, std::span<const TensorArg> args, double p0,
+void VulkanBackend::pointwise(const char* op_name, PointwiseKind kind, std::uint32_t op, std::span<const TensorArg> args, double p0,
                               double p1, std::uint32_t elem_bytes, const std::uint32_t* bits) {
   const Layout& lo = *args[0].layout;
   const std::int64_t n = lo.numel();
   if (n == 0) return;
   if (n > std::int64_t(UINT32_MAX)) throw DeviceError(std::string(op_name) + ": more than 2^32 elements on Vulkan");
-  PointwisePush pc{};
+  push::PointwisePush pc{};
   pc.n = std::uint32_t(n);
   pc.p0 = float(p0);
   pc.p1 = float(p1);
@@ -85,7 +69,8 @@ void VulkanBackend::pointwise(const char* op_name, std::uint32_t op, std::span<c
     dt[i] = std::uint32_t(args[i].dtype);
     ops[i] = {args[i], i == 0};
   }
-  std::vector<std::uint32_t> spec = {kLocal, op, dt[0], dt[1], dt[2], dt[3], contiguous ? 1u : 0u, elem_bytes};
+  std::vector<std::uint32_t> spec = {kLocal,     op,           dt[0], dt[1], dt[2], dt[3], contiguous ? 1u : 0u,
+                                     elem_bytes, std::uint32_t(kind)};
   std::int64_t outer_count = n / per_dispatch;
   for (std::int64_t o = 0; o < outer_count; ++o) {
     std::int64_t r = o;
@@ -107,35 +92,32 @@ void VulkanBackend::fill(TensorArg out, double value) {
     else v = std::uint64_t(std::int64_t(value));
     const std::uint32_t words[2] = {std::uint32_t(v), std::uint32_t(v >> 32)};
     TensorArg args[] = {out};
-    pointwise("fill", kFill64, args, 0, 0, 8, words);
+    pointwise("fill", PointwiseKind::fill64, 0, args, 0, 0, 8, words);
     return;
   }
   TensorArg args[] = {out};
-  pointwise("fill", kFill, args, value, 0);
+  pointwise("fill", PointwiseKind::fill, 0, args, value, 0);
 }
 
 void VulkanBackend::copy(TensorArg out, TensorArg in) {
   TensorArg args[] = {out, in};
-  if (out.dtype == in.dtype) pointwise("copy", kRawCopy, args, 0, 0, std::uint32_t(dtype_size(in.dtype)));
-  else pointwise("copy", kCast, args, 0, 0);
+  if (out.dtype == in.dtype) pointwise("copy", PointwiseKind::raw_copy, 0, args, 0, 0, std::uint32_t(dtype_size(in.dtype)));
+  else pointwise("copy", PointwiseKind::cast, 0, args, 0, 0);
 }
 
 void VulkanBackend::unary(UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) {
-  check_arith("unary", in.dtype);
   TensorArg args[] = {out, in};
-  pointwise("unary", std::uint32_t(op), args, p0, p1);
+  pointwise("unary", PointwiseKind::unary, std::uint32_t(op), args, p0, p1);
 }
 
 void VulkanBackend::binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) {
-  check_arith("binary", a.dtype);
   TensorArg args[] = {out, a, b};
-  pointwise("binary", kBinaryBase + std::uint32_t(op), args, p0, p1);
+  pointwise("binary", PointwiseKind::binary, std::uint32_t(op), args, p0, p1);
 }
 
 void VulkanBackend::where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) {
-  check_arith("where", out.dtype);
   TensorArg args[] = {out, cond, a, b};
-  pointwise("where", kWhere, args, 0, 0);
+  pointwise("where", PointwiseKind::where, 0, args, 0, 0);
 }
 
 }  // namespace rumus::vulkan

@@ -2,25 +2,16 @@
 #include <cmath>
 
 #include "rumus/core/error.hpp"
+#include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
 namespace rumus::vulkan {
 
 namespace {
+
+using push::OptimPush;
+using push::RandomPush;
 constexpr std::uint32_t kLocal = 256;
-
-struct RandomPush {
-  std::uint32_t n, offset_out, seed_lo, seed_hi, counter_lo, counter_hi;
-  float a, b;
-  std::uint32_t range_lo, range_hi;
-  std::int32_t low_lo, low_hi;
-};
-
-struct OptimPush {
-  std::uint32_t n;
-  std::int32_t off_p, off_g, off_m, off_v;
-  float lr, momentum, dampening, weight_decay, beta1, beta2, eps, c1, c2;
-};
 
 bool dense_f32(TensorArg t) { return t.dtype == DType::f32 && t.layout->is_contiguous(); }
 }  // namespace
@@ -56,7 +47,7 @@ void VulkanBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg 
                std::int32_t(grad.layout->offset), std::int32_t(momentum ? buf.layout->offset : 0), 0,
                float(s.lr), float(s.momentum), float(s.dampening), float(s.weight_decay), 0, 0, 0, 1, 1};
   Operand ops[] = {{param, true}, {grad, false}, {momentum ? buf : param, momentum}, {param, false}};
-  launch("optim", {kLocal, 0, momentum, s.nesterov, s.first, 0}, ops, &pc, sizeof pc, groups_for(pc.n, kLocal));
+  launch("optim", {kLocal, std::uint32_t(OptimizerKind::sgd), momentum, s.nesterov, s.first, 0}, ops, &pc, sizeof pc, groups_for(pc.n, kLocal));
 }
 
 void VulkanBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
@@ -67,7 +58,7 @@ void VulkanBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorAr
                float(s.lr), 0, 0, float(s.weight_decay), float(s.beta1), float(s.beta2), float(s.eps),
                float(1.0 - std::pow(s.beta1, double(s.step))), float(1.0 - std::pow(s.beta2, double(s.step)))};
   Operand ops[] = {{param, true}, {grad, false}, {m, true}, {v, true}};
-  launch("optim", {kLocal, 1, 0, 0, 0, s.decoupled}, ops, &pc, sizeof pc, groups_for(pc.n, kLocal));
+  launch("optim", {kLocal, std::uint32_t(OptimizerKind::adam), 0, 0, 0, s.decoupled}, ops, &pc, sizeof pc, groups_for(pc.n, kLocal));
 }
 
 }  // namespace rumus::vulkan

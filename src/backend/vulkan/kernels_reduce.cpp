@@ -1,26 +1,20 @@
 // Host side of reduce.comp.
 #include "rumus/core/error.hpp"
+#include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
 namespace rumus::vulkan {
 
 namespace {
-constexpr int kMaxDims = 6;
+
+using push::ReducePush;
+constexpr int kMaxDims = REDUCE_DIMS;
 constexpr std::uint32_t kLocal = 256;
 constexpr std::int64_t kSerialLimit = 64;  // reduced extents up to this run one invocation per output
 
-struct ReducePush {
-  std::uint32_t n_out, n_red, rank, reduced_mask;
-  std::int32_t offset_out, offset_in;
-  std::uint32_t shape[kMaxDims];
-  std::int32_t stride_in[kMaxDims];
-  std::int32_t stride_out[kMaxDims];
-};
 }  // namespace
 
 void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
-  if (in.dtype == DType::f64)
-    throw DTypeError("reduce: the Vulkan backend computes in f32, got f64 (cast to f32 first)");
   const Layout& li = *in.layout;
   const Layout& lo = *out.layout;
   ReducePush pc{};

@@ -62,7 +62,7 @@ class VulkanBackend final : public Backend {
               const void* push, std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy = 1,
               std::uint32_t gz = 1);
   // One pointwise kernel over out's shape (elementwise.comp).
-  void pointwise(const char* op_name, std::uint32_t op, std::span<const TensorArg> args, double p0, double p1,
+  void pointwise(const char* op_name, PointwiseKind kind, std::uint32_t op, std::span<const TensorArg> args, double p0, double p1,
                  std::uint32_t elem_bytes = 4, const std::uint32_t* bits = nullptr);
   void release_finished();
 

@@ -1,0 +1,102 @@
+// Push-constant layouts, one per kernel family, written once for both sides:
+// the shaders (GLSL, which sees only its own block, chosen by defining
+// PUSH_<FAMILY> before including this file) and their hosts (C++, which sees
+// every block as a struct in rumus::vulkan::push). Members are 4-byte scalars
+// and arrays of them, so std430 and C++ lay them out alike.
+#ifdef __cplusplus
+#define RUMUS_PUSH_BLOCK(name) struct name
+#define RUMUS_PUSH_END ;
+#else
+#define RUMUS_PUSH_BLOCK(name) layout(push_constant) uniform name
+#define RUMUS_PUSH_END pc;
+#endif
+
+#define PW_DIMS 4      // dims per pointwise dispatch; the host loops over outer ones
+#define REDUCE_DIMS 6  // non-trivial dims a reduction takes
+
+#ifdef PUSH_POINTWISE
+RUMUS_PUSH_BLOCK(PointwisePush) {
+  uint n, rank;
+  float p0, p1;
+  uint shape[PW_DIMS];
+  int offset[4];
+  int stride[4 * PW_DIMS];  // operand k, dim d at k * PW_DIMS + d
+} RUMUS_PUSH_END
+#endif
+
+#ifdef PUSH_REDUCE
+RUMUS_PUSH_BLOCK(ReducePush) {
+  uint n_out, n_red, rank, reduced_mask;
+  int offset_out, offset_in;
+  uint shape[REDUCE_DIMS];      // input shape
+  int stride_in[REDUCE_DIMS];
+  int stride_out[REDUCE_DIMS];  // 0 in reduced dims
+} RUMUS_PUSH_END
+#endif
+
+// Split-K: z = batch * splits + split; each split sums its K chunk and writes
+// its own C slice (batch_c apart); the host adds the slices.
+#ifdef PUSH_GEMM
+RUMUS_PUSH_BLOCK(GemmPush) {
+  uint M, N, K, lda, ldb, ldc;
+  uint offset_a, offset_b, offset_c, batch_a, batch_b, batch_c;
+  float alpha, beta;
+  uint splits, k_chunk;
+} RUMUS_PUSH_END
+#endif
+
+#ifdef PUSH_RANDOM
+RUMUS_PUSH_BLOCK(RandomPush) {
+  uint n, offset_out;
+  uint seed_lo, seed_hi, counter_lo, counter_hi;
+  float a, b;
+  uint range_lo, range_hi;  // randint: b - a as a 64-bit integer; bernoulli: 24-bit threshold
+  int low_lo, low_hi;       // randint: a as a 64-bit integer
+} RUMUS_PUSH_END
+#endif
+
+#ifdef PUSH_OPTIM
+RUMUS_PUSH_BLOCK(OptimPush) {
+  uint n;
+  int off_p, off_g, off_m, off_v;
+  float lr, momentum, dampening, weight_decay, beta1, beta2, eps, c1, c2;  // c1, c2: bias corrections
+} RUMUS_PUSH_END
+#endif
+
+#ifdef PUSH_CONV
+RUMUS_PUSH_BLOCK(ConvPush) {
+  uint batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w;
+  int pad_h, pad_w;
+  uint dilation_h, dilation_w, out_h, out_w;
+  int in_offset, cols_offset;
+  int in_stride[4];  // im2col: input strides; col2im: unused (output is contiguous)
+  int cols_stride[3];
+  uint total;
+} RUMUS_PUSH_END
+#endif
+
+#ifdef PUSH_POOL
+RUMUS_PUSH_BLOCK(PoolPush) {
+  uint planes, height, width, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w;
+  int pad_h, pad_w;
+  uint dilation_h, dilation_w, count_include_pad;
+  int off0, off1, off2;
+  uint total;
+} RUMUS_PUSH_END
+#endif
+
+#ifdef PUSH_SOFTMAX
+RUMUS_PUSH_BLOCK(SoftmaxPush) {
+  uint rows, cols;
+  int off0, off1, off2;
+} RUMUS_PUSH_END
+#endif
+
+// index_select and index_add.
+#ifdef PUSH_INDEX
+RUMUS_PUSH_BLOCK(IndexPush) {
+  uint outer, n, m, inner, index_outer;
+  int off_big, off_small, off_index;
+  uint total;  // outer * m * inner
+} RUMUS_PUSH_END
+#endif

@@ -1,0 +1,28 @@
+#pragma once
+// The push-constant structs of every shader, from the one list in
+// shaders/push_constants.h that the shaders include too.
+#include <cstdint>
+
+#include "pipelines.hpp"
+
+namespace rumus::vulkan::push {
+
+using uint = std::uint32_t;
+
+#define PUSH_POINTWISE
+#define PUSH_REDUCE
+#define PUSH_GEMM
+#define PUSH_RANDOM
+#define PUSH_OPTIM
+#define PUSH_CONV
+#define PUSH_POOL
+#define PUSH_SOFTMAX
+#define PUSH_INDEX
+#include "push_constants.h"
+
+static_assert(sizeof(PointwisePush) <= kPushBytes && sizeof(ReducePush) <= kPushBytes &&
+              sizeof(GemmPush) <= kPushBytes && sizeof(RandomPush) <= kPushBytes && sizeof(OptimPush) <= kPushBytes &&
+              sizeof(ConvPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes &&
+              sizeof(IndexPush) <= kPushBytes);
+
+}  // namespace rumus::vulkan::push
