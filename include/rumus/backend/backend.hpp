@@ -10,6 +10,9 @@
 #include "rumus/core/error.hpp"
 #include "rumus/core/layout.hpp"
 #include "rumus/core/storage.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -197,3 +200,5 @@ using BackendFactory = std::unique_ptr<Backend> (*)(int index);
 void register_backend(Device::Kind kind, BackendFactory factory);
 
 }  // namespace rumus
+
+RUMUS_API_END

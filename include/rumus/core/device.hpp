@@ -1,6 +1,9 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -23,3 +26,5 @@ struct Device {
 };
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -4,6 +4,9 @@
 #include <cstdint>
 
 #include "rumus/core/device.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -35,3 +38,5 @@ class Storage {
 };
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -3,6 +3,9 @@
 // chain of elementwise passes. Never recorded on the tape.
 #include "rumus/backend/backend.hpp"
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -14,3 +17,5 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamStep& options);
 
 }  // namespace rumus
+
+RUMUS_API_END
