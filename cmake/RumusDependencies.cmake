@@ -1,4 +1,6 @@
 # Finds what rumus builds against; every one is a Debian package.
+# A dependency librumus links must also be found again in rumusConfig.cmake.in
+# (a static librumus.a hands it on to consumers) and listed in RumusPkgConfig.cmake.
 set(CMAKE_CXX_STANDARD 20)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
 set(CMAKE_CXX_EXTENSIONS OFF)
@@ -7,10 +9,8 @@ find_package(fmt REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
-find_package(OpenBLAS CONFIG QUIET)
-if(NOT OpenBLAS_LIBRARIES)
-  message(FATAL_ERROR "rumus needs OpenBLAS: apt-get install libopenblas-dev")
-endif()
+# A module of ours (cmake/FindRumusOpenBLAS.cmake): an imported target, not paths.
+find_package(RumusOpenBLAS REQUIRED)
 
 if(RUMUS_VULKAN)
   find_package(Vulkan QUIET)

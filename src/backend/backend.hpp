@@ -158,3 +158,4 @@ void composed_adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, T
                         TensorArg v);
 
 }  // namespace rumus
+

@@ -1,30 +1,191 @@
-# Runs as a test: builds and runs the consumer project against rumus.
+# Runs as a test (cmake -P, see tests/CMakeLists.txt): builds user projects against rumus.
+#
+#   MODE=find_package      installs this build (a static librumus.a by default) to a fresh
+#                          prefix; the installed CMake files name no absolute path; a
+#                          find_package(rumus) consumer and a pkg-config consumer
+#                          (pkg-config --static) build and run.
+#   MODE=shared            configures, builds and installs rumus as a shared library
+#                          (BUILD_SHARED_LIBS=ON; the main build's compiler cache makes this
+#                          cheap); checks the soname and that no symbol of src/'s internals
+#                          (rumus::cpu, rumus::vulkan, anonymous namespaces) is exported;
+#                          a find_package consumer and a pkg-config consumer build, link
+#                          the shared library and run.
+#   MODE=add_subdirectory  the parent's build type survives add_subdirectory(rumus)
+#                          (Debug, and unset), and rumus compiles with the parent's flags;
+#                          then a Release consumer builds rumus as its subdirectory and runs.
+#
+# Inputs: SOURCE_DIR, BUILD_DIR, WORK_DIR, MODE, RUMUS_VULKAN, CXX (compiler), LIBDIR
+# (the main build's CMAKE_INSTALL_LIBDIR), PKG_CONFIG (may be empty: that part is skipped).
+cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
-if(MODE STREQUAL "find_package")
-  execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} RESULT_VARIABLE rc OUTPUT_QUIET)
+find_program(CCACHE_PROGRAM ccache)
+set(ccache "")
+if(CCACHE_PROGRAM)
+  set(ccache ${CCACHE_PROGRAM})
+endif()
+
+# Runs a command; stops the test with `what` and the command's output if it fails.
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}")
+  endif()
+endfunction()
+
+# Configures, builds and runs tests/consumer in ${WORK_DIR}/${name}.
+function(build_and_run_consumer name)
+  set(dir ${WORK_DIR}/${name})
+  set(launcher "")
+  if(ccache)
+    set(launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${ccache})
+  endif()
+  run("configuring the ${name} consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${dir}
+      -DCMAKE_CXX_COMPILER=${CXX} ${launcher} ${ARGN})
+  run("building the ${name} consumer" ${CMAKE_COMMAND} --build ${dir} -j2)
+  run("running the ${name} consumer (it checks a gradient)" ${dir}/consumer)
+endfunction()
+
+# The installed CMake package names targets, never a path of this machine.
+function(check_relocatable_export)
+  file(GLOB files ${prefix}/${libdir}/cmake/rumus/*)
+  foreach(f IN LISTS files)
+    file(READ ${f} text)
+    foreach(path IN ITEMS /usr/lib /usr/include ${SOURCE_DIR} ${BUILD_DIR} ${WORK_DIR})
+      string(FIND "${text}" "${path}" at)
+      if(NOT at EQUAL -1)
+        message(FATAL_ERROR "${f} names the absolute path ${path}")
+      endif()
+    endforeach()
+  endforeach()
+  if(NOT EXISTS ${prefix}/${libdir}/pkgconfig/rumus.pc)
+    message(FATAL_ERROR "rumus.pc was not installed to ${prefix}/${libdir}/pkgconfig")
+  endif()
+endfunction()
+
+# Compiles tests/consumer/main.cpp with nothing but `pkg-config --cflags --libs rumus`.
+function(build_and_run_pkg_config_consumer)
+  if(NOT PKG_CONFIG)
+    message(WARNING "pkg-config not found: the pkg-config consumer is not checked")
+    return()
+  endif()
+  set(ENV{PKG_CONFIG_PATH} ${prefix}/${libdir}/pkgconfig)
+  execute_process(COMMAND ${PKG_CONFIG} ${ARGN} --cflags --libs rumus
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE flags ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(rc)
-    message(FATAL_ERROR "install failed: ${rc}")
+    message(FATAL_ERROR "pkg-config ${ARGN} --cflags --libs rumus failed:\n${err}")
   endif()
-  set(args -DCMAKE_PREFIX_PATH=${prefix})
+  if(NOT flags MATCHES "-std=c\\+\\+20" OR NOT flags MATCHES "-lrumus")
+    message(FATAL_ERROR "pkg-config gave no -std=c++20 or no -lrumus: ${flags}")
+  endif()
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  set(exe ${WORK_DIR}/pkg_config_consumer)
+  run("building a consumer with pkg-config ${ARGN} (${flags})"
+      ${ccache} ${CXX} ${SOURCE_DIR}/tests/consumer/main.cpp ${flags}
+      -Wl,-rpath,${prefix}/${libdir} -o ${exe})
+  run("running the pkg-config consumer" ${exe})
+endfunction()
+
+if(MODE STREQUAL "find_package")
+  set(libdir ${LIBDIR})
+  run("installing rumus" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+  check_relocatable_export()
+  build_and_run_consumer(find_package -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix})
+  if(EXISTS ${prefix}/${libdir}/librumus.a)
+    build_and_run_pkg_config_consumer(--static)
+  else()
+    build_and_run_pkg_config_consumer()
+  endif()
+
+elseif(MODE STREQUAL "shared")
+  # The main build's flags, so the compiler cache it filled serves this build;
+  # RUMUS_VULKAN follows it too (its shaders take seconds, its sources come from the cache).
+  set(libdir lib)
+  run("configuring a shared rumus" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/rumus
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX} -DBUILD_SHARED_LIBS=ON
+      -DRUMUS_VULKAN=${RUMUS_VULKAN} -DRUMUS_BUILD_TESTS=OFF -DRUMUS_BUILD_EXAMPLES=OFF -DRUMUS_BUILD_BENCH=OFF
+      -DCMAKE_INSTALL_PREFIX=${prefix} -DCMAKE_INSTALL_LIBDIR=${libdir})
+  run("building a shared rumus" ${CMAKE_COMMAND} --build ${WORK_DIR}/rumus -j2)
+  run("installing a shared rumus" ${CMAKE_COMMAND} --install ${WORK_DIR}/rumus)
+  check_relocatable_export()
+
+  # librumus.so -> librumus.so.<major>.<minor> (the soname) -> librumus.so.<version>.
+  set(so ${prefix}/${libdir}/librumus.so)
+  file(GLOB versioned ${so}.*.*.*)
+  if(NOT EXISTS ${so} OR NOT versioned)
+    message(FATAL_ERROR "no versioned shared library in ${prefix}/${libdir}")
+  endif()
+  find_program(READELF readelf)
+  if(READELF)
+    execute_process(COMMAND ${READELF} -d ${so} OUTPUT_VARIABLE dynamic)
+    if(NOT dynamic MATCHES "Library soname: \\[librumus\\.so\\.[0-9]+\\.[0-9]+\\]")
+      message(FATAL_ERROR "librumus.so has no soname librumus.so.<major>.<minor>:\n${dynamic}")
+    endif()
+  endif()
+
+  # Exported: the public API. Hidden: everything private to src/.
+  find_program(NM nm REQUIRED)
+  execute_process(COMMAND ${NM} -DC --defined-only ${so} OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "nm -DC --defined-only ${so} failed")
+  endif()
+  string(REGEX MATCHALL "[^\n]*(rumus::cpu::|rumus::vulkan::|\\(anonymous namespace\\))[^\n]*"
+         leaked "${symbols}")
+  if(leaked)
+    list(LENGTH leaked n)
+    list(JOIN leaked "\n" leaked)
+    message(FATAL_ERROR "librumus.so exports ${n} internal symbols (declared outside include/rumus?):\n${leaked}")
+  endif()
+  foreach(api IN ITEMS "rumus::matmul(" "rumus::backward(" "typeinfo for rumus::Error")
+    string(FIND "${symbols}" "${api}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "librumus.so does not export ${api}")
+    endif()
+  endforeach()
+
+  build_and_run_consumer(find_package -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix})
+  if(READELF)
+    execute_process(COMMAND ${READELF} -d ${WORK_DIR}/find_package/consumer OUTPUT_VARIABLE dynamic)
+    if(NOT dynamic MATCHES "Shared library: \\[librumus\\.so\\.")
+      message(FATAL_ERROR "the consumer did not link the shared librumus:\n${dynamic}")
+    endif()
+  endif()
+  build_and_run_pkg_config_consumer()
+
+elseif(MODE STREQUAL "add_subdirectory")
+  # The parent owns the build type: rumus neither changes it nor compiles with another.
+  foreach(build_type IN ITEMS Debug "")
+    set(dir ${WORK_DIR}/build_type_${build_type})
+    if(build_type STREQUAL "")
+      set(dir ${WORK_DIR}/build_type_unset)
+    endif()
+    run("configuring a parent with CMAKE_BUILD_TYPE='${build_type}'" ${CMAKE_COMMAND}
+        -S ${SOURCE_DIR}/tests/consumer -B ${dir} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=${build_type}
+        -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DRUMUS_SOURCE_DIR=${SOURCE_DIR} -DRUMUS_VULKAN=OFF)
+    file(READ ${dir}/build_type.txt seen)
+    file(STRINGS ${dir}/CMakeCache.txt cached REGEX "^CMAKE_BUILD_TYPE:")
+    string(REGEX REPLACE "^[^=]*=" "" cached "${cached}")
+    if(NOT seen STREQUAL build_type OR NOT cached STREQUAL build_type)
+      message(FATAL_ERROR "add_subdirectory(rumus) changed the parent's CMAKE_BUILD_TYPE "
+                          "from '${build_type}' to '${seen}' (cache: '${cached}')")
+    endif()
+    file(READ ${dir}/compile_commands.json commands)
+    string(REGEX MATCH "\"command\": \"[^\"]*src/core/tensor\\.cpp\"" command "${commands}")
+    if(NOT command)
+      message(FATAL_ERROR "no compile command for rumus's src/core/tensor.cpp in ${dir}")
+    endif()
+    if(build_type STREQUAL "Debug" AND NOT command MATCHES " -g ")
+      message(FATAL_ERROR "rumus does not compile with the parent's Debug flags: ${command}")
+    endif()
+    if(command MATCHES " -O[1-3s] | -DNDEBUG ")
+      message(FATAL_ERROR "rumus compiles with optimization the parent did not ask for: ${command}")
+    endif()
+  endforeach()
+
+  # A Release parent that builds and links rumus (the main build's compiler cache serves it).
+  build_and_run_consumer(add_subdirectory -DCMAKE_BUILD_TYPE=Release -DRUMUS_SOURCE_DIR=${SOURCE_DIR}
+                         -DRUMUS_VULKAN=${RUMUS_VULKAN})
 else()
-  set(args -DRUMUS_SOURCE_DIR=${SOURCE_DIR} -DRUMUS_VULKAN=${RUMUS_VULKAN})
-  # The library is rebuilt here: reuse the compiler cache the main build filled.
-  find_program(CCACHE_PROGRAM ccache)
-  if(CCACHE_PROGRAM)
-    list(APPEND args -DCMAKE_CXX_COMPILER_LAUNCHER=${CCACHE_PROGRAM})
-  endif()
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build
-                        -DCMAKE_BUILD_TYPE=Release ${args} RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "configuring the consumer failed: ${rc}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build -j2 RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "building the consumer failed: ${rc}")
-endif()
-execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "the consumer computed a wrong gradient: ${rc}")
+  message(FATAL_ERROR "unknown MODE '${MODE}'")
 endif()

@@ -2,6 +2,9 @@
 #include <unordered_map>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -32,3 +35,5 @@ GradientStore backward(const Tensor& root, BackwardOptions options = {});
 GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions options = {});
 
 }  // namespace rumus
+
+RUMUS_API_END

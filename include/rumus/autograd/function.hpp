@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "rumus/autograd/tape.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::autograd {
 
@@ -21,3 +24,5 @@ struct CustomFunction {
 Tensor apply(const CustomFunction& fn, const std::vector<Tensor>& inputs);
 
 }  // namespace rumus::autograd
+
+RUMUS_API_END

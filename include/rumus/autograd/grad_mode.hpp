@@ -1,4 +1,7 @@
 #pragma once
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -19,3 +22,5 @@ class NoGradGuard {
 };
 
 }  // namespace rumus
+
+RUMUS_API_END

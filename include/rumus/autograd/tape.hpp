@@ -6,6 +6,9 @@
 
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::autograd {
 
@@ -58,3 +61,5 @@ void clear_tape();
 std::vector<Node>& this_thread_tape();
 
 }  // namespace rumus::autograd
+
+RUMUS_API_END

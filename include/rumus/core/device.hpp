@@ -2,6 +2,9 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -33,3 +36,5 @@ struct DeviceInfo {
 };
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -6,6 +6,9 @@
 #include <cstdint>
 
 #include "rumus/core/device.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -46,3 +49,5 @@ void synchronize(Device device);
 DeviceStats device_stats(Device device);
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -3,6 +3,9 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -109,3 +112,5 @@ template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -3,6 +3,9 @@
 // what was expected and what was given.
 #include <stdexcept>
 #include <string>
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -17,3 +20,5 @@ class AutogradError : public Error { public: using Error::Error; };
 class IoError : public Error { public: using Error::Error; };
 
 }  // namespace rumus
+
+RUMUS_API_END

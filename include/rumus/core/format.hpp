@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 template <>
 struct fmt::formatter<rumus::Tensor> : fmt::formatter<std::string_view> {
@@ -18,3 +21,5 @@ struct fmt::formatter<rumus::DType> : fmt::formatter<std::string_view> {
     return fmt::formatter<std::string_view>::format(rumus::dtype_name(t), ctx);
   }
 };
+
+RUMUS_API_END

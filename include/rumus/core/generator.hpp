@@ -1,6 +1,9 @@
 #pragma once
 #include <cstdint>
 #include <mutex>
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -26,3 +29,5 @@ Generator& default_generator();
 void manual_seed(std::uint64_t seed);
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -2,6 +2,9 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -30,3 +33,5 @@ std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -1,4 +1,7 @@
 #pragma once
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -7,3 +10,5 @@ void set_num_threads(int threads);
 int num_threads();
 
 }  // namespace rumus
+
+RUMUS_API_END

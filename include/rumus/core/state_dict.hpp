@@ -3,6 +3,9 @@
 #include <string>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -10,3 +13,5 @@ namespace rumus {
 using StateDict = std::map<std::string, Tensor>;
 
 }  // namespace rumus
+
+RUMUS_API_END

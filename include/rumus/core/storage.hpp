@@ -5,6 +5,9 @@
 
 #include "rumus/core/device.hpp"
 #include "rumus/core/device_backend.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -34,3 +37,5 @@ class Storage {
 };
 
 }  // namespace rumus
+
+RUMUS_API_END

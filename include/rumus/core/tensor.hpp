@@ -10,6 +10,9 @@
 #include "rumus/core/error.hpp"
 #include "rumus/core/layout.hpp"
 #include "rumus/core/storage.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -115,3 +118,5 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 std::string to_string(const Tensor& t);
 
 }  // namespace rumus
+
+RUMUS_API_END

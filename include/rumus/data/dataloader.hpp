@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "rumus/data/dataset.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::data {
 
@@ -65,3 +68,5 @@ class DataLoader {
 };
 
 }  // namespace rumus::data
+
+RUMUS_API_END

@@ -3,6 +3,9 @@
 #include <vector>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::data {
 
@@ -39,3 +42,5 @@ class TensorDataset : public Dataset {
 Tensor gather_rows(const Tensor& source, const std::vector<std::int64_t>& indices, const char* op);
 
 }  // namespace rumus::data
+
+RUMUS_API_END

@@ -4,6 +4,9 @@
 #include <string>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::data {
 
@@ -13,3 +16,5 @@ namespace rumus::data {
 Tensor read_idx(const std::string& path);
 
 }  // namespace rumus::data
+
+RUMUS_API_END

@@ -4,6 +4,9 @@
 #include <string>
 
 #include "rumus/data/dataset.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::data {
 
@@ -33,3 +36,5 @@ class Mnist : public Dataset {
 };
 
 }  // namespace rumus::data
+
+RUMUS_API_END

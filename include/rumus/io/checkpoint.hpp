@@ -8,6 +8,9 @@
 #include "rumus/core/generator.hpp"
 #include "rumus/nn/module.hpp"
 #include "rumus/optim/optimizer.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::io {
 
@@ -25,3 +28,5 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model, optim:
                               Generator& generator = default_generator());
 
 }  // namespace rumus::io
+
+RUMUS_API_END

@@ -7,6 +7,9 @@
 #include <string>
 
 #include "rumus/core/state_dict.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::io {
 
@@ -22,3 +25,5 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata = nullptr
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
 }  // namespace rumus::io
+
+RUMUS_API_END

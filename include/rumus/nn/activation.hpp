@@ -3,6 +3,9 @@
 #include "rumus/nn/module.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/dropout.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::nn {
 
@@ -60,3 +63,5 @@ class Flatten : public Module {
 };
 
 }  // namespace rumus::nn
+
+RUMUS_API_END

@@ -1,6 +1,9 @@
 #pragma once
 #include "rumus/nn/module.hpp"
 #include "rumus/ops/conv.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::nn {
 
@@ -18,3 +21,5 @@ class Conv2d : public Module {
 };
 
 }  // namespace rumus::nn
+
+RUMUS_API_END

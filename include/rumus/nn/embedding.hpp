@@ -3,6 +3,9 @@
 
 #include "rumus/nn/module.hpp"
 #include "rumus/ops/embedding.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::nn {
 
@@ -17,3 +20,5 @@ class Embedding : public Module {
 };
 
 }  // namespace rumus::nn
+
+RUMUS_API_END

@@ -6,6 +6,9 @@
 
 #include "rumus/core/generator.hpp"
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::nn::init {
 
@@ -33,3 +36,5 @@ void kaiming_normal_(Tensor& t, double a = 0.0, FanMode mode = FanMode::fan_in,
 void default_linear_(Tensor& weight, Tensor& bias, Generator* gen = nullptr);
 
 }  // namespace rumus::nn::init
+
+RUMUS_API_END

@@ -9,6 +9,9 @@
 
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/state_dict.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::nn {
 
@@ -89,3 +92,5 @@ class Module {
 };
 
 }  // namespace rumus::nn
+
+RUMUS_API_END

@@ -1,6 +1,9 @@
 #pragma once
 #include "rumus/nn/module.hpp"
 #include "rumus/ops/normalization.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::nn {
 
@@ -28,3 +31,5 @@ class LayerNorm : public Module {
 };
 
 }  // namespace rumus::nn
+
+RUMUS_API_END

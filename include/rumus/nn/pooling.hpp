@@ -1,6 +1,9 @@
 #pragma once
 #include "rumus/nn/module.hpp"
 #include "rumus/ops/pooling.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::nn {
 
@@ -32,3 +35,5 @@ class AdaptiveAvgPool2d : public Module {
 };
 
 }  // namespace rumus::nn
+
+RUMUS_API_END

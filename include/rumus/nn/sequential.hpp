@@ -3,6 +3,9 @@
 #include <type_traits>
 
 #include "rumus/nn/module.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::nn {
 
@@ -33,3 +36,5 @@ class Sequential : public Module {
 };
 
 }  // namespace rumus::nn
+
+RUMUS_API_END

@@ -1,5 +1,8 @@
 #pragma once
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -12,3 +15,5 @@ Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor silu(const Tensor& x);
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -1,6 +1,9 @@
 #pragma once
 // Comparisons produce u8 masks (1/0); they carry no gradient.
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -17,3 +20,5 @@ Tensor lt(const Tensor& a, double b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 }  // namespace rumus
+
+RUMUS_API_END

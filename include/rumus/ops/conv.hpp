@@ -3,6 +3,9 @@
 #include <array>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -27,3 +30,5 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 Tensor add_channel_bias(const Tensor& input, const Tensor& bias);
 
 }  // namespace rumus
+
+RUMUS_API_END

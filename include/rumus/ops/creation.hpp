@@ -4,6 +4,9 @@
 
 #include "rumus/core/generator.hpp"
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -46,3 +49,5 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorO
 Tensor scalar_tensor(double value, TensorOptions options = {});
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -1,6 +1,9 @@
 #pragma once
 #include "rumus/core/generator.hpp"
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -9,3 +12,5 @@ namespace rumus {
 Tensor dropout(const Tensor& input, double p, bool training, Generator* generator = nullptr);
 
 }  // namespace rumus
+
+RUMUS_API_END

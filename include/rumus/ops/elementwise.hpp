@@ -1,6 +1,9 @@
 #pragma once
 // Pointwise math with NumPy broadcasting, forward and backward.
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -40,3 +43,5 @@ inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 
 }  // namespace rumus
+
+RUMUS_API_END

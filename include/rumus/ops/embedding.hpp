@@ -2,6 +2,9 @@
 #include <optional>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -10,3 +13,5 @@ namespace rumus {
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std::int64_t> padding_idx = {});
 
 }  // namespace rumus
+
+RUMUS_API_END

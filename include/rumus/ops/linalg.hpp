@@ -1,5 +1,8 @@
 #pragma once
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -9,3 +12,5 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 
 }  // namespace rumus
+
+RUMUS_API_END

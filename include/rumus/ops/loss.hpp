@@ -1,5 +1,8 @@
 #pragma once
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -21,3 +24,5 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
                                         Reduction reduction = Reduction::mean);
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -2,6 +2,9 @@
 #include <vector>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -17,3 +20,5 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
                   const Tensor& bias = {}, double eps = 1e-5);
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -4,6 +4,9 @@
 #include <cstdint>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -27,3 +30,5 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamStep& options);
 
 }  // namespace rumus
+
+RUMUS_API_END

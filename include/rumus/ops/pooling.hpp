@@ -2,6 +2,9 @@
 #include <array>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -22,3 +25,5 @@ Tensor avg_pool2d(const Tensor& input, std::int64_t kernel);
 Tensor adaptive_avg_pool2d(const Tensor& input, std::array<std::int64_t, 2> output_size);
 
 }  // namespace rumus
+
+RUMUS_API_END

@@ -2,6 +2,9 @@
 #include <vector>
 
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -20,3 +23,5 @@ Tensor argmax(const Tensor& x);  // over the flattened tensor
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
 }  // namespace rumus
+
+RUMUS_API_END

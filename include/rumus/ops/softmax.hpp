@@ -1,5 +1,8 @@
 #pragma once
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus {
 
@@ -7,3 +10,5 @@ Tensor softmax(const Tensor& input, std::int64_t dim);
 Tensor log_softmax(const Tensor& input, std::int64_t dim);
 
 }  // namespace rumus
+
+RUMUS_API_END

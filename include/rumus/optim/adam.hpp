@@ -1,5 +1,8 @@
 #pragma once
 #include "rumus/optim/optimizer.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::optim {
 
@@ -43,3 +46,5 @@ class AdamW : public Adam {
 };
 
 }  // namespace rumus::optim
+
+RUMUS_API_END

@@ -4,6 +4,9 @@
 #include <vector>
 
 #include "rumus/autograd/engine.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::optim {
 
@@ -15,3 +18,5 @@ double clip_grad_norm_(GradientStore& grads, const std::vector<Tensor>& params, 
 void clip_grad_value_(GradientStore& grads, const std::vector<Tensor>& params, double clip_value);
 
 }  // namespace rumus::optim
+
+RUMUS_API_END

@@ -9,6 +9,9 @@
 
 #include "rumus/autograd/engine.hpp"
 #include "rumus/core/state_dict.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::optim {
 
@@ -68,3 +71,5 @@ class Optimizer {
 };
 
 }  // namespace rumus::optim
+
+RUMUS_API_END

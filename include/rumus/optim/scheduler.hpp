@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "rumus/optim/optimizer.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::optim {
 
@@ -82,3 +85,5 @@ class OneCycleLR : public LRScheduler {
 };
 
 }  // namespace rumus::optim
+
+RUMUS_API_END

@@ -1,5 +1,8 @@
 #pragma once
 #include "rumus/optim/optimizer.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
 
 namespace rumus::optim {
 
@@ -24,3 +27,5 @@ class SGD : public Optimizer {
 };
 
 }  // namespace rumus::optim
+
+RUMUS_API_END
