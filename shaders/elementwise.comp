@@ -59,6 +59,7 @@ float unary(float x) {
     case UNARY_GELU: return 0.5 * x * (1.0 + erf_approx(x * SQRT1_2));
     case UNARY_GELU_TANH: return 0.5 * x * (1.0 + tanh_of(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
     case UNARY_SILU: return x * sigmoid_of(x);
+    case UNARY_HARDSWISH: return x <= -3.0 ? 0.0 : x >= 3.0 ? x : x * (x + 3.0) / 6.0;
     case UNARY_LEAKY_RELU: return x > 0.0 ? x : x * pc.p0;
     case UNARY_POW_SCALAR: return pow_of(x, pc.p0);
     case UNARY_CLAMP:
@@ -107,6 +108,7 @@ float binary(float a, float b) {
       float s = sigmoid_of(b);
       return a * s * (1.0 + b * (1.0 - s));
     }
+    case BINARY_HARDSWISH_BACKWARD: return b < -3.0 ? 0.0 : b <= 3.0 ? a * (b / 3.0 + 0.5) : a;
     case BINARY_LEAKY_RELU_BACKWARD: return b > 0.0 ? a : a * pc.p0;
     case BINARY_CLAMP_BACKWARD: return (is_nan(pc.p0) || b >= pc.p0) && (is_nan(pc.p1) || b <= pc.p1) ? a : 0.0;
     case BINARY_ABS_BACKWARD: return b > 0.0 ? a : (b < 0.0 ? -a : 0.0);

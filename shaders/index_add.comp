@@ -1,7 +1,8 @@
 #version 450
 // Row scatter-add along the middle dim of contiguous 3-D f32 views:
 // out[o, index[o', j], k] += src[o, j, k]. Rows may repeat, so float atomics
-// (VK_EXT_shader_atomic_float); rows outside [0, n) are skipped.
+// (VK_EXT_shader_atomic_float); rows outside [0, n) are skipped and recorded
+// in the fault record, which the host checks at its next wait.
 #extension GL_EXT_shader_atomic_float : require
 
 layout(local_size_x_id = 0) in;
@@ -12,6 +13,7 @@ layout(local_size_x_id = 0) in;
 layout(set = 0, binding = 0) buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Src { float src[]; };
 layout(set = 0, binding = 2) readonly buffer Index { uint index[]; };  // i64 as word pairs
+layout(set = 0, binding = 3) buffer Fault { uint seen; int index; uint n; uint kernel; } fault;
 
 void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -20,7 +22,10 @@ void main() {
     uint j = t % pc.m, o = t / pc.m;
     int at = pc.off_index + int((pc.index_outer == 1 ? 0 : o) * pc.m + j);
     int row = int(index[2 * at]);
-    if (index[2 * at + 1] != 0u || row < 0 || uint(row) >= pc.n) continue;
+    if (index[2 * at + 1] != 0u || row < 0 || uint(row) >= pc.n) {
+      if (atomicExchange(fault.seen, 1u) == 0u) { fault.index = row; fault.n = pc.n; fault.kernel = 2u; }
+      continue;
+    }
     atomicAdd(out_[pc.off_big + int((o * pc.n + uint(row)) * pc.inner + k)], src[pc.off_small + int(i)]);
   }
 }

@@ -1,7 +1,8 @@
 #version 450
 // Row gather along the middle dim of contiguous 3-D views:
 // out[o, j, k] = src[o, index[o', j], k], one invocation per element.
-// Rows outside [0, n) give zeros (a GPU kernel cannot throw).
+// Rows outside [0, n) give zeros and are recorded in the fault record, which
+// the host checks at its next wait (a GPU kernel cannot throw).
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -14,6 +15,7 @@ layout(constant_id = 2) const uint ELEM_BYTES = 4;  // copies raw elements
 TENSOR(0)  // out [outer, m, inner]
 TENSOR(1)  // src [outer, n, inner]
 TENSOR(2)  // index, i64
+layout(set = 0, binding = 3) buffer Fault { uint seen; int index; uint n; uint kernel; } fault;
 
 void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -25,7 +27,11 @@ void main() {
     bool valid = t2u.v[2 * at + 1] == 0u && row >= 0 && uint(row) < pc.n;
     int big = int((o * pc.n + uint(row)) * pc.inner + k);
     int dst = pc.off_small + int(i);
-    if (!valid) { store0(DT, dst, 0.0); continue; }
+    if (!valid) {
+      store0(DT, dst, 0.0);
+      if (atomicExchange(fault.seen, 1u) == 0u) { fault.index = row; fault.n = pc.n; fault.kernel = 1u; }
+      continue;
+    }
     int src = pc.off_big + big;
     if (ELEM_BYTES == 1) t0b.v[dst] = t1b.v[src];
     else if (ELEM_BYTES == 2) t0h.v[dst] = t1h.v[src];

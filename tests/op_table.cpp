@@ -44,6 +44,7 @@ const std::vector<OpCase>& op_table() {
       {"gelu_tanh", {{4, 5}}, [](V x) { return gelu(x[0] * 2.0, "tanh"); }},
       {"leaky_relu", {{4, 5}}, [](V x) { return leaky_relu(x[0], 0.1); }},
       {"silu", {{4, 5}}, [](V x) { return silu(x[0] * 2.0); }},
+      {"hardswish", {{4, 5}}, [](V x) { return hardswish(x[0] * 4.0); }},
       // Reductions.
       {"sum_all", {{3, 4}}, [](V x) { return sum(x[0]); }},
       {"sum_dim", {{2, 3, 4}}, [](V x) { return sum(x[0], {1}); }},

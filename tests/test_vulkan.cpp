@@ -607,3 +607,22 @@ TEST(VulkanCodes, EveryUnaryBinaryAndReduceCodeMatchesCpu) {
     expect_close(got.cpu(), want, 1e-5, "reduce " + std::string(name_of(op)));
   }
 }
+
+// Out-of-range indices on the GPU: the gather kernel records them and the
+// ShapeError comes at the host's next wait; the record is then cleared.
+TEST(VulkanIndices, OutOfRangeIsAnErrorAtTheNextWait) {
+  REQUIRE_VULKAN();
+  Tensor weight = ones({5, 3}, {.device = kGpu, .requires_grad = true});
+  Tensor bad = tensor({1.0, 7.0}).to(DType::i64).to(kGpu);
+  expect_error<ShapeError>([&] { embedding(bad, weight).cpu(); },
+                           "index_select: index 7 is out of range for a dim of size 5");
+  Tensor negative = tensor({-1.0, 0.0}).to(DType::i64).to(kGpu);
+  expect_error<ShapeError>([&] { cross_entropy(zeros({2, 4}, {.device = kGpu}), negative).item(); },
+                           "index_select: index -1 is out of range for a dim of size 4");
+  // The gradient's scatter checks too.
+  Tensor loss = sum(embedding(tensor({2.0, 9.0}).to(DType::i64).to(kGpu), weight));
+  expect_error<ShapeError>([&] { backward(loss); synchronize(kGpu); }, "is out of range for a dim of size 5");
+  Tensor fine = tensor({4.0, 0.0}).to(DType::i64).to(kGpu);
+  EXPECT_EQ(embedding(fine, weight).cpu().to_vector<float>(), std::vector<float>(6, 1.0f));
+  EXPECT_NO_THROW(synchronize(kGpu));
+}

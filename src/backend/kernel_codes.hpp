@@ -18,6 +18,7 @@
   X(gelu)                  \
   X(gelu_tanh)             \
   X(silu)                  \
+  X(hardswish)             \
   X(leaky_relu)            \
   X(pow_scalar)            \
   X(clamp)                 \
@@ -50,6 +51,7 @@
   X(gelu_backward)          \
   X(gelu_tanh_backward)     \
   X(silu_backward)          \
+  X(hardswish_backward)     \
   X(leaky_relu_backward)    \
   X(clamp_backward)         \
   X(abs_backward)

@@ -34,5 +34,8 @@ Tensor leaky_relu(const Tensor& x, double slope) {
   return activation("leaky_relu", UnaryOp::leaky_relu, BinaryOp::leaky_relu_backward, x, false, slope);
 }
 Tensor silu(const Tensor& x) { return activation("silu", UnaryOp::silu, BinaryOp::silu_backward, x, false); }
+Tensor hardswish(const Tensor& x) {
+  return activation("hardswish", UnaryOp::hardswish, BinaryOp::hardswish_backward, x, false);
+}
 
 }  // namespace rumus

@@ -29,14 +29,10 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std:
   Tensor table = weight.detach().contiguous();
   Tensor out = detail::alloc({1, m, dim}, weight.dtype(), weight.device());
   const Layout index2 = Layout::contiguous({1, m}, index.offset());
-  if (out.numel() > 0) {
-    try {
-      detail::kernels("embedding", Kernel::index_select, weight).index_select(arg(out), arg(table, Layout::contiguous({1, num, dim}, table.offset())),
-                                           arg(index, index2));
-    } catch (const ShapeError& e) {
-      throw ShapeError(fmt::format("embedding: {} (num_embeddings {})", e.what(), num));
-    }
-  }
+  detail::check_indices(op, "index", index, num);
+  if (out.numel() > 0)
+    detail::kernels(op, Kernel::index_select, weight)
+        .index_select(arg(out), arg(table, Layout::contiguous({1, num, dim}, table.offset())), arg(index, index2));
   Shape out_shape = indices.shape();
   out_shape.push_back(dim);
   out = out.view(out_shape);
@@ -53,8 +49,9 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std:
                        rows = rows.contiguous();
                        Tensor gw = zeros({1, num, dim}, {.dtype = g.dtype(), .device = g.device()});
                        if (rows.numel() > 0)
-                         detail::kernels("embedding", Kernel::index_add, g).index_add(arg(gw), arg(index, Layout::contiguous({1, m}, index.offset())),
-                                                      arg(rows, Layout::contiguous({1, m, dim}, rows.offset())));
+                         detail::kernels("embedding", Kernel::index_add, g)
+                             .index_add(arg(gw), arg(index, Layout::contiguous({1, m}, index.offset())),
+                                        arg(rows, Layout::contiguous({1, m, dim}, rows.offset())));
                        return std::vector<Tensor>{Tensor(), gw.view({num, dim})};
                      });
   return out;

@@ -82,21 +82,19 @@ Tensor pick(const char* op, const Tensor& rows, const Tensor& target) {
   const Layout src3 = Layout::contiguous({m, c, 1}, src.offset());
   const Layout index2 = Layout::contiguous({m, 1}, index.offset());
   Tensor out = detail::alloc({m}, rows.dtype(), rows.device());
-  if (m > 0) {
-    try {
-      detail::kernels(op, Kernel::index_select, rows).index_select(arg(out, Layout::contiguous({m, 1, 1})), arg(src, src3), arg(index, index2));
-    } catch (const ShapeError& e) {
-      throw ShapeError(fmt::format("{}: target {}", op, e.what()));
-    }
-  }
+  detail::check_indices(op, "target index", index, c);
+  if (m > 0)
+    detail::kernels(op, Kernel::index_select, rows)
+        .index_select(arg(out, Layout::contiguous({m, 1, 1})), arg(src, src3), arg(index, index2));
   if (autograd::needs_grad({&rows}))
     autograd::record(op, {rows}, out, [op, m, c, si = SavedTensor(index)](const Tensor& g) {
       Tensor gi = zeros({m, c}, {.dtype = g.dtype(), .device = g.device()});
       Tensor gc = g.contiguous();
       const Tensor& index = si.get();
       if (m > 0)
-        detail::kernels(op, Kernel::index_add, g).index_add(arg(gi, Layout::contiguous({m, c, 1})), arg(index, Layout::contiguous({m, 1}, index.offset())),
-                                     arg(gc, Layout::contiguous({m, 1, 1}, gc.offset())));
+        detail::kernels(op, Kernel::index_add, g)
+            .index_add(arg(gi, Layout::contiguous({m, c, 1})), arg(index, Layout::contiguous({m, 1}, index.offset())),
+                       arg(gc, Layout::contiguous({m, 1, 1}, gc.offset())));
       return std::vector<Tensor>{gi};
     });
   return out;

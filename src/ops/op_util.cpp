@@ -15,6 +15,20 @@ Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, cons
   return be;
 }
 
+void check_indices(const char* op, const char* what, const Tensor& index, std::int64_t n) {
+  const std::int64_t count = index.numel();
+  if (count == 0) return;
+  auto fail = [&](std::int64_t i) {
+    throw ShapeError(fmt::format("{}: {} {} is out of range for a dim of size {}", op, what, i, n));
+  };
+  // Other devices check in their gather kernels and report at their next wait:
+  // reading the indices back here would stall every training step.
+  if (!index.device().is_cpu()) return;
+  const auto* ix = static_cast<const std::int64_t*>(index.storage().data()) + index.offset();
+  for (std::int64_t i = 0; i < count; ++i)
+    if (ix[i] < 0 || ix[i] >= n) fail(ix[i]);
+}
+
 Tensor alloc(const Shape& shape, DType dtype, Device device) {
   for (auto d : shape)
     if (d < 0) throw ShapeError(fmt::format("empty: negative dimension in shape {}", shape_str(shape)));

@@ -15,6 +15,12 @@ inline TensorArg arg(const Tensor& t, const Layout& l) { return {t.storage_ptr()
 Backend& kernels(std::string_view op, Kernel kernel, const Tensor& t);
 Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, const Tensor& t);
 
+// The range check of gathered indices (contiguous i64): on the CPU, throws
+// ShapeError "{op}: {what} {i} is out of range for a dim of size {n}". Other
+// devices' gather kernels check and raise the ShapeError at the host's next
+// wait (docs/ARCHITECTURE.md, "Out-of-range indices").
+void check_indices(const char* op, const char* what, const Tensor& index, std::int64_t n);
+
 // A fresh contiguous tensor (no autograd metadata).
 Tensor alloc(const Shape& shape, DType dtype, Device device);
 

@@ -43,6 +43,11 @@ class SiLU : public Module {
   Tensor forward(const Tensor& x) override { return silu(x); }
   std::string type_name() const override { return "SiLU"; }
 };
+class Hardswish : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return hardswish(x); }
+  std::string type_name() const override { return "Hardswish"; }
+};
 
 // Active only in training mode; draws its masks from the default generator.
 class Dropout : public Module {

@@ -13,6 +13,8 @@ Tensor tanh(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor silu(const Tensor& x);
+// x * relu6(x + 3) / 6, as torch.nn.functional.hardswish.
+Tensor hardswish(const Tensor& x);
 
 }  // namespace rumus
 

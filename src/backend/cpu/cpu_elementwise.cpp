@@ -82,6 +82,9 @@ void CpuBackend::unary(UnaryOp op, TensorArg out, TensorArg in, double p0, doubl
         });
         break;
       case UnaryOp::silu: map1<T>(out, in, [](A x) { return x * sigmoid_of(x); }); break;
+      case UnaryOp::hardswish:  // x * relu6(x + 3) / 6
+        map1<T>(out, in, [](A x) { return x <= A(-3) ? A(0) : x >= A(3) ? x : x * (x + A(3)) / A(6); });
+        break;
       case UnaryOp::leaky_relu: map1<T>(out, in, [s0](A x) { return x > A(0) ? x : x * s0; }); break;
       case UnaryOp::pow_scalar: map1<T>(out, in, [s0](A x) { return std::pow(x, s0); }); break;
       case UnaryOp::clamp:
@@ -141,6 +144,11 @@ void CpuBackend::binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, do
             A t = std::tanh(inner);
             A dinner = A(kSqrt2OverPi) * (A(1) + A(3 * 0.044715) * x * x);
             return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * dinner);
+          });
+          return;
+        case BinaryOp::hardswish_backward:  // PyTorch's: 0 below -3, x / 3 + 1/2 up to 3, then 1
+          map2<T, T>(out, a, b, [](A g, A x) {
+            return x < A(-3) ? A(0) : x <= A(3) ? g * (x / A(3) + A(0.5)) : g;
           });
           return;
         case BinaryOp::silu_backward:

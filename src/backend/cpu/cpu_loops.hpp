@@ -1,6 +1,6 @@
 #pragma once
-// Strided loops for CPU kernels: coalesce dims, split rows across OpenMP
-// threads, hand each thread runs of the innermost dim.
+// Strided loops for CPU kernels: walk coalesced dims (../strided.hpp), split
+// rows across OpenMP threads, hand each thread runs of the innermost dim.
 #include <omp.h>
 
 #include <array>
@@ -8,48 +8,20 @@
 #include <type_traits>
 
 #include "../backend.hpp"
+#include "../strided.hpp"
 #include "rumus/core/error.hpp"
 
 namespace rumus::cpu {
 
-constexpr int kMaxDims = 16;
+constexpr int kMaxDims = kMaxStridedDims;
 constexpr std::int64_t kParallelGrain = 32768;  // elements below which threads cost more than they save
 
 template <std::size_t N>
-struct StridedIter {
-  int nd = 0;                                   // dims after coalescing, outer to inner
-  std::int64_t size[kMaxDims];
-  std::int64_t stride[N][kMaxDims];
-  std::array<std::int64_t, N> base{};
-};
+using StridedIter = StridedDims<N>;
 
 template <std::size_t N>
 StridedIter<N> make_iter(const Shape& shape, const std::array<const Layout*, N>& layouts) {
-  if (shape.size() > kMaxDims) throw Error("cpu kernel: at most 16 dims are supported");
-  StridedIter<N> it;
-  for (std::size_t k = 0; k < N; ++k) it.base[k] = layouts[k]->offset;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    if (it.nd > 0) {  // merge into the previous (outer) dim when every operand allows it
-      bool merge = true;
-      for (std::size_t k = 0; k < N; ++k)
-        if (it.stride[k][it.nd - 1] != layouts[k]->strides[d] * shape[d]) merge = false;
-      if (merge) {
-        it.size[it.nd - 1] *= shape[d];
-        for (std::size_t k = 0; k < N; ++k) it.stride[k][it.nd - 1] = layouts[k]->strides[d];
-        continue;
-      }
-    }
-    it.size[it.nd] = shape[d];
-    for (std::size_t k = 0; k < N; ++k) it.stride[k][it.nd] = layouts[k]->strides[d];
-    ++it.nd;
-  }
-  if (it.nd == 0) {
-    it.nd = 1;
-    it.size[0] = 1;
-    for (std::size_t k = 0; k < N; ++k) it.stride[k][0] = 0;
-  }
-  return it;
+  return coalesce<N>(shape, layouts, "cpu kernel");
 }
 
 // f(offsets, n, inner_strides): a run of n elements starting at offsets.
@@ -65,7 +37,7 @@ void for_each_run(const StridedIter<N>& it, F&& f) {
   auto run_rows = [&](std::int64_t r0, std::int64_t r1) {
     if (r0 >= r1) return;
     std::int64_t idx[kMaxDims] = {};
-    std::array<std::int64_t, N> off = it.base;
+    std::array<std::int64_t, N> off = it.offset;
     std::int64_t rem = r0;
     for (int d = nd - 2; d >= 0; --d) {
       idx[d] = rem % it.size[d];
@@ -94,7 +66,7 @@ void for_each_run(const StridedIter<N>& it, F&& f) {
       int t = omp_get_thread_num(), nt = omp_get_num_threads();
       std::int64_t a = inner * t / nt, b = inner * (t + 1) / nt;
       if (a < b) {
-        std::array<std::int64_t, N> off = it.base;
+        std::array<std::int64_t, N> off = it.offset;
         for (std::size_t k = 0; k < N; ++k) off[k] += a * inner_stride[k];
         f(off, b - a, inner_stride);
       }

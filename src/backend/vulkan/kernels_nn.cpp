@@ -136,19 +136,15 @@ IndexPush index_push(const char* op, TensorArg big, TensorArg small, TensorArg i
 void VulkanBackend::index_select(TensorArg out, TensorArg src, TensorArg index) {
   IndexPush pc = index_push("index_select", src, out, index);
   if (pc.total == 0) return;
-  Operand ops[] = {{out, true}, {src, false}, {index, false}};
+  Operand ops[] = {{out, true}, {src, false}, {index, false}, {index_fault_operand(), true}};
   launch("index_select", {kLocal, std::uint32_t(out.dtype), std::uint32_t(dtype_size(out.dtype))}, ops, &pc,
          sizeof pc, groups_for(pc.total, kLocal));
 }
 
 void VulkanBackend::index_add(TensorArg out, TensorArg index, TensorArg src) {
-  if (src.dtype != DType::f32 || out.dtype != DType::f32)
-    throw DTypeError("index_add: the Vulkan kernel adds f32 rows, got " + std::string(dtype_name(src.dtype)));
-  if (!ctx_->float_atomics)
-    throw DeviceError("index_add: " + ctx_->name + " lacks float atomics (VK_EXT_shader_atomic_float)");
   IndexPush pc = index_push("index_add", out, src, index);
   if (pc.total == 0) return;
-  Operand ops[] = {{out, true}, {src, false}, {index, false}};
+  Operand ops[] = {{out, true}, {src, false}, {index, false}, {index_fault_operand(), true}};
   launch("index_add", {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
 }
 

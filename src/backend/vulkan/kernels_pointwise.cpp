@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "rumus/core/error.hpp"
+#include "../strided.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -30,24 +31,12 @@ void VulkanBackend::pointwise(const char* op_name, PointwiseKind kind, std::uint
     std::memcpy(&pc.p1, &bits[1], 4);
   }
   const std::size_t k = args.size();
-  // Merge dims that every operand walks contiguously; drop size-1 dims.
-  int nd = 0;
-  std::int64_t size[16], stride[4][16];
-  for (std::size_t d = 0; d < lo.shape.size(); ++d) {
-    if (lo.shape[d] == 1) continue;
-    bool merge = nd > 0;
-    for (std::size_t i = 0; i < k && merge; ++i)
-      merge = stride[i][nd - 1] == args[i].layout->strides[d] * lo.shape[d];
-    if (merge) {
-      size[nd - 1] *= lo.shape[d];
-      for (std::size_t i = 0; i < k; ++i) stride[i][nd - 1] = args[i].layout->strides[d];
-      continue;
-    }
-    if (nd == 16) throw DeviceError(std::string(op_name) + ": more than 16 dims on Vulkan");
-    size[nd] = lo.shape[d];
-    for (std::size_t i = 0; i < k; ++i) stride[i][nd] = args[i].layout->strides[d];
-    ++nd;
-  }
+  std::array<const Layout*, 4> layouts{};
+  for (std::size_t i = 0; i < 4; ++i) layouts[i] = args[i < k ? i : 0].layout;  // spare slots repeat operand 0
+  const StridedDims<4> dims = coalesce<4>(lo.shape, layouts, op_name);
+  const int nd = dims.nd;
+  const auto& size = dims.size;
+  const auto& stride = dims.stride;
   // The inner kMaxDims dims go to the kernel; any outer ones become one dispatch per index.
   const int outer = std::max(0, nd - kMaxDims);
   const int inner = nd - outer;

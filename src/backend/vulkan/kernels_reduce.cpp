@@ -1,5 +1,6 @@
 // Host side of reduce.comp.
 #include "rumus/core/error.hpp"
+#include "../strided.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -20,21 +21,24 @@ void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
   ReducePush pc{};
   pc.offset_out = std::int32_t(lo.offset);
   pc.offset_in = std::int32_t(li.offset);
+  // Walk the input's shape with the output broadcast over the reduced dims
+  // (stride 0): merging then never joins a reduced dim with a kept one.
+  Layout lo_bcast{li.shape, lo.strides, lo.offset};
+  for (std::size_t d = 0; d < li.shape.size(); ++d)
+    if (lo.shape[d] == 1) lo_bcast.strides[d] = 0;
+  const StridedDims<2> dims = coalesce<2>(li.shape, {&li, &lo_bcast}, "reduce");
+  if (dims.nd > kMaxDims)
+    throw DeviceError("reduce: the Vulkan kernel takes at most 6 dims after merging, got shape " + shape_str(li.shape));
   std::int64_t n_red = 1;
-  int nd = 0;
-  for (std::size_t d = 0; d < li.shape.size(); ++d) {
-    if (li.shape[d] == 1) continue;  // size-1 dims change no offset
-    if (nd == kMaxDims)
-      throw DeviceError("reduce: the Vulkan kernel takes at most 6 non-trivial dims, got shape " + shape_str(li.shape));
-    pc.shape[nd] = std::uint32_t(li.shape[d]);
-    pc.stride_in[nd] = std::int32_t(li.strides[d]);
-    if (lo.shape[d] == 1) {
-      pc.reduced_mask |= 1u << nd;
-      n_red *= li.shape[d];
-    } else {
-      pc.stride_out[nd] = std::int32_t(lo.strides[d]);
+  const int nd = dims.nd;
+  for (int d = 0; d < nd; ++d) {
+    pc.shape[d] = std::uint32_t(dims.size[d]);
+    pc.stride_in[d] = std::int32_t(dims.stride[0][d]);
+    pc.stride_out[d] = std::int32_t(dims.stride[1][d]);
+    if (dims.stride[1][d] == 0 && dims.size[d] > 1) {
+      pc.reduced_mask |= 1u << d;
+      n_red *= dims.size[d];
     }
-    ++nd;
   }
   pc.rank = std::uint32_t(nd);
   const std::int64_t n_out = lo.numel();

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "rumus/core/error.hpp"
 
 namespace rumus::vulkan {
@@ -78,6 +80,7 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
 }
 
 VulkanBackend::~VulkanBackend() {
+  index_fault_.reset();
   stream_.reset();
   pipelines_.reset();
   staging_.reset();
@@ -118,16 +121,58 @@ void VulkanBackend::read(const Storage& src, std::size_t off, void* dst, std::si
   Allocation* stage = staging_->allocate(n);
   stream_->copy(*static_cast<Allocation*>(src.data()), off, *stage, 0, n);
   staging_->release(stage, stream_->recording_serial());
+  Allocation* fault = queue_index_fault_read();
   stream_->wait_all();
   std::memcpy(dst, stage->mapped, n);  // still ours: released ranges are reused only by later allocations
   release_finished();
   ++downloads_;
+  raise_index_fault(fault);
 }
 
 void VulkanBackend::synchronize() {
   std::lock_guard lk(mu_);
+  Allocation* fault = queue_index_fault_read();
   stream_->wait_all();
   release_finished();
+  raise_index_fault(fault);
+}
+
+// Gather kernels cannot throw: one that meets an index outside [0, n) skips it
+// and records it in index_fault_. The host looks at the record whenever it
+// waits for the device anyway, and raises the error there (as CUDA reports
+// device-side asserts), so a training step stays free of extra reads.
+TensorArg VulkanBackend::index_fault_operand() {
+  if (!index_fault_) {
+    index_fault_ = std::make_shared<Storage>(device(), sizeof(IndexFault));
+    fill({index_fault_.get(), DType::i32, &kIndexFaultLayout}, 0);
+  }
+  std::lock_guard lk(mu_);
+  index_kernels_pending_ = true;
+  return {index_fault_.get(), DType::i32, &kIndexFaultLayout};
+}
+
+Allocation* VulkanBackend::queue_index_fault_read() {
+  if (!index_kernels_pending_) return nullptr;
+  index_kernels_pending_ = false;
+  Allocation* stage = staging_->allocate(sizeof(IndexFault));
+  stream_->copy(*static_cast<Allocation*>(index_fault_->data()), 0, *stage, 0, sizeof(IndexFault));
+  staging_->release(stage, stream_->recording_serial());
+  return stage;
+}
+
+void VulkanBackend::raise_index_fault(Allocation* stage) {
+  if (!stage) return;
+  IndexFault f;
+  std::memcpy(&f, stage->mapped, sizeof f);
+  if (f.seen == 0) return;
+  // Clear the record for later kernels; the copy runs before anything recorded after it.
+  Allocation* zeros = staging_->allocate(sizeof(IndexFault));
+  std::memset(zeros->mapped, 0, sizeof(IndexFault));
+  stream_->copy(*zeros, 0, *static_cast<Allocation*>(index_fault_->data()), 0, sizeof(IndexFault));
+  staging_->release(zeros, stream_->recording_serial());
+  throw ShapeError(fmt::format("{}: index {} is out of range for a dim of size {} (indices of an earlier op on {}, "
+                               "found when the host waited for the device)",
+                               f.kernel == 1 ? "index_select" : "index_add", f.index, f.n, device().str()));
 }
 
 DeviceStats VulkanBackend::stats() const {

@@ -66,6 +66,22 @@ class VulkanBackend final : public Backend {
                  std::uint32_t elem_bytes = 4, const std::uint32_t* bits = nullptr);
   void release_finished();
 
+  // The record a gather kernel leaves when it meets an index outside [0, n)
+  // (binding 3 of index_select.comp and index_add.comp).
+  struct IndexFault {
+    std::uint32_t seen;    // nonzero once a kernel met a bad index
+    std::int32_t index;    // the first one recorded
+    std::uint32_t n;       // the size of the dim it indexed
+    std::uint32_t kernel;  // 1 = index_select, 2 = index_add
+  };
+  static inline const Layout kIndexFaultLayout = Layout::contiguous({4});
+  // The record as a kernel operand; marks that a check is due at the next wait.
+  TensorArg index_fault_operand();
+  // With mu_ held: queue a read of the record if a gather ran since the last
+  // wait, and raise its error once the wait is over.
+  Allocation* queue_index_fault_read();
+  void raise_index_fault(Allocation* stage);
+
   int index_;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Allocator> memory_, staging_;
@@ -73,7 +89,9 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<Stream> stream_;
   mutable std::mutex mu_;  // one recording stream per device; callers may be on any thread
   std::uint64_t uploads_ = 0, downloads_ = 0;
-  bool profiling_ = false;  // RUMUS_VULKAN_PROFILE: label dispatches for the stream's timestamps
+  bool profiling_ = false;
+  std::shared_ptr<Storage> index_fault_;
+  bool index_kernels_pending_ = false;  // RUMUS_VULKAN_PROFILE: label dispatches for the stream's timestamps
 };
 
 // The Vulkan provider: the instance's physical devices in rumus order.
