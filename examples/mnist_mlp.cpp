@@ -95,6 +95,7 @@ int train(const example::Options& o) {
   std::printf("mnist_mlp: %lld parameters, %s, lr %g, %s schedule, batch %lld, %d threads, device %s\n",
               (long long)net.num_parameters(), o.optimizer.c_str(), lr, o.schedule.c_str(), (long long)o.batch_size,
               o.threads, dev.str().c_str());
+  std::fflush(stdout);
 
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
