@@ -10,9 +10,10 @@
 # /tmp/lt/libtorch_baseline), DATA (default /usr/share/datasets/fashion-mnist),
 # MODELS (default "mlp cnn").
 #
-# Both programs run with the runtime settings the examples choose for
-# themselves (OMP_WAIT_POLICY=passive, OPENBLAS_CORETYPE for the CPU); without
-# them libtorch_baseline suffers the same thread contention (see RESULTS.md).
+# Both programs run with OMP_WAIT_POLICY=passive and OPENBLAS_CORETYPE set for
+# the CPU (unless the environment sets them). Without the first, idle OpenMP
+# threads spin and starve the working ones on small machines, in both
+# programs alike (see RESULTS.md and the README).
 set -eu
 ROUNDS=${1:-3}
 THREADS=${2:-2}

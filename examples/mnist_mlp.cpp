@@ -1,9 +1,28 @@
-// Trains the MLP 784-512-512-10 on Fashion-MNIST (or any MNIST-format data).
+// Trains the MLP 784-512-512-10 on Fashion-MNIST, or any MNIST-format data.
+//
+// The whole training loop is in this file, top to bottom: model, data,
+// optimizer and schedule, resuming, then per epoch forward, backward(loss),
+// optimizer step, evaluation and checkpoint. What is not about training
+// (option parsing, the progress line, the metrics files) is in support/;
+// mnist_cnn.cpp is the same loop around a convolutional model.
 // Run with --help for the options.
-#include "common.hpp"
+#include <rumus/rumus.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "support/cli.hpp"
+#include "support/metrics.hpp"
+#include "support/optim.hpp"
+#include "support/progress.hpp"
 
 using namespace rumus;
 
+// The model. Its state-dict names ("fc1.weight", "fc3.bias", ...) are the
+// ones an identical PyTorch module would use.
 struct Mlp : nn::Module {
   nn::Linear fc1{784, 512}, fc2{512, 512}, fc3{512, 10};
   Mlp() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}}); }
@@ -11,7 +30,121 @@ struct Mlp : nn::Module {
   std::string type_name() const override { return "Mlp"; }
 };
 
+struct Evaluation {
+  double loss, accuracy;
+};
+
+// Mean loss and accuracy over `loader`, in evaluation mode (which turns
+// dropout off in models that have it) and with nothing recorded onto the tape.
+Evaluation evaluate(nn::Module& net, data::DataLoader& loader, Device dev) {
+  NoGradGuard no_grad;
+  net.eval();
+  double loss = 0;
+  std::int64_t correct = 0, n = 0;
+  for (auto& [x, y] : loader) {
+    Tensor logits = net(x.to(dev));
+    Tensor target = y.to(dev);
+    loss += cross_entropy(logits, target, {.reduction = Reduction::sum}).item();
+    correct += sum(eq(argmax(logits, 1), target).to(DType::i64)).item<std::int64_t>();
+    n += y.size(0);
+  }
+  net.train();
+  return {loss / double(n), double(correct) / double(n)};
+}
+
+int train(const example::Options& o) {
+  set_num_threads(o.threads);
+  manual_seed(o.seed);  // initialisation; the loader shuffles with its own seed below
+  const Device dev = Device::parse(o.device);
+
+  // Model: created on the CPU, then moved (parameters keep their identity).
+  Mlp net;
+  net.to(dev);
+
+  // Data: pixels scaled to [0, 1], then normalised with the training set's
+  // mean and standard deviation. The order of epoch e depends only on the seed and e.
+  data::Mnist train_set(o.data, data::Split::Train), test_set(o.data, data::Split::Test);
+  const data::Normalize norm = data::Normalize::fit(train_set.images());
+  train_set.set_normalize(norm);
+  test_set.set_normalize(norm);
+  data::DataLoader train_loader(std::move(train_set),
+                                {.batch_size = o.batch_size, .shuffle = true, .drop_last = true, .seed = o.seed});
+  // Evaluation in training-size batches: a batch that fits a training step
+  // fits a forward pass on every device.
+  data::DataLoader test_loader(std::move(test_set), {.batch_size = o.batch_size});
+  const std::int64_t steps_per_epoch =
+      o.limit ? std::min(train_loader.size(), o.limit / o.batch_size) : train_loader.size();
+
+  // Optimizer (AdamW by default) and a learning-rate schedule stepped once per batch.
+  const double lr = o.lr.value_or(o.optimizer == "sgd" ? 0.05 : 2e-3);
+  auto opt = example::make_optimizer(o.optimizer, net.parameters(), lr, o.weight_decay, o.nesterov);
+  auto sched = example::make_schedule(o.schedule, *opt, lr, steps_per_epoch * o.epochs);
+
+  // Resuming: the checkpoint restores the model, the optimizer's state, the
+  // random generator and the epoch/step counters; the schedule is a function
+  // of the step.
+  io::TrainingState state;  // epochs and steps completed
+  std::vector<example::EpochMetrics> history;
+  if (!o.resume.empty()) {
+    state = io::load_checkpoint(o.resume, net, *opt);
+    sched->set_step(state.step);
+    history = example::read_metrics(o.metrics, state.epoch);
+    std::fprintf(stderr, "resumed from %s at epoch %lld, step %lld\n", o.resume.c_str(), (long long)state.epoch,
+                 (long long)state.step);
+  }
+  std::printf("mnist_mlp: %lld parameters, %s, lr %g, %s schedule, batch %lld, %d threads, device %s\n",
+              (long long)net.num_parameters(), o.optimizer.c_str(), lr, o.schedule.c_str(), (long long)o.batch_size,
+              o.threads, dev.str().c_str());
+  std::fflush(stdout);
+
+  for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
+    train_loader.set_epoch(epoch);
+    example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), steps_per_epoch);
+    double loss_sum = 0;
+    std::int64_t steps = 0, samples = 0;
+    for (auto& [x, y] : train_loader) {
+      if (steps == steps_per_epoch) break;  // --limit
+      Tensor loss = cross_entropy(net(x.to(dev)), y.to(dev));  // forward, recorded onto this thread's tape
+      GradientStore grads = backward(loss);                     // gradients of every parameter
+      opt->step(grads);                                         // no zero_grad(): gradients are not stored
+      sched->step();
+      ++state.step;
+      const double l = loss.item();
+      loss_sum += l;
+      samples += x.size(0);
+      progress.update(++steps, samples, l);
+    }
+    const double seconds = progress.seconds();
+    progress.finish();
+
+    const Evaluation test = evaluate(net, test_loader, dev);
+    history.push_back({int(epoch + 1), loss_sum / double(std::max<std::int64_t>(steps, 1)), test.loss,
+                       test.accuracy, double(samples) / seconds, seconds});
+    std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f samples/s\n",
+                (long long)epoch + 1, history.back().train_loss, test.loss, test.accuracy,
+                history.back().samples_per_sec);
+    std::fflush(stdout);
+
+    state.epoch = epoch + 1;
+    io::save_checkpoint(o.checkpoint, net, *opt, state);
+    example::write_metrics(o.metrics, "mnist_mlp on " + std::filesystem::path(o.data).filename().string(), history);
+  }
+
+  io::save_safetensors(net.state_dict(), o.save, {{"model", "mnist_mlp"}});
+  std::printf("saved %s (checkpoint %s, metrics %s)\n", o.save.c_str(), o.checkpoint.c_str(), o.metrics.c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  auto default_lr = [](const std::string& optimizer) { return optimizer == "sgd" ? 0.05 : 2e-3; };
-  return example::main<Mlp>("mnist_mlp", 5, default_lr, argc, argv);
+  example::Options options;
+  options.epochs = 5;
+  CLI::App app{"Trains an MLP on Fashion-MNIST (or any MNIST-format data).", "mnist_mlp"};
+  example::add_options(app, options);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return train(options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mnist_mlp: %s\n", e.what());
+    return 1;
+  }
 }
