@@ -1,0 +1,56 @@
+#pragma once
+// One rank per process, over MPI (OpenMPI on Debian: libopenmpi-dev). The same
+// program runs as N processes under `mpirun -np N`; each constructs one
+// MpiGroup over MPI_COMM_WORLD. Built only when CMake finds MPI
+// (RUMUS_MPI); otherwise constructing one raises an Error saying so.
+//
+// Thread level: MPI is initialised with MPI_THREAD_SERIALIZED. A collective
+// may be issued from any thread (autograd runs a reduce-scatter on whichever
+// thread calls backward; a program may build the group on one thread and train
+// on another), which FUNNELED forbids; but MpiGroup never calls MPI from two
+// threads at once (a mutex serialises its calls), so MULTIPLE, which makes
+// OpenMPI lock around every call, is not needed. When the library offers less
+// than SERIALIZED, calls from a thread other than the initialising one raise
+// a DistributedError instead of misbehaving.
+//
+// Failures: a rank that throws and exits ends the job (mpirun stops the other
+// processes); abort() calls MPI_Abort. Mismatched requests raise the same
+// error on every rank, as with ThreadGroup. Collectives block until every
+// rank arrives: there is no timeout (mpirun's own --timeout bounds a job).
+#include <memory>
+#include <string>
+
+#include "rumus/distributed/process_group.hpp"
+
+namespace rumus::distributed {
+
+// Whether this build of rumus includes MpiGroup.
+bool mpi_available();
+// Whether this process was started by mpirun/mpiexec (OpenMPI, or a PMI/PMIx launcher).
+bool launched_by_mpi();
+
+class MpiGroup final : public ProcessGroup {
+ public:
+  // Every rank of MPI_COMM_WORLD (duplicated, so rumus's traffic never mixes
+  // with the program's own). Initialises MPI when nobody has yet, and then
+  // finalises it at exit.
+  MpiGroup();
+  ~MpiGroup() override;
+
+  int rank() const override;
+  int size() const override;
+  std::string name() const override { return "MpiGroup"; }
+  void abort(const std::string& reason) override;
+
+  // The thread level MPI granted (MPI_THREAD_* value).
+  static int thread_level();
+
+ protected:
+  void exchange(const CollectiveRequest& request, const void* in, void* out, std::size_t count) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rumus::distributed

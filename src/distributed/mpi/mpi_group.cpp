@@ -1,0 +1,166 @@
+// MpiGroup: the ProcessGroup collectives on MPI. Each collective first
+// all-gathers every rank's request (a few hundred bytes) so a mismatch raises
+// the same error on every rank before any data moves, then calls the one MPI
+// collective that does the job on the staged host buffers.
+#include "rumus/distributed/mpi_group.hpp"
+
+#include <mpi.h>
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../host_reduce.hpp"
+
+namespace rumus::distributed {
+
+namespace {
+
+struct MpiRuntime {
+  std::mutex mu;
+  int level = -1;
+  bool we_initialised = false;
+  std::thread::id init_thread;
+};
+MpiRuntime& runtime() {
+  static MpiRuntime* r = new MpiRuntime();  // outlives static destructors
+  return *r;
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void check(int code, const char* what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw DistributedError(fmt::format("MpiGroup: {} failed: {}", what, std::string(text, std::size_t(len))));
+}
+
+MPI_Datatype mpi_type(DType d) {
+  switch (d) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    default: throw DTypeError(fmt::format("MpiGroup: no MPI reduction for dtype {}", dtype_name(d)));
+  }
+}
+
+int as_count(std::size_t n, const char* op) {
+  if (n > std::size_t(INT_MAX))
+    throw DistributedError(fmt::format("{}: {} elements exceed what one MPI call moves ({}); split the tensor", op, n,
+                                       INT_MAX));
+  return int(n);
+}
+
+}  // namespace
+
+struct MpiGroup::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  std::mutex mu;  // serialises this group's MPI calls (MPI_THREAD_SERIALIZED)
+};
+
+bool mpi_available() { return true; }
+
+bool launched_by_mpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+}
+
+int MpiGroup::thread_level() { return runtime().level; }
+
+MpiGroup::MpiGroup() : impl_(std::make_unique<Impl>()) {
+  MpiRuntime& rt = runtime();
+  {
+    std::lock_guard lk(rt.mu);
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    if (!initialised) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      rt.level = provided;
+      rt.we_initialised = true;
+      rt.init_thread = std::this_thread::get_id();
+      std::atexit(finalize_at_exit);
+    } else if (rt.level < 0) {
+      MPI_Query_thread(&rt.level);
+      rt.init_thread = std::this_thread::get_id();
+    }
+  }
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
+  MPI_Comm_rank(impl_->comm, &impl_->rank);
+  MPI_Comm_size(impl_->comm, &impl_->size);
+}
+
+MpiGroup::~MpiGroup() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (impl_ && impl_->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&impl_->comm);
+}
+
+int MpiGroup::rank() const { return impl_->rank; }
+int MpiGroup::size() const { return impl_->size; }
+
+void MpiGroup::abort(const std::string& reason) {
+  std::fprintf(stderr, "rank %d aborts the MPI job: %s\n", impl_->rank, reason.c_str());
+  std::fflush(stderr);
+  MPI_Abort(impl_->comm, 1);
+}
+
+void MpiGroup::exchange(const CollectiveRequest& request, const void* in, void* out, std::size_t count) {
+  std::lock_guard lk(impl_->mu);
+  const MpiRuntime& rt = runtime();
+  if (rt.level < MPI_THREAD_SERIALIZED && std::this_thread::get_id() != rt.init_thread)
+    throw DistributedError(fmt::format(
+        "MpiGroup {}: called from a thread other than the one that initialised MPI, but MPI granted only thread "
+        "level {} (rumus needs MPI_THREAD_SERIALIZED for that)",
+        collective_name(request.op), rt.level));
+  const int n = impl_->size;
+  MPI_Comm comm = impl_->comm;
+  std::vector<CollectiveRequest> requests(static_cast<std::size_t>(n));
+  check(MPI_Allgather(&request, int(sizeof(CollectiveRequest)), MPI_BYTE, requests.data(),
+                      int(sizeof(CollectiveRequest)), MPI_BYTE, comm),
+        "MPI_Allgather (requests)");
+  check_requests(requests.data(), n);
+
+  const char* op = collective_name(request.op);
+  const std::size_t esize = dtype_size(request.dtype);
+  switch (request.op) {
+    case Collective::barrier:  // the request exchange already waited for every rank
+      return;
+    case Collective::all_reduce:
+      if (count == 0) return;
+      check(MPI_Allreduce(MPI_IN_PLACE, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm),
+            "MPI_Allreduce");
+      if (request.reduce == Reduce::average) detail::divide_host(out, count, request.dtype, n);
+      return;
+    case Collective::reduce_scatter:
+      if (count == 0) return;
+      check(MPI_Reduce_scatter_block(in, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm),
+            "MPI_Reduce_scatter_block");
+      if (request.reduce == Reduce::average) detail::divide_host(out, count, request.dtype, n);
+      return;
+    case Collective::all_gather: {
+      if (count == 0) return;
+      const int bytes = as_count(count * esize, op);
+      check(MPI_Allgather(in, bytes, MPI_BYTE, out, bytes, MPI_BYTE, comm), "MPI_Allgather");
+      return;
+    }
+    case Collective::broadcast:
+      if (count == 0) return;
+      check(MPI_Bcast(out, as_count(count * esize, op), MPI_BYTE, request.root, comm), "MPI_Bcast");
+      return;
+  }
+}
+
+}  // namespace rumus::distributed
