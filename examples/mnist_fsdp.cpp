@@ -169,17 +169,24 @@ struct DdpTrainer : Trainer {
 };
 
 // One rank's whole run. Rank 0 prints.
+std::unique_ptr<nn::Module> make_net(const std::string& model) {
+  if (model == "mlp") return std::make_unique<Mlp>();
+  return std::make_unique<Cnn>();
+}
+
 void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const data::Mnist>& train_set,
-              const std::shared_ptr<const data::Mnist>& test_set, const std::vector<Device>& devices) {
+              const std::shared_ptr<const data::Mnist>& test_set, const std::vector<Device>& devices,
+              const StateDict& init) {
   const int rank = pg.rank(), n = pg.size();
   const Device dev = devices[std::size_t(rank) % devices.size()];
   if (c.batch_size % n != 0)
     throw Error(fmt::format("--batch-size {} does not split evenly over {} ranks", c.batch_size, n));
   const std::int64_t local = c.batch_size / n;
 
-  std::unique_ptr<nn::Module> net;
-  if (c.model == "mlp") net = std::make_unique<Mlp>();
-  else net = std::make_unique<Cnn>();
+  // Every rank starts from the same initial values (the rank threads share
+  // one random generator, so drawing them per rank would race).
+  std::unique_ptr<nn::Module> net = make_net(c.model);
+  net->load_state_dict(init);
   std::unique_ptr<Trainer> trainer;
   if (c.mode == "fsdp") trainer = std::make_unique<FsdpTrainer>(std::move(net), pg, dev);
   else trainer = std::make_unique<DdpTrainer>(std::move(net), pg, dev);
@@ -274,6 +281,7 @@ int main(int argc, char** argv) {
   if (!parse(c, argc, argv)) return 2;
   try {
     manual_seed(c.seed);
+    const StateDict init = make_net(c.model)->state_dict();
     const std::vector<Device> devices = parse_devices(c.devices);
     auto train_set = std::make_shared<data::Mnist>(c.data, data::Split::Train);
     auto test_set = std::make_shared<data::Mnist>(c.data, data::Split::Test);
@@ -285,12 +293,12 @@ int main(int argc, char** argv) {
       MpiGroup world;
       set_num_threads(c.threads ? c.threads : std::max(1, hw / world.size()));
       try {
-        run_rank(world, c, train_set, test_set, devices);
+        run_rank(world, c, train_set, test_set, devices, init);
       } catch (const std::exception& e) {
         world.abort(e.what());  // ends every process of the job, none left waiting
       }
     } else {
-      run_threads(c.ranks, [&](ProcessGroup& pg) { run_rank(pg, c, train_set, test_set, devices); }, {},
+      run_threads(c.ranks, [&](ProcessGroup& pg) { run_rank(pg, c, train_set, test_set, devices, init); }, {},
                   {.threads_per_rank = c.threads});
     }
   } catch (const std::exception& e) {

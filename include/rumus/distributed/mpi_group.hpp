@@ -13,10 +13,17 @@
 // than SERIALIZED, calls from a thread other than the initialising one raise
 // a DistributedError instead of misbehaving.
 //
+// Waiting: collectives are started non-blocking and polled, first in a short
+// busy loop, then with 20 us pauses, so a rank that waits for a slower one
+// leaves its core to the work of others (busy-polling ranks starved the
+// computing ones on a machine with more ranks than cores).
+//
 // Failures: a rank that throws and exits ends the job (mpirun stops the other
 // processes); abort() calls MPI_Abort. Mismatched requests raise the same
-// error on every rank, as with ThreadGroup. Collectives block until every
-// rank arrives: there is no timeout (mpirun's own --timeout bounds a job).
+// error on every rank, as with ThreadGroup. A collective that does not
+// complete within `timeout` raises CollectiveTimeoutError (MPI cannot say
+// which rank is missing); the group is then unusable: call abort().
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -29,12 +36,16 @@ bool mpi_available();
 // Whether this process was started by mpirun/mpiexec (OpenMPI, or a PMI/PMIx launcher).
 bool launched_by_mpi();
 
+struct MpiGroupOptions {
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+};
+
 class MpiGroup final : public ProcessGroup {
  public:
   // Every rank of MPI_COMM_WORLD (duplicated, so rumus's traffic never mixes
   // with the program's own). Initialises MPI when nobody has yet, and then
   // finalises it at exit.
-  MpiGroup();
+  explicit MpiGroup(MpiGroupOptions options = {});
   ~MpiGroup() override;
 
   int rank() const override;

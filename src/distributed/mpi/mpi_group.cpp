@@ -68,7 +68,26 @@ int as_count(std::size_t n, const char* op) {
 struct MpiGroup::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1;
+  std::chrono::milliseconds timeout{0};
   std::mutex mu;  // serialises this group's MPI calls (MPI_THREAD_SERIALIZED)
+  std::string failure;  // set once a collective timed out
+
+  // Completes `request`: polls, first busily, then with short pauses.
+  void wait(MPI_Request& request, const char* op, const char* what) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (unsigned polls = 0;; ++polls) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+      if (done) return;
+      if (polls < 256) continue;
+      if (std::chrono::steady_clock::now() > deadline) {
+        failure = fmt::format("{}: not every rank arrived within {} ms", op, timeout.count());
+        throw CollectiveTimeoutError(fmt::format("MpiGroup {} (MPI cannot tell which rank is missing; call abort())",
+                                                 failure));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
 };
 
 bool mpi_available() { return true; }
@@ -79,7 +98,10 @@ bool launched_by_mpi() {
 
 int MpiGroup::thread_level() { return runtime().level; }
 
-MpiGroup::MpiGroup() : impl_(std::make_unique<Impl>()) {
+MpiGroup::MpiGroup(MpiGroupOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.timeout.count() <= 0)
+    throw Error(fmt::format("MpiGroup: expected a positive timeout, got {} ms", options.timeout.count()));
+  impl_->timeout = options.timeout;
   MpiRuntime& rt = runtime();
   {
     std::lock_guard lk(rt.mu);
@@ -125,40 +147,46 @@ void MpiGroup::exchange(const CollectiveRequest& request, const void* in, void* 
         "MpiGroup {}: called from a thread other than the one that initialised MPI, but MPI granted only thread "
         "level {} (rumus needs MPI_THREAD_SERIALIZED for that)",
         collective_name(request.op), rt.level));
+  if (!impl_->failure.empty())
+    throw DistributedError(fmt::format("MpiGroup {}: the group failed earlier ({})", collective_name(request.op),
+                                       impl_->failure));
   const int n = impl_->size;
   MPI_Comm comm = impl_->comm;
+  const char* op = collective_name(request.op);
+  MPI_Request pending = MPI_REQUEST_NULL;
   std::vector<CollectiveRequest> requests(static_cast<std::size_t>(n));
-  check(MPI_Allgather(&request, int(sizeof(CollectiveRequest)), MPI_BYTE, requests.data(),
-                      int(sizeof(CollectiveRequest)), MPI_BYTE, comm),
-        "MPI_Allgather (requests)");
+  check(MPI_Iallgather(&request, int(sizeof(CollectiveRequest)), MPI_BYTE, requests.data(),
+                       int(sizeof(CollectiveRequest)), MPI_BYTE, comm, &pending),
+        "MPI_Iallgather (requests)");
+  impl_->wait(pending, op, "MPI_Iallgather (requests)");
   check_requests(requests.data(), n);
 
-  const char* op = collective_name(request.op);
   const std::size_t esize = dtype_size(request.dtype);
+  if (request.op == Collective::barrier || count == 0) return;  // the exchange above already met every rank
   switch (request.op) {
-    case Collective::barrier:  // the request exchange already waited for every rank
+    case Collective::barrier:
       return;
     case Collective::all_reduce:
-      if (count == 0) return;
-      check(MPI_Allreduce(MPI_IN_PLACE, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm),
-            "MPI_Allreduce");
+      check(MPI_Iallreduce(MPI_IN_PLACE, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm, &pending),
+            "MPI_Iallreduce");
+      impl_->wait(pending, op, "MPI_Iallreduce");
       if (request.reduce == Reduce::average) detail::divide_host(out, count, request.dtype, n);
       return;
     case Collective::reduce_scatter:
-      if (count == 0) return;
-      check(MPI_Reduce_scatter_block(in, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm),
-            "MPI_Reduce_scatter_block");
+      check(MPI_Ireduce_scatter_block(in, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm, &pending),
+            "MPI_Ireduce_scatter_block");
+      impl_->wait(pending, op, "MPI_Ireduce_scatter_block");
       if (request.reduce == Reduce::average) detail::divide_host(out, count, request.dtype, n);
       return;
     case Collective::all_gather: {
-      if (count == 0) return;
       const int bytes = as_count(count * esize, op);
-      check(MPI_Allgather(in, bytes, MPI_BYTE, out, bytes, MPI_BYTE, comm), "MPI_Allgather");
+      check(MPI_Iallgather(in, bytes, MPI_BYTE, out, bytes, MPI_BYTE, comm, &pending), "MPI_Iallgather");
+      impl_->wait(pending, op, "MPI_Iallgather");
       return;
     }
     case Collective::broadcast:
-      if (count == 0) return;
-      check(MPI_Bcast(out, as_count(count * esize, op), MPI_BYTE, request.root, comm), "MPI_Bcast");
+      check(MPI_Ibcast(out, as_count(count * esize, op), MPI_BYTE, request.root, comm, &pending), "MPI_Ibcast");
+      impl_->wait(pending, op, "MPI_Ibcast");
       return;
   }
 }

@@ -13,7 +13,7 @@ bool launched_by_mpi() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
 }
 
-MpiGroup::MpiGroup() {
+MpiGroup::MpiGroup(MpiGroupOptions) {
   throw DistributedError(
       "MpiGroup: this build of rumus has no MPI; install an MPI (apt-get install libopenmpi-dev) and reconfigure "
       "with -DRUMUS_MPI=ON");
