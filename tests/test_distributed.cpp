@@ -697,6 +697,18 @@ class Mpi : public ::testing::Test {
   }
 };
 
+// Run by ctest under mpirun (mpi_timeout_aborts): rank 0 waits for a
+// collective that rank 1 never starts; the job must end, not hang.
+TEST(MpiTimeout, DISABLED_MissingRankAbortsTheJob) {
+  if (!mpi_available() || !launched_by_mpi()) GTEST_SKIP() << "needs mpirun";
+  static MpiGroup group({.timeout = 300ms});
+  if (group.rank() == 0) {
+    Tensor t = ones({1});
+    group.all_reduce(t);
+    ADD_FAILURE() << "the collective returned without rank 1";
+  }
+}
+
 TEST_F(Mpi, ThreadLevelIsSerialized) {
   ProcessGroup& pg = mpi_world();
   EXPECT_EQ(pg.name(), "MpiGroup");

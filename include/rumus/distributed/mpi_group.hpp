@@ -18,11 +18,11 @@
 // leaves its core to the work of others (busy-polling ranks starved the
 // computing ones on a machine with more ranks than cores).
 //
-// Failures: a rank that throws and exits ends the job (mpirun stops the other
-// processes); abort() calls MPI_Abort. Mismatched requests raise the same
-// error on every rank, as with ThreadGroup. A collective that does not
-// complete within `timeout` raises CollectiveTimeoutError (MPI cannot say
-// which rank is missing); the group is then unusable: call abort().
+// Failures: mismatched requests raise the same error on every rank, as with
+// ThreadGroup. A rank whose exception leaves main() ends the job (mpirun stops
+// the other processes); abort() calls MPI_Abort. A collective that does not
+// complete within `timeout` prints which one and aborts the job: MPI cannot
+// cancel a collective, so the waiting ranks cannot safely return an error.
 #include <chrono>
 #include <memory>
 #include <string>

@@ -70,9 +70,11 @@ struct MpiGroup::Impl {
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{0};
   std::mutex mu;  // serialises this group's MPI calls (MPI_THREAD_SERIALIZED)
-  std::string failure;  // set once a collective timed out
 
-  // Completes `request`: polls, first busily, then with short pauses.
+  // Completes `request`: polls, first busily, then with short pauses. A
+  // collective that has not completed by the deadline ends the job: MPI
+  // cannot cancel a collective, so returning would leave MPI free to write
+  // into buffers the caller has since released, should the missing rank come.
   void wait(MPI_Request& request, const char* op, const char* what) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (unsigned polls = 0;; ++polls) {
@@ -81,9 +83,12 @@ struct MpiGroup::Impl {
       if (done) return;
       if (polls < 256) continue;
       if (std::chrono::steady_clock::now() > deadline) {
-        failure = fmt::format("{}: not every rank arrived within {} ms", op, timeout.count());
-        throw CollectiveTimeoutError(fmt::format("MpiGroup {} (MPI cannot tell which rank is missing; call abort())",
-                                                 failure));
+        std::fprintf(stderr,
+                     "rank %d: MpiGroup %s: not every rank arrived within %lld ms; aborting the job (an MPI "
+                     "collective cannot be cancelled)\n",
+                     rank, op, (long long)timeout.count());
+        std::fflush(stderr);
+        MPI_Abort(comm, 1);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -147,9 +152,6 @@ void MpiGroup::exchange(const CollectiveRequest& request, const void* in, void* 
         "MpiGroup {}: called from a thread other than the one that initialised MPI, but MPI granted only thread "
         "level {} (rumus needs MPI_THREAD_SERIALIZED for that)",
         collective_name(request.op), rt.level));
-  if (!impl_->failure.empty())
-    throw DistributedError(fmt::format("MpiGroup {}: the group failed earlier ({})", collective_name(request.op),
-                                       impl_->failure));
   const int n = impl_->size;
   MPI_Comm comm = impl_->comm;
   const char* op = collective_name(request.op);
