@@ -207,6 +207,11 @@ StateDict train_distributed(ProcessGroup& pg, Mode mode, const StateDict& init, 
   auto opt = make_opt(kind, sharded->parameters());
   for (int s = 0; s < kSteps; ++s)
     opt->step(backward(cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
+  // The optimizer state is sharded too: one buffer per shard (momentum) or two (Adam's moments).
+  std::int64_t state_numel = 0;
+  for (auto& [name, t] : opt->state_dict())
+    if (name.rfind("state.", 0) == 0 && !name.ends_with(".step")) state_numel += t.numel();
+  EXPECT_EQ(state_numel, sharded->shard_numel() * (kind == Opt::sgd ? 1 : 2));
   return cloned(sharded->state_dict());
 }
 
