@@ -13,10 +13,10 @@
 // than SERIALIZED, calls from a thread other than the initialising one raise
 // a DistributedError instead of misbehaving.
 //
-// Waiting: collectives are started non-blocking and polled, first in a short
-// busy loop, then with 20 us pauses, so a rank that waits for a slower one
-// leaves its core to the work of others (busy-polling ranks starved the
-// computing ones on a machine with more ranks than cores).
+// Waiting: collectives are started non-blocking and polled, busily for
+// `busy_poll`, then with 20 us pauses, so a rank that waits long for a slower
+// one leaves its core to the work of others (ranks that only busy-polled
+// starved the computing ones on a machine with more ranks than cores).
 //
 // Failures: mismatched requests raise the same error on every rank, as with
 // ThreadGroup. A rank whose exception leaves main() ends the job (mpirun stops
@@ -38,6 +38,11 @@ bool launched_by_mpi();
 
 struct MpiGroupOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  // How long a waiting rank polls without pause before it starts pausing 20 us
+  // between polls. Polling moves a large message's fragments along (shared
+  // memory needs both sides to poll); pausing frees the core when the peer is
+  // still computing. Longer suits a core per rank, shorter an oversubscribed machine.
+  std::chrono::microseconds busy_poll{1000};
 };
 
 class MpiGroup final : public ProcessGroup {

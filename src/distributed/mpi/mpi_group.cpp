@@ -69,6 +69,9 @@ struct MpiGroup::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{0};
+  // Busy polling moves a large message's fragments along (shared memory
+  // transports need both sides to poll); past this a waiter pauses between polls.
+  std::chrono::microseconds busy_poll{0};
   std::mutex mu;  // serialises this group's MPI calls (MPI_THREAD_SERIALIZED)
 
   // Completes `request`: polls, first busily, then with short pauses. A
@@ -76,13 +79,16 @@ struct MpiGroup::Impl {
   // cannot cancel a collective, so returning would leave MPI free to write
   // into buffers the caller has since released, should the missing rank come.
   void wait(MPI_Request& request, const char* op, const char* what) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout, busy_until = start + busy_poll;
     for (unsigned polls = 0;; ++polls) {
       int done = 0;
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
       if (done) return;
-      if (polls < 256) continue;
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (polls % 64 != 63) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (now < busy_until) continue;
+      if (now > deadline) {
         std::fprintf(stderr,
                      "rank %d: MpiGroup %s: not every rank arrived within %lld ms; aborting the job (an MPI "
                      "collective cannot be cancelled)\n",
@@ -107,6 +113,7 @@ MpiGroup::MpiGroup(MpiGroupOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.timeout.count() <= 0)
     throw Error(fmt::format("MpiGroup: expected a positive timeout, got {} ms", options.timeout.count()));
   impl_->timeout = options.timeout;
+  impl_->busy_poll = options.busy_poll;
   MpiRuntime& rt = runtime();
   {
     std::lock_guard lk(rt.mu);
