@@ -17,10 +17,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
                                     params_[0].device().str(), params_[i].device().str()));
   if (options_.broadcast_from_rank0) {
     NoGradGuard no_grad;
-    for (auto& [name, t] : module.state_dict()) {
-      Tensor alias = t;
-      group.broadcast(alias, 0);
-    }
+    for (auto& [name, t] : module.state_dict()) group.broadcast(t, 0);
   }
   // Buckets in reverse registration order (the order backward produces the
   // gradients), one dtype per bucket, at most bucket_bytes unless one

@@ -114,7 +114,7 @@ void check_requests(const CollectiveRequest* reqs, int size) {
   }
 }
 
-void ProcessGroup::all_reduce(Tensor& tensor, Reduce op) {
+void ProcessGroup::all_reduce(const Tensor& tensor, Reduce op) {
   CollectiveRequest req = make_request(Collective::all_reduce, &tensor, op, 0, size());
   if (req.error_kind) {
     exchange(req, nullptr, nullptr, 0);  // throws on every rank
@@ -156,7 +156,7 @@ Tensor ProcessGroup::all_gather(const Tensor& input) {
   return staging::to_device(out, input.device());
 }
 
-void ProcessGroup::broadcast(Tensor& tensor, int root) {
+void ProcessGroup::broadcast(const Tensor& tensor, int root) {
   CollectiveRequest req = make_request(Collective::broadcast, &tensor, Reduce::sum, root, size());
   if (req.error_kind) {
     exchange(req, nullptr, nullptr, 0);

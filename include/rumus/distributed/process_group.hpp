@@ -69,7 +69,7 @@ class ProcessGroup {
   // In place: every rank's `tensor` becomes the element-wise reduction over
   // ranks. Sums run in rank order (ThreadGroup), so every rank gets the same bits.
   // dtypes: f32, f64, i32, i64 (average: f32, f64).
-  void all_reduce(Tensor& tensor, Reduce op = Reduce::sum);
+  void all_reduce(const Tensor& tensor, Reduce op = Reduce::sum);
   // `input` [size() * c, ...] on every rank -> [c, ...]: rows [rank*c, (rank+1)*c)
   // of the element-wise reduction over ranks. The first dim must divide by size().
   Tensor reduce_scatter(const Tensor& input, Reduce op = Reduce::sum);
@@ -77,7 +77,7 @@ class ProcessGroup {
   // stacked along dim 0 in rank order (a 0-d input gives [size()]). Any dtype.
   Tensor all_gather(const Tensor& input);
   // In place: every rank's `tensor` becomes root's. Any dtype.
-  void broadcast(Tensor& tensor, int root = 0);
+  void broadcast(const Tensor& tensor, int root = 0);
   // Returns once every rank has called it.
   void barrier();
 
