@@ -180,7 +180,9 @@ const char* mode_name(Mode m) { return m == Mode::ddp ? "ddp" : m == Mode::fsdp_
 
 // This rank's part of N-rank training; returns the full trained state.
 template <class Model>
-StateDict train_distributed(ProcessGroup& pg, Mode mode, const StateDict& init, const Data& d, Opt kind) {
+StateDict train_distributed(ProcessGroup& pg, Mode mode, const StateDict& init, const Data& d, Opt kind,
+                            Device dev = Device::cpu()) {
+  auto my_slice = [&](const Tensor& t, ProcessGroup& g) { return ::my_slice(t, g).to(dev); };
   if (mode == Mode::fsdp_linear) {
     if constexpr (std::is_same_v<Model, Mlp>) {
       FsdpMlp m(pg);
@@ -194,6 +196,7 @@ StateDict train_distributed(ProcessGroup& pg, Mode mode, const StateDict& init, 
   }
   Model m;
   m.load_state_dict(init);
+  m.to(dev);
   if (mode == Mode::ddp) {
     DistributedDataParallel ddp(m, pg, {.bucket_bytes = 512});  // small buckets: several per step
     EXPECT_GT(ddp.buckets().size(), 1u);
@@ -516,6 +519,24 @@ TEST(Staging, VulkanTensorsTravelThroughHostStaging) {
   StagingStats s2 = staging_stats();
   EXPECT_EQ(s2.device_to_host_bytes - s1.device_to_host_bytes, 2 * n * bytes);  // all_reduce + reduce_scatter inputs
   EXPECT_EQ(s2.host_to_device_bytes - s1.host_to_device_bytes, n * bytes + n * bytes / 2);
+}
+
+TEST(Staging, FsdpAndDdpTrainingOnVulkanMatchesCpu) {
+  Device dev = Device::vulkan(0);
+  try {
+    ones({1}, {.device = dev});
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no Vulkan device: " << e.what();
+  }
+  const StateDict init = initial_state<Mlp>(71);
+  const Data d = make_data({16}, 72);
+  const StateDict want = train_reference<Mlp>(init, d, Opt::sgd);
+  for (Mode mode : {Mode::fsdp_shard, Mode::ddp}) {
+    std::vector<StateDict> got(2);
+    run_threads(2, [&](ProcessGroup& pg) { got[std::size_t(pg.rank())] = train_distributed<Mlp>(pg, mode, init, d, Opt::sgd, dev); },
+                {.timeout = 60s}, {.threads_per_rank = 1});
+    for (int r = 0; r < 2; ++r) expect_same_state(got[std::size_t(r)], want, fmt::format("{} on Vulkan, rank {}", mode_name(mode), r));
+  }
 }
 
 // -------------------------------------------------------------------- FSDP
