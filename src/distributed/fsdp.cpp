@@ -10,6 +10,7 @@
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/ops/conv.hpp"
 #include "rumus/ops/creation.hpp"
+#include "staging.hpp"
 
 namespace rumus::fsdp {
 
@@ -87,11 +88,10 @@ void load_targets(const std::vector<Target>& targets, const StateDict& state, Pr
   for (const Target& t : targets) {
     auto it = state.find(t.name);
     if (it == state.end()) continue;
-    Tensor dst = t.tensor;
     if (t.full_shape)
-      dst.copy_(shard_of(it->second, group.rank(), group.size()));
+      distributed::staging::copy_into(t.tensor, shard_of(it->second, group.rank(), group.size()));
     else
-      dst.copy_(it->second);
+      distributed::staging::copy_into(t.tensor, it->second);
   }
 }
 
@@ -281,7 +281,7 @@ void FullyShardedModule::to(Device device) {
   NoGradGuard no_grad;
   for (auto& p : params_) {
     if (p->shard.device() == device) continue;
-    Tensor moved = p->shard.to(device);
+    Tensor moved = distributed::staging::move(p->shard, device);
     p->shard.impl().storage = moved.storage_ptr();
     p->shard.impl().layout = moved.layout();
     if (p->users == 0) release_full(*p);  // a placeholder on the new device

@@ -18,7 +18,8 @@
 //
 // CPU tensors: contiguous ones are read and written in place (no copy);
 // strided ones are repacked into contiguous host memory (and written back for
-// the in-place collectives). Between the ranks of a ThreadGroup no further
+// the in-place collectives). Outside the collectives, FSDP's checkpoint loads
+// (copy_into) and shard moves (move) also pass through here. Between the ranks of a ThreadGroup no further
 // copy happens (peers read each other's host buffers); MpiGroup hands the
 // host buffers to MPI.
 #include "staging.hpp"
@@ -100,6 +101,26 @@ void write_back(const Tensor& dst, const HostCopy& copy) {
     counters().h2d_bytes += nbytes(dst);
   }
   Tensor(dst).copy_(copy.host);
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  NoGradGuard no_grad;
+  if (dst.device() != src.device()) {
+    auto& c = counters();
+    if (src.device().is_cpu()) c.h2d++, c.h2d_bytes += nbytes(src);
+    else c.d2h++, c.d2h_bytes += nbytes(src);
+  }
+  Tensor(dst).copy_(src);
+}
+
+Tensor move(const Tensor& t, Device device) {
+  NoGradGuard no_grad;
+  if (t.device() != device) {
+    auto& c = counters();
+    if (t.device().is_cpu()) c.h2d++, c.h2d_bytes += nbytes(t);
+    else c.d2h++, c.d2h_bytes += nbytes(t);
+  }
+  return t.to(device);
 }
 
 }  // namespace staging

@@ -28,5 +28,11 @@ Tensor to_device(const Tensor& host, Device device);
 // Writes a host copy back into `dst` (in-place collectives); no-op when it aliases.
 void write_back(const Tensor& dst, const HostCopy& copy);
 
+// Outside the collectives: checkpoint loads and moves of shards.
+// dst.copy_(src) across devices (off the tape).
+void copy_into(const Tensor& dst, const Tensor& src);
+// t.to(device) (off the tape).
+Tensor move(const Tensor& t, Device device);
+
 
 }  // namespace rumus::distributed::staging
