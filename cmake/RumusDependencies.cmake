@@ -24,3 +24,12 @@ if(RUMUS_VULKAN)
                         "(or configure with -DRUMUS_VULKAN=OFF)")
   endif()
 endif()
+
+# MPI is optional: MpiGroup (one rank per process under mpirun) is built when
+# an MPI is found (Debian: libopenmpi-dev); without it MpiGroup says so at run time.
+set(MPI_CXX_SKIP_MPICXX ON)  # the C API only, not the deprecated C++ bindings
+find_package(MPI QUIET COMPONENTS CXX)
+option(RUMUS_MPI "Build MpiGroup on MPI (apt-get install libopenmpi-dev)" ${MPI_CXX_FOUND})
+if(RUMUS_MPI AND NOT MPI_CXX_FOUND)
+  message(FATAL_ERROR "RUMUS_MPI needs an MPI: apt-get install libopenmpi-dev (or configure with -DRUMUS_MPI=OFF)")
+endif()

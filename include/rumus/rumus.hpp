@@ -50,3 +50,4 @@
 #include "rumus/data/mnist.hpp"
 #include "rumus/io/checkpoint.hpp"
 #include "rumus/io/safetensors.hpp"
+#include "rumus/distributed/distributed.hpp"

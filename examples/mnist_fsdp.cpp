@@ -1,0 +1,309 @@
+// Trains the MLP (784-512-512-10) or the CNN of mnist_mlp / mnist_cnn on
+// Fashion-MNIST across several ranks, fully sharded (FSDP) or replicated (DDP).
+//
+//   mnist_fsdp --ranks 2                      two ranks as two threads of this process
+//   mnist_fsdp --ranks 4 --devices cpu,vulkan:0   ranks take the devices round-robin
+//   mpirun -np 2 mnist_fsdp                   one rank per process (MpiGroup)
+//
+// Each step takes a global batch (--batch-size) and gives every rank an equal
+// slice of it; gradients are averaged across ranks, so N ranks train the same
+// model as one rank on the whole batch. Run with --help for the options.
+#include <rumus/distributed/distributed.hpp>
+#include <rumus/rumus.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace rumus;
+using namespace rumus::distributed;
+
+namespace {
+
+struct Mlp : nn::Module {
+  nn::Linear fc1{784, 512}, fc2{512, 512}, fc3{512, 10};
+  Mlp() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}}); }
+  Tensor forward(const Tensor& x) override { return fc3(relu(fc2(relu(fc1(x.flatten(1)))))); }
+  std::string type_name() const override { return "Mlp"; }
+};
+
+struct Cnn : nn::Module {
+  nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};
+  nn::Dropout drop1{0.25}, drop2{0.5};
+  nn::Linear fc1{9216, 128}, fc2{128, 10};
+  Cnn() {
+    register_modules({{"conv1", conv1}, {"conv2", conv2}, {"drop1", drop1}, {"drop2", drop2}, {"fc1", fc1}, {"fc2", fc2}});
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = drop1(max_pool2d(relu(conv2(relu(conv1(x)))), 2)).flatten(1);
+    return fc2(drop2(relu(fc1(h))));
+  }
+  std::string type_name() const override { return "Cnn"; }
+};
+
+struct Config {
+  int ranks = 2;
+  std::string mode = "fsdp", model = "mlp", devices = "cpu";
+  std::string data = "/usr/share/datasets/fashion-mnist", save;
+  int epochs = 1, threads = 0;
+  std::int64_t batch_size = 64, limit = 0;
+  double lr = 0.05;
+  std::uint64_t seed = 0;
+};
+
+void usage() {
+  std::printf(
+      "usage: mnist_fsdp [options]   (or: mpirun -np N mnist_fsdp [options])\n"
+      "  --ranks N        ranks as threads of this process (default 2; under mpirun: one per process)\n"
+      "  --mode M         fsdp (sharded parameters, gradients and optimizer state) or ddp (default fsdp)\n"
+      "  --model M        mlp or cnn (default mlp)\n"
+      "  --devices LIST   comma-separated devices taken round-robin by rank: cpu, vulkan, vulkan:1 (default cpu)\n"
+      "  --batch-size N   global batch, split evenly over the ranks (default 64)\n"
+      "  --epochs N       default 1\n"
+      "  --lr X           SGD learning rate, momentum 0.9 (default 0.05)\n"
+      "  --threads N      CPU threads per rank (default: the machine's divided by the ranks)\n"
+      "  --limit N        train on the first N examples of each epoch (default: all)\n"
+      "  --data DIR       MNIST-format IDX files (default /usr/share/datasets/fashion-mnist)\n"
+      "  --save PATH      write the trained model (full tensors, one safetensors file)\n"
+      "  --seed N         initialisation and shuffling (default 0)\n");
+}
+
+bool parse(Config& c, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage();
+      std::exit(0);
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "mnist_fsdp: option '%s' needs a value (try --help)\n", a.c_str());
+      return false;
+    }
+    std::string v = argv[++i];
+    try {
+      if (a == "--ranks") c.ranks = std::stoi(v);
+      else if (a == "--mode") c.mode = v;
+      else if (a == "--model") c.model = v;
+      else if (a == "--devices") c.devices = v;
+      else if (a == "--batch-size") c.batch_size = std::stoll(v);
+      else if (a == "--epochs") c.epochs = std::stoi(v);
+      else if (a == "--lr") c.lr = std::stod(v);
+      else if (a == "--threads") c.threads = std::stoi(v);
+      else if (a == "--limit") c.limit = std::stoll(v);
+      else if (a == "--data") c.data = v;
+      else if (a == "--save") c.save = v;
+      else if (a == "--seed") c.seed = std::stoull(v);
+      else {
+        std::fprintf(stderr, "mnist_fsdp: unknown option '%s' (try --help)\n", a.c_str());
+        return false;
+      }
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "mnist_fsdp: option %s expects a number, got '%s'\n", a.c_str(), v.c_str());
+      return false;
+    }
+  }
+  if (c.mode != "fsdp" && c.mode != "ddp") return std::fprintf(stderr, "mnist_fsdp: --mode is fsdp or ddp\n"), false;
+  if (c.model != "mlp" && c.model != "cnn") return std::fprintf(stderr, "mnist_fsdp: --model is mlp or cnn\n"), false;
+  if (c.ranks < 1 || c.epochs < 1 || c.batch_size < 1 || c.limit < 0 || c.threads < 0)
+    return std::fprintf(stderr, "mnist_fsdp: --ranks, --epochs and --batch-size must be >= 1\n"), false;
+  return true;
+}
+
+std::vector<Device> parse_devices(const std::string& list) {
+  std::vector<Device> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    std::size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    out.push_back(Device::parse(list.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The model behind one interface, sharded or replicated.
+struct Trainer {
+  virtual ~Trainer() = default;
+  virtual Tensor forward(const Tensor& x) = 0;
+  virtual GradientStore backward(const Tensor& loss) = 0;
+  virtual std::vector<Tensor> parameters() = 0;
+  virtual void train(bool on) = 0;
+  virtual void save(const std::string& path) = 0;  // collective
+};
+
+struct FsdpTrainer : Trainer {
+  FsdpTrainer(std::unique_ptr<nn::Module> net, ProcessGroup& pg, Device dev) : net(std::move(net)) {
+    this->net->to(dev);
+    sharded = fsdp::shard(*this->net, pg);
+  }
+  Tensor forward(const Tensor& x) override { return sharded->forward(x); }
+  GradientStore backward(const Tensor& loss) override { return rumus::backward(loss); }
+  std::vector<Tensor> parameters() override { return sharded->parameters(); }
+  void train(bool on) override { sharded->train(on); }
+  void save(const std::string& path) override { sharded->save(path, {{"model", net->type_name()}}); }
+  std::unique_ptr<nn::Module> net;
+  std::unique_ptr<fsdp::FullyShardedModule> sharded;
+};
+
+struct DdpTrainer : Trainer {
+  DdpTrainer(std::unique_ptr<nn::Module> net, ProcessGroup& pg, Device dev) : net(std::move(net)) {
+    this->net->to(dev);
+    ddp = std::make_unique<DistributedDataParallel>(*this->net, pg);
+  }
+  Tensor forward(const Tensor& x) override { return ddp->forward(x); }
+  GradientStore backward(const Tensor& loss) override { return ddp->backward(loss); }
+  std::vector<Tensor> parameters() override { return net->parameters(); }
+  void train(bool on) override { net->train(on); }
+  void save(const std::string& path) override {
+    if (ddp->group().rank() == 0) io::save_safetensors(net->state_dict(), path, {{"model", net->type_name()}});
+    ddp->group().barrier();
+  }
+  std::unique_ptr<nn::Module> net;
+  std::unique_ptr<DistributedDataParallel> ddp;
+};
+
+// One rank's whole run. Rank 0 prints.
+std::unique_ptr<nn::Module> make_net(const std::string& model) {
+  if (model == "mlp") return std::make_unique<Mlp>();
+  return std::make_unique<Cnn>();
+}
+
+void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const data::Mnist>& train_set,
+              const std::shared_ptr<const data::Mnist>& test_set, const std::vector<Device>& devices,
+              const StateDict& init) {
+  const int rank = pg.rank(), n = pg.size();
+  const Device dev = devices[std::size_t(rank) % devices.size()];
+  if (c.batch_size % n != 0)
+    throw Error(fmt::format("--batch-size {} does not split evenly over {} ranks", c.batch_size, n));
+  const std::int64_t local = c.batch_size / n;
+
+  // Every rank starts from the same initial values (the rank threads share
+  // one random generator, so drawing them per rank would race).
+  std::unique_ptr<nn::Module> net = make_net(c.model);
+  net->load_state_dict(init);
+  std::unique_ptr<Trainer> trainer;
+  if (c.mode == "fsdp") trainer = std::make_unique<FsdpTrainer>(std::move(net), pg, dev);
+  else trainer = std::make_unique<DdpTrainer>(std::move(net), pg, dev);
+  optim::SGD opt(trainer->parameters(), {.lr = c.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
+
+  data::DataLoader order_of(train_set, {.batch_size = c.batch_size, .shuffle = true, .drop_last = true, .seed = c.seed});
+  std::int64_t steps = train_set->size() / c.batch_size;
+  if (c.limit) steps = std::min(steps, c.limit / c.batch_size);
+  if (rank == 0)
+    std::printf("mnist_fsdp: %s %s, %d rank%s (%s), global batch %lld (%lld per rank), %lld steps per epoch, lr %g\n",
+                c.mode.c_str(), c.model.c_str(), n, n > 1 ? "s" : "", pg.name().c_str(), (long long)c.batch_size,
+                (long long)local, (long long)steps, c.lr);
+
+  for (int epoch = 0; epoch < c.epochs; ++epoch) {
+    const std::vector<std::int64_t> order = order_of.order(epoch);
+    trainer->train(true);
+    pg.barrier();
+    const StagingStats staged_before = staging_stats();
+    const auto start = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    for (std::int64_t s = 0; s < steps; ++s) {
+      auto first = order.begin() + s * c.batch_size + rank * local;
+      data::Batch b = train_set->get_batch(std::vector<std::int64_t>(first, first + local));
+      Tensor loss = cross_entropy(trainer->forward(b.x.to(dev)), b.y.to(dev));
+      opt.step(trainer->backward(loss));
+      loss_sum += loss.item();
+    }
+    pg.barrier();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const StagingStats staged = staging_stats();
+
+    // Evaluation: each rank scores its share of the test set.
+    trainer->train(false);
+    double test_loss = 0, correct = 0;
+    {
+      NoGradGuard no_grad;
+      const std::int64_t total = test_set->size(), per = (total + n - 1) / n;
+      const std::int64_t begin = std::min(total, rank * per), end = std::min(total, begin + per);
+      // Every rank runs the same number of forwards (FSDP gathers are collective).
+      const std::int64_t chunks = (per + c.batch_size - 1) / c.batch_size;
+      for (std::int64_t k = 0; k < chunks; ++k) {
+        std::int64_t lo = std::min(end, begin + k * c.batch_size), hi = std::min(end, lo + c.batch_size);
+        std::vector<std::int64_t> idx;
+        for (std::int64_t i = lo; i < hi; ++i) idx.push_back(i);
+        if (idx.empty()) idx.push_back(0);  // keeps the collectives in step; not counted
+        data::Batch b = test_set->get_batch(idx);
+        Tensor logits = trainer->forward(b.x.to(dev));
+        if (hi > lo) {
+          Tensor target = b.y.to(dev);
+          test_loss += cross_entropy(logits, target, {.reduction = Reduction::sum}).item();
+          correct += sum(eq(argmax(logits, 1), target).to(DType::f32)).item();
+        }
+      }
+    }
+    Tensor totals = tensor(std::vector<double>{loss_sum / double(std::max<std::int64_t>(steps, 1)), test_loss, correct});
+    pg.all_reduce(totals);
+    const std::vector<double> t = totals.to_vector<double>();
+    if (rank == 0) {
+      std::printf("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f samples/s\n", epoch + 1,
+                  t[0] / n, t[1] / double(test_set->size()), t[2] / double(test_set->size()),
+                  double(steps * c.batch_size) / secs);
+      // What collectives moved between devices and the host (this process's ranks together).
+      const double per_step = 1.0 / double(std::max<std::int64_t>(steps, 1));
+      if (staged.device_to_host > staged_before.device_to_host || staged.host_to_device > staged_before.host_to_device)
+        std::printf("  staging per step: %.2f MB device->host in %.1f reads, %.2f MB host->device in %.1f writes\n",
+                    double(staged.device_to_host_bytes - staged_before.device_to_host_bytes) * per_step / 1e6,
+                    double(staged.device_to_host - staged_before.device_to_host) * per_step,
+                    double(staged.host_to_device_bytes - staged_before.host_to_device_bytes) * per_step / 1e6,
+                    double(staged.host_to_device - staged_before.host_to_device) * per_step);
+      std::fflush(stdout);
+    }
+  }
+  if (!c.save.empty()) {
+    trainer->save(c.save);
+    if (rank == 0) std::printf("saved %s\n", c.save.c_str());
+  }
+}
+
+// libgomp reads OMP_WAIT_POLICY when it loads: set it and restart once, so
+// idle OpenMP threads do not spin on the cores the other ranks need.
+void tune_runtime(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("RUMUS_RUNTIME_TUNED")) return;
+  setenv("RUMUS_RUNTIME_TUNED", "1", 1);
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) == 0) execv("/proc/self/exe", argv);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tune_runtime(argv);
+  Config c;
+  if (!parse(c, argc, argv)) return 2;
+  try {
+    manual_seed(c.seed);
+    const StateDict init = make_net(c.model)->state_dict();
+    const std::vector<Device> devices = parse_devices(c.devices);
+    auto train_set = std::make_shared<data::Mnist>(c.data, data::Split::Train);
+    auto test_set = std::make_shared<data::Mnist>(c.data, data::Split::Test);
+    const data::Normalize norm = data::Normalize::fit(train_set->images());
+    train_set->set_normalize(norm);
+    test_set->set_normalize(norm);
+    const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+    if (launched_by_mpi()) {
+      MpiGroup world;
+      set_num_threads(c.threads ? c.threads : std::max(1, hw / world.size()));
+      try {
+        run_rank(world, c, train_set, test_set, devices, init);
+      } catch (const std::exception& e) {
+        world.abort(e.what());  // ends every process of the job, none left waiting
+      }
+    } else {
+      run_threads(c.ranks, [&](ProcessGroup& pg) { run_rank(pg, c, train_set, test_set, devices, init); }, {},
+                  {.threads_per_rank = c.threads});
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mnist_fsdp: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,8 @@
+#pragma once
+// Everything distributed: process groups (threads or MPI), FSDP and DDP.
+#include "rumus/distributed/ddp.hpp"
+#include "rumus/distributed/fsdp.hpp"
+#include "rumus/distributed/functional.hpp"
+#include "rumus/distributed/mpi_group.hpp"
+#include "rumus/distributed/process_group.hpp"
+#include "rumus/distributed/thread_group.hpp"

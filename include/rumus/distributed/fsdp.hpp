@@ -1,0 +1,156 @@
+#pragma once
+// Fully sharded data parallel training.
+//
+// Every parameter is split along dim 0 across the ranks of a group (padded
+// with zero rows to a multiple of the world size: see shard_rows), and each
+// rank keeps, trains and steps only its shard: the optimizer is built on the
+// shards, so its state (momentum, Adam moments) is sharded too. In forward
+// the full parameter is all-gathered; in backward its gradient is
+// reduce-scattered straight back into the shard's gradient (averaged over
+// ranks by default, so N ranks on N equal slices of a batch compute the
+// gradient of the whole batch). backward(loss) therefore returns a
+// GradientStore keyed by the shards, and opt.step(grads) needs nothing else.
+//
+// Two ways in:
+//  - nn::FsdpLinear, a drop-in sharded Linear for models written with it;
+//  - fsdp::shard(module, group), which shards every parameter of any module.
+//
+// Checkpoints hold full tensors under the unsharded names, so one file loads
+// into any world size or into the unsharded model.
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rumus/distributed/functional.hpp"
+#include "rumus/distributed/process_group.hpp"
+#include "rumus/io/safetensors.hpp"
+#include "rumus/nn/linear.hpp"
+#include "rumus/nn/module.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
+
+namespace rumus::fsdp {
+
+using distributed::ProcessGroup;
+using distributed::Reduce;
+
+// Implemented by modules whose parameters are dim-0 shards over a group.
+class ShardedParameters {
+ public:
+  virtual ~ShardedParameters() = default;
+  // The full shape of the module's own parameter `name` (no dots), or nullopt
+  // when that parameter is replicated rather than sharded.
+  virtual std::optional<Shape> full_shape(const std::string& name) const = 0;
+};
+
+// Collective (every rank calls it): the full state dict of a module built
+// from sharded layers (nn::FsdpLinear) and ordinary ones, under the names the
+// unsharded model uses. Replicated tensors and buffers come from this rank.
+StateDict full_state_dict(const nn::Module& module, ProcessGroup& group);
+// Not collective: copies this rank's shard of every full tensor in `state`
+// (as written by any world size) into `module`. Checks everything first.
+void load_full_state_dict(nn::Module& module, const StateDict& state, ProcessGroup& group, bool strict = true);
+// Collective: rank 0 writes one safetensors file; every rank returns once it exists.
+void save(const nn::Module& module, ProcessGroup& group, const std::string& path, const io::Metadata& metadata = {});
+// Every rank reads `path` (it must be readable by each) and takes its shards.
+void load(nn::Module& module, ProcessGroup& group, const std::string& path, bool strict = true);
+
+struct ShardOptions {
+  Reduce grad_reduce = Reduce::average;
+  // Start every rank from rank 0's parameters (one broadcast per parameter);
+  // off when every rank already holds the same values.
+  bool sync_from_rank0 = true;
+};
+
+// A module whose parameters are sharded over a group (see shard()).
+//
+// Between forward passes the wrapped module's parameters are empty
+// placeholders (shape [0]) and this rank holds only its shards. forward()
+// all-gathers every parameter into the module's own parameter tensors, runs
+// the module's forward, and frees each gathered copy as soon as nothing can
+// read it any more: right after forward when no graph was recorded, else when
+// the gradient of that parameter has been reduce-scattered (the autograd node
+// that did it is released). Running backward through one graph twice
+// (retain_graph) is not supported.
+class FullyShardedModule {
+ public:
+  FullyShardedModule(nn::Module& module, ProcessGroup& group, ShardOptions options = {});
+  ~FullyShardedModule();
+  FullyShardedModule(const FullyShardedModule&) = delete;
+  FullyShardedModule& operator=(const FullyShardedModule&) = delete;
+
+  Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  // This rank's shards (leaves that require grad), in the module's parameter order.
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  // Elements of this rank's shards, and of the full parameters.
+  std::int64_t shard_numel() const;
+  std::int64_t full_numel() const;
+
+  // Collective: full tensors (parameters gathered, buffers from this rank).
+  StateDict state_dict();
+  // Not collective: each rank takes its shards of full tensors.
+  void load_state_dict(const StateDict& state, bool strict = true);
+  void save(const std::string& path, const io::Metadata& metadata = {});
+  void load(const std::string& path, bool strict = true);
+
+  void train(bool on = true) { module_.train(on); }
+  void eval() { module_.train(false); }
+  // Moves the shards and the module's buffers.
+  void to(Device device);
+
+  nn::Module& module() { return module_; }
+  ProcessGroup& group() { return group_; }
+
+  struct Param;
+
+ private:
+  nn::Module& module_;
+  ProcessGroup& group_;
+  ShardOptions options_;
+  std::vector<std::shared_ptr<Param>> params_;
+};
+
+// Shards every parameter of `module` over `group`. Every rank calls it on a
+// module of the same architecture; the module must outlive the result.
+std::unique_ptr<FullyShardedModule> shard(nn::Module& module, ProcessGroup& group, ShardOptions options = {});
+
+}  // namespace rumus::fsdp
+
+namespace rumus::nn {
+
+// A Linear layer whose weight [out, in] and bias [out] are dim-0 shards over a
+// group: each rank holds c = ceil(out / size) rows (zero padded). Forward
+// all-gathers the full weight and bias; backward computes the input's
+// gradient with the full weight and reduce-scatters the weight's and bias's
+// gradients (averaged over ranks by default) into the shards.
+class FsdpLinear : public Module, public fsdp::ShardedParameters {
+ public:
+  // Initialised like nn::Linear on rank 0 and broadcast, so every rank agrees.
+  FsdpLinear(std::int64_t in_features, std::int64_t out_features, distributed::ProcessGroup& group,
+             bool bias = true, distributed::Reduce grad_reduce = distributed::Reduce::average);
+  // The shards of `full` (which every rank must hold with the same values).
+  FsdpLinear(const Linear& full, distributed::ProcessGroup& group,
+             distributed::Reduce grad_reduce = distributed::Reduce::average);
+
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "FsdpLinear"; }
+  std::optional<Shape> full_shape(const std::string& name) const override;
+
+  Tensor weight, bias;  // this rank's shards: [c, in] and [c]
+  std::int64_t in_features, out_features;
+
+ private:
+  void init_from(const Tensor& w, const Tensor& b);
+  distributed::ProcessGroup& group_;
+  distributed::Reduce grad_reduce_;
+};
+
+}  // namespace rumus::nn
+
+RUMUS_API_END

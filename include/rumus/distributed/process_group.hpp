@@ -1,0 +1,125 @@
+#pragma once
+// Collectives across ranks: one interface, two transports. ThreadGroup runs
+// the ranks as threads of one process; MpiGroup (mpi_group.hpp) runs one rank
+// per process under mpirun. Every collective takes tensors of any device:
+// device tensors travel through host staging (src/distributed/staging.cpp says
+// what each collective copies).
+//
+// Every rank must call the same collectives in the same order with matching
+// shapes and dtypes. Before any data moves, the ranks exchange what they were
+// asked to do; a mismatch, or a bad argument on any one rank, raises the same
+// rumus::Error subclass on every rank, naming the op, the rank, what was
+// expected and what was given. A rank that fails or stops arriving makes the
+// others fail (RankFailedError, CollectiveTimeoutError): never a hang.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "rumus/core/error.hpp"
+#include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
+
+namespace rumus::distributed {
+
+// Base of the errors only distributed code raises. Mismatched shapes and dtypes
+// raise ShapeError and DTypeError like the rest of rumus.
+class DistributedError : public Error { public: using Error::Error; };
+// Another rank threw, aborted, or left the group; `rank` names it.
+class RankFailedError : public DistributedError {
+ public:
+  RankFailedError(int rank, const std::string& message) : DistributedError(message), rank(rank) {}
+  int rank;
+};
+// Some ranks did not reach a collective within the group's timeout; the
+// message lists them. The group is unusable afterwards.
+class CollectiveTimeoutError : public DistributedError { public: using DistributedError::DistributedError; };
+
+enum class Reduce : std::uint8_t {
+  sum,
+  average,  // sum / size(); floating dtypes only
+};
+
+enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast, barrier };
+const char* collective_name(Collective c);
+
+// What one rank asked for, exchanged before the data (fixed size so it can
+// cross process boundaries as bytes).
+struct CollectiveRequest {
+  static constexpr int kMaxDims = 8;
+  Collective op = Collective::barrier;
+  DType dtype = DType::f32;
+  Reduce reduce = Reduce::sum;
+  std::int32_t root = 0;
+  std::int32_t ndim = 0;
+  std::int64_t shape[kMaxDims] = {};
+  // A rank-local problem found before the exchange: 0 none, 1 Error, 2 ShapeError, 3 DTypeError.
+  std::int32_t error_kind = 0;
+  char error[240] = {};
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;  // "ThreadGroup", "MpiGroup"
+
+  // In place: every rank's `tensor` becomes the element-wise reduction over
+  // ranks. Sums run in rank order (ThreadGroup), so every rank gets the same bits.
+  // dtypes: f32, f64, i32, i64 (average: f32, f64).
+  void all_reduce(const Tensor& tensor, Reduce op = Reduce::sum);
+  // `input` [size() * c, ...] on every rank -> [c, ...]: rows [rank*c, (rank+1)*c)
+  // of the element-wise reduction over ranks. The first dim must divide by size().
+  Tensor reduce_scatter(const Tensor& input, Reduce op = Reduce::sum);
+  // `input` [c, ...] on every rank (same shape) -> [size() * c, ...]: the inputs
+  // stacked along dim 0 in rank order (a 0-d input gives [size()]). Any dtype.
+  Tensor all_gather(const Tensor& input);
+  // In place: every rank's `tensor` becomes root's. Any dtype.
+  void broadcast(const Tensor& tensor, int root = 0);
+  // Returns once every rank has called it.
+  void barrier();
+
+  // Marks this rank failed: collectives in progress or to come on the other
+  // ranks raise RankFailedError naming this rank (ThreadGroup), or the job is
+  // aborted (MpiGroup). Call it from a handler before giving up on a step.
+  virtual void abort(const std::string& reason) = 0;
+
+ protected:
+  ProcessGroup() = default;
+  // Exchanges `request` with every rank, throws on every rank when the
+  // requests disagree (check_requests below), then moves the data:
+  //   all_reduce:     in == out, `count` elements, reduced in place
+  //   reduce_scatter: in has size*count, out has count elements
+  //   all_gather:     in has count, out has size*count elements
+  //   broadcast:      in == out, `count` elements
+  //   barrier:        nothing
+  virtual void exchange(const CollectiveRequest& request, const void* in, void* out, std::size_t count) = 0;
+};
+
+// Throws, identically on every rank, when the ranks' requests disagree or any
+// one of them carries a local error. `requests` holds one per rank, in rank order.
+void check_requests(const CollectiveRequest* requests, int size);
+
+// What collectives of this process moved between devices and the host (all
+// ranks of a ThreadGroup together), for measurements and tests.
+struct StagingStats {
+  std::uint64_t device_to_host_bytes = 0, host_to_device_bytes = 0;
+  std::uint64_t device_to_host = 0, host_to_device = 0;  // transfers
+  std::uint64_t host_repacks = 0;                         // strided CPU tensors copied to contiguous memory
+};
+StagingStats staging_stats();
+
+// Shards along dim 0: a tensor of `rows` rows is padded with zero rows to
+// size * shard_rows(rows, size) rows, and rank r holds rows [r * c, (r + 1) * c).
+// Every rank's shard has the same shape, so gathers and reduce-scatters move
+// equal pieces; ranks past the end hold only padding (which stays zero).
+inline std::int64_t shard_rows(std::int64_t rows, int size) { return (rows + size - 1) / size; }
+
+}  // namespace rumus::distributed
+
+RUMUS_API_END

@@ -1,0 +1,203 @@
+// MpiGroup: the ProcessGroup collectives on MPI. Each collective first
+// all-gathers every rank's request (a few hundred bytes) so a mismatch raises
+// the same error on every rank before any data moves, then calls the one MPI
+// collective that does the job on the staged host buffers.
+#include "rumus/distributed/mpi_group.hpp"
+
+#include <mpi.h>
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../host_reduce.hpp"
+
+namespace rumus::distributed {
+
+namespace {
+
+struct MpiRuntime {
+  std::mutex mu;
+  int level = -1;
+  bool we_initialised = false;
+  std::thread::id init_thread;
+};
+MpiRuntime& runtime() {
+  static MpiRuntime* r = new MpiRuntime();  // outlives static destructors
+  return *r;
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void check(int code, const char* what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw DistributedError(fmt::format("MpiGroup: {} failed: {}", what, std::string(text, std::size_t(len))));
+}
+
+MPI_Datatype mpi_type(DType d) {
+  switch (d) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    default: throw DTypeError(fmt::format("MpiGroup: no MPI reduction for dtype {}", dtype_name(d)));
+  }
+}
+
+int as_count(std::size_t n, const char* op) {
+  if (n > std::size_t(INT_MAX))
+    throw DistributedError(fmt::format("{}: {} elements exceed what one MPI call moves ({}); split the tensor", op, n,
+                                       INT_MAX));
+  return int(n);
+}
+
+}  // namespace
+
+struct MpiGroup::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  std::chrono::milliseconds timeout{0};
+  // Busy polling moves a large message's fragments along (shared memory
+  // transports need both sides to poll); past this a waiter pauses between polls.
+  std::chrono::microseconds busy_poll{0};
+  std::mutex mu;  // serialises this group's MPI calls (MPI_THREAD_SERIALIZED)
+
+  // Completes `request`: polls, first busily, then with short pauses. A
+  // collective that has not completed by the deadline ends the job: MPI
+  // cannot cancel a collective, so returning would leave MPI free to write
+  // into buffers the caller has since released, should the missing rank come.
+  void wait(MPI_Request& request, const char* op, const char* what) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout, busy_until = start + busy_poll;
+    for (unsigned polls = 0;; ++polls) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+      if (done) return;
+      if (polls % 64 != 63) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (now < busy_until) continue;
+      if (now > deadline) {
+        std::fprintf(stderr,
+                     "rank %d: MpiGroup %s: not every rank arrived within %lld ms; aborting the job (an MPI "
+                     "collective cannot be cancelled)\n",
+                     rank, op, (long long)timeout.count());
+        std::fflush(stderr);
+        MPI_Abort(comm, 1);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+};
+
+bool mpi_available() { return true; }
+
+bool launched_by_mpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+}
+
+int MpiGroup::thread_level() { return runtime().level; }
+
+MpiGroup::MpiGroup(MpiGroupOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.timeout.count() <= 0)
+    throw Error(fmt::format("MpiGroup: expected a positive timeout, got {} ms", options.timeout.count()));
+  impl_->timeout = options.timeout;
+  impl_->busy_poll = options.busy_poll;
+  MpiRuntime& rt = runtime();
+  {
+    std::lock_guard lk(rt.mu);
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    if (!initialised) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      rt.level = provided;
+      rt.we_initialised = true;
+      rt.init_thread = std::this_thread::get_id();
+      std::atexit(finalize_at_exit);
+    } else if (rt.level < 0) {
+      MPI_Query_thread(&rt.level);
+      rt.init_thread = std::this_thread::get_id();
+    }
+  }
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
+  MPI_Comm_rank(impl_->comm, &impl_->rank);
+  MPI_Comm_size(impl_->comm, &impl_->size);
+}
+
+MpiGroup::~MpiGroup() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (impl_ && impl_->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&impl_->comm);
+}
+
+int MpiGroup::rank() const { return impl_->rank; }
+int MpiGroup::size() const { return impl_->size; }
+
+void MpiGroup::abort(const std::string& reason) {
+  std::fprintf(stderr, "rank %d aborts the MPI job: %s\n", impl_->rank, reason.c_str());
+  std::fflush(stderr);
+  MPI_Abort(impl_->comm, 1);
+}
+
+void MpiGroup::exchange(const CollectiveRequest& request, const void* in, void* out, std::size_t count) {
+  std::lock_guard lk(impl_->mu);
+  const MpiRuntime& rt = runtime();
+  if (rt.level < MPI_THREAD_SERIALIZED && std::this_thread::get_id() != rt.init_thread)
+    throw DistributedError(fmt::format(
+        "MpiGroup {}: called from a thread other than the one that initialised MPI, but MPI granted only thread "
+        "level {} (rumus needs MPI_THREAD_SERIALIZED for that)",
+        collective_name(request.op), rt.level));
+  const int n = impl_->size;
+  MPI_Comm comm = impl_->comm;
+  const char* op = collective_name(request.op);
+  MPI_Request pending = MPI_REQUEST_NULL;
+  std::vector<CollectiveRequest> requests(static_cast<std::size_t>(n));
+  check(MPI_Iallgather(&request, int(sizeof(CollectiveRequest)), MPI_BYTE, requests.data(),
+                       int(sizeof(CollectiveRequest)), MPI_BYTE, comm, &pending),
+        "MPI_Iallgather (requests)");
+  impl_->wait(pending, op, "MPI_Iallgather (requests)");
+  check_requests(requests.data(), n);
+
+  const std::size_t esize = dtype_size(request.dtype);
+  if (request.op == Collective::barrier || count == 0) return;  // the exchange above already met every rank
+  switch (request.op) {
+    case Collective::barrier:
+      return;
+    case Collective::all_reduce:
+      check(MPI_Iallreduce(MPI_IN_PLACE, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm, &pending),
+            "MPI_Iallreduce");
+      impl_->wait(pending, op, "MPI_Iallreduce");
+      if (request.reduce == Reduce::average) detail::divide_host(out, count, request.dtype, n);
+      return;
+    case Collective::reduce_scatter:
+      check(MPI_Ireduce_scatter_block(in, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm, &pending),
+            "MPI_Ireduce_scatter_block");
+      impl_->wait(pending, op, "MPI_Ireduce_scatter_block");
+      if (request.reduce == Reduce::average) detail::divide_host(out, count, request.dtype, n);
+      return;
+    case Collective::all_gather: {
+      const int bytes = as_count(count * esize, op);
+      check(MPI_Iallgather(in, bytes, MPI_BYTE, out, bytes, MPI_BYTE, comm, &pending), "MPI_Iallgather");
+      impl_->wait(pending, op, "MPI_Iallgather");
+      return;
+    }
+    case Collective::broadcast:
+      check(MPI_Ibcast(out, as_count(count * esize, op), MPI_BYTE, request.root, comm, &pending), "MPI_Ibcast");
+      impl_->wait(pending, op, "MPI_Ibcast");
+      return;
+  }
+}
+
+}  // namespace rumus::distributed

@@ -1,0 +1,221 @@
+// The transport-independent half of ProcessGroup: argument checks, the
+// cross-rank agreement check, staging, and host reductions.
+#include "rumus/distributed/process_group.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "host_reduce.hpp"
+#include "staging.hpp"
+
+namespace rumus::distributed {
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: return "all_reduce";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_gather: return "all_gather";
+    case Collective::broadcast: return "broadcast";
+    case Collective::barrier: return "barrier";
+  }
+  return "?";
+}
+
+namespace {
+
+const char* reduce_name(Reduce op) { return op == Reduce::sum ? "sum" : "average"; }
+
+Shape request_shape(const CollectiveRequest& r) { return Shape(r.shape, r.shape + r.ndim); }
+
+void set_error(CollectiveRequest& r, int kind, const std::string& message) {
+  if (r.error_kind) return;  // keep the first
+  r.error_kind = kind;
+  std::size_t n = std::min(message.size(), sizeof(r.error) - 1);
+  std::memcpy(r.error, message.data(), n);
+  r.error[n] = '\0';
+}
+
+CollectiveRequest make_request(Collective op, const Tensor* t, Reduce reduce, int root, int size) {
+  CollectiveRequest r;
+  r.op = op;
+  r.reduce = reduce;
+  r.root = root;
+  const char* name = collective_name(op);
+  if (op == Collective::barrier) return r;
+  if (!t->defined()) {
+    set_error(r, 1, fmt::format("{}: expected a defined tensor, got an undefined one", name));
+    return r;
+  }
+  r.dtype = t->dtype();
+  if (t->dim() > CollectiveRequest::kMaxDims) {
+    set_error(r, 2, fmt::format("{}: expected at most {} dims, got shape {}", name, CollectiveRequest::kMaxDims,
+                                shape_str(t->shape())));
+    return r;
+  }
+  r.ndim = std::int32_t(t->dim());
+  for (int i = 0; i < r.ndim; ++i) r.shape[i] = t->shape()[std::size_t(i)];
+  if (op == Collective::all_reduce || op == Collective::reduce_scatter) {
+    const DType d = t->dtype();
+    if (d != DType::f32 && d != DType::f64 && d != DType::i32 && d != DType::i64)
+      set_error(r, 3, fmt::format("{}: expected dtype f32, f64, i32 or i64, got {}", name, dtype_name(d)));
+    else if (reduce == Reduce::average && !is_floating(d))
+      set_error(r, 3, fmt::format("{}: average expects a floating dtype (f32, f64), got {}", name, dtype_name(d)));
+  }
+  if (op == Collective::reduce_scatter) {
+    if (t->dim() == 0)
+      set_error(r, 2, fmt::format("reduce_scatter: expected a tensor with at least 1 dim, got shape []"));
+    else if (t->size(0) % size != 0)
+      set_error(r, 2, fmt::format("reduce_scatter: expected a first dim divisible by the group size {}, got shape {}",
+                                  size, shape_str(t->shape())));
+  }
+  if (op == Collective::broadcast && (root < 0 || root >= size))
+    set_error(r, 1, fmt::format("broadcast: root {} is out of range: expected 0 <= root < {} (the group size)", root,
+                                size));
+  return r;
+}
+
+[[noreturn]] void throw_kind(int kind, const std::string& message) {
+  if (kind == 2) throw ShapeError(message);
+  if (kind == 3) throw DTypeError(message);
+  throw Error(message);
+}
+
+}  // namespace
+
+void check_requests(const CollectiveRequest* reqs, int size) {
+  const CollectiveRequest& first = reqs[0];
+  for (int k = 1; k < size; ++k)
+    if (reqs[k].op != first.op)
+      throw DistributedError(fmt::format("collective mismatch: rank 0 called {}, rank {} called {}",
+                                         collective_name(first.op), k, collective_name(reqs[k].op)));
+  for (int k = 0; k < size; ++k)
+    if (reqs[k].error_kind) throw_kind(reqs[k].error_kind, fmt::format("rank {}: {}", k, reqs[k].error));
+  const char* name = collective_name(first.op);
+  if (first.op == Collective::barrier) return;
+  for (int k = 1; k < size; ++k) {
+    const CollectiveRequest& r = reqs[k];
+    if (r.dtype != first.dtype)
+      throw DTypeError(fmt::format("{}: dtypes differ across ranks: expected {} (as on rank 0), got {} on rank {}",
+                                   name, dtype_name(first.dtype), dtype_name(r.dtype), k));
+    if (request_shape(r) != request_shape(first))
+      throw ShapeError(fmt::format("{}: shapes differ across ranks: expected {} (as on rank 0), got {} on rank {}",
+                                   name, shape_str(request_shape(first)), shape_str(request_shape(r)), k));
+    if (r.reduce != first.reduce && (first.op == Collective::all_reduce || first.op == Collective::reduce_scatter))
+      throw DistributedError(fmt::format("{}: reduce ops differ across ranks: expected {} (as on rank 0), got {} on "
+                                         "rank {}",
+                                         name, reduce_name(first.reduce), reduce_name(r.reduce), k));
+    if (r.root != first.root && first.op == Collective::broadcast)
+      throw DistributedError(fmt::format("broadcast: roots differ across ranks: expected {} (as on rank 0), got {} "
+                                         "on rank {}",
+                                         first.root, r.root, k));
+  }
+}
+
+void ProcessGroup::all_reduce(const Tensor& tensor, Reduce op) {
+  CollectiveRequest req = make_request(Collective::all_reduce, &tensor, op, 0, size());
+  if (req.error_kind) {
+    exchange(req, nullptr, nullptr, 0);  // throws on every rank
+    throw_kind(req.error_kind, req.error);
+  }
+  staging::HostCopy h = staging::to_host(tensor);
+  exchange(req, h.data(), h.data(), std::size_t(tensor.numel()));
+  staging::write_back(tensor, h);
+}
+
+Tensor ProcessGroup::reduce_scatter(const Tensor& input, Reduce op) {
+  CollectiveRequest req = make_request(Collective::reduce_scatter, &input, op, 0, size());
+  if (req.error_kind) {
+    exchange(req, nullptr, nullptr, 0);
+    throw_kind(req.error_kind, req.error);
+  }
+  staging::HostCopy h = staging::to_host(input);
+  Shape out_shape = input.shape();
+  out_shape[0] /= size();
+  Tensor out = staging::host_output(out_shape, input.dtype(), input.device());
+  staging::HostCopy o{out, true};
+  exchange(req, h.data(), o.data(), std::size_t(numel_of(out_shape)));
+  return staging::to_device(out, input.device());
+}
+
+Tensor ProcessGroup::all_gather(const Tensor& input) {
+  CollectiveRequest req = make_request(Collective::all_gather, &input, Reduce::sum, 0, size());
+  if (req.error_kind) {
+    exchange(req, nullptr, nullptr, 0);
+    throw_kind(req.error_kind, req.error);
+  }
+  staging::HostCopy h = staging::to_host(input);
+  Shape out_shape = input.shape();
+  if (out_shape.empty()) out_shape = {size()};
+  else out_shape[0] *= size();
+  Tensor out = staging::host_output(out_shape, input.dtype(), input.device());
+  staging::HostCopy o{out, true};
+  exchange(req, h.data(), o.data(), std::size_t(input.numel()));
+  return staging::to_device(out, input.device());
+}
+
+void ProcessGroup::broadcast(const Tensor& tensor, int root) {
+  CollectiveRequest req = make_request(Collective::broadcast, &tensor, Reduce::sum, root, size());
+  if (req.error_kind) {
+    exchange(req, nullptr, nullptr, 0);
+    throw_kind(req.error_kind, req.error);
+  }
+  staging::HostCopy h;
+  if (rank() == root || (tensor.device().is_cpu() && tensor.is_contiguous()))
+    h = staging::to_host(tensor);
+  else  // its old values are not needed: no read
+    h = {staging::host_output(tensor.shape(), tensor.dtype(), tensor.device()), false};
+  exchange(req, h.data(), h.data(), std::size_t(tensor.numel()));
+  if (rank() != root) staging::write_back(tensor, h);
+}
+
+void ProcessGroup::barrier() {
+  CollectiveRequest req = make_request(Collective::barrier, nullptr, Reduce::sum, 0, size());
+  exchange(req, nullptr, nullptr, 0);
+}
+
+namespace detail {
+
+namespace {
+template <class T>
+void reduce_typed(T* out, const void* const* inputs, int n, std::size_t begin, std::size_t end, Reduce op) {
+  const T* first = static_cast<const T*>(inputs[0]);
+  if (out != first)
+    for (std::size_t i = begin; i < end; ++i) out[i] = first[i];
+  for (int k = 1; k < n; ++k) {
+    const T* in = static_cast<const T*>(inputs[k]);
+    for (std::size_t i = begin; i < end; ++i) out[i] += in[i];
+  }
+  if constexpr (std::is_floating_point_v<T>)
+    if (op == Reduce::average)
+      for (std::size_t i = begin; i < end; ++i) out[i] /= T(n);
+}
+template <class T>
+void divide_typed(T* data, std::size_t count, int divisor) {
+  for (std::size_t i = 0; i < count; ++i) data[i] /= T(divisor);
+}
+}  // namespace
+
+void reduce_host(void* out, const void* const* inputs, int n, std::size_t begin, std::size_t end, DType dtype,
+                 Reduce op) {
+  switch (dtype) {
+    case DType::f32: return reduce_typed(static_cast<float*>(out), inputs, n, begin, end, op);
+    case DType::f64: return reduce_typed(static_cast<double*>(out), inputs, n, begin, end, op);
+    case DType::i32: return reduce_typed(static_cast<std::int32_t*>(out), inputs, n, begin, end, op);
+    case DType::i64: return reduce_typed(static_cast<std::int64_t*>(out), inputs, n, begin, end, op);
+    default: throw DTypeError(fmt::format("reduce: unsupported dtype {}", dtype_name(dtype)));
+  }
+}
+
+void divide_host(void* data, std::size_t count, DType dtype, int divisor) {
+  switch (dtype) {
+    case DType::f32: return divide_typed(static_cast<float*>(data), count, divisor);
+    case DType::f64: return divide_typed(static_cast<double*>(data), count, divisor);
+    default: throw DTypeError(fmt::format("average: unsupported dtype {}", dtype_name(dtype)));
+  }
+}
+
+}  // namespace detail
+}  // namespace rumus::distributed

@@ -1,0 +1,805 @@
+// Process groups, FSDP and DDP. ThreadGroup tests run in-process; the Mpi*
+// tests run only under mpirun (ctest registers them with -np 2 and -np 3).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <latch>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include <rumus/distributed/distributed.hpp>
+#include <rumus/rumus.hpp>
+
+#include "expect_error.hpp"
+
+using namespace rumus;
+using namespace rumus::distributed;
+using rumus::testing::expect_error;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& fragment) { return s.find(fragment) != std::string::npos; }
+
+// What rank `rank` contributes: element i is i + 100 * rank.
+Tensor rank_values(int rank, const Shape& shape, DType dtype = DType::f32) {
+  NoGradGuard no_grad;
+  return add(arange(double(numel_of(shape)), {.dtype = DType::f64}), 100.0 * rank).reshape(shape).to(dtype);
+}
+
+std::vector<double> values(const Tensor& t) { return t.detach().cpu().to(DType::f64).contiguous().to_vector<double>(); }
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-5) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << "element " << i;
+}
+
+// ---- the collectives, for any group ----
+
+void check_collectives(ProcessGroup& pg) {
+  const int n = pg.size(), r = pg.rank();
+  const double rank_sum = 100.0 * n * (n - 1) / 2;
+  for (DType dt : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    Tensor t = rank_values(r, {3, 5}, dt);
+    pg.all_reduce(t, Reduce::sum);
+    EXPECT_EQ(t.dtype(), dt);
+    std::vector<double> v = values(t);
+    for (std::size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], n * double(i) + rank_sum) << dtype_name(dt);
+    if (is_floating(dt)) {
+      Tensor a = rank_values(r, {3, 5}, dt);
+      pg.all_reduce(a, Reduce::average);
+      std::vector<double> va = values(a);
+      for (std::size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], (n * double(i) + rank_sum) / n, 1e-4);
+    }
+  }
+  {  // a strided view is reduced through its own elements
+    Tensor base = rank_values(r, {5, 3});
+    Tensor view = base.t();
+    pg.all_reduce(view);
+    std::vector<double> v = values(base);
+    for (std::size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], n * double(i) + rank_sum);
+  }
+  {  // reduce_scatter: rows [2r, 2r + 2) of the sum
+    Tensor out = pg.reduce_scatter(rank_values(r, {2 * n, 3}), Reduce::sum);
+    EXPECT_EQ(out.shape(), (Shape{2, 3}));
+    std::vector<double> v = values(out);
+    for (std::size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], n * double(6 * r + int(i)) + rank_sum);
+    Tensor avg = pg.reduce_scatter(rank_values(r, {2 * n, 3}, DType::f64), Reduce::average);
+    std::vector<double> va = values(avg);
+    for (std::size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], (n * double(6 * r + int(i)) + rank_sum) / n, 1e-9);
+  }
+  {  // all_gather: the inputs in rank order
+    Tensor out = pg.all_gather(rank_values(r, {2, 3}, DType::i64));
+    EXPECT_EQ(out.shape(), (Shape{2 * n, 3}));
+    EXPECT_EQ(out.dtype(), DType::i64);
+    for (int k = 0; k < n; ++k) EXPECT_EQ(values(out.narrow(0, 2 * k, 2)), values(rank_values(k, {2, 3})));
+    Tensor scalars = pg.all_gather(scalar_tensor(double(r)));
+    EXPECT_EQ(scalars.shape(), (Shape{n}));
+    for (int k = 0; k < n; ++k) EXPECT_EQ(values(scalars)[std::size_t(k)], k);
+  }
+  for (int root = 0; root < n; ++root) {  // broadcast from every root, into a strided view too
+    Tensor t = rank_values(r, {2, 4}, DType::f64);
+    pg.broadcast(t, root);
+    EXPECT_EQ(values(t), values(rank_values(root, {2, 4})));
+    Tensor base = rank_values(r, {4, 2});
+    Tensor view = base.t();
+    pg.broadcast(view, root);
+    EXPECT_EQ(values(base), values(rank_values(root, {4, 2})));
+  }
+  pg.barrier();
+}
+
+// ---- models and training ----
+
+struct Mlp : nn::Module {
+  nn::Linear fc1{16, 12}, fc2{12, 10}, fc3{10, 5};
+  Mlp() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}}); }
+  Tensor forward(const Tensor& x) override { return fc3(relu(fc2(relu(fc1(x))))); }
+  std::string type_name() const override { return "Mlp"; }
+};
+
+// The same network built from sharded layers.
+struct FsdpMlp : nn::Module {
+  nn::FsdpLinear fc1, fc2, fc3;
+  explicit FsdpMlp(ProcessGroup& g) : fc1(16, 12, g), fc2(12, 10, g), fc3(10, 5, g) {
+    register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}});
+  }
+  Tensor forward(const Tensor& x) override { return fc3(relu(fc2(relu(fc1(x))))); }
+  std::string type_name() const override { return "FsdpMlp"; }
+};
+
+struct Cnn : nn::Module {
+  nn::Conv2d conv1{1, 4, 3}, conv2{4, 6, 3};
+  nn::Linear fc1{54, 10}, fc2{10, 5};
+  Cnn() { register_modules({{"conv1", conv1}, {"conv2", conv2}, {"fc1", fc1}, {"fc2", fc2}}); }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = max_pool2d(relu(conv2(relu(conv1(x)))), 2).flatten(1);
+    return fc2(relu(fc1(h)));
+  }
+  std::string type_name() const override { return "Cnn"; }
+};
+
+struct Data {
+  std::vector<Tensor> x, y;
+};
+
+constexpr int kSteps = 3, kBatch = 12;  // 12 splits evenly over 1, 2, 3 and 4 ranks
+
+Data make_data(const Shape& sample, std::uint64_t seed) {
+  Generator gen(seed);
+  Data d;
+  Shape shape{kBatch};
+  shape.insert(shape.end(), sample.begin(), sample.end());
+  for (int s = 0; s < kSteps; ++s) {
+    d.x.push_back(randn(shape, {}, &gen));
+    d.y.push_back(randint(0, 5, {kBatch}, {.dtype = DType::i64}, &gen));
+  }
+  return d;
+}
+
+Tensor my_slice(const Tensor& t, ProcessGroup& pg) {
+  const std::int64_t b = t.size(0) / pg.size();
+  return t.narrow(0, b * pg.rank(), b).contiguous();
+}
+
+enum class Opt { sgd, adamw };
+std::unique_ptr<optim::Optimizer> make_opt(Opt kind, const std::vector<Tensor>& params) {
+  if (kind == Opt::sgd) return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3});
+  return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.05});
+}
+
+StateDict cloned(const StateDict& s) {
+  StateDict out;
+  for (auto& [n, t] : s) out.emplace(n, t.detach().cpu().clone());
+  return out;
+}
+
+template <class Model>
+StateDict initial_state(std::uint64_t seed) {
+  manual_seed(seed);
+  Model m;
+  return cloned(m.state_dict());
+}
+
+// One process, the whole batch.
+template <class Model>
+StateDict train_reference(const StateDict& init, const Data& d, Opt kind) {
+  Model m;
+  m.load_state_dict(init);
+  auto opt = make_opt(kind, m.parameters());
+  for (int s = 0; s < kSteps; ++s) opt->step(backward(cross_entropy(m(d.x[std::size_t(s)]), d.y[std::size_t(s)])));
+  return cloned(m.state_dict());
+}
+
+enum class Mode { ddp, fsdp_shard, fsdp_linear };
+const char* mode_name(Mode m) { return m == Mode::ddp ? "ddp" : m == Mode::fsdp_shard ? "fsdp::shard" : "FsdpLinear"; }
+
+// This rank's part of N-rank training; returns the full trained state.
+template <class Model>
+StateDict train_distributed(ProcessGroup& pg, Mode mode, const StateDict& init, const Data& d, Opt kind,
+                            Device dev = Device::cpu()) {
+  auto my_slice = [&](const Tensor& t, ProcessGroup& g) { return ::my_slice(t, g).to(dev); };
+  if (mode == Mode::fsdp_linear) {
+    if constexpr (std::is_same_v<Model, Mlp>) {
+      FsdpMlp m(pg);
+      fsdp::load_full_state_dict(m, init, pg);
+      auto opt = make_opt(kind, m.parameters());
+      for (int s = 0; s < kSteps; ++s)
+        opt->step(backward(cross_entropy(m(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
+      return cloned(fsdp::full_state_dict(m, pg));
+    }
+    throw Error("FsdpLinear mode needs the MLP");
+  }
+  Model m;
+  m.load_state_dict(init);
+  m.to(dev);
+  if (mode == Mode::ddp) {
+    DistributedDataParallel ddp(m, pg, {.bucket_bytes = 512});  // small buckets: several per step
+    EXPECT_GT(ddp.buckets().size(), 1u);
+    auto opt = make_opt(kind, m.parameters());
+    for (int s = 0; s < kSteps; ++s)
+      opt->step(ddp.backward(cross_entropy(ddp(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
+    return cloned(m.state_dict());
+  }
+  auto sharded = fsdp::shard(m, pg);
+  EXPECT_LE(sharded->shard_numel() * pg.size(), sharded->full_numel() + 64 * pg.size());  // padding only
+  auto opt = make_opt(kind, sharded->parameters());
+  for (int s = 0; s < kSteps; ++s)
+    opt->step(backward(cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
+  // The optimizer state is sharded too: one buffer per shard (momentum) or two (Adam's moments).
+  std::int64_t state_numel = 0;
+  for (auto& [name, t] : opt->state_dict())
+    if (name.rfind("state.", 0) == 0 && !name.ends_with(".step")) state_numel += t.numel();
+  EXPECT_EQ(state_numel, sharded->shard_numel() * (kind == Opt::sgd ? 1 : 2));
+  return cloned(sharded->state_dict());
+}
+
+void expect_same_state(const StateDict& got, const StateDict& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (auto& [name, w] : want) {
+    auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << what << ": missing " << name;
+    ASSERT_EQ(it->second.shape(), w.shape()) << what << ": " << name;
+    std::vector<double> a = values(it->second), b = values(w);
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / (2e-5 + 1e-4 * std::abs(b[i])));
+    EXPECT_LE(worst, 1.0) << what << ": " << name << " differs from single-rank training";
+  }
+}
+
+template <class Model>
+void check_equivalence(Mode mode, Opt kind, const Shape& sample, std::uint64_t seed) {
+  const StateDict init = initial_state<Model>(seed);
+  const Data d = make_data(sample, seed + 1);
+  const StateDict want = train_reference<Model>(init, d, kind);
+  for (int n = 1; n <= 4; ++n) {
+    std::vector<StateDict> got(static_cast<std::size_t>(n));
+    run_threads(n, [&](ProcessGroup& pg) { got[std::size_t(pg.rank())] = train_distributed<Model>(pg, mode, init, d, kind); },
+                {.timeout = 60s}, {.threads_per_rank = 1});
+    for (int r = 0; r < n; ++r)
+      expect_same_state(got[std::size_t(r)], want, fmt::format("{} with {} ranks, rank {}", mode_name(mode), n, r));
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- ThreadGroup
+
+TEST(ThreadGroup, CollectivesOnOneToFourRanks) {
+  for (int n = 1; n <= 4; ++n) run_threads(n, check_collectives, {.timeout = 30s}, {.threads_per_rank = 1});
+}
+
+TEST(ThreadGroup, StressTenThousandGenerationsWithRandomDelays) {
+  constexpr int n = 4, generations = 10000;
+  std::atomic<std::int64_t> arrivals{0};
+  std::atomic<int> early{0}, stale{0};
+  run_threads(
+      n,
+      [&](ProcessGroup& pg) {
+        std::mt19937 rng(unsigned(pg.rank()) + 7);
+        std::uniform_int_distribution<int> work(0, 3000);
+        volatile double sink = 0;
+        Tensor t = zeros({2}, {.dtype = DType::i64});
+        for (int g = 0; g < generations; ++g) {
+          for (int i = work(rng); i > 0; --i) sink = sink + i * 1e-9;  // a random delay of busy work
+          if (work(rng) < 300) std::this_thread::yield();
+          arrivals.fetch_add(1);
+          pg.barrier();
+          // Nobody leaves generation g before all n arrived, and nobody is two generations ahead.
+          const std::int64_t seen = arrivals.load();
+          if (seen < std::int64_t(n) * (g + 1)) early++;
+          if (seen > std::int64_t(n) * (g + 1) + n - 1) early++;
+          // The data of this generation, never the previous one's.
+          t.fill_(0);
+          Tensor(t.narrow(0, 0, 1)).fill_(double(g));
+          Tensor(t.narrow(0, 1, 1)).fill_(double(pg.rank() + 1));
+          pg.all_reduce(t);
+          const std::vector<std::int64_t> v = t.to_vector<std::int64_t>();
+          if (v[0] != std::int64_t(n) * g || v[1] != n * (n + 1) / 2) stale++;
+        }
+      },
+      {.timeout = 60s}, {.threads_per_rank = 1});
+  EXPECT_EQ(early.load(), 0);
+  EXPECT_EQ(stale.load(), 0);
+  EXPECT_EQ(arrivals.load(), std::int64_t(n) * generations);
+}
+
+TEST(ThreadGroup, RankThatThrowsMidStepFailsEveryRankQuickly) {
+  ThreadGroup group(3, {.timeout = 60s});
+  std::atomic<int> told{0};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    run_ranks(group, [&](ProcessGroup& pg) {
+      Tensor t = ones({8});
+      for (int step = 0; step < 6; ++step) {
+        if (pg.rank() == 1 && step == 3) throw std::runtime_error("injected failure in step 3");
+        try {
+          pg.all_reduce(t);
+        } catch (const RankFailedError& e) {
+          EXPECT_EQ(e.rank, 1);
+          EXPECT_TRUE(contains(e.what(), "rank 1 failed: injected failure in step 3")) << e.what();
+          EXPECT_TRUE(contains(e.what(), "all_reduce")) << e.what();
+          told++;
+          throw;
+        }
+      }
+    });
+    ADD_FAILURE() << "expected the injected failure";
+  } catch (const std::exception& e) {
+    EXPECT_STREQ(e.what(), "injected failure in step 3");  // the root cause, not a RankFailedError
+  }
+  EXPECT_EQ(told.load(), 2);
+  EXPECT_TRUE(group.failed());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // far below the 60 s timeout
+}
+
+TEST(ThreadGroup, RankThatThrowsInsideFsdpTrainingFailsTheOthers) {
+  const StateDict init = initial_state<Mlp>(3);
+  const Data d = make_data({16}, 4);
+  std::atomic<int> told{0};
+  const auto start = std::chrono::steady_clock::now();
+  expect_error<Error>(
+      [&] {
+        run_threads(3, [&](ProcessGroup& pg) {
+          Mlp m;
+          m.load_state_dict(init);
+          auto sharded = fsdp::shard(m, pg);
+          optim::SGD opt(sharded->parameters(), {.lr = 0.1});
+          for (int s = 0; s < kSteps; ++s) {
+            Tensor loss = cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg));
+            if (pg.rank() == 2 && s == 1) throw Error("loss went bad on rank 2");
+            try {
+              opt.step(backward(loss));  // the others wait in a reduce-scatter
+            } catch (const RankFailedError& e) {
+              EXPECT_EQ(e.rank, 2);
+              told++;
+              throw;
+            }
+          }
+        }, {.timeout = 60s}, {.threads_per_rank = 1});
+      },
+      "loss went bad on rank 2");
+  EXPECT_EQ(told.load(), 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST(ThreadGroup, RankThatStopsArrivingTimesOut) {
+  ThreadGroup group(3, {.timeout = 300ms});
+  std::latch both_failed(2);
+  std::atomic<int> timeouts{0}, failures{0};
+  run_ranks(group, [&](ProcessGroup& pg) {
+    if (pg.rank() == 2) {
+      both_failed.wait();  // stuck until the others gave up on it
+      try {
+        pg.barrier();
+        ADD_FAILURE() << "a failed group must stay failed";
+      } catch (const RankFailedError& e) {
+        EXPECT_EQ(e.rank, 2);
+      }
+      return;
+    }
+    try {
+      Tensor t = ones({3});
+      pg.all_reduce(t);
+      ADD_FAILURE() << "rank 2 never arrives";
+    } catch (const CollectiveTimeoutError& e) {
+      EXPECT_TRUE(contains(e.what(), "all_reduce: rank 2 did not arrive within 300 ms")) << e.what();
+      timeouts++;
+    } catch (const RankFailedError& e) {
+      EXPECT_EQ(e.rank, 2);
+      EXPECT_TRUE(contains(e.what(), "rank 2 did not arrive")) << e.what();
+      failures++;
+    }
+    both_failed.count_down();
+  });
+  EXPECT_GE(timeouts.load(), 1);
+  EXPECT_EQ(timeouts.load() + failures.load(), 2);
+}
+
+TEST(ThreadGroup, RankThatLeavesEarlyFailsTheOthersAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<int> told{0};
+  run_threads(3, [&](ProcessGroup& pg) {
+    if (pg.rank() == 0) return;  // finished early
+    try {
+      pg.barrier();
+      ADD_FAILURE() << "rank 0 left";
+    } catch (const RankFailedError& e) {
+      EXPECT_EQ(e.rank, 0);
+      EXPECT_TRUE(contains(e.what(), "rank 0 left the group")) << e.what();
+      told++;
+    }
+  }, {.timeout = 60s});
+  EXPECT_EQ(told.load(), 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+// ------------------------------------------------------------- bad arguments
+
+TEST(ProcessGroupErrors, WorldSizeAndRankOutOfRange) {
+  expect_error<Error>([] { ThreadGroup g(0); }, "ThreadGroup: expected a world size >= 1, got 0");
+  expect_error<Error>([] { ThreadGroup g(-3); }, "expected a world size >= 1, got -3");
+  ThreadGroup g(2);
+  expect_error<Error>([&] { g.rank(2); }, "ThreadGroup::rank: rank 2 is out of range: expected 0 <= rank < 2");
+  expect_error<Error>([&] { g.rank(-1); }, "rank -1 is out of range");
+  expect_error<Error>([] { ThreadGroup g(2, {.timeout = 0ms}); }, "expected a positive timeout, got 0 ms");
+  expect_error<Error>([] { shard_of(ones({4}), 3, 3); }, "shard_of: expected 0 <= rank < size, got rank 3 of size 3");
+}
+
+// Every rank must raise the same error, and the group stays usable afterwards.
+template <class E>
+void expect_on_every_rank(int n, const std::function<void(ProcessGroup&)>& bad,
+                          const std::vector<std::string>& fragments) {
+  std::atomic<int> raised{0};
+  run_threads(n, [&](ProcessGroup& pg) {
+    try {
+      bad(pg);
+      ADD_FAILURE() << "rank " << pg.rank() << ": expected an error";
+    } catch (const E& e) {
+      for (const std::string& f : fragments) EXPECT_TRUE(contains(e.what(), f)) << e.what();
+      raised++;
+    }
+    Tensor t = ones({2});
+    pg.all_reduce(t);  // nothing was left half done
+    EXPECT_EQ(values(t), (std::vector<double>{double(n), double(n)}));
+  }, {.timeout = 30s});
+  EXPECT_EQ(raised.load(), n);
+}
+
+TEST(ProcessGroupErrors, MismatchesAcrossRanksRaiseOnEveryRank) {
+  expect_on_every_rank<ShapeError>(
+      3, [](ProcessGroup& pg) { Tensor t = ones({4, pg.rank() == 1 ? 2 : 3}); pg.all_reduce(t); },
+      {"all_reduce: shapes differ across ranks: expected [4, 3] (as on rank 0), got [4, 2] on rank 1"});
+  expect_on_every_rank<DTypeError>(
+      3, [](ProcessGroup& pg) { pg.all_gather(ones({2}, {.dtype = pg.rank() == 2 ? DType::f64 : DType::f32})); },
+      {"all_gather: dtypes differ across ranks: expected f32 (as on rank 0), got f64 on rank 2"});
+  expect_on_every_rank<DistributedError>(
+      2, [](ProcessGroup& pg) { if (pg.rank() == 0) pg.barrier(); else pg.all_gather(ones({1})); },
+      {"collective mismatch: rank 0 called barrier, rank 1 called all_gather"});
+  expect_on_every_rank<DistributedError>(
+      2, [](ProcessGroup& pg) { Tensor t = ones({2}); pg.broadcast(t, pg.rank()); },
+      {"broadcast: roots differ across ranks: expected 0 (as on rank 0), got 1 on rank 1"});
+  expect_on_every_rank<DistributedError>(
+      2, [](ProcessGroup& pg) { Tensor t = ones({2}); pg.all_reduce(t, pg.rank() ? Reduce::average : Reduce::sum); },
+      {"all_reduce: reduce ops differ across ranks: expected sum (as on rank 0), got average on rank 1"});
+}
+
+TEST(ProcessGroupErrors, BadArgumentsOnOneRankRaiseOnEveryRank) {
+  expect_on_every_rank<ShapeError>(
+      3, [](ProcessGroup& pg) { pg.reduce_scatter(ones({4, 2})); },
+      {"rank 0: reduce_scatter: expected a first dim divisible by the group size 3, got shape [4, 2]"});
+  expect_on_every_rank<ShapeError>(2, [](ProcessGroup& pg) { pg.reduce_scatter(scalar_tensor(1.0)); },
+                                   {"reduce_scatter: expected a tensor with at least 1 dim, got shape []"});
+  expect_on_every_rank<DTypeError>(
+      2, [](ProcessGroup& pg) { Tensor t = ones({2}, {.dtype = DType::i64}); pg.all_reduce(t, Reduce::average); },
+      {"all_reduce: average expects a floating dtype (f32, f64), got i64"});
+  expect_on_every_rank<DTypeError>(
+      2, [](ProcessGroup& pg) { Tensor t = ones({2}, {.dtype = pg.rank() ? DType::f16 : DType::f32}); pg.all_reduce(t); },
+      {"rank 1: all_reduce: expected dtype f32, f64, i32 or i64, got f16"});
+  expect_on_every_rank<Error>(2, [](ProcessGroup& pg) { Tensor t = ones({2}); pg.broadcast(t, 5); },
+                              {"broadcast: root 5 is out of range: expected 0 <= root < 2"});
+  expect_on_every_rank<Error>(2, [](ProcessGroup& pg) { Tensor t; if (pg.rank() == 1) pg.all_reduce(t); else { t = ones({1}); pg.all_reduce(t); } },
+                              {"rank 1: all_reduce: expected a defined tensor, got an undefined one"});
+}
+
+// ----------------------------------------------------------------- staging
+
+TEST(Staging, ContiguousCpuTensorsAreUsedInPlace) {
+  const StagingStats before = staging_stats();
+  run_threads(2, [](ProcessGroup& pg) {
+    Tensor t = ones({16});
+    pg.all_reduce(t);
+    pg.all_gather(t);
+    pg.reduce_scatter(t);
+  });
+  StagingStats after = staging_stats();
+  EXPECT_EQ(after.host_repacks, before.host_repacks);
+  EXPECT_EQ(after.device_to_host, before.device_to_host);
+  EXPECT_EQ(after.host_to_device, before.host_to_device);
+  run_threads(2, [](ProcessGroup& pg) {
+    Tensor t = ones({4, 4}).t();
+    pg.all_reduce(t);
+  });
+  EXPECT_EQ(staging_stats().host_repacks, after.host_repacks + 2);
+}
+
+TEST(Staging, VulkanTensorsTravelThroughHostStaging) {
+  Device dev = Device::vulkan(0);
+  try {
+    ones({1}, {.device = dev});
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no Vulkan device: " << e.what();
+  }
+  constexpr int n = 2;
+  const std::uint64_t bytes = 12 * 4;  // a [4, 3] f32 tensor
+  StagingStats s0 = staging_stats();
+  run_threads(n, [&](ProcessGroup& pg) {
+    Tensor t = rank_values(pg.rank(), {4, 3}).to(dev);
+    Tensor g = pg.all_gather(t);
+    EXPECT_EQ(g.device(), dev);
+    for (int k = 0; k < n; ++k) EXPECT_EQ(values(g.narrow(0, 4 * k, 4)), values(rank_values(k, {4, 3})));
+  }, {}, {.threads_per_rank = 1});
+  StagingStats s1 = staging_stats();
+  EXPECT_EQ(s1.device_to_host_bytes - s0.device_to_host_bytes, n * bytes);      // each rank reads its input once
+  EXPECT_EQ(s1.host_to_device_bytes - s0.host_to_device_bytes, n * n * bytes);  // and writes the gathered result
+  run_threads(n, [&](ProcessGroup& pg) {
+    Tensor t = rank_values(pg.rank(), {4, 3}).to(dev);
+    pg.all_reduce(t);
+    EXPECT_EQ(t.device(), dev);
+    std::vector<double> v = values(t);
+    for (std::size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], 2.0 * double(i) + 100);
+    Tensor rs = pg.reduce_scatter(rank_values(pg.rank(), {4, 3}).to(dev));
+    EXPECT_EQ(rs.shape(), (Shape{2, 3}));
+    EXPECT_EQ(rs.device(), dev);
+  }, {}, {.threads_per_rank = 1});
+  StagingStats s2 = staging_stats();
+  EXPECT_EQ(s2.device_to_host_bytes - s1.device_to_host_bytes, 2 * n * bytes);  // all_reduce + reduce_scatter inputs
+  EXPECT_EQ(s2.host_to_device_bytes - s1.host_to_device_bytes, n * bytes + n * bytes / 2);
+}
+
+TEST(Staging, FsdpAndDdpTrainingOnVulkanMatchesCpu) {
+  Device dev = Device::vulkan(0);
+  try {
+    ones({1}, {.device = dev});
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no Vulkan device: " << e.what();
+  }
+  const StateDict init = initial_state<Mlp>(71);
+  const Data d = make_data({16}, 72);
+  const StateDict want = train_reference<Mlp>(init, d, Opt::sgd);
+  for (Mode mode : {Mode::fsdp_shard, Mode::ddp}) {
+    std::vector<StateDict> got(2);
+    run_threads(2, [&](ProcessGroup& pg) { got[std::size_t(pg.rank())] = train_distributed<Mlp>(pg, mode, init, d, Opt::sgd, dev); },
+                {.timeout = 60s}, {.threads_per_rank = 1});
+    for (int r = 0; r < 2; ++r) expect_same_state(got[std::size_t(r)], want, fmt::format("{} on Vulkan, rank {}", mode_name(mode), r));
+  }
+}
+
+// -------------------------------------------------------------------- FSDP
+
+TEST(Fsdp, ShardOfPadsWithZeroRowsAndUnshardRestores) {
+  Tensor full = rank_values(0, {10, 2});
+  std::vector<Tensor> shards;
+  for (int r = 0; r < 4; ++r) {
+    shards.push_back(shard_of(full, r, 4));
+    EXPECT_EQ(shards.back().shape(), (Shape{3, 2}));
+  }
+  EXPECT_EQ(values(shards[3]), (std::vector<double>{18, 19, 0, 0, 0, 0}));
+  EXPECT_EQ(values(unshard(cat(shards, 0), {10, 2})), values(full));
+  EXPECT_EQ(shard_of(scalar_tensor(5.0), 1, 2).shape(), (Shape{1}));
+  EXPECT_EQ(values(shard_of(scalar_tensor(5.0), 1, 2)), (std::vector<double>{0}));
+}
+
+TEST(Fsdp, GatherShardsBackwardIsAReduceScatter) {
+  run_threads(3, [](ProcessGroup& pg) {
+    for (Reduce op : {Reduce::sum, Reduce::average}) {
+      Tensor shard = rank_values(pg.rank(), {2, 2}).requires_grad_();
+      Tensor full = gather_shards(shard, pg, op);
+      EXPECT_EQ(full.shape(), (Shape{6, 2}));
+      Tensor w = arange(12.0).reshape({6, 2});
+      GradientStore grads = backward(mul(full, w).sum());
+      // Every rank's loss has the same gradient w: summed over 3 ranks, or averaged.
+      std::vector<double> want = values(w.narrow(0, 2 * pg.rank(), 2));
+      if (op == Reduce::sum)
+        for (double& v : want) v *= 3;
+      EXPECT_EQ(values(grads.at(shard)), want);
+    }
+  });
+}
+
+TEST(Fsdp, FsdpLinearMatchesLinear) {
+  manual_seed(11);
+  nn::Linear ref(5, 7);
+  Tensor x = randn({4, 5});
+  Tensor xr = x.detach().requires_grad_();
+  Tensor yr = ref(xr);
+  GradientStore gr = backward(yr.sum());
+  run_threads(3, [&](ProcessGroup& pg) {
+    nn::FsdpLinear layer(ref, pg);
+    EXPECT_EQ(layer.weight.shape(), (Shape{3, 5}));  // ceil(7 / 3) rows, zero padded
+    EXPECT_EQ(*layer.full_shape("weight"), (Shape{7, 5}));
+    Tensor xi = x.detach().requires_grad_();
+    Tensor y = layer(xi);
+    expect_close(values(y), values(yr));
+    GradientStore g = backward(y.sum());
+    expect_close(values(g.at(xi)), values(gr.at(xr)));
+    expect_close(values(g.at(layer.weight)), values(shard_of(gr.at(ref.weight), pg.rank(), 3)));
+    expect_close(values(g.at(layer.bias)), values(shard_of(gr.at(ref.bias), pg.rank(), 3)));
+  });
+}
+
+TEST(Fsdp, GatheredParametersAreFreedAfterUse) {
+  manual_seed(5);
+  Tensor x = randn({4, 16});
+  run_threads(2, [&](ProcessGroup& pg) {
+    Mlp m;
+    auto sharded = fsdp::shard(m, pg);
+    EXPECT_EQ(m.fc1.weight.numel(), 0);  // only the shards stay between uses
+    EXPECT_EQ(sharded->parameters()[0].shape(), (Shape{6, 16}));
+    {
+      NoGradGuard no_grad;
+      (*sharded)(x);
+      EXPECT_EQ(m.fc1.weight.numel(), 0);  // freed as soon as forward returned
+    }
+    Tensor loss = (*sharded)(x).sum();
+    EXPECT_EQ(m.fc1.weight.shape(), (Shape{12, 16}));  // kept for backward
+    GradientStore grads = backward(loss);
+    EXPECT_EQ(m.fc1.weight.numel(), 0);  // freed once its gradient was reduce-scattered
+    EXPECT_EQ(grads.size(), 6u);
+    for (const Tensor& p : sharded->parameters()) EXPECT_EQ(grads.at(p).shape(), p.shape());
+    {
+      Tensor dropped = (*sharded)(x).sum();
+      EXPECT_EQ(m.fc3.bias.shape(), (Shape{5}));
+    }
+    autograd::clear_tape();  // the graph nobody will run backward through
+    EXPECT_EQ(m.fc3.bias.numel(), 0);
+  });
+}
+
+TEST(Fsdp, TiedParametersAreRefused) {
+  struct Tied : nn::Module {
+    Tensor w = register_parameter("w", ones({2, 2}));
+    Tied() { register_parameter("v", w); }
+  };
+  ThreadGroup g(1);
+  Tied t;
+  expect_error<Error>([&] { fsdp::shard(t, g.rank(0)); }, "parameter 'v' of the Module shares its tensor");
+}
+
+TEST(Fsdp, MlpWithFsdpLinearMatchesSingleRankTraining) {
+  check_equivalence<Mlp>(Mode::fsdp_linear, Opt::sgd, {16}, 21);
+}
+TEST(Fsdp, ShardedMlpMatchesSingleRankTraining) { check_equivalence<Mlp>(Mode::fsdp_shard, Opt::sgd, {16}, 22); }
+TEST(Fsdp, ShardedMlpWithAdamWMatchesSingleRankTraining) {
+  check_equivalence<Mlp>(Mode::fsdp_shard, Opt::adamw, {16}, 23);
+}
+TEST(Fsdp, ShardedCnnMatchesSingleRankTraining) { check_equivalence<Cnn>(Mode::fsdp_shard, Opt::sgd, {1, 10, 10}, 24); }
+
+TEST(Ddp, MlpMatchesSingleRankTraining) { check_equivalence<Mlp>(Mode::ddp, Opt::sgd, {16}, 31); }
+TEST(Ddp, CnnMatchesSingleRankTraining) { check_equivalence<Cnn>(Mode::ddp, Opt::adamw, {1, 10, 10}, 32); }
+
+TEST(Ddp, BroadcastsRankZeroAndHandlesMissingGradients) {
+  run_threads(2, [](ProcessGroup& pg) {
+    manual_seed(100 + std::uint64_t(pg.rank()));  // different draws on each rank
+    Mlp m;
+    DistributedDataParallel ddp(m, pg);
+    Tensor w = m.fc1.weight.detach().clone();
+    Tensor all = pg.all_gather(w.unsqueeze(0));
+    EXPECT_EQ(values(all.select(0, 0)), values(all.select(0, 1)));  // rank 0's values everywhere
+    // fc1 gets a gradient on rank 0 only: rank 1 counts as zero; fc3 gets none anywhere.
+    Tensor x = ones({2, 16});
+    Tensor loss = pg.rank() == 0 ? m.fc1(x).sum() : mul(m.fc2(ones({2, 12})), 2.0).sum();
+    GradientStore grads = backward(loss);
+    ddp.reduce_gradients(grads);
+    EXPECT_TRUE(grads.contains(m.fc1.weight));
+    EXPECT_TRUE(grads.contains(m.fc2.weight));
+    EXPECT_FALSE(grads.contains(m.fc3.weight));
+    EXPECT_EQ(values(grads.at(m.fc1.bias)), std::vector<double>(12, 1.0));  // (2 + 0) / 2
+    EXPECT_EQ(values(grads.at(m.fc2.bias)), std::vector<double>(10, 2.0));  // (0 + 4) / 2
+  });
+}
+
+// -------------------------------------------------------------- checkpoints
+
+TEST(FsdpCheckpoint, OneFileLoadsIntoAnyWorldSizeAndUnsharded) {
+  const std::string path = (std::filesystem::temp_directory_path() / fmt::format("rumus_fsdp_{}.safetensors", getpid())).string();
+  const StateDict init = initial_state<Mlp>(41);
+  const Data d = make_data({16}, 42);
+  StateDict saved;
+  run_threads(3, [&](ProcessGroup& pg) {
+    StateDict s = train_distributed<Mlp>(pg, Mode::fsdp_shard, init, d, Opt::sgd);
+    if (pg.rank() == 0) saved = s;
+    Mlp m;
+    m.load_state_dict(s);
+    auto sharded = fsdp::shard(m, pg);
+    sharded->save(path);
+  });
+  ASSERT_TRUE(std::filesystem::exists(path));
+  for (int n : {1, 2, 4}) {
+    run_threads(n, [&](ProcessGroup& pg) {
+      Mlp m;
+      auto sharded = fsdp::shard(m, pg, {.sync_from_rank0 = false});
+      sharded->load(path);
+      expect_same_state(cloned(sharded->state_dict()), saved, fmt::format("fsdp::shard, {} ranks", n));
+      FsdpMlp layers(pg);  // the layer-wise sharded model reads the same file
+      fsdp::load(layers, pg, path);
+      expect_same_state(cloned(fsdp::full_state_dict(layers, pg)), saved, fmt::format("FsdpLinear, {} ranks", n));
+      if (n == 2) fsdp::save(layers, pg, path + ".layers");
+    });
+  }
+  Mlp plain;
+  plain.load_state_dict(io::load_safetensors(path));
+  expect_same_state(cloned(plain.state_dict()), saved, "unsharded");
+  Mlp plain2;
+  plain2.load_state_dict(io::load_safetensors(path + ".layers"));
+  expect_same_state(cloned(plain2.state_dict()), saved, "unsharded, from FsdpLinear layers");
+  run_threads(2, [&](ProcessGroup& pg) {
+    Cnn wrong;
+    auto sharded = fsdp::shard(wrong, pg);
+    expect_error<Error>([&] { sharded->load(path); }, "names do not match the sharded Cnn");
+  });
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".layers");
+}
+
+// ------------------------------------------------------------ under mpirun
+
+namespace {
+ProcessGroup& mpi_world() {
+  static MpiGroup world;
+  return world;
+}
+}  // namespace
+
+class Mpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!mpi_available()) GTEST_SKIP() << "built without MPI";
+    if (!launched_by_mpi()) GTEST_SKIP() << "not started by mpirun";
+  }
+};
+
+// Run by ctest under mpirun (mpi_timeout_aborts): rank 0 waits for a
+// collective that rank 1 never starts; the job must end, not hang.
+TEST(MpiTimeout, DISABLED_MissingRankAbortsTheJob) {
+  if (!mpi_available() || !launched_by_mpi()) GTEST_SKIP() << "needs mpirun";
+  static MpiGroup group({.timeout = 300ms});
+  if (group.rank() == 0) {
+    Tensor t = ones({1});
+    group.all_reduce(t);
+    ADD_FAILURE() << "the collective returned without rank 1";
+  }
+}
+
+TEST_F(Mpi, ThreadLevelIsSerialized) {
+  ProcessGroup& pg = mpi_world();
+  EXPECT_EQ(pg.name(), "MpiGroup");
+  EXPECT_GE(MpiGroup::thread_level(), 2);  // MPI_THREAD_SERIALIZED
+}
+
+TEST_F(Mpi, Collectives) { check_collectives(mpi_world()); }
+
+TEST_F(Mpi, MismatchRaisesOnEveryRank) {
+  ProcessGroup& pg = mpi_world();
+  try {
+    Tensor t = ones({4, pg.rank() == 1 ? 2 : 3});
+    pg.all_reduce(t);
+    ADD_FAILURE() << "expected a ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_TRUE(contains(e.what(), "all_reduce: shapes differ across ranks: expected [4, 3] (as on rank 0), got [4, 2] on rank 1")) << e.what();
+  }
+  expect_error<ShapeError>([&] { pg.reduce_scatter(ones({pg.size() + 1})); }, "divisible by the group size");
+  Tensor t = ones({2});
+  pg.all_reduce(t);
+  EXPECT_EQ(values(t), (std::vector<double>{double(pg.size()), double(pg.size())}));
+}
+
+TEST_F(Mpi, FsdpAndDdpMatchSingleProcessTraining) {
+  ProcessGroup& pg = mpi_world();
+  {
+    const StateDict init = initial_state<Mlp>(51);
+    const Data d = make_data({16}, 52);
+    const StateDict want = train_reference<Mlp>(init, d, Opt::sgd);
+    for (Mode mode : {Mode::fsdp_linear, Mode::fsdp_shard, Mode::ddp})
+      expect_same_state(train_distributed<Mlp>(pg, mode, init, d, Opt::sgd), want, fmt::format("MLP, {}", mode_name(mode)));
+  }
+  {
+    const StateDict init = initial_state<Cnn>(53);
+    const Data d = make_data({1, 10, 10}, 54);
+    const StateDict want = train_reference<Cnn>(init, d, Opt::adamw);
+    for (Mode mode : {Mode::fsdp_shard, Mode::ddp})
+      expect_same_state(train_distributed<Cnn>(pg, mode, init, d, Opt::adamw), want, fmt::format("CNN, {}", mode_name(mode)));
+  }
+}
+
+TEST_F(Mpi, CheckpointLoadsIntoThreadsAndUnsharded) {
+  ProcessGroup& pg = mpi_world();
+  Tensor id = tensor(std::vector<std::int64_t>{std::int64_t(getpid())});
+  pg.broadcast(id, 0);  // one file name for the whole job
+  const std::string path =
+      (std::filesystem::temp_directory_path() / fmt::format("rumus_mpi_{}.safetensors", id.item<std::int64_t>())).string();
+  const StateDict init = initial_state<Mlp>(61);
+  const Data d = make_data({16}, 62);
+  Mlp m;
+  m.load_state_dict(init);
+  auto sharded = fsdp::shard(m, pg);
+  auto opt = make_opt(Opt::sgd, sharded->parameters());
+  opt->step(backward(cross_entropy((*sharded)(my_slice(d.x[0], pg)), my_slice(d.y[0], pg))));
+  const StateDict saved = cloned(sharded->state_dict());
+  sharded->save(path);
+  Mlp plain;
+  plain.load_state_dict(io::load_safetensors(path));
+  expect_same_state(cloned(plain.state_dict()), saved, "unsharded");
+  run_threads(3, [&](ProcessGroup& tg) {  // another world size, as threads
+    Mlp mt;
+    auto st = fsdp::shard(mt, tg, {.sync_from_rank0 = false});
+    st->load(path);
+    expect_same_state(cloned(st->state_dict()), saved, "3 threads");
+  });
+  pg.barrier();
+  if (pg.rank() == 0) std::filesystem::remove(path);
+}
