@@ -11,12 +11,15 @@
 #include <rumus/distributed/distributed.hpp>
 #include <rumus/rumus.hpp>
 
+#include "support/cli.hpp"
+
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,62 +60,39 @@ struct Config {
   std::uint64_t seed = 0;
 };
 
-void usage() {
-  std::printf(
-      "usage: mnist_fsdp [options]   (or: mpirun -np N mnist_fsdp [options])\n"
-      "  --ranks N        ranks as threads of this process (default 2; under mpirun: one per process)\n"
-      "  --mode M         fsdp (sharded parameters, gradients and optimizer state) or ddp (default fsdp)\n"
-      "  --model M        mlp or cnn (default mlp)\n"
-      "  --devices LIST   comma-separated devices taken round-robin by rank: cpu, vulkan, vulkan:1 (default cpu)\n"
-      "  --batch-size N   global batch, split evenly over the ranks (default 64)\n"
-      "  --epochs N       default 1\n"
-      "  --lr X           SGD learning rate, momentum 0.9 (default 0.05)\n"
-      "  --threads N      CPU threads per rank (default: the machine's divided by the ranks)\n"
-      "  --limit N        train on the first N examples of each epoch (default: all)\n"
-      "  --data DIR       MNIST-format IDX files (default /usr/share/datasets/fashion-mnist)\n"
-      "  --save PATH      write the trained model (full tensors, one safetensors file)\n"
-      "  --seed N         initialisation and shuffling (default 0)\n");
-}
-
-bool parse(Config& c, int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      usage();
-      std::exit(0);
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "mnist_fsdp: option '%s' needs a value (try --help)\n", a.c_str());
-      return false;
-    }
-    std::string v = argv[++i];
-    try {
-      if (a == "--ranks") c.ranks = std::stoi(v);
-      else if (a == "--mode") c.mode = v;
-      else if (a == "--model") c.model = v;
-      else if (a == "--devices") c.devices = v;
-      else if (a == "--batch-size") c.batch_size = std::stoll(v);
-      else if (a == "--epochs") c.epochs = std::stoi(v);
-      else if (a == "--lr") c.lr = std::stod(v);
-      else if (a == "--threads") c.threads = std::stoi(v);
-      else if (a == "--limit") c.limit = std::stoll(v);
-      else if (a == "--data") c.data = v;
-      else if (a == "--save") c.save = v;
-      else if (a == "--seed") c.seed = std::stoull(v);
-      else {
-        std::fprintf(stderr, "mnist_fsdp: unknown option '%s' (try --help)\n", a.c_str());
-        return false;
-      }
-    } catch (const std::exception&) {
-      std::fprintf(stderr, "mnist_fsdp: option %s expects a number, got '%s'\n", a.c_str(), v.c_str());
-      return false;
-    }
+// Options, parsed with CLI11 like the other examples: "--ranks 2" and
+// "--ranks=2" both work, malformed values stop with a message. Returns the
+// exit status when the program should stop (--help, or a bad option).
+std::optional<int> parse(Config& c, int argc, char** argv) {
+  using example::number_at_least;
+  using example::whole_number;
+  CLI::App app{"Trains the MLP or CNN on N ranks with FSDP or DDP: threads of this process, or one process per "
+               "rank under mpirun (mpirun -np N mnist_fsdp ...)."};
+  app.add_option("--ranks", c.ranks, "ranks as threads of this process (under mpirun: one per process)")
+      ->type_name("N")->capture_default_str()->check(whole_number(1));
+  app.add_option("--mode", c.mode, "fsdp (sharded parameters, gradients and optimizer state) or ddp")
+      ->capture_default_str()->check(CLI::IsMember({"fsdp", "ddp"}));
+  app.add_option("--model", c.model, "mlp or cnn")->capture_default_str()->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--devices", c.devices, "comma-separated devices taken round-robin by rank: cpu, vulkan, vulkan:1")
+      ->capture_default_str();
+  app.add_option("--batch-size", c.batch_size, "global batch, split evenly over the ranks")
+      ->type_name("N")->capture_default_str()->check(whole_number(1));
+  app.add_option("--epochs", c.epochs, "passes over the training set")
+      ->type_name("N")->capture_default_str()->check(whole_number(1));
+  app.add_option("--lr", c.lr, "SGD learning rate, momentum 0.9")->capture_default_str()->check(number_at_least(0, true));
+  app.add_option("--threads", c.threads, "CPU threads per rank (0: the machine's divided by the ranks)")
+      ->type_name("N")->capture_default_str()->check(whole_number(0));
+  app.add_option("--limit", c.limit, "train on the first N examples of each epoch (0: all)")
+      ->type_name("N")->capture_default_str()->check(whole_number(0));
+  app.add_option("--data", c.data, "MNIST-format IDX files, raw or .gz")->type_name("DIR")->capture_default_str();
+  app.add_option("--save", c.save, "write the trained model (full tensors, one safetensors file)")->type_name("PATH");
+  app.add_option("--seed", c.seed, "initialisation and shuffling")->capture_default_str()->check(whole_number(0));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
   }
-  if (c.mode != "fsdp" && c.mode != "ddp") return std::fprintf(stderr, "mnist_fsdp: --mode is fsdp or ddp\n"), false;
-  if (c.model != "mlp" && c.model != "cnn") return std::fprintf(stderr, "mnist_fsdp: --model is mlp or cnn\n"), false;
-  if (c.ranks < 1 || c.epochs < 1 || c.batch_size < 1 || c.limit < 0 || c.threads < 0)
-    return std::fprintf(stderr, "mnist_fsdp: --ranks, --epochs and --batch-size must be >= 1\n"), false;
-  return true;
+  return std::nullopt;
 }
 
 std::vector<Device> parse_devices(const std::string& list) {
@@ -278,7 +258,7 @@ void tune_runtime(char** argv) {
 int main(int argc, char** argv) {
   tune_runtime(argv);
   Config c;
-  if (!parse(c, argc, argv)) return 2;
+  if (auto status = parse(c, argc, argv)) return *status;
   try {
     manual_seed(c.seed);
     const StateDict init = make_net(c.model)->state_dict();
