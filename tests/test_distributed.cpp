@@ -803,3 +803,28 @@ TEST_F(Mpi, CheckpointLoadsIntoThreadsAndUnsharded) {
   pg.barrier();
   if (pg.rank() == 0) std::filesystem::remove(path);
 }
+
+// One rank has nobody to exchange with: collectives keep tensors on their
+// device and give the single-rank results without staging a byte.
+TEST(ProcessGroupSingleRank, CollectivesStageNothing) {
+  ThreadGroup group(1);
+  ProcessGroup& pg = group.rank(0);
+  // A strided view: staging would have to repack it.
+  Tensor t = arange(6).to(DType::f32).reshape({2, 3}).t();
+  const StagingStats before = staging_stats();
+  pg.all_reduce(t, Reduce::average);
+  pg.broadcast(t, 0);
+  Tensor scattered = pg.reduce_scatter(t, Reduce::sum);
+  Tensor gathered = pg.all_gather(t);
+  Tensor gathered_scalar = pg.all_gather(full({}, 5.0));
+  const StagingStats after = staging_stats();
+  EXPECT_EQ(after.device_to_host_bytes, before.device_to_host_bytes);
+  EXPECT_EQ(after.host_to_device_bytes, before.host_to_device_bytes);
+  EXPECT_EQ(after.host_repacks, before.host_repacks);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(scattered.to_vector<float>(), t.to_vector<float>());
+  EXPECT_EQ(gathered.shape(), t.shape());
+  EXPECT_EQ(gathered_scalar.shape(), (Shape{1}));
+  scattered.fill_(7);  // a result of its own, not a view of the input
+  EXPECT_EQ(t.to_vector<float>()[0], 0.0f);
+}

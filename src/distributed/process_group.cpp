@@ -120,6 +120,7 @@ void ProcessGroup::all_reduce(const Tensor& tensor, Reduce op) {
     exchange(req, nullptr, nullptr, 0);  // throws on every rank
     throw_kind(req.error_kind, req.error);
   }
+  if (size() == 1) return;  // one rank: the sum and the average are the tensor itself
   staging::HostCopy h = staging::to_host(tensor);
   exchange(req, h.data(), h.data(), std::size_t(tensor.numel()));
   staging::write_back(tensor, h);
@@ -131,6 +132,7 @@ Tensor ProcessGroup::reduce_scatter(const Tensor& input, Reduce op) {
     exchange(req, nullptr, nullptr, 0);
     throw_kind(req.error_kind, req.error);
   }
+  if (size() == 1) return input.detach().clone();  // stays on its device: nothing to exchange
   staging::HostCopy h = staging::to_host(input);
   Shape out_shape = input.shape();
   out_shape[0] /= size();
@@ -146,6 +148,7 @@ Tensor ProcessGroup::all_gather(const Tensor& input) {
     exchange(req, nullptr, nullptr, 0);
     throw_kind(req.error_kind, req.error);
   }
+  if (size() == 1) return input.detach().reshape(input.dim() == 0 ? Shape{1} : input.shape()).clone();
   staging::HostCopy h = staging::to_host(input);
   Shape out_shape = input.shape();
   if (out_shape.empty()) out_shape = {size()};
@@ -162,6 +165,7 @@ void ProcessGroup::broadcast(const Tensor& tensor, int root) {
     exchange(req, nullptr, nullptr, 0);
     throw_kind(req.error_kind, req.error);
   }
+  if (size() == 1) return;  // the root's tensor is already everyone's
   staging::HostCopy h;
   if (rank() == root || (tensor.device().is_cpu() && tensor.is_contiguous()))
     h = staging::to_host(tensor);
