@@ -2,7 +2,7 @@
 // The kernel table every device implements, private to the library. Kernels
 // know buffers, sizes and strides only: shape rules, broadcasting, index
 // checks and error messages live in ops/. Ops reach a kernel through
-// detail::kernels_for() (src/ops/op_util.hpp), which asks supports() first.
+// detail::kernels() (src/ops/op_util.hpp), which asks supports() first.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -143,7 +143,8 @@ class Backend : public DeviceBackend {
   // (one shared index row, or one row per outer slice).
   // index_select: out[o, j, k] = src[o, index[o', j], k].
   // index_add:    out[o, index[o', j], k] += src[o, j, k]  (out is [outer, n, inner]).
-  // Indices are in range: the ops check them before calling (ops/index_check).
+  // An index outside [0, n) is skipped (zeros for index_select); CPU indices are
+  // checked by ops first, other devices record it and raise it at their next wait.
   virtual void index_select(TensorArg out, TensorArg src, TensorArg index) = 0;
   virtual void index_add(TensorArg out, TensorArg index, TensorArg src) = 0;
 };
