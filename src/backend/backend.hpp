@@ -143,8 +143,9 @@ class Backend : public DeviceBackend {
   // (one shared index row, or one row per outer slice).
   // index_select: out[o, j, k] = src[o, index[o', j], k].
   // index_add:    out[o, index[o', j], k] += src[o, j, k]  (out is [outer, n, inner]).
-  // An index outside [0, n) is skipped (zeros for index_select); CPU indices are
-  // checked by ops first, other devices record it and raise it at their next wait.
+  // CPU kernels take indices in range (ops check them first); GPU kernels skip
+  // an index outside [0, n) (zeros for index_select), record it, and raise the
+  // error at the device's next wait (docs/ARCHITECTURE.md).
   virtual void index_select(TensorArg out, TensorArg src, TensorArg index) = 0;
   virtual void index_add(TensorArg out, TensorArg index, TensorArg src) = 0;
 };
