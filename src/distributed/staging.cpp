@@ -2,12 +2,14 @@
 // through this file, so the transport can later switch to persistent
 // host-visible (mapped) staging buffers without touching the collectives.
 //
-// Today it uses only the public tensor API: a device-to-host read is
-// `t.to(cpu)` and a host-to-device write is `host.to(device)` (or `copy_`),
-// which the Vulkan backend performs through its own pool of reusable
-// host-visible staging blocks. Results bound for a device are assembled in a
-// per-thread host buffer that is reused across calls (no allocation per
-// collective). What each collective copies for a device tensor of n bytes on
+// It uses only public API: a device-to-host read is one DeviceBackend::read
+// of the (contiguous) tensor into a per-thread host buffer reused across
+// calls, and a host-to-device write is `host.to(device)` (or `copy_`), which
+// the Vulkan backend performs through its own pool of reusable host-visible
+// staging blocks. Results bound for a device are assembled in a second
+// per-thread host buffer, also reused: no host allocation per collective.
+// Reuse is safe because every collective ends with a rendezvous after which
+// no peer touches this rank's buffers (and MPI's collectives are blocking). What each collective copies for a device tensor of n bytes on
 // a group of W ranks:
 //
 //   all_reduce      D->H n, reduce on the host, H->D n (copy_ into the tensor)
@@ -67,7 +69,12 @@ HostCopy to_host(const Tensor& t) {
     }
     return c;
   }
-  c.host = t.to(Device::cpu());
+  // A strided device tensor is packed on its device first; then one read.
+  Tensor dense = t.contiguous();
+  c.host = host_output(t.shape(), t.dtype(), t.device(), Slot::input);
+  if (t.numel() > 0)
+    dense.storage().backend().read(dense.storage(), std::size_t(dense.offset()) * dtype_size(t.dtype()), c.data(),
+                                   nbytes(t));
   counters().d2h++;
   counters().d2h_bytes += nbytes(t);
   return c;
@@ -76,7 +83,7 @@ HostCopy to_host(const Tensor& t) {
 Tensor host_output(const Shape& shape, DType dtype, Device device, Slot slot) {
   const std::size_t bytes = std::size_t(numel_of(shape)) * dtype_size(dtype);
   if (device.is_cpu()) return Tensor(std::make_shared<Storage>(Device::cpu(), bytes), Layout::contiguous(shape), dtype);
-  thread_local std::shared_ptr<Storage> buffers[1];
+  thread_local std::shared_ptr<Storage> buffers[2];
   auto& buf = buffers[static_cast<int>(slot)];
   if (!buf || buf->nbytes() < bytes) buf = std::make_shared<Storage>(Device::cpu(), bytes);
   return Tensor(buf, Layout::contiguous(shape), dtype);

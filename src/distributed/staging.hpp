@@ -10,7 +10,8 @@
 namespace rumus::distributed::staging {
 
 // Contiguous host memory holding `t`'s elements: `t` itself when it is a
-// contiguous CPU tensor, else a copy (one device-to-host read for a device tensor).
+// contiguous CPU tensor, else a copy (one device-to-host read into this
+// thread's reusable input buffer for a device tensor, valid until the next call).
 struct HostCopy {
   Tensor host;
   bool aliases = false;  // host shares t's memory: no write-back needed
@@ -20,8 +21,8 @@ HostCopy to_host(const Tensor& t);
 
 // Host memory for a result of `shape` and `dtype` that will end on `device`:
 // a new tensor for the CPU (it is the result), else a reusable buffer of this
-// thread, valid until the next call with the same `slot`.
-enum class Slot : std::uint8_t { result };
+// thread, valid until the next call with the same `slot` (to_host uses `input`).
+enum class Slot : std::uint8_t { result, input };
 Tensor host_output(const Shape& shape, DType dtype, Device device, Slot slot = Slot::result);
 // The result on `device`: `host` itself on the CPU, else one host-to-device write.
 Tensor to_device(const Tensor& host, Device device);
