@@ -1,11 +1,16 @@
 // The autograd engine: Kahn's algorithm, GradientStore, grad mode, versions, threads, custom functions.
 #include <gtest/gtest.h>
 
+#include "expect_error.hpp"
+
+#include <functional>
+
 #include <thread>
 
 #include <rumus/rumus.hpp>
 
 using namespace rumus;
+using rumus::testing::expect_error;
 
 namespace {
 
@@ -108,6 +113,62 @@ TEST(Autograd, DiscardedGraphsArePruned) {
   }
   EXPECT_LT(autograd::tape_size(), 20000u);  // 60,000 entries were recorded
   autograd::clear_tape();
+}
+
+// Deeper graphs, whose nodes save each other's outputs, are pruned too: the
+// tape keeps only what a tensor outside it can still reach. Five patterns, a
+// validation loss computed without NoGradGuard among them.
+TEST(Autograd, DiscardedDeepGraphsArePruned) {
+  manual_seed(1);
+  Tensor w1 = randn({8, 16}).requires_grad_(), b1 = zeros({16}).requires_grad_();
+  Tensor w2 = randn({16, 4}).requires_grad_(), b2 = zeros({4}).requires_grad_();
+  Tensor x = randn({5, 8});
+  Tensor y = tensor({0.0, 1.0, 2.0, 3.0, 1.0}).to(DType::i64);
+  auto mlp = [&] { return add(matmul(relu(add(matmul(x, w1), b1)), w2), b2); };
+  const std::vector<std::function<void()>> patterns = {
+      [&] { Tensor loss = cross_entropy(mlp(), y); },
+      [&] { Tensor h = sigmoid(tanh(mlp())); Tensor s = sum(square(h)); },
+      [&] { Tensor p = softmax(mlp(), 1); Tensor m = mean(mul(p, p)); },
+      [&] {  // a graph kept by retain_graph, then dropped
+        Tensor loss = sum(exp(tanh(mlp())));
+        GradientStore g = backward(loss, {.retain_graph = true});
+      },
+      [&] { Tensor z = mlp(); for (int k = 0; k < 4; ++k) z = gelu(z); Tensor s = sum(z); },
+  };
+  for (std::size_t p = 0; p < patterns.size(); ++p) {
+    autograd::clear_tape();
+    std::size_t peak = 0;
+    for (int i = 0; i < 4000; ++i) {
+      patterns[p]();
+      peak = std::max(peak, autograd::tape_size());
+    }
+    // Pruning runs every few thousand entries; the tape never holds more than
+    // a few rounds of it, where 4,000 iterations record 28,000 to 48,000 entries.
+    EXPECT_LT(peak, 10000u) << "pattern " << p;
+  }
+  autograd::clear_tape();
+}
+
+// A root whose graph is not on this thread's tape is an error that says why,
+// not a store without gradients.
+TEST(Autograd, BackwardWithoutTheGraphSaysWhy) {
+  Tensor x = tensor({2.0}).requires_grad_();
+  Tensor y = sum(mul(x, x));
+  EXPECT_EQ(backward(y).at(x).item(), 4.0);
+  expect_error<AutogradError>([&] { backward(y); }, "already freed by an earlier backward; pass {.retain_graph");
+
+  Tensor z = sum(mul(x, x));
+  std::string message;
+  std::thread other([&] {
+    try {
+      backward(z);
+    } catch (const AutogradError& e) {
+      message = e.what();
+    }
+  });
+  other.join();
+  EXPECT_NE(message.find("recorded on another thread"), std::string::npos) << message;
+  EXPECT_EQ(backward(z).at(x).item(), 4.0);  // on its own thread it still works
 }
 
 TEST(Autograd, RetainGraphAllowsSecondPass) {

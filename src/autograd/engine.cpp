@@ -86,6 +86,15 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
   std::unordered_map<GradId, std::size_t> producer;
   producer.reserve(tape.size());
   for (std::size_t i = 0; i < tape.size(); ++i) producer[tape[i].output] = i;
+  // A recorded root whose entry is gone would silently give no gradients.
+  const std::thread::id recorded_on = root.impl().recorded_on;
+  if (recorded_on != std::thread::id{} && !producer.count(root.grad_id())) {
+    if (recorded_on != std::this_thread::get_id())
+      throw AutogradError("backward: the root's graph was recorded on another thread; each thread records on its "
+                          "own tape, so run a graph's forward and backward on one thread");
+    throw AutogradError("backward: the root's graph was already freed by an earlier backward; pass "
+                        "{.retain_graph = true} to the first one to run backward twice");
+  }
 
   // The subgraph reachable from the root, and how many consumers each tensor has in it.
   std::vector<char> reachable(tape.size(), 0);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <unordered_map>
 #include <unordered_set>
 
 namespace rumus::autograd {
@@ -13,6 +14,42 @@ VersionError::VersionError(std::uint64_t saved_, std::uint64_t now_)
       saved(saved_),
       now(now_) {}
 
+namespace {
+struct Tape {
+  // How many SavedTensors of this thread hold each TensorImpl: references the
+  // tape holds itself, as opposed to tensors a user (or a store) still has.
+  // Declared before `nodes`, so it outlives the nodes' saved tensors.
+  std::unordered_map<const TensorImpl*, long> saved_refs;
+  std::vector<Node> nodes;
+  std::size_t prune_at = 4096;
+};
+thread_local Tape g_tape;
+
+void count_saved(const Tensor& t, long delta) {
+  if (!t.defined()) return;
+  auto& refs = g_tape.saved_refs;
+  auto [it, fresh] = refs.try_emplace(t.impl_ptr().get(), 0);
+  if ((it->second += delta) <= 0) refs.erase(it);
+}
+}  // namespace
+
+SavedTensor::SavedTensor(const Tensor& t) : tensor_(t), version_(t.defined() ? t.storage().version() : 0) {
+  count_saved(tensor_, +1);
+}
+SavedTensor::SavedTensor(const SavedTensor& other) : tensor_(other.tensor_), version_(other.version_) {
+  count_saved(tensor_, +1);
+}
+SavedTensor::SavedTensor(SavedTensor&& other) noexcept
+    : tensor_(std::move(other.tensor_)), version_(other.version_) {
+  other.tensor_ = Tensor();  // the count moves with the reference
+}
+SavedTensor& SavedTensor::operator=(SavedTensor other) noexcept {
+  std::swap(tensor_, other.tensor_);
+  std::swap(version_, other.version_);
+  return *this;
+}
+SavedTensor::~SavedTensor() { count_saved(tensor_, -1); }
+
 const Tensor& SavedTensor::get() const {
   if (tensor_.defined() && tensor_.storage().version() != version_)
     throw VersionError(version_, tensor_.storage().version());
@@ -20,20 +57,25 @@ const Tensor& SavedTensor::get() const {
 }
 
 namespace {
-struct Tape {
-  std::vector<Node> nodes;
-  std::size_t prune_at = 4096;
-};
-thread_local Tape g_tape;
+// Whether a tensor outside the tape still holds this node's output: its
+// owners minus the tape's own saved copies of it.
+bool held_outside(const Node& node) {
+  const long owners = node.output_alive.use_count();
+  if (owners == 0) return false;
+  const auto& refs = g_tape.saved_refs;
+  const auto it = refs.find(node.output_alive.lock().get());
+  return owners - (it == refs.end() ? 0 : it->second) > 0;
+}
 
-// Drops entries no living tensor can reach: a forward pass whose result was
-// thrown away without backward must not grow memory.
+// Drops entries no tensor outside the tape can reach: a forward pass whose
+// result was thrown away without backward must not grow memory, even when
+// its nodes keep each other's outputs alive as saved tensors.
 void prune(Tape& tape) {
   auto& nodes = tape.nodes;
   std::unordered_set<GradId> needed;
   std::vector<char> keep(nodes.size(), 0);
   for (std::size_t i = nodes.size(); i-- > 0;) {
-    if (!nodes[i].output_alive.expired() || needed.count(nodes[i].output)) {
+    if (held_outside(nodes[i]) || needed.count(nodes[i].output)) {
       keep[i] = 1;
       needed.insert(nodes[i].inputs.begin(), nodes[i].inputs.end());
     }
@@ -75,6 +117,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
     node.input_shapes.push_back(defined ? t.shape() : Shape{});
   }
   output.impl().requires_grad = true;
+  output.impl().recorded_on = std::this_thread::get_id();
   node.output = output.grad_id();
   node.output_alive = output.impl_ptr();
   node.backward = std::move(backward);

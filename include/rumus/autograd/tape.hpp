@@ -14,10 +14,16 @@ namespace rumus::autograd {
 
 // A tensor kept for backward together with its storage version at save time.
 // Reading it after an in-place write throws (the engine names the op).
+// Each one is counted against its tensor, so the tape can tell the
+// references it holds itself from those of tensors outside it.
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t) : tensor_(t), version_(t.defined() ? t.storage().version() : 0) {}
+  explicit SavedTensor(const Tensor& t);
+  SavedTensor(const SavedTensor& other);
+  SavedTensor(SavedTensor&& other) noexcept;
+  SavedTensor& operator=(SavedTensor other) noexcept;
+  ~SavedTensor();
   const Tensor& get() const;
   bool defined() const { return tensor_.defined(); }
 

@@ -3,6 +3,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rumus/core/device.hpp"
@@ -26,6 +27,9 @@ struct TensorImpl {
   DType dtype = DType::f32;
   GradId id = next_grad_id();
   bool requires_grad = false;
+  // Set when an op recorded this tensor as its output: the thread whose tape
+  // holds its graph (backward must run there).
+  std::thread::id recorded_on{};
 };
 
 struct TensorOptions {
