@@ -236,3 +236,37 @@ TEST(DataLoader, BadOptionsAndShapes) {
   EXPECT_THROW(data::DataLoader(numbered(3), {.batch_size = 0}), Error);
   EXPECT_THROW(data::TensorDataset(zeros({3, 2}), zeros({4})), ShapeError);
 }
+
+TEST(Idx, AGzipBombIsRejectedFromItsHeader) {
+  fs::path dir = scratch("idx_bomb");
+  // 4096 x 4096 x 4096 u8 = 64 GiB claimed, over 1 MiB of zeros (about 1 KiB compressed).
+  write_gz(dir / "bomb.gz", idx_bytes(0x08, {4096, 4096, 4096}, std::string(1 << 20, '\0')));
+  ASSERT_LT(fs::file_size(dir / "bomb.gz"), 1u << 14);
+  std::string msg = error_of([&] { data::read_idx(dir / "bomb.gz"); });
+  EXPECT_NE(msg.find((dir / "bomb.gz").string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("68719476736 data bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("limit"), std::string::npos) << msg;
+  // Under the limit but far more than the file holds: truncated, reported with both sizes.
+  write_gz(dir / "short.gz", idx_bytes(0x08, {1024, 1024, 256}, std::string(1 << 20, '\0')));
+  msg = error_of([&] { data::read_idx(dir / "short.gz"); });
+  EXPECT_NE(msg.find("needs 268435456 data bytes, found 1048576"), std::string::npos) << msg;
+}
+
+TEST(Idx, AnOverflowingShapeIsRejected) {
+  fs::path dir = scratch("idx_overflow");
+  write_raw(dir / "overflow", idx_bytes(0x08, {1u << 20, 1u << 20, 1u << 24}, ""));
+  std::string msg = error_of([&] { data::read_idx(dir / "overflow"); });
+  EXPECT_NE(msg.find((dir / "overflow").string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("overflow"), std::string::npos) << msg;
+  write_gz(dir / "overflow_f64.gz", idx_bytes(0x0E, {1u << 20, 1u << 20, 1u << 21}, ""));
+  msg = error_of([&] { data::read_idx(dir / "overflow_f64.gz"); });
+  EXPECT_NE(msg.find("overflow"), std::string::npos) << msg;
+}
+
+TEST(Idx, ADirectoryIsAnIoErrorNamingIt) {
+  fs::path dir = scratch("idx_dir");
+  std::string msg = error_of([&] { data::read_idx(dir); });
+  EXPECT_NE(msg.find("read_idx: expected a file, got the directory '" + dir.string() + "'"), std::string::npos)
+      << msg;
+  EXPECT_THROW(data::read_idx(dir), IoError);
+}

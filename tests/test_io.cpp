@@ -4,9 +4,14 @@
 
 #include <rumus/rumus.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 using namespace rumus;
 namespace fs = std::filesystem;
@@ -130,6 +135,69 @@ TEST(Safetensors, AFailedSaveLeavesTheExistingFileIntact) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);  // no temporaries left
 }
 
+TEST(Safetensors, ConcurrentSavesToOnePathEachSucceedAndLeaveOneWholeVersion) {
+  fs::path dir = scratch("concurrent");
+  const std::string path = (dir / "shared.safetensors").string();
+  constexpr int kThreads = 4, kRounds = 8;
+  // Each thread's version has its own size and contents, so a file mixing two
+  // versions' header and data would show.
+  std::vector<StateDict> versions(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    versions[t]["w"] = full({(t + 1) * 4096}, double(t + 1));
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        for (int r = 0; r < kRounds; ++r) io::save_safetensors(versions[t], path);
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
+  StateDict loaded = io::load_safetensors(path);
+  ASSERT_EQ(loaded.count("w"), 1u);
+  bool matches = false;
+  for (auto& v : versions) matches = matches || same(loaded["w"], v["w"]);
+  EXPECT_TRUE(matches);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);  // no temporaries left
+}
+
+TEST(Safetensors, DataRegionsMustExactlyTileTheDataBytes) {
+  fs::path dir = scratch("tiling");
+  auto check = [&](const std::string& name, const std::string& bytes, const std::string& expect) {
+    spit(dir / name, bytes);
+    std::string msg = error_of(dir / name);
+    EXPECT_NE(msg.find((dir / name).string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find(expect), std::string::npos) << name << ": " << msg;
+  };
+  const std::string two = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[A]},"b":{"dtype":"F32","shape":[1],"data_offsets":[B]}})";
+  auto header = [&](const std::string& a, const std::string& b) {
+    std::string h = two;
+    h.replace(h.find("[A]"), 3, "[" + a + "]");
+    h.replace(h.find("[B]"), 3, "[" + b + "]");
+    return h;
+  };
+  check("gap", with_header(header("0,4", "8,12"), std::string(12, '\0')), "gap");
+  check("overlap", with_header(header("0,4", "0,4"), std::string(4, '\0')), "overlap");
+  check("overlap2", with_header(header("0,4", "2,6"), std::string(6, '\0')), "overlap");
+  check("leading", with_header(header("4,8", "8,12"), std::string(12, '\0')), "gap");
+  check("trailing", with_header(header("0,4", "4,8"), std::string(12, '\0')), "4 bytes after");
+  check("trailing_empty", with_header("{}", std::string(8, '\0')), "8 bytes after");
+  // Regions in any order are fine as long as they tile.
+  spit(dir / "reordered", with_header(header("4,8", "0,4"), std::string(8, '\0')));
+  EXPECT_EQ(io::load_safetensors(dir / "reordered").size(), 2u);
+}
+
+TEST(Safetensors, ADirectoryIsAnIoErrorNamingIt) {
+  fs::path dir = scratch("dir");
+  std::string msg = error_of(dir);
+  EXPECT_NE(msg.find("load_safetensors: expected a file, got the directory '" + dir.string() + "'"),
+            std::string::npos)
+      << msg;
+}
+
 namespace {
 
 // A small model written with raw parameters, so the test needs only core ops.
@@ -235,4 +303,63 @@ TEST(Checkpoint, MismatchedModelOrOptimizerIsAnIoErrorNamingTheFile) {
   EXPECT_EQ(st.step, 10);
   EXPECT_DOUBLE_EQ(sgd3.lr(), 0.1);
   EXPECT_EQ(other.w1.to_vector<float>(), net.w1.to_vector<float>());
+}
+
+TEST(Checkpoint, AFailedLoadLeavesTheModelAndOptimizerUnchanged) {
+  fs::path dir = scratch("atomic_load");
+  std::string path = (dir / "sgd.safetensors").string();
+  TinyNet saved;
+  optim::SGD sgd(saved.parameters(), {.lr = 0.1, .momentum = 0.9});
+  io::save_checkpoint(path, saved, sgd, {1, 10});
+
+  TinyNet net;
+  optim::AdamW adamw(net.parameters(), {.lr = 0.01});
+  StateDict before;
+  for (auto& [n, t] : net.state_dict()) before.emplace(n, t.clone());
+  ASSERT_NE(net.w1.to_vector<float>(), saved.w1.to_vector<float>());
+  EXPECT_THROW(io::load_checkpoint(path, net, adamw), IoError);
+  for (auto& [n, t] : net.state_dict()) EXPECT_TRUE(same(t, before.at(n))) << n << " was changed by a failed load";
+  EXPECT_DOUBLE_EQ(adamw.lr(), 0.01);
+}
+
+TEST(Checkpoint, SaveRemovesStaleTemporariesOfDeadProcessesOnly) {
+  fs::path dir = scratch("stale");
+  std::string path = (dir / "c.safetensors").string();
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // reaped: no process has this pid now
+  const std::string dead = std::to_string(child), live = std::to_string(::getpid());
+  const fs::path stale = path + ".tmp." + dead + ".0.1a2b3c4d";
+  const fs::path stale_old = path + ".tmp." + dead;  // the older name, pid only
+  const fs::path mine = path + ".tmp." + live + ".999999.1a2b3c4d";
+  const fs::path other = (dir / "other.safetensors").string() + ".tmp." + dead + ".0.1a2b3c4d";
+  const fs::path unrelated = path + ".tmp.notes";
+  for (const fs::path& p : {stale, stale_old, mine, other, unrelated}) spit(p, "partial");
+
+  TinyNet net;
+  optim::SGD sgd(net.parameters(), {.lr = 0.1});
+  io::save_checkpoint(path, net, sgd, {0, 1});
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_FALSE(fs::exists(stale_old));
+  EXPECT_TRUE(fs::exists(mine)) << "a live process's temporary was removed";
+  EXPECT_TRUE(fs::exists(other)) << "another path's temporary was removed";
+  EXPECT_TRUE(fs::exists(unrelated));
+  EXPECT_TRUE(fs::exists(path));
+}
+
+TEST(Checkpoint, ADirectoryIsAnIoErrorNamingIt) {
+  fs::path dir = scratch("ckpt_dir");
+  TinyNet net;
+  optim::SGD sgd(net.parameters(), {.lr = 0.1});
+  try {
+    io::load_checkpoint(dir.string(), net, sgd);
+    FAIL() << "expected an IoError";
+  } catch (const IoError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("expected a file, got the directory '" + dir.string() + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("load_checkpoint"), std::string::npos) << msg;
+  } catch (const std::exception& e) {
+    FAIL() << "expected an IoError, got: " << e.what();
+  }
 }

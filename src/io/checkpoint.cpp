@@ -1,6 +1,10 @@
 #include "rumus/io/checkpoint.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "rumus/io/safetensors.hpp"
 
@@ -38,6 +42,9 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
 
 TrainingState load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
                               Generator& gen) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw IoError(fmt::format("load_checkpoint: expected a file, got the directory '{}'", path));
   Metadata meta;
   StateDict all = load_safetensors(path, &meta);
   if (meta["format"] != kFormat)
@@ -54,9 +61,21 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model, optim:
   }
   TrainingState state{std::int64_t(parse_u64(meta, "epoch", path)), std::int64_t(parse_u64(meta, "step", path))};
   std::uint64_t seed = parse_u64(meta, "generator.seed", path), offset = parse_u64(meta, "generator.offset", path);
+  // Each load_state_dict checks everything (names, shapes, dtypes; the
+  // optimizer's kind, groups and state) before its first write, so a failed
+  // one changes nothing. The model goes first, so its mismatches are the ones
+  // reported; if the optimizer's load then fails, the model gets its previous
+  // values back, so a failed load leaves model and optimizer as they were.
   try {
+    StateDict previous;
+    for (auto& [n, t] : model.state_dict()) previous.emplace(n, t.detach().clone());
     model.load_state_dict(model_state, true);
-    optimizer.load_state_dict(opt_state);
+    try {
+      optimizer.load_state_dict(opt_state);
+    } catch (...) {
+      model.load_state_dict(previous, true);
+      throw;
+    }
   } catch (const IoError&) {
     throw;
   } catch (const Error& e) {

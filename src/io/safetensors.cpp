@@ -3,14 +3,20 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <random>
+#include <string_view>
+#include <vector>
 
 #include "json.hpp"
 #include "rumus/ops/creation.hpp"
@@ -33,11 +39,55 @@ const char* dtype_code(DType t) {
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
   throw IoError(fmt::format("load_safetensors: '{}': {}", path, what));
 }
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.size() <= 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Temporaries are named "<name>.tmp.<pid>.<counter>.<random hex>" (older
+// versions wrote "<name>.tmp.<pid>"). A temporary whose process is gone was
+// left by a crash; it is removed. Anything else is left alone.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    std::string_view rest = std::string_view(name).substr(prefix.size());
+    std::string_view pid_text = rest.substr(0, rest.find('.'));
+    if (!all_digits(pid_text)) continue;
+    if (pid_text.size() < rest.size()) {  // the current form: pid.counter.random
+      std::string_view tail = rest.substr(pid_text.size() + 1);
+      std::size_t dot = tail.find('.');
+      if (dot == std::string_view::npos || !all_digits(tail.substr(0, dot)) || dot + 1 == tail.size() ||
+          !std::all_of(tail.begin() + dot + 1, tail.end(), [](char c) { return std::isxdigit((unsigned char)c); }))
+        continue;
+    }
+    const long pid = std::stol(std::string(pid_text));
+    if (pid <= 0 || pid == long(::getpid())) continue;
+    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);  // another saver may have removed it first
+    }
+  }
+}
+
+std::string temporary_name(const std::string& path) {
+  static std::atomic<std::uint64_t> counter{0};
+  thread_local std::mt19937_64 rng{std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32)};
+  return fmt::format("{}.tmp.{}.{}.{:08x}", path, ::getpid(), counter.fetch_add(1), std::uint32_t(rng()));
+}
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  remove_stale_temporaries(path);
+  // Unique per call, so savers in several threads or processes never share a temporary.
+  std::string tmp = temporary_name(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(fmt::format("save: cannot create '{}': {}", tmp, std::strerror(errno)));
   std::size_t done = 0;
   while (done < bytes.size()) {
@@ -103,10 +153,41 @@ void save_safetensors(const StateDict& tensors, const std::string& path, const M
   write_file_atomic(path, bytes);
 }
 
+namespace {
+std::string read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) bad(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    bad(path, fmt::format("cannot stat: {}", std::strerror(err)));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw IoError(fmt::format("load_safetensors: expected a file, got the directory '{}'", path));
+  }
+  std::string bytes;
+  if (S_ISREG(st.st_mode)) bytes.reserve(std::size_t(st.st_size));
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      bad(path, fmt::format("reading failed: {}", std::strerror(err)));
+    }
+    if (n == 0) break;
+    bytes.append(chunk, std::size_t(n));
+  }
+  ::close(fd);
+  return bytes;
+}
+}  // namespace
+
 StateDict load_safetensors(const std::string& path, Metadata* metadata) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) bad(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes = read_file(path);
   if (bytes.size() < 8) bad(path, fmt::format("truncated: {} bytes, expected an 8-byte header length", bytes.size()));
   std::uint64_t len;
   std::memcpy(&len, bytes.data(), 8);
@@ -122,6 +203,7 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
   const std::string_view data = std::string_view(bytes).substr(8 + len);
 
   StateDict out;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> regions;
   for (auto& [name, entry] : root.object()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) bad(path, "__metadata__ is not an object");
@@ -167,8 +249,24 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
     if (std::uint64_t(e - b) != numel * dtype_size(dtype))
       bad(path, fmt::format("tensor '{}': {} bytes for {} {} (expected {})", name, e - b, dt.string(),
                             shape_str(shape), numel * dtype_size(dtype)));
+    regions.emplace_back(std::uint64_t(b), std::uint64_t(e));
     out.emplace(name, from_blob(data.data() + b, shape, dtype));
   }
+  // The data regions must tile the bytes after the header exactly: no gap,
+  // no overlap, nothing after them (as the Python reader requires).
+  std::sort(regions.begin(), regions.end());
+  std::uint64_t at = 0;
+  for (auto& [b, e] : regions) {
+    if (b > at) bad(path, fmt::format("a gap of {} bytes at data offset {} (expected the tensors' data_offsets to "
+                                      "tile the data bytes, the next one begins at {})", b - at, at, b));
+    if (b < at)
+      bad(path, fmt::format("data_offsets [{}, {}] overlap a region ending at {} (expected each tensor's data "
+                            "to begin where the previous one ends)", b, e, at));
+    at = e;
+  }
+  if (at != data.size())
+    bad(path, fmt::format("{} bytes after the {} data bytes its tensors describe (expected the file to end there)",
+                          data.size() - at, at));
   return out;
 }
 
