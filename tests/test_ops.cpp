@@ -1,6 +1,9 @@
 // Op table gradchecks (f64, finite differences) and the ops' error cases.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "expect_error.hpp"
 
 #include "gradcheck.hpp"
@@ -120,6 +123,27 @@ TEST(OpValues, TypePromotion) {
   EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{1.5, 2.5, 3.5}));
   EXPECT_EQ(add(i, 1.0).dtype(), DType::i64);
   EXPECT_EQ(add(f, f.to(DType::f64)).dtype(), DType::f64);
+}
+
+TEST(OpErrors, IntegerDivisionByZeroThrows) {
+  for (DType dt : {DType::i32, DType::i64, DType::u8}) {
+    Tensor x = full({3}, 7, {.dtype = dt});
+    Tensor z = tensor(std::vector<double>{1, 0, 2}).to(dt);
+    expect_error<ValueError>([&] { div(x, z); }, "div: integer division by zero");
+    expect_error<ValueError>([&] { div(x, zeros({}, {.dtype = dt})); }, "div: integer division by zero");
+    expect_error<ValueError>([&] { div(x, 0.0); }, "div: integer division by zero");
+  }
+  // Floats keep IEEE results.
+  EXPECT_TRUE(std::isinf(div(ones({1}), 0.0).item()));
+}
+
+TEST(OpValues, IntegerDivisionWrapsAtTheMinimum) {
+  Tensor a = tensor(std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min(), 7, -7});
+  Tensor b = tensor(std::vector<std::int32_t>{-1, -2, 2});
+  EXPECT_EQ(div(a, b).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min(), -3, -3}));
+  Tensor c = tensor(std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min()});
+  EXPECT_EQ(div(c, -1.0).item<std::int64_t>(), std::numeric_limits<std::int64_t>::min());
 }
 
 }  // namespace
