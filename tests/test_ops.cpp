@@ -146,4 +146,17 @@ TEST(OpValues, IntegerDivisionWrapsAtTheMinimum) {
   EXPECT_EQ(div(c, -1.0).item<std::int64_t>(), std::numeric_limits<std::int64_t>::min());
 }
 
+TEST(OpValues, IntegerSumAccumulatesInInt64) {
+  Tensor s = sum(ones({300}, {.dtype = DType::u8}));
+  EXPECT_EQ(s.dtype(), DType::i64);
+  EXPECT_EQ(s.item<std::int64_t>(), 300);
+  Tensor big = full({2, 3}, 2e9, {.dtype = DType::i32});
+  EXPECT_EQ(sum(big).item<std::int64_t>(), 12000000000);
+  EXPECT_EQ(sum(big, {1}).to_vector<std::int64_t>(), (std::vector<std::int64_t>{6000000000, 6000000000}));
+  EXPECT_EQ(big.sum().dtype(), DType::i64);
+  // Past 2^53 a double accumulator would round; the sum is exact.
+  Tensor huge = tensor(std::vector<std::int64_t>{(std::int64_t(1) << 60) + 1, 1});
+  EXPECT_EQ(sum(huge).to_vector<std::int64_t>()[0], (std::int64_t(1) << 60) + 2);
+}
+
 }  // namespace
