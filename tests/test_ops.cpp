@@ -159,4 +159,16 @@ TEST(OpValues, IntegerSumAccumulatesInInt64) {
   EXPECT_EQ(sum(huge).to_vector<std::int64_t>()[0], (std::int64_t(1) << 60) + 2);
 }
 
+TEST(OpErrors, BadRanges) {
+  const auto max = std::numeric_limits<std::int64_t>::max();
+  expect_error<ShapeError>([&] { zeros({4}).narrow(0, 1, max); }, "narrow: range [1, 1 + 9223372036854775807)");
+  expect_error<ShapeError>([&] { zeros({4}).narrow(0, max, 1); }, "narrow: range");
+  expect_error<ValueError>([] { arange(0, INFINITY); }, "arange: expected finite start, end and step, got 0, inf");
+  expect_error<ValueError>([] { arange(0, NAN); }, "arange: expected finite start, end and step, got 0, nan");
+  expect_error<ValueError>([] { arange(0, 1, NAN); }, "arange: expected finite");
+  expect_error<ShapeError>([] { arange(0, 1e18); }, "arange: 1000000000000000000 elements");
+  expect_error<ShapeError>([] { arange(0, 1e300); }, "arange: ");
+  EXPECT_EQ(arange(0, 3).numel(), 3);
+}
+
 }  // namespace

@@ -144,10 +144,13 @@ Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end, std::
 Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
   if (start < 0) start += shape()[d];
-  if (start < 0 || length < 0 || start + length > shape()[d])
-    throw ShapeError(fmt::format("narrow: range [{}, {}) out of bounds for dim {} of size {}", start, start + length,
-                                 d, shape()[d]));
-  return slice(d, start, start + length);
+  std::int64_t end = 0;
+  const bool overflow = __builtin_add_overflow(start, length, &end);  // checked: a wrapped end passes the test
+  if (start < 0 || length < 0 || overflow || end > shape()[d])
+    throw ShapeError(fmt::format("narrow: range [{}, {}) out of bounds for dim {} of size {}", start,
+                                 overflow ? fmt::format("{} + {}", start, length) : std::to_string(end), d,
+                                 shape()[d]));
+  return slice(d, start, end);
 }
 
 Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
