@@ -572,6 +572,61 @@ namespace {
 TensorArg full_arg(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
 
 Tensor on_each(Device dev, const Tensor& like) { return zeros(like.shape(), {.dtype = like.dtype(), .device = dev}); }
+}  // namespace
+
+TEST(VulkanCodes, EveryUnaryBinaryAndReduceCodeMatchesCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(21);
+  // Positive inputs keep log, sqrt, rsqrt and pow defined.
+  Tensor a = uniform({3, 37}, 0.25, 2.0, {}, &gen), b = uniform({3, 37}, 0.25, 2.0, {}, &gen);
+  for (int code = 0; code < kUnaryOpCount; ++code) {
+    const UnaryOp op = UnaryOp(code);
+    const double p0 = op == UnaryOp::clamp ? 0.5 : 1.5, p1 = op == UnaryOp::clamp ? 1.5 : 0.0;
+    Tensor want = on_each(Device::cpu(), a), ga = a.to(kGpu), got = on_each(kGpu, a);
+    backend(Device::cpu()).unary(op, full_arg(want), full_arg(a), p0, p1);
+    backend(kGpu).unary(op, full_arg(got), full_arg(ga), p0, p1);
+    expect_close(got.cpu(), want, 1e-5, "unary " + std::string(name_of(op)));
+  }
+  for (int code = 0; code < kBinaryOpCount; ++code) {
+    const BinaryOp op = BinaryOp(code);
+    // Comparisons write u8 masks, as the ops ask them to.
+    const bool compare = op >= BinaryOp::eq && op <= BinaryOp::ge;
+    Tensor out_like = compare ? a.to(DType::u8) : a;
+    Tensor want = on_each(Device::cpu(), out_like), ga = a.to(kGpu), gb = b.to(kGpu), got = on_each(kGpu, out_like);
+    backend(Device::cpu()).binary(op, full_arg(want), full_arg(a), full_arg(b), 0.5, 1.5);
+    backend(kGpu).binary(op, full_arg(got), full_arg(ga), full_arg(gb), 0.5, 1.5);
+    expect_close(got.cpu(), want, 1e-5, "binary " + std::string(name_of(op)));
+  }
+  for (int code = 0; code < kReduceOpCount; ++code) {
+    const ReduceOp op = ReduceOp(code);
+    const bool is_arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
+    const TensorOptions o{.dtype = is_arg ? DType::i64 : DType::f32};
+    Tensor want = zeros({3, 1}, o), got = zeros({3, 1}, {.dtype = o.dtype, .device = kGpu}), ga = a.to(kGpu);
+    backend(Device::cpu()).reduce(op, full_arg(want), full_arg(a));
+    backend(kGpu).reduce(op, full_arg(got), full_arg(ga));
+    expect_close(got.cpu(), want, 1e-5, "reduce " + std::string(name_of(op)));
+  }
+}
+
+// Out-of-range indices on the GPU: the gather kernel records them and the
+// ShapeError comes at the host's next wait; the record is then cleared.
+TEST(VulkanIndices, OutOfRangeIsAnErrorAtTheNextWait) {
+  REQUIRE_VULKAN();
+  Tensor weight = ones({5, 3}, {.device = kGpu, .requires_grad = true});
+  Tensor bad = tensor({1.0, 7.0}).to(DType::i64).to(kGpu);
+  expect_error<ShapeError>([&] { embedding(bad, weight).cpu(); },
+                           "index_select: index 7 is out of range for a dim of size 5");
+  Tensor negative = tensor({-1.0, 0.0}).to(DType::i64).to(kGpu);
+  expect_error<ShapeError>([&] { cross_entropy(zeros({2, 4}, {.device = kGpu}), negative).item(); },
+                           "index_select: index -1 is out of range for a dim of size 4");
+  // The gradient's scatter checks too.
+  Tensor loss = sum(embedding(tensor({2.0, 9.0}).to(DType::i64).to(kGpu), weight));
+  expect_error<ShapeError>([&] { backward(loss); synchronize(kGpu); }, "is out of range for a dim of size 5");
+  Tensor fine = tensor({4.0, 0.0}).to(DType::i64).to(kGpu);
+  EXPECT_EQ(embedding(fine, weight).cpu().to_vector<float>(), std::vector<float>(6, 1.0f));
+  EXPECT_NO_THROW(synchronize(kGpu));
+}
+
 TEST(VulkanIntegers, SumIsExactInt64AndDivisionByZeroThrows) {
   REQUIRE_VULKAN();
   Tensor x = tensor(std::vector<std::int32_t>{16777217, 16777217, 3});  // past f32's exact integers
@@ -583,5 +638,3 @@ TEST(VulkanIntegers, SumIsExactInt64AndDivisionByZeroThrows) {
   expect_error<ValueError>([&] { div(x.to(kGpu), zeros({}, {.dtype = DType::i32, .device = kGpu})); },
                            "div: integer division by zero");
 }
-
-}  // namespace
