@@ -6,7 +6,10 @@
 
 #include <rumus/rumus.hpp>
 
+#include "expect_error.hpp"
+
 using namespace rumus;
+using rumus::testing::expect_error;
 
 namespace {
 
@@ -145,6 +148,24 @@ TEST(DeviceValues, ParseAndCompare) {
   EXPECT_EQ(Device::parse("vulkan:1"), Device::vulkan(1));
   EXPECT_EQ(Device::vulkan(2).str(), "vulkan:2");
   EXPECT_THROW(Device::parse("cuda"), DeviceError);
+}
+
+TEST(ShapeOverflow, FactoriesRejectShapesPastInt64) {
+  const std::int64_t big = std::int64_t(1) << 32;
+  expect_error<ShapeError>([&] { zeros({big, big}); }, "[4294967296, 4294967296]");
+  expect_error<ShapeError>([] { zeros({std::int64_t(1) << 62, 3}); }, "[4611686018427387904, 3]");
+  expect_error<ShapeError>([] { zeros({std::int64_t(1) << 62}); }, "[4611686018427387904]");  // bytes overflow
+  expect_error<ShapeError>([&] { zeros({0, big, big}); }, "[0, 4294967296, 4294967296]");     // strides overflow
+}
+
+TEST(ShapeOverflow, ReshapeAndExpandRejectOverflowAndNegativeDims) {
+  const std::int64_t big = std::int64_t(1) << 32;
+  expect_error<ShapeError>([&] { zeros({0}).reshape({big, big}); }, "reshape: shape [4294967296, 4294967296]");
+  expect_error<ShapeError>([&] { zeros({0}).reshape({big, big, -1}); }, "reshape: shape [4294967296, 4294967296, -1]");
+  expect_error<ShapeError>([] { zeros({3}).expand({-5, 3}); }, "expand: invalid dim -5 in [-5, 3]");
+  expect_error<ShapeError>([] { zeros({1, 3}).expand({-5, 3}); }, "expand: invalid dim -5 in [-5, 3]");
+  expect_error<ShapeError>([&] { zeros({1, 1}).expand({big, big}); }, "expand: shape [4294967296, 4294967296]");
+  EXPECT_EQ(zeros({3}).expand({2, -1}).shape(), (Shape{2, 3}));
 }
 
 }  // namespace

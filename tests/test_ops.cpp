@@ -1,6 +1,9 @@
 // Op table gradchecks (f64, finite differences) and the ops' error cases.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "expect_error.hpp"
 
 #include "gradcheck.hpp"
@@ -120,6 +123,52 @@ TEST(OpValues, TypePromotion) {
   EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{1.5, 2.5, 3.5}));
   EXPECT_EQ(add(i, 1.0).dtype(), DType::i64);
   EXPECT_EQ(add(f, f.to(DType::f64)).dtype(), DType::f64);
+}
+
+TEST(OpErrors, IntegerDivisionByZeroThrows) {
+  for (DType dt : {DType::i32, DType::i64, DType::u8}) {
+    Tensor x = full({3}, 7, {.dtype = dt});
+    Tensor z = tensor(std::vector<double>{1, 0, 2}).to(dt);
+    expect_error<ValueError>([&] { div(x, z); }, "div: integer division by zero");
+    expect_error<ValueError>([&] { div(x, zeros({}, {.dtype = dt})); }, "div: integer division by zero");
+    expect_error<ValueError>([&] { div(x, 0.0); }, "div: integer division by zero");
+  }
+  // Floats keep IEEE results.
+  EXPECT_TRUE(std::isinf(div(ones({1}), 0.0).item()));
+}
+
+TEST(OpValues, IntegerDivisionWrapsAtTheMinimum) {
+  Tensor a = tensor(std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min(), 7, -7});
+  Tensor b = tensor(std::vector<std::int32_t>{-1, -2, 2});
+  EXPECT_EQ(div(a, b).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min(), -3, -3}));
+  Tensor c = tensor(std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min()});
+  EXPECT_EQ(div(c, -1.0).item<std::int64_t>(), std::numeric_limits<std::int64_t>::min());
+}
+
+TEST(OpValues, IntegerSumAccumulatesInInt64) {
+  Tensor s = sum(ones({300}, {.dtype = DType::u8}));
+  EXPECT_EQ(s.dtype(), DType::i64);
+  EXPECT_EQ(s.item<std::int64_t>(), 300);
+  Tensor big = full({2, 3}, 2e9, {.dtype = DType::i32});
+  EXPECT_EQ(sum(big).item<std::int64_t>(), 12000000000);
+  EXPECT_EQ(sum(big, {1}).to_vector<std::int64_t>(), (std::vector<std::int64_t>{6000000000, 6000000000}));
+  EXPECT_EQ(big.sum().dtype(), DType::i64);
+  // Past 2^53 a double accumulator would round; the sum is exact.
+  Tensor huge = tensor(std::vector<std::int64_t>{(std::int64_t(1) << 60) + 1, 1});
+  EXPECT_EQ(sum(huge).to_vector<std::int64_t>()[0], (std::int64_t(1) << 60) + 2);
+}
+
+TEST(OpErrors, BadRanges) {
+  const auto max = std::numeric_limits<std::int64_t>::max();
+  expect_error<ShapeError>([&] { zeros({4}).narrow(0, 1, max); }, "narrow: range [1, 1 + 9223372036854775807)");
+  expect_error<ShapeError>([&] { zeros({4}).narrow(0, max, 1); }, "narrow: range");
+  expect_error<ValueError>([] { arange(0, INFINITY); }, "arange: expected finite start, end and step, got 0, inf");
+  expect_error<ValueError>([] { arange(0, NAN); }, "arange: expected finite start, end and step, got 0, nan");
+  expect_error<ValueError>([] { arange(0, 1, NAN); }, "arange: expected finite");
+  expect_error<ShapeError>([] { arange(0, 1e18); }, "arange: 1000000000000000000 elements");
+  expect_error<ShapeError>([] { arange(0, 1e300); }, "arange: ");
+  EXPECT_EQ(arange(0, 3).numel(), 3);
 }
 
 }  // namespace

@@ -626,3 +626,15 @@ TEST(VulkanIndices, OutOfRangeIsAnErrorAtTheNextWait) {
   EXPECT_EQ(embedding(fine, weight).cpu().to_vector<float>(), std::vector<float>(6, 1.0f));
   EXPECT_NO_THROW(synchronize(kGpu));
 }
+
+TEST(VulkanIntegers, SumIsExactInt64AndDivisionByZeroThrows) {
+  REQUIRE_VULKAN();
+  Tensor x = tensor(std::vector<std::int32_t>{16777217, 16777217, 3});  // past f32's exact integers
+  Tensor s = sum(x.to(kGpu));
+  EXPECT_TRUE(s.device() == kGpu);
+  EXPECT_EQ(s.dtype(), DType::i64);
+  EXPECT_EQ(s.cpu().item<std::int64_t>(), 33554437);
+  EXPECT_EQ(sum(ones({300}, {.dtype = DType::u8, .device = kGpu})).item<std::int64_t>(), 300);
+  expect_error<ValueError>([&] { div(x.to(kGpu), zeros({}, {.dtype = DType::i32, .device = kGpu})); },
+                           "div: integer division by zero");
+}

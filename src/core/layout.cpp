@@ -7,9 +7,15 @@
 
 namespace rumus {
 
+// Shape arithmetic is overflow-checked: a count or stride past int64 is a
+// ShapeError naming the shape, never a wrapped value that later indexes wild.
 std::int64_t numel_of(const Shape& shape) {
+  for (auto d : shape)
+    if (d == 0) return 0;
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ShapeError(fmt::format("shape {} has more elements than an int64 can count", shape_str(shape)));
   return n;
 }
 
@@ -18,7 +24,8 @@ Shape contiguous_strides(const Shape& shape) {
   std::int64_t s = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<std::int64_t>(shape[i], 1);
+    if (__builtin_mul_overflow(s, std::max<std::int64_t>(shape[i], 1), &s))
+      throw ShapeError(fmt::format("shape {} has strides past what an int64 can hold", shape_str(shape)));
   }
   return strides;
 }

@@ -41,10 +41,22 @@ Tensor ones(const Shape& shape, TensorOptions o) { return full(shape, 1.0, o); }
 
 Tensor arange(double end, TensorOptions o) { return arange(0, end, 1, o); }
 Tensor arange(double start, double end, double step, TensorOptions o) {
+  if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    throw ValueError(fmt::format("arange: expected finite start, end and step, got {}, {}, {}", start, end, step));
   if (step == 0 || (end - start) / step < 0)
     throw Error(fmt::format("arange: step {} cannot go from {} to {}", step, start, end));
-  auto n = std::int64_t(std::ceil((end - start) / step));
-  std::vector<double> v(std::size_t(std::max<std::int64_t>(n, 0)));
+  // Checked: a count past int64 (or past memory) is an error, not a wrapped size.
+  const double count = std::ceil((end - start) / step);
+  if (!(count < 0x1p62))
+    throw ShapeError(fmt::format("arange: {} to {} step {} gives {} elements, more than an int64 can count", start,
+                                 end, step, count));
+  const auto n = std::int64_t(count);
+  std::vector<double> v;
+  try {
+    v.resize(std::size_t(std::max<std::int64_t>(n, 0)));
+  } catch (const std::exception&) {  // bad_alloc, or length_error past max_size()
+    throw ShapeError(fmt::format("arange: {} elements ({} to {} step {}) do not fit in memory", n, start, end, step));
+  }
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + double(i) * step;
   TensorOptions host = o;
   host.device = Device::cpu();

@@ -96,8 +96,23 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
   return out;
 }
 
+// Integer division truncates (C++ semantics) and a zero divisor is a ValueError
+// on every device, as PyTorch's CPU raises ZeroDivisionError: a zero would trap
+// (SIGFPE) on the CPU and be undefined in a shader. Checking reads the divisor
+// back to the host, a stall on a GPU, paid only by integer division.
+// INT_MIN / -1 wraps to INT_MIN (two's complement), as in PyTorch.
+static void check_int_divisor(const Tensor& b) {
+  if (is_floating(b.dtype()) || b.numel() == 0) return;
+  const auto v = b.to_vector<std::int64_t>();
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] == 0)
+      throw ValueError(fmt::format("div: integer division by zero (divisor of dtype {} and shape {} is 0 at flat index {})",
+                                   dtype_name(b.dtype()), shape_str(b.shape()), i));
+}
+
 Tensor div(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promoted("div", a0, b0);
+  check_int_divisor(b);
   Tensor out = detail::binary_kernel(BinaryOp::div, "div", a, b, a.dtype());
   if (autograd::needs_grad({&a, &b})) {
     autograd::record("div", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {

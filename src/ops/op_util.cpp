@@ -32,6 +32,14 @@ void check_indices(const char* op, const char* what, const Tensor& index, std::i
 Tensor alloc(const Shape& shape, DType dtype, Device device) {
   for (auto d : shape)
     if (d < 0) throw ShapeError(fmt::format("empty: negative dimension in shape {}", shape_str(shape)));
+  // Checked: the product of the dims (each at least 1, which bounds the strides) and the byte count.
+  std::int64_t extent = 1, bytes = 0;
+  bool fits = true;
+  for (auto d : shape) fits = fits && !__builtin_mul_overflow(extent, std::max<std::int64_t>(d, 1), &extent);
+  fits = fits && !__builtin_mul_overflow(extent, std::int64_t(dtype_size(dtype)), &bytes);
+  if (!fits)
+    throw ShapeError(fmt::format("empty: shape {} of {} has more elements or bytes than an int64 can count",
+                                 shape_str(shape), dtype_name(dtype)));
   auto storage = std::make_shared<Storage>(device, std::size_t(numel_of(shape)) * dtype_size(dtype));
   return Tensor(std::move(storage), Layout::contiguous(shape), dtype);
 }

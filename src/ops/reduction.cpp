@@ -62,10 +62,15 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims_in, bool keepd
   detail::check_defined("sum", x);
   auto dims = dims_in;
   Shape keep_shape = detail::reduced_shape(x.shape(), dims, "sum");
+  // Integer (and u8) tensors sum into i64, as in PyTorch: the input is widened
+  // first, so nothing wraps. The reduce kernels of other devices compute in f32,
+  // exact only below 2^24, so an integer sum runs on the host and its result is
+  // copied back: exact on every device, at the cost of a round trip.
   DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+  Tensor src = x;
+  if (!is_floating(x.dtype())) src = x.detach().to(Device::cpu()).to(DType::i64);
   Tensor keep = x.numel() == 0 ? zeros(keep_shape, {.dtype = out_dtype, .device = x.device()})
-                               : reduce_keep(ReduceOp::sum, x, keep_shape, x.dtype());
-  if (keep.dtype() != out_dtype) keep = keep.to(out_dtype);
+                               : reduce_keep(ReduceOp::sum, src, keep_shape, out_dtype).to(x.device());
   Tensor out = finish(keep, keep_shape, keepdim, dims);
   if (autograd::needs_grad({&x})) {
     Shape in_shape = x.shape();

@@ -26,8 +26,8 @@ Shape infer_shape(const Shape& shape, std::int64_t numel, const char* op) {
       infer = std::int64_t(i);
     } else if (out[i] < 0) {
       throw ShapeError(fmt::format("{}: invalid dim {} in {}", op, out[i], shape_str(shape)));
-    } else {
-      known *= out[i];
+    } else if (__builtin_mul_overflow(known, out[i], &known)) {
+      throw ShapeError(fmt::format("{}: shape {} has more elements than an int64 can count", op, shape_str(shape)));
     }
   }
   if (infer >= 0) {
@@ -144,10 +144,13 @@ Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end, std::
 Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
   if (start < 0) start += shape()[d];
-  if (start < 0 || length < 0 || start + length > shape()[d])
-    throw ShapeError(fmt::format("narrow: range [{}, {}) out of bounds for dim {} of size {}", start, start + length,
-                                 d, shape()[d]));
-  return slice(d, start, start + length);
+  std::int64_t end = 0;
+  const bool overflow = __builtin_add_overflow(start, length, &end);  // checked: a wrapped end passes the test
+  if (start < 0 || length < 0 || overflow || end > shape()[d])
+    throw ShapeError(fmt::format("narrow: range [{}, {}) out of bounds for dim {} of size {}", start,
+                                 overflow ? fmt::format("{} + {}", start, length) : std::to_string(end), d,
+                                 shape()[d]));
+  return slice(d, start, end);
 }
 
 Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
@@ -176,7 +179,12 @@ Tensor Tensor::expand(const Shape& shape_in) const {
     if (i >= lead && target[i] == -1) target[i] = shape()[i - lead];
     if (i >= lead && shape()[i - lead] != 1 && shape()[i - lead] != target[i])
       throw ShapeError(fmt::format("expand: cannot expand {} to {} (dim {})", shape_str(shape()), shape_str(shape_in), i));
+    if (target[i] < 0) throw ShapeError(fmt::format("expand: invalid dim {} in {}", target[i], shape_str(shape_in)));
   }
+  std::int64_t n = 1;
+  for (auto d : target)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ShapeError(fmt::format("expand: shape {} has more elements than an int64 can count", shape_str(shape_in)));
   if (target == shape()) return *this;
   return make_view(*this, detail::broadcast_layout(*this, target), "expand",
                    [in_shape = shape()](const Tensor& g) { return std::vector<Tensor>{sum_to(g, in_shape)}; });

@@ -18,6 +18,8 @@ class DTypeError : public Error { public: using Error::Error; };
 class DeviceError : public Error { public: using Error::Error; };
 class AutogradError : public Error { public: using Error::Error; };
 class IoError : public Error { public: using Error::Error; };
+// A value the op cannot take, e.g. an integer division by zero.
+class ValueError : public Error { public: using Error::Error; };
 
 }  // namespace rumus
 

@@ -1,6 +1,7 @@
 // CPU pointwise kernels: unary math, binary math/comparisons, activation gradients.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "cpu_backend.hpp"
 #include "cpu_loops.hpp"
@@ -104,6 +105,21 @@ void CpuBackend::unary(UnaryOp op, TensorArg out, TensorArg in, double p0, doubl
   });
 }
 
+namespace {
+// Division that never traps: see the BinaryOp::div case.
+template <class A>
+A divide(A x, A y) {
+  if constexpr (std::is_integral_v<A>) {
+    if (y == A(0)) return A(0);
+    if constexpr (std::is_signed_v<A>) {
+      using U = std::make_unsigned_t<A>;
+      if (y == A(-1)) return A(U(0) - U(x));
+    }
+  }
+  return A(x / y);
+}
+}  // namespace
+
 void CpuBackend::binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) {
   RUMUS_DISPATCH_ALL(a.dtype, "binary", [&] {
     using T = scalar_t;
@@ -113,7 +129,11 @@ void CpuBackend::binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, do
       case BinaryOp::add: map2<T, T>(out, a, b, [](A x, A y) { return x + y; }); return;
       case BinaryOp::sub: map2<T, T>(out, a, b, [](A x, A y) { return x - y; }); return;
       case BinaryOp::mul: map2<T, T>(out, a, b, [](A x, A y) { return x * y; }); return;
-      case BinaryOp::div: map2<T, T>(out, a, b, [](A x, A y) { return x / y; }); return;
+      case BinaryOp::div:
+        // The op rejects integer zero divisors; the guards here keep the kernel from
+        // trapping regardless: x / 0 gives 0 and INT_MIN / -1 wraps to INT_MIN.
+        map2<T, T>(out, a, b, [](A x, A y) { return divide(x, y); });
+        return;
       case BinaryOp::maximum: map2<T, T>(out, a, b, [](A x, A y) { return x > y || x != x ? x : y; }); return;
       case BinaryOp::minimum: map2<T, T>(out, a, b, [](A x, A y) { return x < y || x != x ? x : y; }); return;
       case BinaryOp::eq: cmp([](A x, A y) { return x == y; }); return;
