@@ -1,5 +1,7 @@
 #include "rumus/ops/creation.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
 
 #include "op_util.hpp"
@@ -51,12 +53,13 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
     throw ShapeError(fmt::format("arange: {} to {} step {} gives {} elements, more than an int64 can count", start,
                                  end, step, count));
   const auto n = std::int64_t(count);
-  std::vector<double> v;
-  try {
-    v.resize(std::size_t(std::max<std::int64_t>(n, 0)));
-  } catch (const std::exception&) {  // bad_alloc, or length_error past max_size()
-    throw ShapeError(fmt::format("arange: {} elements ({} to {} step {}) do not fit in memory", n, start, end, step));
-  }
+  // The values are built on the host first: refuse more than its memory
+  // rather than asking the allocator (sanitizers abort instead of throwing).
+  const double host_bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (double(n) * sizeof(double) > host_bytes)
+    throw ShapeError(fmt::format("arange: {} elements ({} to {} step {}) do not fit in memory ({} bytes)", n, start,
+                                 end, step, host_bytes));
+  std::vector<double> v(std::size_t(std::max<std::int64_t>(n, 0)));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + double(i) * step;
   TensorOptions host = o;
   host.device = Device::cpu();
