@@ -11,6 +11,8 @@ find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
 # A module of ours (cmake/FindRumusOpenBLAS.cmake): an imported target, not paths.
 find_package(RumusOpenBLAS REQUIRED)
+# cmake/FindRumusDNNL.cmake: oneDNN runs f32 GEMM and convolution on the CPU.
+find_package(RumusDNNL REQUIRED)
 
 if(RUMUS_VULKAN)
   find_package(Vulkan QUIET)

@@ -29,7 +29,7 @@ function(rumus_write_pkg_config out)
       list(APPEND requires vulkan)
     endif()
     list(JOIN requires ", " RUMUS_PC_REQUIRES_PRIVATE)
-    set(libs ${OpenMP_CXX_FLAGS} ${CMAKE_THREAD_LIBS_INIT})
+    set(libs -ldnnl ${OpenMP_CXX_FLAGS} ${CMAKE_THREAD_LIBS_INIT})  # oneDNN ships no .pc file
     list(JOIN libs " " RUMUS_PC_LIBS_PRIVATE)
   endif()
   configure_file(${PROJECT_SOURCE_DIR}/cmake/rumus.pc.in ${out} @ONLY)

@@ -295,6 +295,55 @@ void check_conv_real_shape(std::int64_t n, std::int64_t c, std::int64_t hw, std:
 TEST(NnRealShapes, Conv2dFirstLayer) { check_conv_real_shape(64, 1, 28, 32); }
 TEST(NnRealShapes, Conv2dSecondLayer) { check_conv_real_shape(64, 32, 26, 64); }
 
+// f32 convolutions run on the CPU's convolution library; f64 ones are lowered to
+// im2col + GEMM. Both must agree, forward and backward, over strides, padding,
+// dilation, groups, sizes the stride does not divide, and strided inputs.
+struct ConvCase {
+  Shape x, w;
+  Conv2dOptions o;
+  bool bias, transposed_input;
+};
+
+TEST(NnConv2d, LibraryKernelsAgreeWithLowering) {
+  const std::vector<ConvCase> cases{
+      {{2, 3, 5, 6}, {4, 3, 3, 2}, {}, true, false},
+      {{2, 2, 7, 6}, {3, 2, 3, 3}, {.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}}, false, false},
+      {{2, 4, 5, 5}, {6, 2, 3, 3}, {.padding = {1, 1}, .groups = 2}, true, false},
+      {{1, 3, 4, 4}, {3, 1, 2, 2}, {.stride = {2, 2}, .groups = 3}, false, false},
+      {{3, 5, 9, 8}, {7, 5, 3, 3}, {.stride = {2, 3}, .padding = {1, 0}}, true, true},
+      {{4, 32, 12, 12}, {16, 32, 3, 3}, {.padding = {1, 1}}, true, true}};
+  std::uint64_t seed = 20;
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w));
+    Tensor x64 = random_tensor(c.x, ++seed).to(DType::f64), w64 = random_tensor(c.w, ++seed).to(DType::f64);
+    Tensor b64 = c.bias ? random_tensor({c.w[0]}, ++seed).to(DType::f64) : Tensor();
+    if (c.transposed_input) x64 = x64.transpose(2, 3).contiguous().transpose(2, 3);  // same values, strided
+    auto run = [&](DType dt) {
+      Tensor x = x64.to(dt).requires_grad_(), w = w64.to(dt).requires_grad_();
+      Tensor b = c.bias ? b64.to(dt).requires_grad_() : Tensor();
+      if (c.transposed_input) {
+        x = x64.transpose(2, 3).contiguous().to(dt).transpose(2, 3).detach().requires_grad_();
+        EXPECT_FALSE(x.is_contiguous());
+      }
+      Tensor y = conv2d(x, w, b, c.o);
+      Tensor gy = random_tensor(y.shape(), 99).to(dt);
+      GradientStore g = backward(sum(mul(y, gy)));
+      std::vector<Tensor> r{y, g.at(x), g.at(w)};
+      if (c.bias) r.push_back(g.at(b));
+      for (Tensor& t : r) t = t.to(DType::f64);
+      return r;
+    };
+    const std::vector<Tensor> lib = run(DType::f32), lowered = run(DType::f64);
+    ASSERT_EQ(lib.size(), lowered.size());
+    for (std::size_t i = 0; i < lib.size(); ++i) {
+      ASSERT_EQ(lib[i].shape(), lowered[i].shape()) << "output " << i;
+      const double err = max(abs(sub(lib[i], lowered[i]))).item();
+      const double scale = 1 + max(abs(lowered[i])).item();
+      EXPECT_LT(err, 1e-4 * scale) << "output " << i;
+    }
+  }
+}
+
 TEST(NnRealShapes, MaxPool2d) {
   Tensor x = random_tensor({64, 64, 24, 24}, 9).requires_grad_();
   Tensor y = max_pool2d(x, 2);

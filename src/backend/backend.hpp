@@ -36,7 +36,7 @@ enum class OptimizerKind : std::uint8_t { RUMUS_OPTIMIZER_KINDS(RUMUS_ENUM_ENTRY
 #define RUMUS_KERNELS(X)                                                                                  \
   X(fill) X(copy) X(unary) X(binary) X(where) X(reduce) X(gemm) X(random) X(sgd_step) X(adam_step)         \
   X(im2col) X(col2im) X(pool2d_forward) X(pool2d_backward) X(softmax_forward) X(softmax_backward)           \
-  X(index_select) X(index_add)
+  X(index_select) X(index_add) X(conv2d_forward) X(conv2d_backward_data) X(conv2d_backward_weight)
 enum class Kernel : std::uint8_t { RUMUS_KERNELS(RUMUS_ENUM_ENTRY) };
 #undef RUMUS_ENUM_ENTRY
 
@@ -125,6 +125,18 @@ class Backend : public DeviceBackend {
   // column entries that map onto each pixel.
   virtual void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) = 0;
   virtual void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) = 0;
+
+  // Direct convolution on dense NCHW operands, for devices with a convolution
+  // library of their own; where supports() says no, ops lower the convolution
+  // to im2col + GEMM instead. Weights are [OC, C/groups, KH, KW]; a bias or
+  // grad_bias whose storage is null is absent. Every output is overwritten.
+  virtual void conv2d_forward(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
+                              TensorArg out, TensorArg in, TensorArg weight, TensorArg bias) = 0;
+  virtual void conv2d_backward_data(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
+                                    TensorArg grad_in, TensorArg grad_out, TensorArg weight) = 0;
+  virtual void conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
+                                      TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
+                                      TensorArg in) = 0;
 
   // Pooling over planes of a contiguous [planes, H, W] input into a contiguous
   // [planes, OH, OW] output; `indices` (i64, same shape as out) only for max.

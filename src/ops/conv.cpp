@@ -97,6 +97,47 @@ void check_float_pair(const char* op, const Tensor& x, const Tensor& w, const ch
                                  dtype_name(x.dtype())));
 }
 
+// The device's own convolution kernels, on dense NCHW operands; the forward
+// keeps the input and the weight for the backward pass.
+Tensor direct_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& g,
+                     std::int64_t oc, std::int64_t groups) {
+  Backend& be = detail::kernels("conv2d", Kernel::conv2d_forward, input);
+  const DType dt = input.dtype();
+  const TensorArg no_bias{nullptr, dt, nullptr};
+  Tensor x = input.detach().contiguous(), w = weight.detach().contiguous();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor out = detail::alloc({g.batch, oc, g.out_h, g.out_w}, dt, input.device());
+  if (out.numel() == 0) return out;
+  be.conv2d_forward(g, oc, groups, arg(out), arg(x), arg(w), b.defined() ? arg(b) : no_bias);
+  if (autograd::needs_grad({&input, &weight, &bias})) {
+    const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+    autograd::record("conv2d", {input, weight, bias}, out,
+                     [g, oc, groups, gx, gw, gb, no_bias, sx = SavedTensor(gw ? x : Tensor()),
+                      sw = SavedTensor(gx ? w : Tensor())](const Tensor& grad) {
+                       Backend& be = detail::kernels(
+                           "conv2d", {Kernel::conv2d_backward_data, Kernel::conv2d_backward_weight}, grad);
+                       Tensor go = grad.contiguous();
+                       std::vector<Tensor> grads(3);
+                       if (gx) {
+                         grads[0] = detail::alloc({g.batch, g.channels, g.height, g.width}, go.dtype(), go.device());
+                         be.conv2d_backward_data(g, oc, groups, arg(grads[0]), arg(go), arg(sw.get()));
+                       }
+                       if (gw) {
+                         const Tensor& x = sx.get();
+                         grads[1] = detail::alloc({oc, g.channels / groups, g.kernel_h, g.kernel_w}, go.dtype(),
+                                                  go.device());
+                         if (gb) grads[2] = detail::alloc({oc}, go.dtype(), go.device());
+                         be.conv2d_backward_weight(g, oc, groups, arg(grads[1]), gb ? arg(grads[2]) : no_bias,
+                                                   arg(go), arg(x));
+                       } else if (gb) {
+                         grads[2] = sum(go, {0, 2, 3});
+                       }
+                       return grads;
+                     });
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
@@ -125,6 +166,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   }
   const Conv2dGeometry g =
       geometry(op, n, c, input.shape()[2], input.shape()[3], {weight.shape()[2], weight.shape()[3]}, o);
+  if (backend(input.device()).supports(Kernel::conv2d_forward, input.dtype()))
+    return direct_conv2d(input, weight, bias, g, oc, groups);
   const std::int64_t l = g.out_h * g.out_w, nl = n * l, kg = weight.shape()[1] * g.kernel_h * g.kernel_w,
                      ocg = oc / groups;
   const DType dt = input.dtype();

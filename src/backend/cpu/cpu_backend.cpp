@@ -2,6 +2,7 @@
 #include "cpu_backend.hpp"
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,10 +12,6 @@
 
 #include "../philox.hpp"
 #include "cpu_loops.hpp"
-
-// Present only in OpenBLAS builds with runtime kernel dispatch (DYNAMIC_ARCH).
-extern "C" void gotoblas_dynamic_init() __attribute__((weak));
-extern "C" void gotoblas_dynamic_quit() __attribute__((weak));
 
 namespace rumus::cpu {
 
@@ -33,6 +30,8 @@ bool CpuBackend::supports(Kernel kernel, DType dtype) const {
       return true;
     case Kernel::gemm:
       return dtype == DType::f32 || dtype == DType::f64;
+    case Kernel::conv2d_forward: case Kernel::conv2d_backward_data: case Kernel::conv2d_backward_weight:
+      return dtype == DType::f32;  // oneDNN; f64 convolutions are lowered to im2col + GEMM
     case Kernel::unary: case Kernel::sgd_step: case Kernel::adam_step: case Kernel::im2col: case Kernel::col2im:
     case Kernel::pool2d_forward: case Kernel::pool2d_backward: case Kernel::softmax_forward:
     case Kernel::softmax_backward: case Kernel::index_add:
@@ -41,29 +40,7 @@ bool CpuBackend::supports(Kernel kernel, DType dtype) const {
   return false;
 }
 
-namespace {
-// OpenBLAS 0.3.21 does not recognise some current Xeons (virtual machines report
-// a generic model name) and falls back to its SSE3 "Prescott" kernels, which run
-// GEMM about half as fast as the AVX-512 ones on the same CPU. Unless the user
-// chose a core type, re-run OpenBLAS's dispatch with one the CPU supports.
-void select_blas_kernels() {
-  if (std::getenv("OPENBLAS_CORETYPE") || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
-  if (std::strcmp(openblas_get_corename(), "Prescott") != 0) return;
-  const char* core = nullptr;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    core = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    core = "Haswell";
-  if (!core) return;
-  setenv("OPENBLAS_CORETYPE", core, 0);
-  gotoblas_dynamic_quit();
-  gotoblas_dynamic_init();
-  unsetenv("OPENBLAS_CORETYPE");
-}
-}  // namespace
-
-CpuBackend::CpuBackend() { select_blas_kernels(); }
+CpuBackend::CpuBackend() = default;
 
 // Large blocks are kept for reuse by exact size: a training step allocates the
 // same buffers every iteration, and fresh pages cost a page fault each (tens of
@@ -212,10 +189,11 @@ void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std:
   });
 }
 
-// GEMM threading: BLAS runs single-threaded and the work is split across the
-// OpenMP team (by batch entry, else by column or row blocks of C). One thread
-// pool for every kernel: OpenBLAS's own pthreads would otherwise compete for
-// the cores with OpenMP threads still spinning after the previous loop.
+// GEMM: f32 on oneDNN, which dispatches on the instruction set the CPU really
+// has and threads on the OpenMP team rumus's loops use. oneDNN has no f64 GEMM,
+// so f64 (gradient checks, references) stays on a single-threaded OpenBLAS
+// whose calls are split across the team here (by batch entry, else by column
+// or row blocks of C).
 void CpuBackend::gemm(const GemmArgs& g) {
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   const auto ta = g.trans_a ? CblasTrans : CblasNoTrans, tb = g.trans_b ? CblasTrans : CblasNoTrans;
@@ -230,13 +208,25 @@ void CpuBackend::gemm(const GemmArgs& g) {
       const T* pa = a + i * g.stride_a + (g.trans_a ? r0 : r0 * g.lda);
       const T* pb = b + i * g.stride_b + (g.trans_b ? c0 * g.ldb : c0);
       T* pc = c + i * g.stride_c + r0 * g.ldc + c0;
-      if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, ta, tb, r1 - r0, c1 - c0, g.k, float(g.alpha), pa, g.lda, pb, g.ldb,
-                    float(g.beta), pc, g.ldc);
-      else
+      if constexpr (std::is_same_v<T, float>) {
+        const dnnl_status_t st = dnnl_sgemm(g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', r1 - r0, c1 - c0, g.k,
+                                            float(g.alpha), pa, g.lda, pb, g.ldb, float(g.beta), pc, g.ldc);
+        if (st != dnnl_success) throw DeviceError("gemm: oneDNN sgemm failed with status " + std::to_string(int(st)));
+      } else {
         cblas_dgemm(CblasRowMajor, ta, tb, r1 - r0, c1 - c0, g.k, g.alpha, pa, g.lda, pb, g.ldb, g.beta, pc, g.ldc);
+      }
     };
     const int threads = omp_get_max_threads();
+    if constexpr (std::is_same_v<T, float>) {
+      // oneDNN splits one product over the team itself; inside a parallel loop it runs single-threaded.
+      if (threads > 1 && g.batch >= 2 * threads && g.stride_c != 0) {
+        _Pragma("omp parallel for schedule(dynamic, 1)")
+        for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
+      } else {
+        for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
+      }
+      return;
+    }
     const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch);
     if (threads == 1 || flops < 4e6) {
       for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);

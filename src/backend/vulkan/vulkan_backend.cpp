@@ -51,6 +51,8 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
       return is_floating(dtype) && dtype != DType::f64;
     case Kernel::unary: case Kernel::binary: case Kernel::where: case Kernel::reduce:
       return dtype != DType::f64;  // arithmetic runs in f32: f64 would lose precision silently
+    case Kernel::conv2d_forward: case Kernel::conv2d_backward_data: case Kernel::conv2d_backward_weight:
+      return false;  // convolutions are lowered to im2col + GEMM
   }
   return false;
 }

@@ -43,6 +43,12 @@ class VulkanBackend final : public Backend {
 
   void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) override;
   void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) override;
+  void conv2d_forward(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups, TensorArg out,
+                      TensorArg in, TensorArg weight, TensorArg bias) override;
+  void conv2d_backward_data(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
+                            TensorArg grad_in, TensorArg grad_out, TensorArg weight) override;
+  void conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
+                              TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in) override;
   void pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) override;
   void pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) override;
   void softmax_forward(TensorArg out, TensorArg in, bool log) override;
