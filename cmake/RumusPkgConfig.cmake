@@ -29,7 +29,9 @@ function(rumus_write_pkg_config out)
       list(APPEND requires vulkan)
     endif()
     list(JOIN requires ", " RUMUS_PC_REQUIRES_PRIVATE)
-    set(libs -ldnnl ${OpenMP_CXX_FLAGS} ${CMAKE_THREAD_LIBS_INIT})  # oneDNN ships no .pc file
+    # oneDNN ships no .pc file. libgomp is named before rumus_openmp_defaults
+    # so that the loader loads the defaults after it (src/runtime/openmp_defaults.cpp).
+    set(libs -ldnnl ${OpenMP_CXX_FLAGS} -lgomp -lrumus_openmp_defaults ${CMAKE_THREAD_LIBS_INIT})
     list(JOIN libs " " RUMUS_PC_LIBS_PRIVATE)
   endif()
   configure_file(${PROJECT_SOURCE_DIR}/cmake/rumus.pc.in ${out} @ONLY)

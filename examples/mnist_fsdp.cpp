@@ -13,7 +13,6 @@
 
 #include "support/cli.hpp"
 
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -245,18 +244,9 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
   }
 }
 
-// libgomp reads OMP_WAIT_POLICY when it loads: set it and restart once, so
-// idle OpenMP threads do not spin on the cores the other ranks need.
-void tune_runtime(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("RUMUS_RUNTIME_TUNED")) return;
-  setenv("RUMUS_RUNTIME_TUNED", "1", 1);
-  if (setenv("OMP_WAIT_POLICY", "passive", 1) == 0) execv("/proc/self/exe", argv);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  tune_runtime(argv);
   Config c;
   if (auto status = parse(c, argc, argv)) return *status;
   try {

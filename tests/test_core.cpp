@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include <rumus/rumus.hpp>
@@ -169,3 +170,22 @@ TEST(ShapeOverflow, ReshapeAndExpandRejectOverflowAndNegativeDims) {
 }
 
 }  // namespace
+
+// ---- threads ----
+
+TEST(Parallel, SetNumThreadsChecksAndApplies) {
+  const int before = num_threads();
+  set_num_threads(1);
+  EXPECT_EQ(num_threads(), 1);
+  set_num_threads(before);
+  EXPECT_EQ(num_threads(), before);
+  rumus::testing::expect_error<Error>([] { set_num_threads(0); }, "set_num_threads: expected at least 1 thread, got 0");
+}
+
+// ctest also runs this with OMP_DISPLAY_ENV=true, with and without the user's
+// OMP_WAIT_POLICY, and checks the policy libgomp reports (tests/CMakeLists.txt).
+TEST(Parallel, WaitPolicyIsTheUsersWhenSet) {
+  // The default rumus sets is removed again once the runtime has read it.
+  if (std::getenv("OMP_WAIT_POLICY")) EXPECT_FALSE(idle_threads_sleep_by_rumus());
+  if (idle_threads_sleep_by_rumus()) EXPECT_EQ(std::getenv("OMP_WAIT_POLICY"), nullptr);
+}
