@@ -68,7 +68,7 @@ int train(const example::Options& o) {
   train_set.set_normalize(norm);
   test_set.set_normalize(norm);
   data::DataLoader train_loader(std::move(train_set),
-                                {.batch_size = o.batch_size, .shuffle = true, .drop_last = true, .seed = o.seed});
+                                {.batch_size = o.batch_size, .shuffle = true, .drop_last = true, .seed = o.seed, .num_workers = 0});
   // Evaluation in training-size batches: a batch that fits a training step
   // fits a forward pass on every device.
   data::DataLoader test_loader(std::move(test_set), {.batch_size = o.batch_size});

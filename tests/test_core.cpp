@@ -185,7 +185,8 @@ TEST(Parallel, SetNumThreadsChecksAndApplies) {
 // ctest also runs this with OMP_DISPLAY_ENV=true, with and without the user's
 // OMP_WAIT_POLICY, and checks the policy libgomp reports (tests/CMakeLists.txt).
 TEST(Parallel, WaitPolicyIsTheUsersWhenSet) {
-  // The default rumus sets is removed again once the runtime has read it.
+  // The default rumus sets is removed again once the CPU backend has started.
+  EXPECT_EQ(zeros({2}).sum().item(), 0.0);
   if (std::getenv("OMP_WAIT_POLICY")) EXPECT_FALSE(idle_threads_sleep_by_rumus());
   if (idle_threads_sleep_by_rumus()) EXPECT_EQ(std::getenv("OMP_WAIT_POLICY"), nullptr);
 }

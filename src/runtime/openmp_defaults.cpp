@@ -11,7 +11,7 @@
 // This library has no dependencies, and librumus lists it after the OpenMP
 // runtime, so the dynamic loader loads it later and runs its constructor first,
 // before libgomp reads the environment. librumus removes the variable again
-// once libgomp has read it (parallel.cpp), so child processes see the user's
+// once libgomp has read it (when the CPU backend starts), so child processes see the user's
 // environment.
 #include <cstdlib>
 

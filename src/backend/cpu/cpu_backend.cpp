@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "../../core/openmp_environment.hpp"
 #include "../philox.hpp"
 #include "cpu_loops.hpp"
 
@@ -40,7 +41,7 @@ bool CpuBackend::supports(Kernel kernel, DType dtype) const {
   return false;
 }
 
-CpuBackend::CpuBackend() = default;
+CpuBackend::CpuBackend() { detail::settle_openmp_environment(); }
 
 // Large blocks are kept for reuse by exact size: a training step allocates the
 // same buffers every iteration, and fresh pages cost a page fault each (tens of
