@@ -1,12 +1,15 @@
-// Fused optimizer updates: one pass over parameter, gradient and state.
+// Fused optimizer updates: one pass over parameter, gradient and state,
+// vectorised for the CPU's widest instructions (isa.hpp).
 #include <cmath>
 
 #include "cpu_backend.hpp"
 #include "cpu_loops.hpp"
+#include "isa.hpp"
 
 namespace rumus::cpu {
 
 namespace {
+
 bool all_dense(std::initializer_list<TensorArg> args) {
   for (const TensorArg& a : args)
     if (!a.layout->is_contiguous()) return false;
@@ -14,61 +17,144 @@ bool all_dense(std::initializer_list<TensorArg> args) {
 }
 template <class T>
 T* at(TensorArg t) { return data_of<T>(t) + t.layout->offset; }
+
+// fn(begin, end) over [0, n), split into one 64-byte-aligned share per thread when n is large.
+template <class F>
+void split_across_threads(std::int64_t n, F&& fn) {
+  if (n <= kParallelGrain || omp_get_max_threads() == 1) return fn(std::int64_t(0), n);
+#pragma omp parallel
+  {
+    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const std::int64_t begin = n * t / nt / 16 * 16, end = t + 1 == nt ? n : n * (t + 1) / nt / 16 * 16;
+    fn(begin, end);
+  }
+}
+
+template <class T>
+struct SgdLoop {
+  T* p;
+  const T* g;
+  T* b;
+  T lr, momentum, damp, weight_decay;
+  bool has_momentum, first, nesterov;
+};
+
+// One loop per case, so that each is a straight vectorisable body.
+template <class T>
+[[gnu::always_inline]] inline void sgd_loop(const SgdLoop<T>& a, std::int64_t begin, std::int64_t end) {
+  T* __restrict p = a.p;
+  const T* __restrict g = a.g;
+  T* __restrict b = a.b;
+  const T lr = a.lr, mom = a.momentum, damp = a.damp, wd = a.weight_decay;
+  if (!a.has_momentum) {
+    for (std::int64_t i = begin; i < end; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+  } else if (a.first) {  // the buffer becomes the gradient
+    for (std::int64_t i = begin; i < end; ++i) {
+      const T d = g[i] + wd * p[i];
+      b[i] = d;
+      p[i] -= lr * (a.nesterov ? d + mom * d : d);
+    }
+  } else if (a.nesterov) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const T d = g[i] + wd * p[i], m = mom * b[i] + damp * d;
+      b[i] = m;
+      p[i] -= lr * (d + mom * m);
+    }
+  } else {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const T m = mom * b[i] + damp * (g[i] + wd * p[i]);
+      b[i] = m;
+      p[i] -= lr * m;
+    }
+  }
+}
+
+template <class T>
+struct AdamLoop {
+  T* p;
+  const T* g;
+  T* m;
+  T* v;
+  T beta1, beta2, eps, step_size, inv_sqrt_c2, coupled_wd, decay;
+};
+
+template <class T>
+[[gnu::always_inline]] inline void adam_loop(const AdamLoop<T>& a, std::int64_t begin, std::int64_t end) {
+  T* __restrict p = a.p;
+  const T* __restrict g = a.g;
+  T* __restrict pm = a.m;
+  T* __restrict pv = a.v;
+  const T b1 = a.beta1, b2 = a.beta2, eps = a.eps, step_size = a.step_size, inv_sqrt_c2 = a.inv_sqrt_c2;
+  const T coupled_wd = a.coupled_wd, decay = a.decay;
+  for (std::int64_t i = begin; i < end; ++i) {
+    const T d = g[i] + coupled_wd * p[i];
+    const T mi = b1 * pm[i] + (T(1) - b1) * d;
+    const T vi = b2 * pv[i] + (T(1) - b2) * d * d;
+    pm[i] = mi;
+    pv[i] = vi;
+    p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_c2 + eps);
+  }
+}
+
+RUMUS_CPU_ISA_VARIANTS(sgd_f32, const SgdLoop<float>&, sgd_loop<float>)
+RUMUS_CPU_ISA_VARIANTS(sgd_f64, const SgdLoop<double>&, sgd_loop<double>)
+RUMUS_CPU_ISA_VARIANTS(adam_f32, const AdamLoop<float>&, adam_loop<float>)
+RUMUS_CPU_ISA_VARIANTS(adam_f64, const AdamLoop<double>&, adam_loop<double>)
+
+template <class T>
+void sgd(const SgdLoop<T>& a, std::int64_t n) {
+  split_across_threads(n, [&](std::int64_t begin, std::int64_t end) {
+    if constexpr (std::is_same_v<T, float>) sgd_f32(a, begin, end);
+    else sgd_f64(a, begin, end);
+  });
+}
+
+template <class T>
+void adam(const AdamLoop<T>& a, std::int64_t n) {
+  split_across_threads(n, [&](std::int64_t begin, std::int64_t end) {
+    if constexpr (std::is_same_v<T, float>) adam_f32(a, begin, end);
+    else adam_f64(a, begin, end);
+  });
+}
+
 // Calls f with a zero of the parameter's type (f32 or f64).
 template <class F>
 void dispatch_f32_f64(DType dt, F&& f) {
   if (dt == DType::f32) f(float{});
   else f(double{});
 }
+
 }  // namespace
 
 void CpuBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
   if ((param.dtype != DType::f32 && param.dtype != DType::f64) || !all_dense({param, grad, buf}))
     return composed_sgd_step(*this, s, param, grad, buf);
-  const std::int64_t n = param.layout->numel();
   dispatch_f32_f64(param.dtype, [&](auto zero) {
     using T = decltype(zero);
-    T* p = at<T>(param);
-    const T* g = at<T>(grad);
-    T* b = at<T>(buf);
-    const T lr = T(s.lr), mom = T(s.momentum), damp = T(1 - s.dampening), wd = T(s.weight_decay);
-    const bool has_mom = s.momentum != 0, first = s.first, nesterov = s.nesterov;
-    _Pragma("omp parallel for simd if (n > kParallelGrain) schedule(static)")
-    for (std::int64_t i = 0; i < n; ++i) {
-      T d = g[i] + wd * p[i];
-      if (has_mom) {
-        T m = first ? d : mom * b[i] + damp * d;
-        b[i] = m;
-        d = nesterov ? d + mom * m : m;
-      }
-      p[i] -= lr * d;
-    }
+    const SgdLoop<T> a{at<T>(param), at<T>(grad), at<T>(buf), T(s.lr), T(s.momentum), T(1 - s.dampening),
+                       T(s.weight_decay), s.momentum != 0, s.first, s.nesterov};
+    sgd(a, param.layout->numel());
   });
 }
 
 void CpuBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
   if ((param.dtype != DType::f32 && param.dtype != DType::f64) || !all_dense({param, grad, m, v}))
     return composed_adam_step(*this, s, param, grad, m, v);
-  const std::int64_t n = param.layout->numel();
   dispatch_f32_f64(param.dtype, [&](auto zero) {
     using T = decltype(zero);
-    T* p = at<T>(param);
-    const T* g = at<T>(grad);
-    T* pm = at<T>(m);
-    T* pv = at<T>(v);
     const double c1 = 1.0 - std::pow(s.beta1, double(s.step)), c2 = 1.0 - std::pow(s.beta2, double(s.step));
-    const T b1 = T(s.beta1), b2 = T(s.beta2), eps = T(s.eps), step_size = T(s.lr / c1), inv_sqrt_c2 = T(1 / std::sqrt(c2));
-    const T coupled_wd = s.decoupled ? T(0) : T(s.weight_decay);
-    const T decay = s.decoupled ? T(1 - s.lr * s.weight_decay) : T(1);
-    _Pragma("omp parallel for simd if (n > kParallelGrain) schedule(static)")
-    for (std::int64_t i = 0; i < n; ++i) {
-      T d = g[i] + coupled_wd * p[i];
-      T mi = b1 * pm[i] + (T(1) - b1) * d;
-      T vi = b2 * pv[i] + (T(1) - b2) * d * d;
-      pm[i] = mi;
-      pv[i] = vi;
-      p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_c2 + eps);
-    }
+    const AdamLoop<T> a{at<T>(param),
+                        at<T>(grad),
+                        at<T>(m),
+                        at<T>(v),
+                        T(s.beta1),
+                        T(s.beta2),
+                        T(s.eps),
+                        T(s.lr / c1),
+                        T(1 / std::sqrt(c2)),
+                        s.decoupled ? T(0) : T(s.weight_decay),
+                        s.decoupled ? T(1 - s.lr * s.weight_decay) : T(1)};
+    adam(a, param.layout->numel());
   });
 }
 
