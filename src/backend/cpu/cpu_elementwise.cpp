@@ -5,6 +5,7 @@
 
 #include "cpu_backend.hpp"
 #include "cpu_loops.hpp"
+#include "isa.hpp"
 
 namespace rumus::cpu {
 
@@ -18,7 +19,9 @@ void map1(TensorArg out, TensorArg in, F f) {
     T* po = o + off[0];
     const T* px = x + off[1];
     if (st[0] == 1 && st[1] == 1) {
-      for (std::int64_t i = 0; i < n; ++i) po[i] = store<T>(f(load(px[i])));
+      with_isa([&]() RUMUS_INLINE {
+        for (std::int64_t i = 0; i < n; ++i) po[i] = store<T>(f(load(px[i])));
+      });
     } else {
       for (std::int64_t i = 0; i < n; ++i) po[i * st[0]] = store<T>(f(load(px[i * st[1]])));
     }
@@ -36,10 +39,14 @@ void map2(TensorArg out, TensorArg a, TensorArg b, F f) {
                  const T* xa = pa + off[1];
                  const T* xb = pb + off[2];
                  if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-                   for (std::int64_t i = 0; i < n; ++i) po[i] = store<O>(f(load(xa[i]), load(xb[i])));
+                   with_isa([&]() RUMUS_INLINE {
+                     for (std::int64_t i = 0; i < n; ++i) po[i] = store<O>(f(load(xa[i]), load(xb[i])));
+                   });
                  } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
-                   auto vb = load(xb[0]);
-                   for (std::int64_t i = 0; i < n; ++i) po[i] = store<O>(f(load(xa[i]), vb));
+                   const auto vb = load(xb[0]);
+                   with_isa([&]() RUMUS_INLINE {
+                     for (std::int64_t i = 0; i < n; ++i) po[i] = store<O>(f(load(xa[i]), vb));
+                   });
                  } else {
                    for (std::int64_t i = 0; i < n; ++i)
                      po[i * st[0]] = store<O>(f(load(xa[i * st[1]]), load(xb[i * st[2]])));

@@ -5,6 +5,10 @@
 // pointer picked on first use, not ifunc/target_clones: those resolve before
 // sanitizer runtimes start.
 //
+// Two forms. For a loop written inline, with_isa([&]() RUMUS_INLINE { ... })
+// runs the lambda compiled for the chosen instruction set (the lambda, and what
+// it calls inline, is compiled again inside each variant). For a named loop:
+//
 //   RUMUS_CPU_ISA_VARIANTS(sgd_f32, const SgdLoop<float>&, sgd_loop<float>)
 //
 // defines `void sgd_f32(const SgdLoop<float>& args, std::int64_t begin, std::int64_t end)`
@@ -28,6 +32,30 @@ inline Isa cpu_isa() {
   }();
   return isa;
 }
+
+#define RUMUS_INLINE __attribute__((always_inline))
+
+#if defined(__x86_64__)
+template <class F>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))) void run_avx512(F& f) {
+  f();
+}
+template <class F>
+__attribute__((target("avx2,fma"))) void run_avx2(F& f) {
+  f();
+}
+template <class F>
+void with_isa(F&& f) {
+  switch (cpu_isa()) {
+    case Isa::avx512: return run_avx512(f);
+    case Isa::avx2: return run_avx2(f);
+    case Isa::baseline: return f();
+  }
+}
+#else
+template <class F>
+void with_isa(F&& f) { f(); }
+#endif
 
 #if defined(__x86_64__)
 #define RUMUS_CPU_ISA_VARIANTS(name, Args, body)                                                                  \
