@@ -18,6 +18,8 @@
 #include "support/metrics.hpp"
 #include "support/optim.hpp"
 #include "support/progress.hpp"
+#include "support/run_settings.hpp"
+#include "support/training_size.hpp"
 
 using namespace rumus;
 
@@ -71,6 +73,9 @@ int train(const example::Options& o) {
   // Data: pixels scaled to [0, 1], then normalised with the training set's
   // mean and standard deviation. The order of epoch e depends only on the seed and e.
   data::Mnist train_set(o.data, data::Split::Train), test_set(o.data, data::Split::Test);
+  const std::int64_t train_examples = train_set.size();
+  const std::int64_t steps_per_epoch = example::steps_per_epoch(train_examples, o.batch_size, o.limit, o.data);
+  example::check_test_set(test_set.size(), o.data);
   const data::Normalize norm = data::Normalize::fit(train_set.images());
   train_set.set_normalize(norm);
   test_set.set_normalize(norm);
@@ -80,21 +85,22 @@ int train(const example::Options& o) {
   // fits a forward pass on every device (1000 made the convolution buffers
   // exceed lavapipe's largest buffer, 128 MiB).
   data::DataLoader test_loader(std::move(test_set), {.batch_size = o.batch_size});
-  const std::int64_t steps_per_epoch =
-      o.limit ? std::min(train_loader.size(), o.limit / o.batch_size) : train_loader.size();
 
   // Optimizer (AdamW by default) and a learning-rate schedule stepped once per batch.
   const double lr = o.lr.value_or(o.optimizer == "sgd" ? 0.05 : 2e-3);
   auto opt = example::make_optimizer(o.optimizer, net.parameters(), lr, o.weight_decay, o.nesterov);
   auto sched = example::make_schedule(o.schedule, *opt, lr, steps_per_epoch * o.epochs);
+  // What this run trains; stored in its checkpoints, and a resume must match it.
+  io::TrainingState state;  // epochs and steps completed
+  state.settings = example::run_settings(o, "cnn", *opt, lr, train_examples, norm);
 
   // Resuming: the checkpoint restores the model, the optimizer's state, the
   // random generator and the epoch/step counters; the schedule is a function
-  // of the step.
-  io::TrainingState state;  // epochs and steps completed
+  // of the step. A checkpoint of a run with other settings is refused.
   std::vector<example::EpochMetrics> history;
   if (!o.resume.empty()) {
-    state = io::load_checkpoint(o.resume, net, *opt);
+    state = io::load_checkpoint(o.resume, net, *opt, state.settings);
+    example::check_epochs_left(state.epoch, o.epochs, o.resume);
     sched->set_step(state.step);
     history = example::read_metrics(o.metrics, state.epoch);
     std::fprintf(stderr, "resumed from %s at epoch %lld, step %lld\n", o.resume.c_str(), (long long)state.epoch,

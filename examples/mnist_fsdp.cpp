@@ -12,7 +12,7 @@
 #include <rumus/rumus.hpp>
 
 #include "support/cli.hpp"
-
+#include "support/training_size.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -172,8 +172,7 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
   optim::SGD opt(trainer->parameters(), {.lr = c.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
 
   data::DataLoader order_of(train_set, {.batch_size = c.batch_size, .shuffle = true, .drop_last = true, .seed = c.seed});
-  std::int64_t steps = train_set->size() / c.batch_size;
-  if (c.limit) steps = std::min(steps, c.limit / c.batch_size);
+  const std::int64_t steps = example::steps_per_epoch(train_set->size(), c.batch_size, c.limit, c.data);
   if (rank == 0)
     std::printf("mnist_fsdp: %s %s, %d rank%s (%s), global batch %lld (%lld per rank), %lld steps per epoch, lr %g\n",
                 c.mode.c_str(), c.model.c_str(), n, n > 1 ? "s" : "", pg.name().c_str(), (long long)c.batch_size,
@@ -255,6 +254,9 @@ int main(int argc, char** argv) {
     const std::vector<Device> devices = parse_devices(c.devices);
     auto train_set = std::make_shared<data::Mnist>(c.data, data::Split::Train);
     auto test_set = std::make_shared<data::Mnist>(c.data, data::Split::Test);
+    // Before any rank starts: a run that would train nothing is an error.
+    example::steps_per_epoch(train_set->size(), c.batch_size, c.limit, c.data);
+    example::check_test_set(test_set->size(), c.data);
     const data::Normalize norm = data::Normalize::fit(train_set->images());
     train_set->set_normalize(norm);
     test_set->set_normalize(norm);

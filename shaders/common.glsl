@@ -12,6 +12,26 @@ uint16_t float_to_bf16(float x) {
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);        // round to nearest even
 }
 
+// Float to integer saturates and NaN gives 0, as on the CPU (saturate_cast.hpp):
+// GLSL leaves conversions of values out of the target's range undefined.
+int sat_i32(float x) {
+  if (x != x) return 0;
+  if (x >= 2147483648.0) return 0x7fffffff;
+  if (x < -2147483648.0) return int(0x80000000u);
+  return int(x);
+}
+int64_t sat_i64(double x) {
+  if (x != x) return 0l;
+  if (x >= 9223372036854775808.0lf) return 0x7fffffffffffffffl;
+  if (x < -9223372036854775808.0lf) return int64_t(0x8000000000000000ul);
+  return int64_t(x);
+}
+uint sat_u8(float x) {
+  if (!(x > 0.0)) return 0u;  // NaN too
+  if (x >= 255.0) return 255u;
+  return uint(x);
+}
+
 // TENSOR(B) declares binding B as float/uint/u16/u8 arrays plus loadB/storeB,
 // which convert through float (the arithmetic type of every kernel).
 #define TENSOR(B)                                                                  \
@@ -33,9 +53,9 @@ uint16_t float_to_bf16(float x) {
     if (dt == DT_F64) { uvec2 w = unpackDouble2x32(double(x)); t##B##u.v[2 * i] = w.x; t##B##u.v[2 * i + 1] = w.y; return; } \
     if (dt == DT_F16) { t##B##h.v[i] = uint16_t(packHalf2x16(vec2(x, 0.0)) & 0xffffu); return; } \
     if (dt == DT_BF16) { t##B##h.v[i] = float_to_bf16(x); return; }               \
-    if (dt == DT_I32) { t##B##u.v[i] = uint(int(x)); return; }                     \
-    if (dt == DT_I64) { ivec2 w = unpackInt2x32(int64_t(x)); t##B##u.v[2 * i] = uint(w.x); t##B##u.v[2 * i + 1] = uint(w.y); return; } \
-    t##B##b.v[i] = uint8_t(uint(x));                                               \
+    if (dt == DT_I32) { t##B##u.v[i] = uint(sat_i32(x)); return; }                 \
+    if (dt == DT_I64) { ivec2 w = unpackInt2x32(sat_i64(double(x))); t##B##u.v[2 * i] = uint(w.x); t##B##u.v[2 * i + 1] = uint(w.y); return; } \
+    t##B##b.v[i] = uint8_t(uint(sat_i32(x)));  /* u8 arithmetic wraps, as on the CPU */ \
   }
 
 bool is_nan_f(float x) { return x != x; }

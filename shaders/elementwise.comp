@@ -134,7 +134,8 @@ void main() {
       }
     }
     if (KIND == POINTWISE_FILL) {
-      store0(DT_OUT, o0, pc.p0);
+      if (DT_OUT == DT_U8) t0b.v[o0] = uint8_t(sat_u8(pc.p0));  // a value, not arithmetic: saturates
+      else store0(DT_OUT, o0, pc.p0);
     } else if (KIND == POINTWISE_FILL64) {  // p0, p1 hold the bits
       t0u.v[2 * o0] = floatBitsToUint(pc.p0);
       t0u.v[2 * o0 + 1] = floatBitsToUint(pc.p1);
@@ -148,7 +149,7 @@ void main() {
         // Wide conversions go through 64-bit types, not float.
         uvec2 w = uvec2(t1u.v[2 * o1], t1u.v[2 * o1 + 1]);
         if (DT_OUT == DT_F64) w = unpackDouble2x32(double(packInt2x32(ivec2(w))));
-        else w = uvec2(unpackInt2x32(int64_t(packDouble2x32(w))));
+        else w = uvec2(unpackInt2x32(sat_i64(packDouble2x32(w))));
         t0u.v[2 * o0] = w.x; t0u.v[2 * o0 + 1] = w.y;
       } else if (DT_OUT == DT_F64 || DT_OUT == DT_I64) {
         float x = load1(DT_A, o1);
@@ -159,6 +160,8 @@ void main() {
         } else {
           store0(DT_OUT, o0, x);
         }
+      } else if (DT_OUT == DT_U8 && (DT_A == DT_F32 || DT_A == DT_F64 || DT_A == DT_F16 || DT_A == DT_BF16)) {
+        t0b.v[o0] = uint8_t(sat_u8(load1(DT_A, o1)));  // float -> u8 saturates; integers wrap
       } else {
         store0(DT_OUT, o0, load1(DT_A, o1));
       }

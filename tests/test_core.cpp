@@ -37,6 +37,37 @@ TEST(DType, CastsBetweenAllTypes) {
   EXPECT_EQ(tensor({3.0, 200.0}).to(DType::u8).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{3, 200}));
 }
 
+// Out-of-range float -> int is undefined in C++ (PyTorch's result depends on
+// the platform); rumus saturates to the target's range and maps NaN to 0.
+TEST(DType, FloatToIntCastsSaturateAndNanIsZero) {
+  const double inf = INFINITY;
+  for (DType from : {DType::f32, DType::f64}) {
+    Tensor x = tensor({1e20, -1e20, inf, -inf, NAN, -3.75, 300.5}).to(from);
+    EXPECT_EQ(x.to(DType::i32).to_vector<std::int32_t>(),
+              (std::vector<std::int32_t>{INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 0, -3, 300}));
+    EXPECT_EQ(x.to(DType::i64).to_vector<std::int64_t>(),
+              (std::vector<std::int64_t>{INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 0, -3, 300}));
+    EXPECT_EQ(x.to(DType::u8).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{255, 0, 255, 0, 0, 0, 255}));
+  }
+  // Just past the ends of i32 and i64, in the arithmetic type.
+  EXPECT_EQ(tensor({2147483648.0, -2147483904.0}, {.dtype = DType::f64}).to(DType::i32).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{INT32_MAX, INT32_MIN}));
+  EXPECT_EQ(tensor({0x1p63, -0x1p63}, {.dtype = DType::f64}).to(DType::i64).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{INT64_MAX, INT64_MIN}));
+  EXPECT_EQ(full({2}, 1e20, {.dtype = DType::i32}).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{INT32_MAX, INT32_MAX}));
+  EXPECT_EQ(full({1}, NAN, {.dtype = DType::u8}).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{0}));
+  EXPECT_EQ(arange(1e20, 1.5e20, 0.25e20, {.dtype = DType::i64}).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>(2, INT64_MAX)));
+  EXPECT_EQ(arange(-1e20, -0.5e20, 0.25e20, {.dtype = DType::i32}).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>(2, INT32_MIN)));
+  EXPECT_EQ(scalar_tensor(1e20).item<std::int64_t>(), INT64_MAX);
+  EXPECT_EQ(scalar_tensor(-1e20).item<int>(), INT32_MIN);
+  EXPECT_EQ(scalar_tensor(NAN).item<std::int64_t>(), 0);
+  EXPECT_EQ(scalar_tensor(inf).item<std::uint8_t>(), 255);
+  EXPECT_EQ(scalar_tensor(-2.5).item<int>(), -2);
+}
+
 TEST(Creation, FactoriesAndShapes) {
   EXPECT_EQ(zeros({2, 3}).to_vector<float>(), std::vector<float>(6, 0));
   EXPECT_EQ(ones({2}).to_vector<float>(), std::vector<float>(2, 1));

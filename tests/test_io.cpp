@@ -363,3 +363,142 @@ TEST(Checkpoint, ADirectoryIsAnIoErrorNamingIt) {
     FAIL() << "expected an IoError, got: " << e.what();
   }
 }
+
+namespace {
+
+// A checkpoint at `path` of `net` after one AdamW step, with its metadata
+// and tensors then edited by `edit`.
+template <class Edit>
+void write_edited_checkpoint(const std::string& path, TinyNet& net, Edit edit) {
+  optim::AdamW opt(net.parameters(), {.lr = 0.01});
+  opt.step(backward(sum(net.forward(ones({2, 4})))));
+  io::save_checkpoint(path, net, opt, {1, 1});
+  io::Metadata meta;
+  StateDict all = io::load_safetensors(path, &meta);
+  edit(meta, all);
+  io::save_safetensors(all, path, meta);
+}
+
+// Loads `path` into a fresh model and AdamW, expecting an IoError whose
+// message holds every fragment, and nothing changed.
+void expect_rejected(const std::string& path, const std::vector<std::string>& fragments) {
+  TinyNet net;
+  optim::AdamW opt(net.parameters(), {.lr = 0.5});
+  const std::vector<float> w1 = net.w1.to_vector<float>();
+  try {
+    io::load_checkpoint(path, net, opt);
+    ADD_FAILURE() << "expected an IoError for " << path;
+  } catch (const IoError& e) {
+    const std::string msg = e.what();
+    for (const std::string& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << "\n  lacks: " << f;
+  }
+  EXPECT_EQ(net.w1.to_vector<float>(), w1) << "a rejected checkpoint changed the model";
+  EXPECT_DOUBLE_EQ(opt.lr(), 0.5);
+}
+
+}  // namespace
+
+TEST(Checkpoint, CountersMustBeWholeNumbersInRange) {
+  fs::path dir = scratch("counters");
+  const std::string path = (dir / "c.safetensors").string();
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"epoch", "-5"}, {"step", "18446744073709551615"}, {"step", "9223372036854775808"},
+      {"epoch", "+3"}, {"epoch", " 3"}, {"step", "1e3"}, {"epoch", ""}, {"generator.offset", "-1"}};
+  for (const auto& [key, value] : bad) {
+    TinyNet net;
+    write_edited_checkpoint(path, net, [&](io::Metadata& m, StateDict&) { m[key] = value; });
+    expect_rejected(path, {"load_checkpoint", path, "'" + key + "'", "whole number", "got '" + value + "'"});
+  }
+  TinyNet net;
+  write_edited_checkpoint(path, net, [](io::Metadata& m, StateDict&) { m["step"] = "9223372036854775807"; });
+  TinyNet other;
+  optim::AdamW opt(other.parameters());
+  EXPECT_EQ(io::load_checkpoint(path, other, opt).step, INT64_MAX);
+}
+
+TEST(Checkpoint, OptimizerStateMissingABufferOrWithABadCountIsRejected) {
+  fs::path dir = scratch("opt_state");
+  const std::string path = (dir / "c.safetensors").string();
+  TinyNet net;
+  write_edited_checkpoint(path, net, [](io::Metadata&, StateDict& all) { all.erase("optimizer.state.0.0.exp_avg_sq"); });
+  expect_rejected(path, {path, "AdamW.load_state_dict", "'state.0.0.exp_avg_sq'", "'state.0.0.step' is 1", "exp_avg, exp_avg_sq"});
+
+  write_edited_checkpoint(path, net, [](io::Metadata&, StateDict& all) {
+    all["optimizer.state.0.1.momentum_buffer"] = all.at("optimizer.state.0.1.exp_avg");
+  });
+  expect_rejected(path, {path, "'state.0.1.momentum_buffer' is not a buffer of this AdamW", "exp_avg, exp_avg_sq"});
+
+  write_edited_checkpoint(path, net, [](io::Metadata&, StateDict& all) {
+    all["optimizer.state.0.0.step"] = full({}, -3, {.dtype = DType::i64});
+  });
+  expect_rejected(path, {path, "'state.0.0.step' must be >= 0, got -3"});
+
+  // A negative group size was printed as 2^64 - n.
+  write_edited_checkpoint(path, net, [](io::Metadata&, StateDict& all) {
+    all["optimizer.group.0.size"] = full({}, -1, {.dtype = DType::i64});
+  });
+  expect_rejected(path, {path, "'group.0.size' must be >= 0, got -1"});
+
+  write_edited_checkpoint(path, net, [](io::Metadata&, StateDict& all) {
+    all["optimizer.group.0.size"] = full({}, 2.5, {.dtype = DType::f32});
+  });
+  expect_rejected(path, {path, "'group.0.size' must be one integer (i32 or i64), got f32"});
+}
+
+TEST(Checkpoint, OptimizerTypeMismatchNamesBoth) {
+  fs::path dir = scratch("opt_type");
+  const std::string path = (dir / "c.safetensors").string();
+  TinyNet saved;
+  optim::SGD sgd(saved.parameters(), {.lr = 0.1});
+  io::save_checkpoint(path, saved, sgd, {1, 10});
+  TinyNet net;
+  optim::AdamW adamw(net.parameters());
+  try {
+    io::load_checkpoint(path, net, adamw);
+    FAIL() << "expected an IoError";
+  } catch (const IoError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("belongs to the optimizer SGD, expected AdamW"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("a AdamW"), std::string::npos) << msg;
+  }
+}
+
+TEST(Checkpoint, SettingsAreStoredAndAResumeMustKeepThem) {
+  fs::path dir = scratch("settings");
+  const std::string path = (dir / "c.safetensors").string();
+  TinyNet net;
+  optim::SGD sgd(net.parameters(), {.lr = 0.1});
+  const io::RunSettings settings{{"batch_size", "64"}, {"model", "mlp"}, {"optimizer", "sgd"}};
+  io::save_checkpoint(path, net, sgd, {1, 10, settings});
+
+  TinyNet other;
+  optim::SGD sgd2(other.parameters(), {.lr = 0.5});
+  EXPECT_EQ(io::load_checkpoint(path, other, sgd2).settings, settings);  // without expectations: returned only
+  EXPECT_EQ(io::load_checkpoint(path, other, sgd2, settings).step, 10);
+
+  auto expect_refused = [&](io::RunSettings given, const std::vector<std::string>& fragments) {
+    TinyNet fresh;
+    optim::SGD opt(fresh.parameters(), {.lr = 0.5});
+    const std::vector<float> w1 = fresh.w1.to_vector<float>();
+    try {
+      io::load_checkpoint(path, fresh, opt, given);
+      ADD_FAILURE() << "expected an IoError";
+    } catch (const IoError& e) {
+      const std::string msg = e.what();
+      for (const std::string& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << "\n  lacks: " << f;
+    }
+    EXPECT_EQ(fresh.w1.to_vector<float>(), w1);
+    EXPECT_DOUBLE_EQ(opt.lr(), 0.5);
+  };
+  io::RunSettings changed = settings;
+  changed["batch_size"] = "32";
+  changed["optimizer"] = "adamw";
+  expect_refused(changed, {path, "other settings", "batch_size: checkpoint '64', given '32'",
+                           "optimizer: checkpoint 'sgd', given 'adamw'"});
+  io::RunSettings extra = settings;
+  extra["limit"] = "640";
+  expect_refused(extra, {path, "limit: not in the checkpoint, given '640'"});
+  io::RunSettings fewer = settings;
+  fewer.erase("model");
+  expect_refused(fewer, {path, "model: checkpoint 'mlp', not a setting of this run"});
+}

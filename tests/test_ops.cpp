@@ -171,4 +171,31 @@ TEST(OpErrors, BadRanges) {
   EXPECT_EQ(arange(0, 3).numel(), 3);
 }
 
+// Sanitizer allocators abort on such requests instead of failing them.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+TEST(OpErrors, OutOfMemoryNamesTheOpShapeAndDtype) {
+  if (kSanitized) GTEST_SKIP() << "sanitizer allocators abort on petabyte requests";
+  // A stride-0 view of 2^48 elements costs nothing; its results need a petabyte.
+  Tensor big = zeros({1}).expand({std::int64_t(1) << 24, std::int64_t(1) << 24});
+  expect_error<OutOfMemoryError>([&] { add(big, big); },
+                                 "add: out of memory allocating a f32 tensor of shape [16777216, 16777216] "
+                                 "(1125899906842624 bytes) on cpu");
+  expect_error<OutOfMemoryError>([&] { relu(big); }, "relu: out of memory allocating a f32 tensor of shape [16777216, 16777216]");
+  expect_error<OutOfMemoryError>([&] { mul(big, 2.0); }, "mul: out of memory allocating a f32 tensor");
+  expect_error<OutOfMemoryError>([&] { big.contiguous(); }, "clone: out of memory allocating a f32 tensor");
+  expect_error<OutOfMemoryError>([&] { zeros({std::int64_t(1) << 25, std::int64_t(1) << 25}, {.dtype = DType::f64}); },
+                                 "out of memory allocating a f64 tensor of shape [33554432, 33554432]");
+}
+
 }  // namespace

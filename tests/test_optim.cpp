@@ -118,6 +118,50 @@ TEST(Optimizer, LoadStateDictRejectsMismatches) {
   EXPECT_THROW(more.load_state_dict(sgd.state_dict()), Error);
 }
 
+namespace {
+std::string load_error(optim::Optimizer& opt, const StateDict& state) {
+  try {
+    opt.load_state_dict(state);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+// A buffer missing after step > 0 would silently restart at zero; a buffer the
+// optimizer does not keep means other options (e.g. momentum) than the saver's.
+TEST(Optimizer, LoadStateDictRequiresExactlyTheBuffersOfTheOptions) {
+  Tensor a = ones({2}).requires_grad_();
+  optim::SGD momentum({a}, {.lr = 0.1, .momentum = 0.9});
+  momentum.step(backward(sum(a)));
+  StateDict state = momentum.state_dict();
+  state.erase("state.0.0.momentum_buffer");
+  optim::SGD again({a}, {.lr = 0.1, .momentum = 0.9});
+  std::string msg = load_error(again, state);
+  EXPECT_NE(msg.find("SGD.load_state_dict: the state dict has no 'state.0.0.momentum_buffer'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'state.0.0.step' is 1"), std::string::npos) << msg;
+
+  optim::SGD plain({a}, {.lr = 0.1});
+  msg = load_error(plain, momentum.state_dict());
+  EXPECT_NE(msg.find("'state.0.0.momentum_buffer' is not a buffer of this SGD (expected: none)"), std::string::npos)
+      << msg;
+
+  optim::RMSprop centered({a}, {.lr = 0.1, .centered = true});
+  centered.step(backward(sum(a)));
+  optim::RMSprop plain_rms({a}, {.lr = 0.1});
+  msg = load_error(plain_rms, centered.state_dict());
+  EXPECT_NE(msg.find("'state.0.0.grad_avg' is not a buffer of this RMSprop (expected: square_avg)"), std::string::npos)
+      << msg;
+  optim::RMSprop centered2({a}, {.lr = 0.1, .centered = true});
+  EXPECT_EQ(load_error(centered2, centered.state_dict()), "no error");
+
+  // Before any step there are no buffers yet, and none are required.
+  optim::Adam fresh({a});
+  optim::Adam fresh2({a});
+  EXPECT_EQ(load_error(fresh2, fresh.state_dict()), "no error");
+}
+
 TEST(Optimizer, BadOptionsAreErrors) {
   Tensor a = ones({2}).requires_grad_();
   EXPECT_THROW(optim::SGD({a}, {.lr = -1}), Error);

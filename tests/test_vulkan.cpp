@@ -129,6 +129,23 @@ TEST(VulkanTransfers, CastsMatchCpu) {
   }
 }
 
+TEST(VulkanTransfers, OutOfRangeFloatToIntCastsSaturateLikeCpu) {
+  REQUIRE_VULKAN();
+  Tensor x = tensor({1e20, -1e20, INFINITY, -INFINITY, NAN, -3.75, 300.5, 2.5});
+  for (DType from : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    Tensor src = x.to(from);
+    for (DType to : {DType::i32, DType::i64, DType::u8}) {
+      Tensor want = src.to(to);
+      Tensor got = src.to(kGpu).to(to);
+      expect_close(got, want, 0, "cast " + std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
+    }
+  }
+  for (DType to : {DType::i32, DType::i64, DType::u8})
+    for (double v : {1e20, -1e20, double(NAN)})
+      expect_close(full({3}, v, {.dtype = to, .device = kGpu}), full({3}, v, {.dtype = to}), 0,
+                   "full " + std::string(dtype_name(to)));
+}
+
 TEST(VulkanTransfers, FillAndFullEveryDtype) {
   REQUIRE_VULKAN();
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::i32, DType::i64, DType::u8}) {

@@ -1,10 +1,14 @@
 #include "rumus/io/checkpoint.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "rumus/io/safetensors.hpp"
 
@@ -13,17 +17,41 @@ namespace rumus::io {
 namespace {
 constexpr const char* kFormat = "rumus.checkpoint.v1";
 
-std::uint64_t parse_u64(const Metadata& m, const std::string& key, const std::string& path) {
+constexpr const char* kSettingsPrefix = "settings.";
+
+// A whole number in [0, max] written in decimal digits only: stoull would take
+// "-5" (as 2^64 - 5) and a leading '+' or spaces.
+std::uint64_t parse_count(const Metadata& m, const std::string& key, const std::string& path, std::uint64_t max) {
   auto it = m.find(key);
   if (it == m.end()) throw IoError(fmt::format("load_checkpoint: '{}': metadata has no '{}'", path, key));
-  try {
-    std::size_t used = 0;
-    unsigned long long v = std::stoull(it->second, &used);
-    if (used != it->second.size()) throw std::invalid_argument("trailing text");
-    return v;
-  } catch (const std::exception&) {
-    throw IoError(fmt::format("load_checkpoint: '{}': metadata '{}' = '{}' is not a number", path, key, it->second));
+  const std::string& text = it->second;
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || text[0] == '-' || ec != std::errc() || end != text.data() + text.size() || v > max)
+    throw IoError(fmt::format("load_checkpoint: '{}': metadata '{}' must be a whole number in [0, {}], got '{}'", path,
+                              key, max, text));
+  return v;
+}
+
+constexpr std::uint64_t kInt64Max = std::uint64_t(std::numeric_limits<std::int64_t>::max());
+
+// Every difference at once, so one failed resume shows all that changed.
+void check_settings(const std::string& path, const RunSettings& stored, const RunSettings& expected) {
+  std::vector<std::string> differences;
+  for (const auto& [name, value] : expected) {
+    auto it = stored.find(name);
+    if (it == stored.end())
+      differences.push_back(fmt::format("{}: not in the checkpoint, given '{}'", name, value));
+    else if (it->second != value)
+      differences.push_back(fmt::format("{}: checkpoint '{}', given '{}'", name, it->second, value));
   }
+  for (const auto& [name, value] : stored)
+    if (!expected.contains(name))
+      differences.push_back(fmt::format("{}: checkpoint '{}', not a setting of this run", name, value));
+  if (!differences.empty())
+    throw IoError(fmt::format("load_checkpoint: '{}' was written by a run with other settings; resuming must keep "
+                              "them (start a new run to change them): {}",
+                              path, fmt::join(differences, "; ")));
 }
 }  // namespace
 
@@ -37,11 +65,14 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
                 {"step", std::to_string(state.step)},
                 {"generator.seed", std::to_string(gen.seed())},
                 {"generator.offset", std::to_string(gen.offset())}};
+  for (const auto& [name, value] : state.settings) meta[kSettingsPrefix + name] = value;
   save_safetensors(all, path, meta);
 }
 
-TrainingState load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
-                              Generator& gen) {
+namespace {
+// `check`: compare the settings with `expected` before anything is applied.
+TrainingState load(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
+                   const RunSettings& expected, Generator& gen, bool check) {
   struct stat st{};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw IoError(fmt::format("load_checkpoint: expected a file, got the directory '{}'", path));
@@ -59,8 +90,14 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model, optim:
     else
       throw IoError(fmt::format("load_checkpoint: '{}': unexpected tensor '{}'", path, n));
   }
-  TrainingState state{std::int64_t(parse_u64(meta, "epoch", path)), std::int64_t(parse_u64(meta, "step", path))};
-  std::uint64_t seed = parse_u64(meta, "generator.seed", path), offset = parse_u64(meta, "generator.offset", path);
+  TrainingState state{std::int64_t(parse_count(meta, "epoch", path, kInt64Max)),
+                      std::int64_t(parse_count(meta, "step", path, kInt64Max)), {}};
+  const std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t seed = parse_count(meta, "generator.seed", path, u64_max),
+                offset = parse_count(meta, "generator.offset", path, u64_max);
+  for (const auto& [key, value] : meta)
+    if (key.starts_with(kSettingsPrefix)) state.settings[key.substr(std::strlen(kSettingsPrefix))] = value;
+  if (check) check_settings(path, state.settings, expected);
   // Each load_state_dict checks everything (names, shapes, dtypes; the
   // optimizer's kind, groups and state) before its first write, so a failed
   // one changes nothing. The model goes first, so its mismatches are the ones
@@ -83,6 +120,17 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model, optim:
   }
   gen.set_state(seed, offset);
   return state;
+}
+}  // namespace
+
+TrainingState load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
+                              Generator& gen) {
+  return load(path, model, optimizer, {}, gen, false);
+}
+
+TrainingState load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
+                              const RunSettings& expected, Generator& gen) {
+  return load(path, model, optimizer, expected, gen, true);
 }
 
 }  // namespace rumus::io

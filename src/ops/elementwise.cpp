@@ -20,15 +20,15 @@ namespace detail {
 Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, DType out_dtype,
                      double p0, double p1) {
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = alloc(shape, out_dtype, a.device());
+  Tensor out = alloc(shape, out_dtype, a.device(), name);
   if (out.numel() == 0) return out;
   Layout la = broadcast_layout(a, shape), lb = broadcast_layout(b, shape);
   kernels(name, Kernel::binary, a).binary(op, arg(out), arg(a, la), arg(b, lb), p0, p1);
   return out;
 }
 
-Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0, double p1) {
-  Tensor out = alloc(x.shape(), x.dtype(), x.device());
+Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0, double p1, const char* name) {
+  Tensor out = alloc(x.shape(), x.dtype(), x.device(), name ? name : name_of(op).data());  // string literals
   if (out.numel() > 0) kernels(name_of(op), Kernel::unary, x).unary(op, arg(out), arg(x), p0, p1);
   return out;
 }
@@ -47,7 +47,7 @@ std::pair<Tensor, Tensor> promoted(const char* name, const Tensor& a, const Tens
 Tensor unary_float(const char* name, UnaryOp op, const Tensor& x, double p0, double p1,
                    std::function<Tensor(const Tensor& g, const Tensor& x, const Tensor& y)> grad) {
   detail::check_floating(name, x);
-  Tensor out = detail::unary_kernel(op, x, p0, p1);
+  Tensor out = detail::unary_kernel(op, x, p0, p1, name);
   if (autograd::needs_grad({&x}))
     autograd::record(name, {x}, out, [sx = SavedTensor(x), sy = SavedTensor(out.detach()), grad](const Tensor& g) {
       return std::vector<Tensor>{grad(g, sx.get(), sy.get())};

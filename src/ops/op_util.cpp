@@ -29,7 +29,21 @@ void check_indices(const char* op, const char* what, const Tensor& index, std::i
     if (ix[i] < 0 || ix[i] >= n) fail(ix[i]);
 }
 
-Tensor alloc(const Shape& shape, DType dtype, Device device) {
+namespace {
+// "rumus::Tensor rumus::matmul(const rumus::Tensor&, ...)" -> "matmul"; a
+// lambda inside an op ("...conv2d(...)::<lambda(...)>") gives the op too.
+std::string op_of(const std::source_location& where) {
+  std::string_view f = where.function_name();
+  f = f.substr(0, f.find('('));
+  const std::size_t colon = f.rfind("::"), space = f.rfind(' ');
+  std::size_t start = 0;
+  if (colon != std::string_view::npos) start = colon + 2;
+  if (space != std::string_view::npos && space + 1 > start) start = space + 1;
+  return std::string(f.substr(start));
+}
+}  // namespace
+
+Tensor alloc(const Shape& shape, DType dtype, Device device, const char* op, std::source_location caller) {
   for (auto d : shape)
     if (d < 0) throw ShapeError(fmt::format("empty: negative dimension in shape {}", shape_str(shape)));
   // Checked: the product of the dims (each at least 1, which bounds the strides) and the byte count.
@@ -40,7 +54,19 @@ Tensor alloc(const Shape& shape, DType dtype, Device device) {
   if (!fits)
     throw ShapeError(fmt::format("empty: shape {} of {} has more elements or bytes than an int64 can count",
                                  shape_str(shape), dtype_name(dtype)));
-  auto storage = std::make_shared<Storage>(device, std::size_t(numel_of(shape)) * dtype_size(dtype));
+  bytes = numel_of(shape) * std::int64_t(dtype_size(dtype));
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = std::make_shared<Storage>(device, std::size_t(numel_of(shape)) * dtype_size(dtype));
+  } catch (const OutOfMemoryError&) {
+    throw OutOfMemoryError(fmt::format("{}: out of memory allocating a {} tensor of shape {} ({} bytes) on {}",
+                                       op ? std::string(op) : op_of(caller), dtype_name(dtype), shape_str(shape),
+                                       bytes, device.str()));
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(fmt::format("{}: out of memory allocating a {} tensor of shape {} ({} bytes) on {}",
+                                       op ? std::string(op) : op_of(caller), dtype_name(dtype), shape_str(shape),
+                                       bytes, device.str()));
+  }
   return Tensor(std::move(storage), Layout::contiguous(shape), dtype);
 }
 

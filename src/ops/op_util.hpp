@@ -1,4 +1,5 @@
 #pragma once
+#include <source_location>
 // Helpers shared by the ops layer: argument checks, allocation, kernel arguments.
 #include <fmt/format.h>
 
@@ -21,8 +22,11 @@ Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, cons
 // wait (docs/ARCHITECTURE.md, "Out-of-range indices").
 void check_indices(const char* op, const char* what, const Tensor& index, std::int64_t n);
 
-// A fresh contiguous tensor (no autograd metadata).
-Tensor alloc(const Shape& shape, DType dtype, Device device);
+// A fresh contiguous tensor (no autograd metadata). Running out of memory is
+// an OutOfMemoryError naming the op, the shape and the dtype: the op is `op`,
+// or else the calling function's name (free on the hot path: a pointer).
+Tensor alloc(const Shape& shape, DType dtype, Device device, const char* op = nullptr,
+             std::source_location caller = std::source_location::current());
 
 // `t`'s layout viewed with `shape` by broadcasting (stride 0 on new/size-1 dims).
 Layout broadcast_layout(const Tensor& t, const Shape& shape);
@@ -45,6 +49,7 @@ void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta);
 Tensor gemm(const Tensor& a, const Tensor& b);
 
 // out = op(x), same shape and dtype. No autograd.
-Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0 = 0, double p1 = 0);
+// `name`: the op as the user called it (for errors); unset: the kernel's name.
+Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0 = 0, double p1 = 0, const char* name = nullptr);
 
 }  // namespace rumus::detail

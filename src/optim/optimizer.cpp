@@ -1,7 +1,9 @@
 #include "rumus/optim/optimizer.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "rumus/autograd/grad_mode.hpp"
@@ -86,13 +88,25 @@ void Optimizer::load_state_dict(const StateDict& state) {
   };
   std::string type = tensor_name(need("type"));
   if (type != type_name())
-    throw Error(fmt::format("{}: the state dict belongs to a {} optimizer, not {}", op, type, type_name()));
+    throw Error(fmt::format("{}: the state dict belongs to the optimizer {}, expected {}", op, type, type_name()));
+  // A count read from the file: one whole number in [0, INT64_MAX], or an error naming the key.
+  auto count = [&](const std::string& key) -> std::int64_t {
+    const Tensor& t = need(key);
+    if (t.numel() != 1 || is_floating(t.dtype()) || t.dtype() == DType::u8)
+      throw Error(fmt::format("{}: '{}' must be one integer (i32 or i64), got {} {}", op, key, dtype_name(t.dtype()),
+                              shape_str(t.shape())));
+    const std::int64_t v = t.to_vector<std::int64_t>()[0];
+    if (v < 0) throw Error(fmt::format("{}: '{}' must be >= 0, got {}", op, key, v));
+    return v;
+  };
+  const std::vector<std::string> buffer_names = this->buffer_names();
+  const std::string expected_buffers = buffer_names.empty() ? "none" : fmt::format("{}", fmt::join(buffer_names, ", "));
   std::size_t used = 1;
   std::vector<Group> groups = groups_;
   std::vector<std::vector<ParamState>> states(groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) {
     std::string gp = fmt::format("group.{}.", g);
-    auto size = std::size_t(need(gp + "size").item<std::int64_t>());
+    auto size = std::size_t(count(gp + "size"));
     if (size != groups[g].params.size())
       throw Error(fmt::format("{}: group {} has {} parameters in the state dict but {} here", op, g, size,
                               groups[g].params.size()));
@@ -103,12 +117,15 @@ void Optimizer::load_state_dict(const StateDict& state) {
     states[g].resize(size);
     for (std::size_t i = 0; i < size; ++i) {
       std::string sp = fmt::format("state.{}.{}.", g, i);
-      states[g][i].step = need(sp + "step").item<std::int64_t>();
+      states[g][i].step = count(sp + "step");
       ++used;
       const Tensor& p = groups[g].params[i];
       for (auto it = state.lower_bound(sp); it != state.end() && it->first.starts_with(sp); ++it) {
         std::string name = it->first.substr(sp.size());
         if (name == "step") continue;
+        if (std::find(buffer_names.begin(), buffer_names.end(), name) == buffer_names.end())
+          throw Error(fmt::format("{}: '{}' is not a buffer of this {} (expected: {})", op, it->first, type_name(),
+                                  expected_buffers));
         const Tensor& b = it->second;
         if (b.shape() != p.shape() || b.dtype() != p.dtype())
           throw Error(fmt::format("{}: '{}' is {} {} but its parameter is {} {}", op, it->first,
@@ -117,6 +134,13 @@ void Optimizer::load_state_dict(const StateDict& state) {
         states[g][i].buffers[name] = b.detach().to(p.device()).clone();
         ++used;
       }
+      // After an update every buffer exists: a missing one would silently restart at zero.
+      if (states[g][i].step > 0)
+        for (const std::string& name : buffer_names)
+          if (!states[g][i].buffers.contains(name))
+            throw Error(fmt::format("{}: the state dict has no '{}{}', which {} keeps once a parameter has been "
+                                    "updated ('{}step' is {}; expected buffers: {})",
+                                    op, sp, name, type_name(), sp, states[g][i].step, expected_buffers));
     }
   }
   if (used != state.size())

@@ -13,6 +13,13 @@ RMSprop::RMSprop(std::vector<ParamGroup> groups, RMSpropOptions o)
   if (o.momentum < 0) throw Error(fmt::format("RMSprop: expected momentum >= 0, got {}", o.momentum));
 }
 
+std::vector<std::string> RMSprop::buffer_names() const {
+  std::vector<std::string> names{"square_avg"};
+  if (options.centered) names.push_back("grad_avg");
+  if (options.momentum > 0) names.push_back("momentum_buffer");
+  return names;
+}
+
 void RMSprop::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {
   auto buffer = [&](const char* name) -> Tensor& {
     auto it = state.buffers.find(name);

@@ -13,6 +13,11 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(gro
     throw Error("SGD: nesterov needs momentum > 0 and dampening = 0");
 }
 
+std::vector<std::string> SGD::buffer_names() const {
+  if (options.momentum != 0) return {"momentum_buffer"};
+  return {};
+}
+
 void SGD::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {
   SgdStep step{.lr = group.lr, .momentum = options.momentum, .dampening = options.dampening,
                .weight_decay = group.weight_decay, .nesterov = options.nesterov};

@@ -20,6 +20,8 @@ class AutogradError : public Error { public: using Error::Error; };
 class IoError : public Error { public: using Error::Error; };
 // A value the op cannot take, e.g. an integer division by zero.
 class ValueError : public Error { public: using Error::Error; };
+// An allocation the device cannot satisfy; ops name themselves, the shape and the dtype.
+class OutOfMemoryError : public Error { public: using Error::Error; };
 
 }  // namespace rumus
 

@@ -10,6 +10,7 @@
 #include "rumus/core/dtype.hpp"
 #include "rumus/core/error.hpp"
 #include "rumus/core/layout.hpp"
+#include "rumus/core/saturate_cast.hpp"
 #include "rumus/core/storage.hpp"
 #include "rumus/core/export.hpp"
 
@@ -74,7 +75,8 @@ class Tensor {
 
   // Element access (copies to the host when needed).
   double item() const;
-  template <class T> T item() const { return static_cast<T>(item()); }
+  // Integer T saturates (NaN gives 0): see saturate_cast.hpp.
+  template <class T> T item() const { return saturate_cast<T>(item()); }
   template <class T> std::vector<T> to_vector() const;
 
   // Views: share storage, never copy (reshape copies only when it must).

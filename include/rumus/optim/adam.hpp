@@ -24,6 +24,7 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
+  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  private:
   bool decoupled_;

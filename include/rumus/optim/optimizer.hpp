@@ -64,6 +64,9 @@ class Optimizer {
   Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name);
   // Updates `param` in place, with recording off; state.step counts earlier updates.
   virtual void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) = 0;
+  // The buffers update() keeps per parameter (with this optimizer's options):
+  // a loaded state with step > 0 must have all of them, and no others.
+  virtual std::vector<std::string> buffer_names() const { return {}; }
 
  private:
   std::vector<Group> groups_;

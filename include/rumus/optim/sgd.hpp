@@ -24,6 +24,7 @@ class SGD : public Optimizer {
 
  protected:
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
+  std::vector<std::string> buffer_names() const override;
 };
 
 }  // namespace rumus::optim

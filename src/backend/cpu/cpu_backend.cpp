@@ -65,7 +65,7 @@ void* CpuBackend::allocate(std::size_t nbytes) {
     }
   }
   void* p = std::aligned_alloc(64, size);
-  if (!p) throw Error("cpu: out of memory allocating " + std::to_string(nbytes) + " bytes");
+  if (!p) throw OutOfMemoryError("cpu: out of memory allocating " + std::to_string(nbytes) + " bytes");
   return p;
 }
 

@@ -10,6 +10,7 @@
 #include "../backend.hpp"
 #include "../strided.hpp"
 #include "rumus/core/error.hpp"
+#include "rumus/core/saturate_cast.hpp"
 
 namespace rumus::cpu {
 
@@ -86,10 +87,12 @@ using acc_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BF
 
 template <class T>
 inline acc_t<T> load(const T& v) { return static_cast<acc_t<T>>(v); }
+// Float to integer saturates, NaN gives 0 (saturate_cast.hpp): defined, and
+// the same on every device.
 template <class T, class A>
 inline T store(A v) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
+  else return saturate_cast<T>(v);
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "rumus/core/error.hpp"
+#include "rumus/core/saturate_cast.hpp"
 #include "../strided.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
@@ -78,7 +79,7 @@ void VulkanBackend::fill(TensorArg out, double value) {
     // Exact 64-bit patterns travel as two raw words.
     std::uint64_t v;
     if (out.dtype == DType::f64) std::memcpy(&v, &value, 8);
-    else v = std::uint64_t(std::int64_t(value));
+    else v = std::uint64_t(saturate_cast<std::int64_t>(value));  // 1e20, NaN: defined, as on the CPU
     const std::uint32_t words[2] = {std::uint32_t(v), std::uint32_t(v >> 32)};
     TensorArg args[] = {out};
     pointwise("fill", PointwiseKind::fill64, 0, args, 0, 0, 8, words);
