@@ -135,12 +135,12 @@ std::string sample(nn::GPT& net, const std::string& prompt, std::int64_t length,
     std::vector<std::int64_t> window(tokens.end() - l, tokens.end());
     Tensor logits = net(tensor(window, {1, l}).to(dev)).select(1, l - 1).reshape({vocab});
     std::vector<float> z = logits.cpu().to_vector<float>();
-    std::vector<std::int64_t> order(std::size_t(vocab));
+    std::vector<std::int64_t> order(static_cast<std::size_t>(vocab));
     for (std::int64_t v = 0; v < vocab; ++v) order[std::size_t(v)] = v;
     const std::int64_t k = top_k > 0 ? std::min(top_k, vocab) : vocab;
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [&](std::int64_t a, std::int64_t b) { return z[std::size_t(a)] > z[std::size_t(b)]; });
-    std::vector<double> weights(std::size_t(k));
+    std::vector<double> weights(static_cast<std::size_t>(k));
     const double top = z[std::size_t(order[0])];
     for (std::int64_t j = 0; j < k; ++j)
       weights[std::size_t(j)] = std::exp((double(z[std::size_t(order[std::size_t(j)])]) - top) / temperature);
