@@ -262,8 +262,7 @@ std::vector<std::string> keys_of(const StateDict& sd) {
 // PyTorch's MultiheadAttention written out: per-head projections, scores,
 // softmax, weighted values, output projection. `bias` is added to the scores.
 Tensor mha_by_hand(nn::MultiheadAttention& m, const Tensor& query, const Tensor& kv, const Tensor& bias) {
-  const std::int64_t n = query.shape()[0], l = query.shape()[1], s = kv.shape()[1], e = m.embed_dim,
-                     h = m.num_heads, dh = e / h;
+  const std::int64_t n = query.shape()[0], l = query.shape()[1], e = m.embed_dim, h = m.num_heads, dh = e / h;
   auto project = [&](const Tensor& x, std::int64_t i) {
     Tensor w = m.in_proj_weight.detach().narrow(0, i * e, e), b = m.in_proj_bias.detach().narrow(0, i * e, e);
     return (matmul(x, w.transpose(0, 1)) + b).reshape({n, x.shape()[1], h, dh}).transpose(1, 2);
@@ -272,7 +271,6 @@ Tensor mha_by_hand(nn::MultiheadAttention& m, const Tensor& query, const Tensor&
   Tensor scores = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(dh)));
   if (bias.defined()) scores = scores + bias;
   Tensor o = matmul(softmax(scores, -1), v).transpose(1, 2).reshape({n, l, e});
-  (void)s;
   return matmul(o, m.out_proj.weight.detach().transpose(0, 1)) + m.out_proj.bias.detach();
 }
 
