@@ -100,3 +100,20 @@ RUMUS_PUSH_BLOCK(IndexPush) {
   uint total;  // outer * m * inner
 } RUMUS_PUSH_END
 #endif
+
+// Fused attention (shaders/attention.comp). Bindings: 0 q, 1 k, 2 v, 3 out,
+// 4 lse, 5 mask, 6 grad_out, 7 grad_q, 8 grad_k, 9 grad_v; off[b] is binding
+// b's element offset.
+#ifdef PUSH_ATTENTION
+RUMUS_PUSH_BLOCK(AttentionPush) {
+  uint bh, heads, lq, lk, d, dv;
+  float scale;
+  uint causal, mask_kind, mask_dt;  // mask_kind: 0 none, 1 keep where nonzero, 2 additive
+  int mask_off;
+  int mask_stride[4];
+  uint dropout_threshold;           // keep when the draw's top 24 bits are >= this; 0 = no dropout
+  float keep_scale;
+  uint seed_lo, seed_hi, counter_lo, counter_hi;
+  int off[9];                       // bindings 0-4 and 6-9 (the mask's is mask_off)
+} RUMUS_PUSH_END
+#endif

@@ -163,6 +163,25 @@ const std::vector<OpCase>& op_table() {
       {"cat", {{2, 3}, {4, 3}}, [](V x) { return cat({x[0], x[1]}, 0); }},
       {"cat_last", {{2, 3}, {2, 1}, {2, 2}}, [](V x) { return cat({x[0], x[1], x[2]}, -1); }},
       {"stack", {{2, 3}, {2, 3}}, [](V x) { return stack({x[0], x[1]}, 1); }},
+      // Fused attention: tile-crossing lengths, masks, causal, dropout (same mask every call).
+      {"sdpa", {{2, 2, 5, 3}, {2, 2, 7, 3}, {2, 2, 7, 4}}, [](V x) {
+         return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2]);
+       }},
+      {"sdpa_causal_3d", {{2, 6, 4}, {2, 6, 4}, {2, 6, 3}}, [](V x) {
+         return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], {}, 0.0, true);
+       }},
+      {"sdpa_bool_mask_scale", {{2, 1, 3, 2}, {2, 1, 4, 2}, {2, 1, 4, 2}}, [](V x) {
+         Tensor keep = labels({1, 1, 1, 0, 1, 0, 1, 1}, x[0]).to(DType::u8).reshape({2, 1, 1, 4});
+         return scaled_dot_product_attention(x[0], x[1], x[2], keep, 0.0, false, 1.5);
+       }},
+      {"sdpa_additive_mask", {{1, 2, 3, 2}, {1, 2, 4, 2}, {1, 2, 4, 3}}, [](V x) {
+         Tensor bias = tensor({0.5, -1.0, 0.0, 2.0, -0.3, 0.1, 1.0, -2.0, 0.0, 0.7, -0.5, 0.2}, like(x[0]));
+         return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], bias.reshape({3, 4}));
+       }},
+      {"sdpa_dropout", {{1, 2, 4, 3}, {1, 2, 5, 3}, {1, 2, 5, 2}}, [](V x) {
+         Generator gen(11);
+         return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], {}, 0.3, false, std::nullopt, &gen);
+       }},
   };
   return table;
 }

@@ -3,6 +3,7 @@
 // know buffers, sizes and strides only: shape rules, broadcasting, index
 // checks and error messages live in ops/. Ops reach a kernel through
 // detail::kernels() (src/ops/op_util.hpp), which asks supports() first.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -36,7 +37,8 @@ enum class OptimizerKind : std::uint8_t { RUMUS_OPTIMIZER_KINDS(RUMUS_ENUM_ENTRY
 #define RUMUS_KERNELS(X)                                                                                  \
   X(fill) X(copy) X(unary) X(binary) X(where) X(reduce) X(gemm) X(random) X(sgd_step) X(adam_step)         \
   X(im2col) X(col2im) X(pool2d_forward) X(pool2d_backward) X(softmax_forward) X(softmax_backward)           \
-  X(index_select) X(index_add) X(conv2d_forward) X(conv2d_backward_data) X(conv2d_backward_weight)
+  X(index_select) X(index_add) X(conv2d_forward) X(conv2d_backward_data) X(conv2d_backward_weight)  \
+  X(attention_forward) X(attention_backward)
 enum class Kernel : std::uint8_t { RUMUS_KERNELS(RUMUS_ENUM_ENTRY) };
 #undef RUMUS_ENUM_ENTRY
 
@@ -93,6 +95,29 @@ struct Pool2dParams {
   std::int64_t dilation_h = 1, dilation_w = 1;  // max only
   bool count_include_pad = true;               // avg only
 };
+
+// Fused scaled dot-product attention over contiguous [BH, L, D] operands
+// (BH = batch * heads): q [BH, lq, d], k [BH, lk, d], v [BH, lk, dv],
+// out [BH, lq, dv], lse [BH, lq] (the row logsumexp of the scaled, masked
+// scores; -inf for a row with every key masked). `mask`, when its storage is
+// not null, is a 4-D view [batch, heads, lq, lk] (stride 0 on broadcast dims):
+// u8 = keep where nonzero, floating = added to the scores. causal keeps
+// key j <= query i. With dropout_p > 0, weight (bh, i, j) is kept when the
+// top 24 bits of philox(seed, offset + (bh * lq + i) * lk + j).x are
+// >= dropout_threshold(dropout_p), and scaled by 1 / (1 - dropout_p);
+// backward regenerates the same mask. An integer test, so devices agree exactly.
+struct AttentionParams {
+  std::int64_t batch = 1, heads = 1, lq = 0, lk = 0, d = 0, dv = 0;
+  double scale = 1.0;
+  bool causal = false;
+  double dropout_p = 0.0;
+  std::uint64_t seed = 0, offset = 0;
+};
+
+inline std::uint32_t dropout_threshold(double p) {
+  const double t = std::ceil(p * 16777216.0);
+  return t <= 0 ? 0u : t >= 16777216.0 ? 16777216u : std::uint32_t(t);
+}
 
 class Backend : public DeviceBackend {
  public:
@@ -160,6 +185,15 @@ class Backend : public DeviceBackend {
   // error at the device's next wait (docs/ARCHITECTURE.md).
   virtual void index_select(TensorArg out, TensorArg src, TensorArg index) = 0;
   virtual void index_add(TensorArg out, TensorArg index, TensorArg src) = 0;
+
+  // Attention (AttentionParams). Forward writes out and lse; backward
+  // overwrites grad_q, grad_k, grad_v from grad_out and the forward's
+  // operands, recomputing the scores tile by tile (no [lq, lk] buffer).
+  virtual void attention_forward(const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k,
+                                 TensorArg v, TensorArg mask) = 0;
+  virtual void attention_backward(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
+                                  TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v, TensorArg out,
+                                  TensorArg lse, TensorArg mask) = 0;
 };
 
 // The kernel table of `device`'s backend (every built-in provider makes a Backend).

@@ -37,6 +37,8 @@ bool CpuBackend::supports(Kernel kernel, DType dtype) const {
     case Kernel::pool2d_forward: case Kernel::pool2d_backward: case Kernel::softmax_forward:
     case Kernel::softmax_backward: case Kernel::index_add:
       return is_floating(dtype);
+    case Kernel::attention_forward: case Kernel::attention_backward:
+      return dtype == DType::f32 || dtype == DType::f64;
   }
   return false;
 }
@@ -54,6 +56,10 @@ std::size_t rounded(std::size_t nbytes) { return (std::max<std::size_t>(nbytes, 
 
 void* CpuBackend::allocate(std::size_t nbytes) {
   const std::size_t size = rounded(nbytes);
+  // Counted before the allocation can fail or come from the cache: the figure is what tensors hold.
+  const std::size_t now = in_use_.fetch_add(size) + size;
+  for (std::size_t peak = peak_.load(); now > peak && !peak_.compare_exchange_weak(peak, now);) {
+  }
   if (size >= kCacheMin) {
     std::lock_guard lk(cache_mu_);
     auto it = cache_.find(size);
@@ -65,12 +71,16 @@ void* CpuBackend::allocate(std::size_t nbytes) {
     }
   }
   void* p = std::aligned_alloc(64, size);
-  if (!p) throw OutOfMemoryError("cpu: out of memory allocating " + std::to_string(nbytes) + " bytes");
+  if (!p) {
+    in_use_.fetch_sub(size);
+    throw OutOfMemoryError("cpu: out of memory allocating " + std::to_string(nbytes) + " bytes");
+  }
   return p;
 }
 
 void CpuBackend::deallocate(void* data, std::size_t nbytes) {
   const std::size_t size = rounded(nbytes);
+  in_use_.fetch_sub(size);
   if (size >= kCacheMin) {
     std::lock_guard lk(cache_mu_);
     if (cached_bytes_ + size <= kCacheLimit) {
@@ -80,6 +90,16 @@ void CpuBackend::deallocate(void* data, std::size_t nbytes) {
     }
   }
   std::free(data);
+}
+
+DeviceStats CpuBackend::stats() const {
+  DeviceStats s;
+  s.bytes_in_use = in_use_.load();
+  s.peak_bytes_in_use = peak_.load();
+  std::lock_guard lk(cache_mu_);
+  s.bytes_reserved = s.bytes_in_use + cached_bytes_;
+  s.blocks = cache_.size();
+  return s;
 }
 
 void CpuBackend::write(Storage& dst, std::size_t off, const void* src, std::size_t n) {

@@ -1,4 +1,5 @@
 #pragma once
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -16,6 +17,7 @@ class CpuBackend final : public Backend {
   void write(Storage& dst, std::size_t byte_offset, const void* src, std::size_t nbytes) override;
   void read(const Storage& src, std::size_t byte_offset, void* dst, std::size_t nbytes) override;
   bool supports(Kernel kernel, DType dtype) const override;
+  DeviceStats stats() const override;
 
   void fill(TensorArg out, double value) override;
   void copy(TensorArg out, TensorArg in) override;
@@ -44,11 +46,17 @@ class CpuBackend final : public Backend {
   void softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) override;
   void index_select(TensorArg out, TensorArg src, TensorArg index) override;
   void index_add(TensorArg out, TensorArg index, TensorArg src) override;
+  void attention_forward(const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k, TensorArg v,
+                         TensorArg mask) override;
+  void attention_backward(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
+                          TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v, TensorArg out, TensorArg lse,
+                          TensorArg mask) override;
 
  private:
-  std::mutex cache_mu_;
+  mutable std::mutex cache_mu_;
   std::multimap<std::size_t, void*> cache_;  // idle blocks by size
   std::size_t cached_bytes_ = 0;
+  std::atomic<std::size_t> in_use_{0}, peak_{0};  // bytes held by live storages (rounded)
 };
 
 // The CPU provider: one device, "cpu".

@@ -11,7 +11,10 @@
 
 namespace rumus::vulkan {
 
-constexpr std::uint32_t kMaxBindings = 4;
+constexpr std::uint32_t kMaxBindings = 10;
+// Bindings written on every dispatch (unused ones alias operand 0): the shaders
+// of the older kernels declare up to 4 whether or not a variant reads them.
+constexpr std::uint32_t kMinBindings = 4;
 constexpr std::uint32_t kPushBytes = 128;  // the minimum every device guarantees (lavapipe's limit)
 
 class Pipelines {

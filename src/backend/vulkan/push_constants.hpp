@@ -18,11 +18,12 @@ using uint = std::uint32_t;
 #define PUSH_POOL
 #define PUSH_SOFTMAX
 #define PUSH_INDEX
+#define PUSH_ATTENTION
 #include "push_constants.h"
 
 static_assert(sizeof(PointwisePush) <= kPushBytes && sizeof(ReducePush) <= kPushBytes &&
               sizeof(GemmPush) <= kPushBytes && sizeof(RandomPush) <= kPushBytes && sizeof(OptimPush) <= kPushBytes &&
               sizeof(ConvPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes &&
-              sizeof(IndexPush) <= kPushBytes);
+              sizeof(IndexPush) <= kPushBytes && sizeof(AttentionPush) <= kPushBytes);
 
 }  // namespace rumus::vulkan::push

@@ -1,6 +1,8 @@
 // Command recording, hazard barriers, batched submission and fences.
 #include "stream.hpp"
 
+#include "pipelines.hpp"
+
 #include <algorithm>
 
 #include <cstdio>
@@ -91,8 +93,9 @@ void Stream::dispatch(vk::Pipeline pipeline, vk::PipelineLayout layout, std::spa
                       std::uint32_t gz, const std::string* label) {
   vk::CommandBuffer cmd = current();
   order(bindings);
-  vk::DescriptorBufferInfo infos[8];
-  vk::WriteDescriptorSet writes[8];
+  vk::DescriptorBufferInfo infos[kMaxBindings];
+  vk::WriteDescriptorSet writes[kMaxBindings];
+  if (bindings.size() > kMaxBindings) throw Error("dispatch: more bindings than the pipeline layout has");
   for (std::size_t i = 0; i < bindings.size(); ++i) {
     const Allocation& a = *bindings[i].allocation;
     infos[i] = vk::DescriptorBufferInfo{.buffer = a.buffer, .offset = a.offset, .range = a.size};

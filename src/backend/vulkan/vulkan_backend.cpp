@@ -53,6 +53,8 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
       return dtype != DType::f64;  // arithmetic runs in f32: f64 would lose precision silently
     case Kernel::conv2d_forward: case Kernel::conv2d_backward_data: case Kernel::conv2d_backward_weight:
       return false;  // convolutions are lowered to im2col + GEMM
+    case Kernel::attention_forward: case Kernel::attention_backward:
+      return dtype == DType::f32;
   }
   return false;
 }
@@ -194,9 +196,11 @@ void VulkanBackend::launch(const std::string& shader, const std::vector<std::uin
                            std::span<const Operand> operands, const void* push, std::uint32_t push_bytes,
                            std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
   std::lock_guard lk(mu_);
+  if (operands.size() > kMaxBindings) throw Error(shader + ": more operands than the pipeline layout's bindings");
   Binding bindings[kMaxBindings];
+  const std::uint32_t used = std::max<std::uint32_t>(kMinBindings, std::uint32_t(operands.size()));
   // Unused slots alias operand 0 so every binding the shader declares is valid.
-  for (std::uint32_t i = 0; i < kMaxBindings; ++i) {
+  for (std::uint32_t i = 0; i < used; ++i) {
     const Operand& o = operands[i < operands.size() ? i : 0];
     bindings[i] = {static_cast<const Allocation*>(o.arg.storage->data()), i < operands.size() && o.written};
   }
@@ -204,10 +208,10 @@ void VulkanBackend::launch(const std::string& shader, const std::vector<std::uin
   if (profiling_) {
     std::string label = shader + "/" + std::to_string(spec.size() > 1 ? spec[1] : 0) + " grid " +
                         std::to_string(gx) + "x" + std::to_string(gy) + "x" + std::to_string(gz);
-    stream_->dispatch(p, pipelines_->layout(), bindings, push, push_bytes, gx, gy, gz, &label);
+    stream_->dispatch(p, pipelines_->layout(), std::span<const Binding>(bindings, used), push, push_bytes, gx, gy, gz, &label);
     return;
   }
-  stream_->dispatch(p, pipelines_->layout(), bindings, push, push_bytes, gx, gy, gz);
+  stream_->dispatch(p, pipelines_->layout(), std::span<const Binding>(bindings, used), push, push_bytes, gx, gy, gz);
 }
 
 }  // namespace rumus::vulkan

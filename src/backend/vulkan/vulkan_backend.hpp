@@ -55,6 +55,11 @@ class VulkanBackend final : public Backend {
   void softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) override;
   void index_select(TensorArg out, TensorArg src, TensorArg index) override;
   void index_add(TensorArg out, TensorArg index, TensorArg src) override;
+  void attention_forward(const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k, TensorArg v,
+                         TensorArg mask) override;
+  void attention_backward(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
+                          TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v, TensorArg out, TensorArg lse,
+                          TensorArg mask) override;
 
   DeviceStats stats() const override;
 

@@ -1,0 +1,267 @@
+// Trains a small GPT (decoder-only transformer) to predict the next byte of a
+// text, by default Debian's fortunes, then writes text of its own.
+//
+// The whole training loop is in this file, top to bottom: data and split,
+// model, optimizer and schedule, resuming, then per epoch forward,
+// backward(loss), optimizer step, validation and checkpoint, and at the end
+// sampling with temperature and top-k. What is not about training (option
+// parsing, the progress line, the metrics files) is in support/.
+// bench/char_lm_torch.py is the same model, data split and batches in PyTorch.
+// Run with --help for the options.
+#include <rumus/rumus.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/cli.hpp"
+#include "support/metrics.hpp"
+#include "support/optim.hpp"
+#include "support/progress.hpp"
+
+using namespace rumus;
+
+namespace {
+
+constexpr const char* kFortunes = "/usr/share/games/fortunes";
+
+struct LmOptions {
+  std::int64_t context = 128, d_model = 256, heads = 4, layers = 4;
+  double dropout = 0.1;
+  std::int64_t steps_per_epoch = 500;
+  std::string prompt = "The ";
+  std::int64_t sample_length = 500, top_k = 40;
+  double temperature = 0.8;
+};
+
+// The text: a file, or every plain-text fortune file of a directory in name
+// order (the .dat indexes and .u8 variants skipped).
+std::string read_text(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  if (fs::is_directory(path)) {
+    for (auto& entry : fs::directory_iterator(path)) {
+      const auto ext = entry.path().extension();
+      if (entry.is_regular_file() && ext != ".dat" && ext != ".u8") files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(path);
+  }
+  std::string text;
+  for (auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw IoError("char_lm: cannot read " + f.string());
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text += ss.str();
+  }
+  return text;
+}
+
+// splitmix64: the batch offsets are a function of (seed, step, row) only, so a
+// resumed run and the PyTorch reference draw the same windows.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Inputs and next-byte targets (N, L) of training step `step`: random windows of `text`.
+std::pair<Tensor, Tensor> batch_at(const std::string& text, std::int64_t step, std::int64_t batch, std::int64_t context,
+                                   std::uint64_t seed, Device dev) {
+  std::vector<std::int64_t> x(std::size_t(batch * context)), y(x.size());
+  const std::uint64_t windows = std::uint64_t(text.size()) - std::uint64_t(context);
+  for (std::int64_t r = 0; r < batch; ++r) {
+    const std::uint64_t start = mix(mix(seed) ^ std::uint64_t(step * batch + r)) % windows;
+    for (std::int64_t t = 0; t < context; ++t) {
+      x[std::size_t(r * context + t)] = std::uint8_t(text[start + std::uint64_t(t)]);
+      y[std::size_t(r * context + t)] = std::uint8_t(text[start + std::uint64_t(t) + 1]);
+    }
+  }
+  return {tensor(x, {batch, context}).to(dev), tensor(y, {batch, context}).to(dev)};
+}
+
+struct Evaluation {
+  double loss, accuracy;
+};
+
+// Mean next-byte loss and accuracy over the held-out text, in consecutive windows.
+Evaluation evaluate(nn::GPT& net, const std::string& val, std::int64_t batch, std::int64_t context, Device dev) {
+  NoGradGuard no_grad;
+  net.eval();
+  const std::int64_t windows = (std::int64_t(val.size()) - 1) / context;
+  double loss = 0;
+  std::int64_t correct = 0, n = 0;
+  for (std::int64_t w0 = 0; w0 < windows; w0 += batch) {
+    const std::int64_t rows = std::min(batch, windows - w0);
+    std::vector<std::int64_t> x(std::size_t(rows * context)), y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      x[i] = std::uint8_t(val[std::size_t(w0 * context) + i]);
+      y[i] = std::uint8_t(val[std::size_t(w0 * context) + i + 1]);
+    }
+    Tensor logits = net(tensor(x, {rows, context}).to(dev)).reshape({rows * context, net.config.vocab_size});
+    Tensor target = tensor(y, {rows * context}).to(dev);
+    loss += cross_entropy(logits, target, {.reduction = Reduction::sum}).item();
+    correct += sum(eq(argmax(logits, 1), target).to(DType::i64)).item<std::int64_t>();
+    n += rows * context;
+  }
+  net.train();
+  return {loss / double(std::max<std::int64_t>(n, 1)), double(correct) / double(std::max<std::int64_t>(n, 1))};
+}
+
+// `length` bytes continuing `prompt`: each drawn from the softmax of the last
+// logits / temperature, restricted to the top_k most likely.
+std::string sample(nn::GPT& net, const std::string& prompt, std::int64_t length, double temperature,
+                   std::int64_t top_k, std::uint64_t seed, Device dev) {
+  NoGradGuard no_grad;
+  net.eval();
+  std::vector<std::int64_t> tokens;
+  for (char c : prompt) tokens.push_back(std::uint8_t(c));
+  if (tokens.empty()) tokens.push_back('\n');
+  std::mt19937_64 rng(seed);
+  std::string out;
+  const std::int64_t vocab = net.config.vocab_size;
+  for (std::int64_t i = 0; i < length; ++i) {
+    const std::int64_t l = std::min<std::int64_t>(std::int64_t(tokens.size()), net.config.context);
+    std::vector<std::int64_t> window(tokens.end() - l, tokens.end());
+    Tensor logits = net(tensor(window, {1, l}).to(dev)).select(1, l - 1).reshape({vocab});
+    std::vector<float> z = logits.cpu().to_vector<float>();
+    std::vector<std::int64_t> order(static_cast<std::size_t>(vocab));
+    for (std::int64_t v = 0; v < vocab; ++v) order[std::size_t(v)] = v;
+    const std::int64_t k = top_k > 0 ? std::min(top_k, vocab) : vocab;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](std::int64_t a, std::int64_t b) { return z[std::size_t(a)] > z[std::size_t(b)]; });
+    std::vector<double> weights(static_cast<std::size_t>(k));
+    const double top = z[std::size_t(order[0])];
+    for (std::int64_t j = 0; j < k; ++j)
+      weights[std::size_t(j)] = std::exp((double(z[std::size_t(order[std::size_t(j)])]) - top) / temperature);
+    std::discrete_distribution<std::int64_t> pick(weights.begin(), weights.end());
+    const std::int64_t next = order[std::size_t(pick(rng))];
+    tokens.push_back(next);
+    out.push_back(char(next));
+  }
+  net.train();
+  return out;
+}
+
+int train(const example::Options& o, const LmOptions& lm) {
+  set_num_threads(o.threads);
+  manual_seed(o.seed);  // initialisation and dropout
+  const Device dev = Device::parse(o.device);
+
+  // Data: bytes; the last 5 % held out for validation.
+  const std::string text = read_text(o.data);
+  const std::size_t split = text.size() * 95 / 100;
+  const std::string train_text = text.substr(0, split), val_text = text.substr(split);
+  if (std::int64_t(train_text.size()) <= lm.context + 1 || std::int64_t(val_text.size()) <= lm.context + 1)
+    throw Error(fmt::format("char_lm: {} bytes of text are too few for a context of {} (5 % is held out)",
+                            text.size(), lm.context));
+
+  nn::GPT net({.vocab_size = 256,
+               .context = lm.context,
+               .d_model = lm.d_model,
+               .num_heads = lm.heads,
+               .num_layers = lm.layers,
+               .dropout = lm.dropout});
+  net.to(dev);
+
+  const double lr = o.lr.value_or(o.optimizer == "sgd" ? 0.05 : 1e-3);
+  auto opt = example::make_optimizer(o.optimizer, net.parameters(), lr, o.weight_decay, o.nesterov);
+  auto sched = example::make_schedule(o.schedule, *opt, lr, lm.steps_per_epoch * o.epochs);
+
+  io::TrainingState state;
+  std::vector<example::EpochMetrics> history;
+  if (!o.resume.empty()) {
+    state = io::load_checkpoint(o.resume, net, *opt);
+    sched->set_step(state.step);
+    history = example::read_metrics(o.metrics, state.epoch);
+    std::fprintf(stderr, "resumed from %s at epoch %lld, step %lld\n", o.resume.c_str(), (long long)state.epoch,
+                 (long long)state.step);
+  }
+  std::printf("char_lm: %lld parameters (%lld layers, d_model %lld, %lld heads, context %lld), %zu bytes of text "
+              "(%zu held out), %s, lr %g, batch %lld, %d threads, device %s\n",
+              (long long)net.num_parameters(), (long long)lm.layers, (long long)lm.d_model, (long long)lm.heads,
+              (long long)lm.context, text.size(), val_text.size(), o.optimizer.c_str(), lr, (long long)o.batch_size,
+              o.threads, dev.str().c_str());
+  std::fflush(stdout);
+
+  for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
+    example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), lm.steps_per_epoch);
+    double loss_sum = 0;
+    std::int64_t steps = 0, tokens = 0;
+    for (; steps < lm.steps_per_epoch;) {
+      auto [x, y] = batch_at(train_text, state.step, o.batch_size, lm.context, o.seed, dev);
+      Tensor logits = net(x);
+      Tensor loss = cross_entropy(logits.reshape({o.batch_size * lm.context, 256}), y.reshape({o.batch_size * lm.context}));
+      GradientStore grads = backward(loss);
+      opt->step(grads);
+      sched->step();
+      ++state.step;
+      const double l = loss.item();
+      loss_sum += l;
+      tokens += o.batch_size * lm.context;
+      progress.update(++steps, tokens, l);
+    }
+    const double seconds = progress.seconds();
+    progress.finish();
+
+    const Evaluation val = evaluate(net, val_text, o.batch_size, lm.context, dev);
+    history.push_back({int(epoch + 1), loss_sum / double(std::max<std::int64_t>(steps, 1)), val.loss, val.accuracy,
+                       double(tokens) / seconds, seconds});
+    std::printf("epoch %lld: train loss %.4f, val loss %.4f, val accuracy %.4f, %.0f tokens/s\n",
+                (long long)epoch + 1, history.back().train_loss, val.loss, val.accuracy,
+                history.back().samples_per_sec);
+    std::fflush(stdout);
+
+    state.epoch = epoch + 1;
+    io::save_checkpoint(o.checkpoint, net, *opt, state);
+    example::write_metrics(o.metrics, "char_lm on " + std::filesystem::path(o.data).filename().string(), history);
+  }
+
+  io::save_safetensors(net.state_dict(), o.save, {{"model", "char_lm"}});
+  std::printf("saved %s (checkpoint %s, metrics %s)\n", o.save.c_str(), o.checkpoint.c_str(), o.metrics.c_str());
+  std::printf("sample (temperature %g, top-k %lld):\n%s%s\n", lm.temperature, (long long)lm.top_k, lm.prompt.c_str(),
+              sample(net, lm.prompt, lm.sample_length, lm.temperature, lm.top_k, o.seed, dev).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  example::Options options;
+  options.data = kFortunes;
+  options.epochs = 5;
+  options.batch_size = 32;
+  options.schedule = "cosine";
+  LmOptions lm;
+  CLI::App app{"Trains a small GPT on text (Debian's fortunes by default) and samples from it.", "char_lm"};
+  example::add_options(app, options);
+  app.get_option("--data")->description("a text file, or a directory of fortune files")->type_name("PATH");
+  app.get_option("--limit")->description("unused by char_lm (see --steps-per-epoch)");
+  app.add_option("--context", lm.context, "tokens (bytes) per sequence")->type_name("N")->capture_default_str()->check(example::whole_number(1));
+  app.add_option("--d-model", lm.d_model, "width of the model")->type_name("N")->capture_default_str()->check(example::whole_number(1));
+  app.add_option("--heads", lm.heads, "attention heads (divide --d-model)")->type_name("N")->capture_default_str()->check(example::whole_number(1));
+  app.add_option("--layers", lm.layers, "transformer blocks")->type_name("N")->capture_default_str()->check(example::whole_number(1));
+  app.add_option("--dropout", lm.dropout, "dropout probability")->type_name("P")->capture_default_str()->check(example::number_at_least(0));
+  app.add_option("--steps-per-epoch", lm.steps_per_epoch, "training steps between validations")->type_name("N")->capture_default_str()->check(example::whole_number(1));
+  app.add_option("--prompt", lm.prompt, "text the final sample continues")->type_name("TEXT")->capture_default_str();
+  app.add_option("--sample-length", lm.sample_length, "bytes sampled at the end")->type_name("N")->capture_default_str()->check(example::whole_number(0));
+  app.add_option("--temperature", lm.temperature, "sampling temperature")->type_name("X")->capture_default_str()->check(example::number_at_least(0, true));
+  app.add_option("--top-k", lm.top_k, "sample among the k most likely bytes (0: all)")->type_name("N")->capture_default_str()->check(example::whole_number(0));
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return train(options, lm);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "char_lm: %s\n", e.what());
+    return 1;
+  }
+}

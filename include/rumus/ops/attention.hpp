@@ -1,0 +1,31 @@
+#pragma once
+#include <optional>
+
+#include "rumus/core/generator.hpp"
+#include "rumus/core/tensor.hpp"
+#include "rumus/core/export.hpp"
+
+RUMUS_API_BEGIN
+
+namespace rumus {
+
+// softmax(q kᵀ * scale + mask) v, fused: memory linear in the sequence length
+// (the scores are computed tile by tile with an online softmax and recomputed
+// in backward; only one logsumexp per query row is kept).
+//
+// q: (..., Lq, D), k: (..., Lk, D), v: (..., Lk, Dv) with the same leading
+// dims (PyTorch's (B, H, L, D), or (N, L, D)); the result is (..., Lq, Dv).
+// attn_mask, broadcastable to (..., Lq, Lk): u8 (bool) where nonzero means
+// "attend", as in PyTorch, or a floating tensor added to the scores (no
+// gradient flows into it). is_causal keeps key j <= query i (top-left
+// aligned, as PyTorch) and excludes attn_mask. scale defaults to 1/sqrt(D).
+// dropout_p > 0 drops attention weights with the generator's Philox stream;
+// the backward regenerates the same mask. A query row with every key masked
+// gives zeros (and zero gradients).
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask = {}, double dropout_p = 0.0, bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt, Generator* generator = nullptr);
+
+}  // namespace rumus
+
+RUMUS_API_END

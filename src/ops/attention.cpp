@@ -1,0 +1,154 @@
+// Fused scaled dot-product attention: validate, view q/k/v as [B*H, L, D],
+// call the device's attention kernels, record one tape entry whose backward
+// recomputes the scores from the saved inputs and row logsumexps.
+#include "rumus/ops/attention.hpp"
+
+#include <cmath>
+
+#include "op_util.hpp"
+
+namespace rumus {
+
+using detail::arg;
+
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+void check_operands(const Tensor& q, const Tensor& k, const Tensor& v) {
+  for (const Tensor* t : {&q, &k, &v}) detail::check_defined(kOp, *t);
+  detail::check_floating(kOp, q);
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
+    throw DTypeError(fmt::format("{}: expected query, key and value of one dtype, got {}, {} and {}", kOp,
+                                 dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype())));
+  detail::check_same_device(kOp, q, k);
+  detail::check_same_device(kOp, q, v);
+  const std::int64_t nd = q.dim();
+  if (nd != 3 && nd != 4)
+    throw ShapeError(fmt::format("{}: expected 3-D (N, L, D) or 4-D (B, H, L, D) query, got shape {}", kOp,
+                                 shape_str(q.shape())));
+  if (k.dim() != nd || v.dim() != nd)
+    throw ShapeError(fmt::format("{}: expected key and value of the query's rank {}, got shapes {} and {}", kOp, nd,
+                                 shape_str(k.shape()), shape_str(v.shape())));
+  const Shape &qs = q.shape(), &ks = k.shape(), &vs = v.shape();
+  bool ok = ks[nd - 1] == qs[nd - 1] && vs[nd - 2] == ks[nd - 2];
+  for (std::int64_t i = 0; i < nd - 2; ++i) ok = ok && ks[i] == qs[i] && vs[i] == qs[i];
+  if (!ok)
+    throw ShapeError(fmt::format(
+        "{}: expected query (..., Lq, D), key (..., Lk, D) and value (..., Lk, Dv) with equal leading dims, got {}, "
+        "{} and {}",
+        kOp, shape_str(qs), shape_str(ks), shape_str(vs)));
+}
+
+// The mask as the kernel reads it: a [B, H, Lq, Lk] view with stride 0 on broadcast dims.
+Layout mask_layout(const Tensor& mask, const Tensor& q, const Shape& full) {
+  detail::check_same_device(kOp, q, mask);
+  if (mask.dtype() != DType::u8 && !is_floating(mask.dtype()))
+    throw DTypeError(fmt::format("{}: expected a u8 (boolean) or floating attn_mask, got {}", kOp,
+                                 dtype_name(mask.dtype())));
+  bool ok = mask.dim() <= std::int64_t(full.size());
+  for (std::int64_t i = 1; ok && i <= mask.dim(); ++i) {
+    const std::int64_t m = mask.shape()[std::size_t(mask.dim() - i)], f = full[full.size() - std::size_t(i)];
+    ok = m == 1 || m == f;
+  }
+  if (!ok)
+    throw ShapeError(fmt::format("{}: attn_mask of shape {} does not broadcast to {}", kOp, shape_str(mask.shape()),
+                                 shape_str(full)));
+  Layout l = detail::broadcast_layout(mask, full);
+  if (full.size() == 3) {  // (N, Lq, Lk): one head
+    l.shape.insert(l.shape.begin() + 1, 1);
+    l.strides.insert(l.strides.begin() + 1, 0);
+  }
+  return l;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale, Generator* generator) {
+  check_operands(query, key, value);
+  if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
+    throw ValueError(fmt::format("{}: expected 0 <= dropout_p <= 1, got {}", kOp, dropout_p));
+  if (attn_mask.defined() && is_causal)
+    throw ValueError(fmt::format("{}: expected attn_mask or is_causal, not both", kOp));
+  if (scale && !std::isfinite(*scale)) throw ValueError(fmt::format("{}: expected a finite scale, got {}", kOp, *scale));
+
+  const std::int64_t nd = query.dim();
+  const Shape& qs = query.shape();
+  AttentionParams p;
+  p.batch = qs[0];
+  p.heads = nd == 4 ? qs[1] : 1;
+  p.lq = qs[std::size_t(nd - 2)];
+  p.lk = key.shape()[std::size_t(nd - 2)];
+  p.d = qs[std::size_t(nd - 1)];
+  p.dv = value.shape()[std::size_t(nd - 1)];
+  p.scale = scale ? *scale : 1.0 / std::sqrt(double(std::max<std::int64_t>(p.d, 1)));
+  p.causal = is_causal;
+  p.dropout_p = dropout_p;
+
+  Shape out_shape = qs;
+  out_shape.back() = p.dv;
+  const std::int64_t bh = p.batch * p.heads;
+  Tensor q = query.detach().contiguous().reshape({bh, p.lq, p.d});
+  Tensor k = key.detach().contiguous().reshape({bh, p.lk, p.d});
+  Tensor v = value.detach().contiguous().reshape({bh, p.lk, p.dv});
+  Tensor mask = attn_mask.defined() ? attn_mask.detach() : Tensor();
+  Layout ml;
+  if (mask.defined()) {
+    Shape full(qs.begin(), qs.end() - 2);
+    full.push_back(p.lq);
+    full.push_back(p.lk);
+    ml = mask_layout(mask, query, full);
+  }
+
+  if (dropout_p > 0.0) {
+    Generator& g = generator ? *generator : default_generator();
+    p.seed = g.seed();
+    p.offset = g.advance(std::uint64_t(bh * p.lq * p.lk));
+  }
+
+  Tensor out = detail::alloc({bh, p.lq, p.dv}, query.dtype(), query.device());
+  Tensor lse = detail::alloc({bh, p.lq}, query.dtype(), query.device());
+  const TensorArg mask_arg = mask.defined() ? arg(mask, ml) : TensorArg{nullptr, query.dtype(), &ml};
+  if (out.numel() > 0) {
+    if (p.lk == 0)
+      detail::kernels(kOp, Kernel::fill, out).fill(arg(out), 0.0);  // no keys: every row is fully masked
+    else
+      detail::kernels(kOp, {Kernel::attention_forward, Kernel::attention_backward}, query)
+          .attention_forward(p, arg(out), arg(lse), arg(q), arg(k), arg(v), mask_arg);
+  }
+  Tensor result = out.reshape(out_shape);
+  if (autograd::needs_grad({&query, &key, &value})) {
+    result = result.detach();
+    autograd::record(kOp, {query, key, value}, result,
+                     [p, qshape = qs, kshape = key.shape(), vshape = value.shape(), mask, ml,
+                      sq = autograd::SavedTensor(q), sk = autograd::SavedTensor(k), sv = autograd::SavedTensor(v),
+                      so = autograd::SavedTensor(out), sl = autograd::SavedTensor(lse)](const Tensor& g) {
+                       const Tensor &q = sq.get(), &k = sk.get(), &v = sv.get();
+                       Tensor go = g.contiguous().reshape({p.batch * p.heads, p.lq, p.dv});
+                       Tensor gq = detail::alloc(q.shape(), q.dtype(), q.device());
+                       Tensor gk = detail::alloc(k.shape(), k.dtype(), k.device());
+                       Tensor gv = detail::alloc(v.shape(), v.dtype(), v.device());
+                       const TensorArg margs =
+                           mask.defined() ? arg(mask, ml) : TensorArg{nullptr, q.dtype(), &ml};
+                       if (q.numel() > 0 || k.numel() > 0 || v.numel() > 0) {
+                         if (go.numel() == 0 || p.lk == 0) {
+                           Backend& be = detail::kernels(kOp, Kernel::fill, q);
+                           for (const Tensor* t : {&gq, &gk, &gv})
+                             if (t->numel() > 0) be.fill(arg(*t), 0.0);
+                         } else {
+                           detail::kernels(kOp, Kernel::attention_backward, q)
+                               .attention_backward(p, arg(gq), arg(gk), arg(gv), arg(go), arg(q), arg(k), arg(v),
+                                                   arg(so.get()), arg(sl.get()), margs);
+                         }
+                       }
+                       return std::vector<Tensor>{gq.reshape(qshape), gk.reshape(kshape), gv.reshape(vshape)};
+                     });
+  }
+  return result;
+}
+
+}  // namespace rumus
