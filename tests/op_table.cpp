@@ -52,8 +52,8 @@ const std::vector<OpCase>& op_table() {
       {"mean_all", {{3, 4}}, [](V x) { return mean(x[0]); }},
       {"mean_dim", {{3, 4}}, [](V x) { return mean(x[0], {-1}, true); }},
       {"max_all", {{3, 4}}, [](V x) { return max(x[0]); }},
-      {"max_dim", {{3, 4}}, [](V x) { return max(x[0], 1); }},
-      {"min_dim_keepdim", {{3, 4}}, [](V x) { return min(x[0], 0, true); }},
+      {"max_dim", {{3, 4}}, [](V x) { return std::get<0>(max(x[0], 1)); }},
+      {"min_dim_keepdim", {{3, 4}}, [](V x) { return std::get<0>(min(x[0], 0, true)); }},
       // Linear algebra.
       {"matmul_2d", {{3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
       {"matmul_dot", {{4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
@@ -181,6 +181,38 @@ const std::vector<OpCase>& op_table() {
       {"sdpa_dropout", {{1, 2, 4, 3}, {1, 2, 5, 3}, {1, 2, 5, 2}}, [](V x) {
          Generator gen(11);
          return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], {}, 0.3, false, std::nullopt, &gen);
+       }},
+      // PyTorch-style API: number-first arithmetic, scalar where/masked_fill,
+      // values+indices reductions, split/chunk/unbind views, method forms.
+      {"sub_div_scalar_left", {{3, 4}}, [](V x) { return (2.0 - x[0]) * div(3.0, x[0]) + 1.5 / x[0]; }, 0.5, 2.0},
+      {"where_scalar", {{3, 4}, {3, 4}}, [](V x) {
+         // Every input reaches the output (the condition alone carries no gradient).
+         return where(gt(x[1], 0.0), x[0], 0.5) + where(le(x[1], 0.2), -1.5, x[0] * 2.0) + x[1];
+       }},
+      {"masked_fill", {{3, 4}, {4}}, [](V x) {
+         return masked_fill(x[0], lt(x[1], 0.0), 0.25).masked_fill(ge(x[0], 0.9), -2.0) * x[1];
+       }},
+      {"max_dim_indices", {{3, 5}}, [](V x) {
+         auto [values, indices] = max(x[0], 1, true);
+         return values * indices.to(values.dtype());
+       }},
+      {"min_dim_method", {{4, 3}}, [](V x) { return std::get<0>(x[0].min(0)); }},
+      {"amax_amin", {{2, 3, 4}}, [](V x) { return amax(x[0], {0, 2}) + amin(x[0], {0, 2}, true).squeeze(); }},
+      {"split", {{5, 4}}, [](V x) {
+         auto p = split(x[0], 2, 0);
+         return cat({p[2] * 2.0, p[0], p[1]}, 0);
+       }},
+      {"chunk", {{3, 7}}, [](V x) {
+         auto c = x[0].chunk(3, -1);
+         return cat({c[2] * 3.0, c[0], c[1]}, 1);
+       }},
+      {"unbind", {{3, 4}}, [](V x) {
+         auto u = unbind(x[0], 1);
+         return u[0] * u[3] + u[1] - u[2];
+       }},
+      {"method_forms", {{3, 4}, {4, 2}}, [](V x) {
+         Tensor h = x[0].exp().matmul(x[1]).relu() + x[0].abs().sqrt().sum({1}, true) + x[0].pow(2.0).mean();
+         return h.log_softmax(1) + h.softmax(0) * x[0].square().sum() + h.tanh() + h.sigmoid().neg();
        }},
   };
   return table;

@@ -5,6 +5,7 @@
 #include <rumus/rumus.hpp>
 
 #include <cmath>
+#include <sstream>
 
 using namespace rumus;
 
@@ -221,4 +222,64 @@ TEST(Layers, LinearTrainsWithAnOptimizer) {
     opt.step(backward(loss));
   }
   EXPECT_LT(last, 0.1 * first);
+}
+
+TEST(Module, ToDTypeCastsFloatingTensorsInPlace) {
+  Net net;
+  Tensor w = net.block.conv.weight;
+  net.to(DType::f64);
+  EXPECT_EQ(w.impl_ptr(), net.block.conv.weight.impl_ptr());  // same parameter, new dtype
+  for (auto& [name, p] : net.named_parameters()) {
+    EXPECT_EQ(p.dtype(), DType::f64) << name;
+    EXPECT_TRUE(p.requires_grad()) << name;
+  }
+  EXPECT_EQ(net.block.bn.running_mean.dtype(), DType::f64);
+  EXPECT_EQ(net.block.bn.num_batches_tracked.dtype(), DType::i64);  // integer buffers keep theirs
+  net.eval();
+  Tensor y = net(rand({2, 1, 8, 8}).to(DType::f64));
+  EXPECT_EQ(y.dtype(), DType::f64);
+  // An optimizer built afterwards trains the cast parameters.
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  Tensor before = net.block.conv.weight.clone();
+  GradientStore g = backward(sum(y));
+  opt.step(g);
+  EXPECT_NE(before.to_vector<double>(), net.block.conv.weight.to_vector<double>());
+  try {
+    net.to(DType::i32);
+    ADD_FAILURE() << "expected a DTypeError";
+  } catch (const DTypeError& e) {
+    EXPECT_NE(std::string(e.what()).find("Net.to: expected a floating dtype"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Module, PrintsLikePyTorch) {
+  nn::Sequential seq(nn::Linear(784, 128), nn::ReLU(), nn::Dropout(0.2), nn::Linear(128, 10, false));
+  std::ostringstream os;
+  os << seq;
+  EXPECT_EQ(os.str(),
+            "Sequential(\n"
+            "  (0): Linear(in_features=784, out_features=128, bias=true)\n"
+            "  (1): ReLU()\n"
+            "  (2): Dropout(p=0.2)\n"
+            "  (3): Linear(in_features=128, out_features=10, bias=false)\n"
+            ")");
+  Net net;
+  EXPECT_EQ(net.pretty_print(),
+            "Net(\n"
+            "  (block): Block(\n"
+            "    (conv): Conv2d(1, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))\n"
+            "    (bn): BatchNorm2d(4, eps=1e-05, momentum=0.1, affine=true)\n"
+            "  )\n"
+            "  (head): Sequential(\n"
+            "    (0): Flatten(start_dim=1, end_dim=-1)\n"
+            "    (1): Linear(in_features=64, out_features=8, bias=true)\n"
+            "    (2): ReLU()\n"
+            "    (3): Dropout(p=0.5)\n"
+            "    (4): Linear(in_features=8, out_features=3, bias=true)\n"
+            "  )\n"
+            ")");
+  EXPECT_EQ(nn::MaxPool2d(2).pretty_print(),
+            "MaxPool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1), ceil_mode=false)");
+  EXPECT_EQ(nn::Embedding(10, 4, 0).pretty_print(), "Embedding(10, 4, padding_idx=0)");
+  EXPECT_EQ(nn::LayerNorm({8}).pretty_print(), "LayerNorm((8,), eps=1e-05, elementwise_affine=true)");
 }

@@ -91,7 +91,7 @@ TEST(OpValues, ReductionsAndComparisons) {
   Tensor x = tensor({{1.0, 5.0, 3.0}, {4.0, 2.0, 6.0}});
   EXPECT_EQ(sum(x, {1}).to_vector<float>(), (std::vector<float>{9, 12}));
   EXPECT_EQ(mean(x, {0}, true).shape(), (Shape{1, 3}));
-  EXPECT_EQ(max(x, 1).to_vector<float>(), (std::vector<float>{5, 6}));
+  EXPECT_EQ(std::get<0>(max(x, 1)).to_vector<float>(), (std::vector<float>{5, 6}));
   EXPECT_EQ(min(x).item(), 1.0);
   EXPECT_EQ(argmax(x, 1).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2}));
   EXPECT_EQ(argmax(x).item(), 5.0);
@@ -199,3 +199,177 @@ TEST(OpErrors, OutOfMemoryNamesTheOpShapeAndDtype) {
 }
 
 }  // namespace
+
+// PyTorch's result_type: dimensioned tensors decide unless a 0-d operand is of
+// a higher category (integer < floating).
+TEST(OpValues, ZeroDimTensorsPromoteOnlyAcrossCategories) {
+  const Tensor f32 = ones({3}), i32 = ones({3}, {.dtype = DType::i32}), u8 = ones({3}, {.dtype = DType::u8});
+  EXPECT_EQ((f32 * scalar_tensor(2.0, {.dtype = DType::f64})).dtype(), DType::f32);
+  EXPECT_EQ((scalar_tensor(2.0, {.dtype = DType::f64}) * f32).dtype(), DType::f32);
+  EXPECT_EQ(add(i32, scalar_tensor(1.5)).dtype(), DType::f32);
+  EXPECT_EQ(add(i32, scalar_tensor(1.5)).to_vector<float>(), (std::vector<float>{2.5f, 2.5f, 2.5f}));
+  EXPECT_EQ(add(i32, scalar_tensor(1.5, {.dtype = DType::f64})).dtype(), DType::f64);
+  EXPECT_EQ(add(i32, scalar_tensor(7, {.dtype = DType::i64})).dtype(), DType::i32);
+  EXPECT_EQ(sub(u8, scalar_tensor(1, {.dtype = DType::i32})).dtype(), DType::u8);
+  EXPECT_EQ(maximum(f32.to(DType::f16), scalar_tensor(0.5)).dtype(), DType::f16);
+  // Both 0-d, or both dimensioned: the ordinary promotion.
+  EXPECT_EQ(mul(scalar_tensor(1.0), scalar_tensor(2.0, {.dtype = DType::f64})).dtype(), DType::f64);
+  EXPECT_EQ(mul(f32, ones({1}, {.dtype = DType::f64})).dtype(), DType::f64);
+  EXPECT_EQ(where(gt(f32, 0.0), f32, scalar_tensor(0.0, {.dtype = DType::f64})).dtype(), DType::f32);
+  EXPECT_EQ(lt(i32, scalar_tensor(1.5)).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{1, 1, 1}));
+  // The gradient comes back in each input's own dtype.
+  Tensor x = ones({3}).requires_grad_(), s = scalar_tensor(2.0, {.dtype = DType::f64}).requires_grad_();
+  GradientStore g = backward(sum(mul(x, s)));
+  EXPECT_EQ(g.get(x).dtype(), DType::f32);
+  EXPECT_EQ(g.get(s).dtype(), DType::f64);
+  EXPECT_DOUBLE_EQ(g.get(s).item(), 3.0);
+}
+
+TEST(OpValues, MaximumAndMinimumSplitTiesEvenly) {
+  Tensor a = tensor({1.0, 2.0, 3.0}).requires_grad_(), b = tensor({1.0, 5.0, 3.0}).requires_grad_();
+  GradientStore gmax = backward(sum(maximum(a, b)));
+  EXPECT_EQ(gmax.get(a).to_vector<float>(), (std::vector<float>{0.5f, 0.0f, 0.5f}));
+  EXPECT_EQ(gmax.get(b).to_vector<float>(), (std::vector<float>{0.5f, 1.0f, 0.5f}));
+  GradientStore gmin = backward(sum(minimum(a, b)));
+  EXPECT_EQ(gmin.get(a).to_vector<float>(), (std::vector<float>{0.5f, 1.0f, 0.5f}));
+  EXPECT_EQ(gmin.get(b).to_vector<float>(), (std::vector<float>{0.5f, 0.0f, 0.5f}));
+  // Broadcast: a 0-d b tied with two elements gets both halves.
+  Tensor c = scalar_tensor(1.0).requires_grad_();
+  GradientStore gb = backward(sum(maximum(a, c)));
+  EXPECT_EQ(gb.get(c).item(), 0.5);
+}
+
+TEST(OpValues, ScalarComparisonsAndWhere) {
+  Tensor x = tensor({1.0, 2.0, 3.0});
+  using B = std::vector<std::uint8_t>;
+  EXPECT_EQ(eq(x, 2.0).to_vector<std::uint8_t>(), (B{0, 1, 0}));
+  EXPECT_EQ(ne(x, 2.0).to_vector<std::uint8_t>(), (B{1, 0, 1}));
+  EXPECT_EQ(lt(x, 2.0).to_vector<std::uint8_t>(), (B{1, 0, 0}));
+  EXPECT_EQ(le(x, 2.0).to_vector<std::uint8_t>(), (B{1, 1, 0}));
+  EXPECT_EQ(gt(x, 2.0).to_vector<std::uint8_t>(), (B{0, 0, 1}));
+  EXPECT_EQ(ge(x, 2.0).to_vector<std::uint8_t>(), (B{0, 1, 1}));
+  // A fractional number is not truncated to an integer tensor's dtype.
+  Tensor i = tensor(std::vector<std::int32_t>{1, 2, 3});
+  EXPECT_EQ(lt(i, 2.5).to_vector<std::uint8_t>(), (B{1, 1, 0}));
+  EXPECT_EQ(eq(i, 2.5).to_vector<std::uint8_t>(), (B{0, 0, 0}));
+  Tensor cond = tensor(std::vector<std::uint8_t>{1, 0, 1});
+  EXPECT_EQ(where(cond, x, -1.0).to_vector<float>(), (std::vector<float>{1, -1, 3}));
+  EXPECT_EQ(where(cond, -1.0, x).to_vector<float>(), (std::vector<float>{-1, 2, -1}));
+  EXPECT_EQ(where(cond, x, -1.0).dtype(), DType::f32);
+  EXPECT_EQ(where(cond, i, 0.5).dtype(), DType::f32);  // a fractional number beside an integer tensor
+  expect_error<DTypeError>([&] { where(x, x, 0.0); }, "where: expected a u8 condition");
+}
+
+TEST(OpValues, MaskedFillAndNonFiniteTests) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = tensor({1.0, -2.0, 3.0, -4.0}).reshape({2, 2}).requires_grad_();
+  Tensor filled = masked_fill(x, lt(x, 0.0), 0.0);
+  EXPECT_EQ(filled.to_vector<float>(), (std::vector<float>{1, 0, 3, 0}));
+  EXPECT_EQ(x.masked_fill(tensor(std::vector<std::uint8_t>{1, 0}), 9.0).to_vector<float>(),
+            (std::vector<float>{9, -2, 9, -4}));
+  GradientStore g = backward(sum(filled));
+  EXPECT_EQ(g.get(x).to_vector<float>(), (std::vector<float>{1, 0, 1, 0}));
+  expect_error<DTypeError>([&] { masked_fill(x, x, 0.0); }, "masked_fill: expected a u8 mask");
+  expect_error<ShapeError>([&] { masked_fill(x, ones({3}, {.dtype = DType::u8}), 0.0); }, "masked_fill:");
+  expect_error<ShapeError>([&] { masked_fill(ones({2}), ones({2, 2}, {.dtype = DType::u8}), 0.0); },
+                           "masked_fill: mask of shape [2, 2] must broadcast to the input's shape [2]");
+
+  Tensor v = tensor({1.0, inf, -inf, nan}).to(DType::f64);
+  using B = std::vector<std::uint8_t>;
+  EXPECT_EQ(isnan(v).to_vector<std::uint8_t>(), (B{0, 0, 0, 1}));
+  EXPECT_EQ(isinf(v).to_vector<std::uint8_t>(), (B{0, 1, 1, 0}));
+  EXPECT_EQ(isfinite(v).to_vector<std::uint8_t>(), (B{1, 0, 0, 0}));
+  EXPECT_EQ(v.isnan().to_vector<std::uint8_t>(), (B{0, 0, 0, 1}));
+  Tensor i = tensor(std::vector<std::int64_t>{1, 2});
+  EXPECT_EQ(isnan(i).to_vector<std::uint8_t>(), (B{0, 0}));
+  EXPECT_EQ(isinf(i).to_vector<std::uint8_t>(), (B{0, 0}));
+  EXPECT_EQ(isfinite(i).to_vector<std::uint8_t>(), (B{1, 1}));
+}
+
+TEST(OpValues, MaxMinOverADimGiveValuesAndIndices) {
+  Tensor x = tensor({{1.0, 5.0, 5.0}, {4.0, 2.0, 6.0}}).requires_grad_();
+  auto [values, indices] = max(x, 1);
+  EXPECT_EQ(values.to_vector<float>(), (std::vector<float>{5, 6}));
+  EXPECT_EQ(indices.dtype(), DType::i64);
+  EXPECT_EQ(indices.to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2}));
+  // The gradient goes to the element the index names, the first of a tie.
+  GradientStore g = backward(sum(values));
+  EXPECT_EQ(g.get(x).to_vector<float>(), (std::vector<float>{0, 1, 0, 0, 0, 1}));
+  auto [mv, mi] = x.min(0, true);
+  EXPECT_EQ(mv.shape(), (Shape{1, 3}));
+  EXPECT_EQ(mv.to_vector<float>(), (std::vector<float>{1, 2, 5}));
+  EXPECT_EQ(mi.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 0}));
+  EXPECT_EQ(std::get<1>(max(x, -2)).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 0, 1}));
+  autograd::clear_tape();
+  expect_error<ShapeError>([] { max(zeros({2, 0}), 1); }, "max: cannot reduce over dim 1 of size 0");
+  expect_error<ShapeError>([] { min(zeros({2, 3}), 2); }, "min:");
+}
+
+TEST(OpValues, MethodFormsMatchTheFreeFunctions) {
+  Tensor x = tensor({{0.5, -1.0, 2.0}, {1.5, 0.25, -0.5}});
+  auto same = [](const Tensor& a, const Tensor& b) {
+    EXPECT_EQ(a.shape(), b.shape());
+    EXPECT_EQ(a.dtype(), b.dtype());
+    EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>());
+  };
+  same(x.sum({1}, true), sum(x, {1}, true));
+  same(x.mean({0}), mean(x, {0}));
+  same(x.softmax(1), softmax(x, 1));
+  same(x.log_softmax(0), log_softmax(x, 0));
+  same(x.eq(x.relu()), eq(x, relu(x)));
+  same(x.lt(0.5), lt(x, 0.5));
+  same(x.exp(), exp(x));
+  same(x.abs().log(), log(abs(x)));
+  same(x.abs().sqrt(), sqrt(abs(x)));
+  same(x.pow(2.0), pow(x, 2.0));
+  same(x.matmul(x.t()), matmul(x, x.t()));
+  same(x.max(), max(x));
+  same(x.min(), min(x));
+  same(x.argmax(), argmax(x));
+  same(x.argmin(1), argmin(x, 1));
+  same(x.clamp(-0.5, 0.5), clamp(x, -0.5, 0.5));
+  same(x.tanh(), tanh(x));
+}
+
+TEST(OpValues, NumberOnTheLeft) {
+  Tensor x = tensor({1.0, 2.0, 4.0}).requires_grad_();
+  EXPECT_EQ(sub(1.0, x).to_vector<float>(), (std::vector<float>{0, -1, -3}));
+  EXPECT_EQ((1.0 - x).to_vector<float>(), (std::vector<float>{0, -1, -3}));
+  EXPECT_EQ(div(2.0, x).to_vector<float>(), (std::vector<float>{2, 1, 0.5}));
+  EXPECT_EQ((2.0 / x).to_vector<float>(), (std::vector<float>{2, 1, 0.5}));
+  GradientStore g = backward(sum(div(2.0, x)));
+  EXPECT_EQ(g.get(x).to_vector<float>(), (std::vector<float>{-2, -0.5, -0.125}));
+  Tensor i = tensor(std::vector<std::int32_t>{1, 2, 3});
+  EXPECT_EQ(sub(10.0, i).to_vector<std::int32_t>(), (std::vector<std::int32_t>{9, 8, 7}));
+  EXPECT_EQ(sub(10.0, i).dtype(), DType::i32);
+  EXPECT_EQ(div(7.0, i).to_vector<std::int32_t>(), (std::vector<std::int32_t>{7, 3, 2}));
+  expect_error<ValueError>([&] { div(1.0, tensor(std::vector<std::int32_t>{0})); }, "div: integer division by zero");
+}
+
+TEST(OpValues, SplitChunkUnbindAreViews) {
+  Tensor x = arange(10.0).reshape({5, 2}).requires_grad_();
+  auto parts = split(x, 2);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[2].shape(), (Shape{1, 2}));
+  EXPECT_EQ(parts[1].to_vector<float>(), (std::vector<float>{4, 5, 6, 7}));
+  EXPECT_EQ(parts[1].storage_ptr(), x.storage_ptr());  // a view, no copy
+  auto cols = x.split(1, -1);
+  ASSERT_EQ(cols.size(), 2u);
+  EXPECT_EQ(cols[1].to_vector<float>(), (std::vector<float>{1, 3, 5, 7, 9}));
+  // torch.chunk: pieces of ceil(5 / 3) = 2, so three; ceil(5 / 4) = 2 also gives three.
+  EXPECT_EQ(chunk(x, 3).size(), 3u);
+  EXPECT_EQ(chunk(x, 4).size(), 3u);
+  EXPECT_EQ(chunk(x, 5).size(), 5u);
+  EXPECT_EQ(chunk(x, 9).size(), 5u);
+  auto rows = unbind(x);
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[3].shape(), (Shape{2}));
+  EXPECT_EQ(rows[3].to_vector<float>(), (std::vector<float>{6, 7}));
+  EXPECT_EQ(x.unbind(1)[0].to_vector<float>(), (std::vector<float>{0, 2, 4, 6, 8}));
+  GradientStore g = backward(sum(mul(parts[0], 2.0)) + sum(rows[4]));
+  EXPECT_EQ(g.get(x).to_vector<float>(), (std::vector<float>{2, 2, 2, 2, 0, 0, 0, 0, 1, 1}));
+  expect_error<ValueError>([&] { split(x, 0); }, "split: expected split_size >= 1, got 0");
+  expect_error<ValueError>([&] { chunk(x, 0); }, "chunk: expected chunks >= 1, got 0");
+  expect_error<ShapeError>([&] { unbind(x, 2); }, "unbind:");
+  expect_error<ShapeError>([] { split(scalar_tensor(1.0), 1); }, "split: expected a tensor with at least one dim");
+}

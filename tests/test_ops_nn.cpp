@@ -427,3 +427,58 @@ TEST(NnRealShapes, CnnForwardBackwardRuns) {
 }
 
 }  // namespace
+
+// One number in a 2-d option means both dims, as libtorch's ExpandingArray<2>.
+TEST(NnSemantics, OneNumberInA2dOptionMeansBothDims) {
+  Tensor x = rand({1, 2, 7, 9}), w = rand({3, 2, 3, 3}), b = rand({3});
+  Tensor padded = conv2d(x, w, b, {.padding = 1});
+  EXPECT_EQ(padded.shape(), (Shape{1, 3, 7, 9}));
+  EXPECT_EQ(padded.to_vector<float>(), conv2d(x, w, b, {.padding = {1, 1}}).to_vector<float>());
+  EXPECT_EQ(conv2d(x, w, b, {.stride = 2}).shape(), (Shape{1, 3, 3, 4}));
+  EXPECT_EQ(conv2d(x, w, b, {.dilation = 2}).shape(), (Shape{1, 3, 3, 5}));
+  EXPECT_EQ(conv2d(x, w, b, {.stride = {2, 1}, .padding = {0, 1}}).shape(), (Shape{1, 3, 3, 9}));
+  nn::Conv2d conv(2, 3, 3, {.stride = 2, .padding = 1});
+  EXPECT_EQ(conv(x).shape(), (Shape{1, 3, 4, 5}));
+  EXPECT_EQ(nn::Conv2d(2, 3, {1, 3})(x).shape(), (Shape{1, 3, 7, 7}));
+
+  EXPECT_EQ(max_pool2d(x, {.kernel = 3, .stride = 2, .padding = 1}).shape(), (Shape{1, 2, 4, 5}));
+  EXPECT_EQ(max_pool2d(x, {.kernel = 3, .stride = 2, .padding = 1}).to_vector<float>(),
+            max_pool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}).to_vector<float>());
+  EXPECT_EQ(max_pool2d(x, {.kernel = 2, .dilation = 2}).shape(), (Shape{1, 2, 3, 4}));  // window 3, stride 2
+  EXPECT_EQ(avg_pool2d(x, {.kernel = 3, .stride = 1, .padding = 1}).shape(), (Shape{1, 2, 7, 9}));
+  EXPECT_EQ(nn::MaxPool2d({.kernel = 2, .stride = 1})(x).shape(), (Shape{1, 2, 6, 8}));
+  EXPECT_EQ(nn::AvgPool2d(3)(x).shape(), (Shape{1, 2, 2, 3}));
+  EXPECT_EQ(nn::AdaptiveAvgPool2d(2)(x).shape(), (Shape{1, 2, 2, 2}));
+  EXPECT_EQ(im2col(x, 3, {.padding = 1}).shape(), (Shape{1, 18, 63}));
+  expect_error<ShapeError>([&] { conv2d(x, w, b, {.stride = 0}); }, "conv2d: expected stride >= 1, got [0, 0]");
+  expect_error<ShapeError>([&] { conv2d(x, w, b, {.padding = -1}); }, "conv2d: expected padding >= 0, got [-1, -1]");
+}
+
+// Every target ignored (a fully padded batch): PyTorch gives a NaN mean loss
+// (0 / 0) and zero gradients.
+TEST(NnSemantics, AllTargetsIgnoredGiveNanLossAndZeroGradients) {
+  Tensor logits = rand({3, 4}).requires_grad_();
+  Tensor target = i64({-100, -100, -100});
+  Tensor ce = cross_entropy(logits, target);
+  EXPECT_TRUE(std::isnan(ce.item()));
+  GradientStore g = backward(ce);
+  for (float v : g.get(logits).to_vector<float>()) EXPECT_EQ(v, 0.0f);
+
+  Tensor smoothed = cross_entropy(logits, target, {.ignore_index = -100, .label_smoothing = 0.1});
+  EXPECT_TRUE(std::isnan(smoothed.item()));
+  g = backward(smoothed);
+  for (float v : g.get(logits).to_vector<float>()) EXPECT_EQ(v, 0.0f);
+
+  Tensor log_probs = log_softmax(logits, 1);
+  Tensor nll = nll_loss(log_probs, i64({2, 2, 2}), Reduction::mean, 2);
+  EXPECT_TRUE(std::isnan(nll.item()));
+  g = backward(nll);
+  for (float v : g.get(logits).to_vector<float>()) EXPECT_EQ(v, 0.0f);
+
+  // Sum and none stay 0; one counted target still gives its own mean.
+  EXPECT_EQ(cross_entropy(logits, target, {.reduction = Reduction::sum}).item(), 0.0);
+  autograd::clear_tape();
+  Tensor one = cross_entropy(logits, i64({-100, 1, -100}));
+  EXPECT_NEAR(one.item(), -log_softmax(logits.detach(), 1).select(0, 1).select(0, 1).item(), 1e-6);
+  autograd::clear_tape();
+}

@@ -726,4 +726,39 @@ TEST(VulkanAttention, LongSequenceMemoryIsLinear) {
   const DeviceStats after = device_stats(kGpu);
   EXPECT_GT(after.peak_bytes_in_use, before);
   EXPECT_LT(after.peak_bytes_in_use - before, limit);
+// PyTorch habits on the device: ties split evenly, a 0-d f64 does not turn
+// an f32 tensor into f64 (which Vulkan's arithmetic lacks), a fully ignored
+// batch gives zero gradients, and the scalar forms run on device kernels.
+TEST(VulkanFidelity, TiesPromotionIgnoredTargetsAndScalarForms) {
+  REQUIRE_VULKAN();
+  Tensor a = tensor({1.0, 2.0, 3.0}).to(kGpu).requires_grad_(), b = tensor({1.0, 5.0, 3.0}).to(kGpu).requires_grad_();
+  GradientStore g = backward(sum(maximum(a, b)) + sum(minimum(a, b)));
+  EXPECT_TRUE(g.get(a).device() == kGpu);
+  EXPECT_EQ(g.get(a).cpu().to_vector<float>(), (std::vector<float>{1.0f, 1.0f, 1.0f}));
+  g = backward(sum(maximum(a, b)));
+  EXPECT_EQ(g.get(a).cpu().to_vector<float>(), (std::vector<float>{0.5f, 0.0f, 0.5f}));
+  EXPECT_EQ(g.get(b).cpu().to_vector<float>(), (std::vector<float>{0.5f, 1.0f, 0.5f}));
+
+  Tensor scaled = ones({3}, {.device = kGpu}) * scalar_tensor(2.0, {.dtype = DType::f64, .device = kGpu});
+  EXPECT_EQ(scaled.dtype(), DType::f32);
+  EXPECT_TRUE(scaled.device() == kGpu);
+  EXPECT_EQ(scaled.cpu().to_vector<float>(), (std::vector<float>{2, 2, 2}));
+
+  Tensor logits = rand({3, 4}).to(kGpu).requires_grad_();
+  Tensor loss = cross_entropy(logits, tensor(std::vector<std::int64_t>{-100, -100, -100}).to(kGpu));
+  EXPECT_TRUE(std::isnan(loss.item()));
+  g = backward(loss);
+  EXPECT_EQ(g.get(logits).cpu().to_vector<float>(), std::vector<float>(12, 0.0f));
+
+  Tensor x = tensor({1.0, -2.0, std::numeric_limits<double>::infinity(), 4.0}).to(kGpu);
+  using B = std::vector<std::uint8_t>;
+  EXPECT_EQ(le(x, 1.0).cpu().to_vector<std::uint8_t>(), (B{1, 1, 0, 0}));
+  EXPECT_EQ(isinf(x).cpu().to_vector<std::uint8_t>(), (B{0, 0, 1, 0}));
+  EXPECT_EQ(isfinite(x).cpu().to_vector<std::uint8_t>(), (B{1, 1, 0, 1}));
+  EXPECT_EQ(masked_fill(x, isinf(x), 0.0).cpu().to_vector<float>(), (std::vector<float>{1, -2, 0, 4}));
+  EXPECT_EQ(where(gt(x, 0.0), x, 0.5).device(), kGpu);
+  auto [values, indices] = max(x.reshape({2, 2}), 1);
+  EXPECT_EQ(indices.cpu().to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(values.cpu().to_vector<float>(), (std::vector<float>{1, std::numeric_limits<float>::infinity()}));
+  EXPECT_EQ(unbind(x)[3].device(), kGpu);
 }

@@ -12,10 +12,7 @@ void check_positive(const char* layer, const char* what, std::int64_t v) {
 }
 }  // namespace
 
-Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::int64_t k, Conv2dOptions o, bool with_bias)
-    : Conv2d(in, out, std::array<std::int64_t, 2>{k, k}, o, with_bias) {}
-
-Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::array<std::int64_t, 2> k, Conv2dOptions o, bool with_bias)
+Conv2d::Conv2d(std::int64_t in, std::int64_t out, Size2 k, Conv2dOptions o, bool with_bias)
     : options(o) {
   check_positive("Conv2d", "in_channels", in);
   check_positive("Conv2d", "out_channels", out);

@@ -126,6 +126,22 @@ void Module::to(Device device) {
   for (auto& [n, t] : named_buffers()) move(t);
 }
 
+void Module::to(DType dtype) {
+  if (!is_floating(dtype))
+    throw DTypeError(fmt::format("{}.to: expected a floating dtype (integer buffers keep theirs), got {}", type_name(),
+                                 dtype_name(dtype)));
+  NoGradGuard no_grad;
+  auto cast = [&](const Tensor& t) {
+    if (!is_floating(t.dtype()) || t.dtype() == dtype) return;
+    Tensor cast_t = t.to(dtype);
+    t.impl().storage = cast_t.storage_ptr();
+    t.impl().layout = cast_t.layout();
+    t.impl().dtype = dtype;
+  };
+  for (auto& [n, t] : named_parameters()) cast(t);
+  for (auto& [n, t] : named_buffers()) cast(t);
+}
+
 StateDict Module::state_dict() const {
   StateDict out;
   for (auto& [n, t] : named_parameters()) out.emplace(n, t.detach());

@@ -38,4 +38,8 @@ Tensor hardswish(const Tensor& x) {
   return activation("hardswish", UnaryOp::hardswish, BinaryOp::hardswish_backward, x, false);
 }
 
+Tensor Tensor::relu() const { return rumus::relu(*this); }
+Tensor Tensor::sigmoid() const { return rumus::sigmoid(*this); }
+Tensor Tensor::tanh() const { return rumus::tanh(*this); }
+
 }  // namespace rumus

@@ -229,7 +229,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   return out;
 }
 
-Tensor im2col(const Tensor& input, std::array<std::int64_t, 2> kernel, const Conv2dOptions& o) {
+Tensor im2col(const Tensor& input, Size2 kernel, const Conv2dOptions& o) {
   detail::check_floating("im2col", input);
   if (input.dim() != 4)
     throw ShapeError(fmt::format("im2col: expected input of 4 dims [N, C, H, W], got {}", shape_str(input.shape())));
@@ -247,7 +247,7 @@ Tensor im2col(const Tensor& input, std::array<std::int64_t, 2> kernel, const Con
   return out;
 }
 
-Tensor col2im(const Tensor& cols, std::array<std::int64_t, 2> output_size, std::array<std::int64_t, 2> kernel,
+Tensor col2im(const Tensor& cols, Size2 output_size, Size2 kernel,
               const Conv2dOptions& o) {
   detail::check_floating("col2im", cols);
   if (cols.dim() != 3)

@@ -40,7 +40,7 @@ namespace {
 // Casts both operands to their common dtype (recorded when they require grad).
 std::pair<Tensor, Tensor> promoted(const char* name, const Tensor& a, const Tensor& b) {
   detail::check_same_device(name, a, b);
-  DType dt = detail::promote(a.dtype(), b.dtype());
+  DType dt = detail::result_type(a, b);
   return {a.dtype() == dt ? a : a.to(dt), b.dtype() == dt ? b : b.to(dt)};
 }
 
@@ -124,31 +124,30 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
   return out;
 }
 
-Tensor maximum(const Tensor& a0, const Tensor& b0) {
-  auto [a, b] = promoted("maximum", a0, b0);
-  Tensor out = detail::binary_kernel(BinaryOp::maximum, "maximum", a, b, a.dtype());
-  if (autograd::needs_grad({&a, &b}))
-    autograd::record("maximum", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {
-      Tensor z = zeros_like(g);
-      Tensor take_a = ge(sa.get(), sb.get());  // ties go to a
-      return std::vector<Tensor>{sum_to(where(take_a, g, z), sa.get().shape()),
-                                 sum_to(where(take_a, z, g), sb.get().shape())};
-    });
-  return out;
+namespace {
+// Gradient of maximum/minimum: the chosen side takes g, and at a tie each side
+// takes g / 2, as PyTorch does (the subgradient that treats both alike).
+std::vector<Tensor> extremum_pair_grad(const Tensor& g, const Tensor& a, const Tensor& b, bool is_max) {
+  Tensor z = zeros({}, {.dtype = g.dtype(), .device = g.device()});
+  Tensor a_wins = is_max ? gt(a, b) : lt(a, b);
+  Tensor ga = where(a_wins, g, where(eq(a, b), mul(g, 0.5), z));
+  Tensor gb = sub(g, ga);
+  return {sum_to(ga, a.shape()), sum_to(gb, b.shape())};
 }
 
-Tensor minimum(const Tensor& a0, const Tensor& b0) {
-  auto [a, b] = promoted("minimum", a0, b0);
-  Tensor out = detail::binary_kernel(BinaryOp::minimum, "minimum", a, b, a.dtype());
+Tensor extremum_pair(BinaryOp op, const char* name, bool is_max, const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = promoted(name, a0, b0);
+  Tensor out = detail::binary_kernel(op, name, a, b, a.dtype());
   if (autograd::needs_grad({&a, &b}))
-    autograd::record("minimum", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {
-      Tensor z = zeros_like(g);
-      Tensor take_a = le(sa.get(), sb.get());
-      return std::vector<Tensor>{sum_to(where(take_a, g, z), sa.get().shape()),
-                                 sum_to(where(take_a, z, g), sb.get().shape())};
+    autograd::record(name, {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b), is_max](const Tensor& g) {
+      return extremum_pair_grad(g, sa.get(), sb.get(), is_max);
     });
   return out;
 }
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum_pair(BinaryOp::maximum, "maximum", true, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum_pair(BinaryOp::minimum, "minimum", false, a, b); }
 
 Tensor pow(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promoted("pow", a0, b0);
@@ -218,5 +217,27 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
     return detail::binary_kernel(BinaryOp::clamp_backward, "clamp", g, x, g.dtype(), lo, hi);
   });
 }
+
+// A number on the left: number - x and number / x, as torch::rsub and torch::div(Scalar, Tensor).
+Tensor sub(double a, const Tensor& b) {
+  detail::check_defined("sub", b);
+  if (!is_floating(b.dtype())) return sub(full({}, a, {.dtype = b.dtype(), .device = b.device()}), b);
+  return add(neg(b), a);
+}
+Tensor div(double a, const Tensor& b) {
+  detail::check_defined("div", b);
+  if (!is_floating(b.dtype())) return div(full({}, a, {.dtype = b.dtype(), .device = b.device()}), b);
+  return mul(pow(b, -1.0), a);
+}
+
+Tensor Tensor::neg() const { return rumus::neg(*this); }
+Tensor Tensor::exp() const { return rumus::exp(*this); }
+Tensor Tensor::log() const { return rumus::log(*this); }
+Tensor Tensor::sqrt() const { return rumus::sqrt(*this); }
+Tensor Tensor::abs() const { return rumus::abs(*this); }
+Tensor Tensor::square() const { return rumus::square(*this); }
+Tensor Tensor::pow(double exponent) const { return rumus::pow(*this, exponent); }
+Tensor Tensor::pow(const Tensor& exponent) const { return rumus::pow(*this, exponent); }
+Tensor Tensor::clamp(double lo, double hi) const { return rumus::clamp(*this, lo, hi); }
 
 }  // namespace rumus

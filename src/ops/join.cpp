@@ -69,4 +69,38 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
   return cat(parts, d);
 }
 
+std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t dim) {
+  detail::check_defined("split", x);
+  if (x.dim() == 0) throw ShapeError("split: expected a tensor with at least one dim, got a 0-d tensor");
+  const std::int64_t d = wrap_dim(dim, x.dim(), "split");
+  const std::int64_t n = x.shape()[std::size_t(d)];
+  if (split_size < 1 && !(split_size == 0 && n == 0))
+    throw ValueError(fmt::format("split: expected split_size >= 1, got {} (dim {} of size {})", split_size, dim, n));
+  if (n == 0) return {x.narrow(d, 0, 0)};
+  std::vector<Tensor> out;
+  for (std::int64_t start = 0; start < n; start += split_size) out.push_back(x.narrow(d, start, std::min(split_size, n - start)));
+  return out;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, std::int64_t dim) {
+  detail::check_defined("chunk", x);
+  if (chunks < 1) throw ValueError(fmt::format("chunk: expected chunks >= 1, got {}", chunks));
+  if (x.dim() == 0) throw ShapeError("chunk: expected a tensor with at least one dim, got a 0-d tensor");
+  const std::int64_t n = x.shape()[std::size_t(wrap_dim(dim, x.dim(), "chunk"))];
+  return split(x, std::max<std::int64_t>((n + chunks - 1) / chunks, n == 0 ? 0 : 1), dim);
+}
+
+std::vector<Tensor> unbind(const Tensor& x, std::int64_t dim) {
+  detail::check_defined("unbind", x);
+  if (x.dim() == 0) throw ShapeError("unbind: expected a tensor with at least one dim, got a 0-d tensor");
+  const std::int64_t d = wrap_dim(dim, x.dim(), "unbind");
+  std::vector<Tensor> out;
+  for (std::int64_t i = 0; i < x.shape()[std::size_t(d)]; ++i) out.push_back(x.select(d, i));
+  return out;
+}
+
+std::vector<Tensor> Tensor::split(std::int64_t size, std::int64_t dim) const { return rumus::split(*this, size, dim); }
+std::vector<Tensor> Tensor::chunk(std::int64_t chunks, std::int64_t dim) const { return rumus::chunk(*this, chunks, dim); }
+std::vector<Tensor> Tensor::unbind(std::int64_t dim) const { return rumus::unbind(*this, dim); }
+
 }  // namespace rumus

@@ -142,4 +142,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out.reshape(out_shape);
 }
 
+Tensor Tensor::matmul(const Tensor& other) const { return rumus::matmul(*this, other); }
+
 }  // namespace rumus

@@ -3,6 +3,8 @@
 // gradient back with index_add.
 #include "rumus/ops/loss.hpp"
 
+#include <limits>
+
 #include "op_util.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/compare.hpp"
@@ -104,7 +106,15 @@ Tensor reduce_rows(const Tensor& per_row, const Tensor& valid, const Shape& shap
   switch (reduction) {
     case Reduction::none: return per_row.reshape(shape);
     case Reduction::sum: return sum(per_row);
-    case Reduction::mean: return div(sum(per_row), sum(valid));  // mean over non-ignored targets
+    case Reduction::mean: {
+      // Mean over non-ignored targets. With every target ignored PyTorch gives
+      // a NaN loss (0/0) but zero gradients (nothing is selected): divide by at
+      // least 1 so the backward never forms 0 * inf, and add the NaN off the tape.
+      Tensor count = sum(valid);
+      Tensor loss = div(sum(per_row), clamp(count, 1.0, std::numeric_limits<double>::quiet_NaN()));
+      Tensor none_counted = where(eq(count, 0.0), std::numeric_limits<double>::quiet_NaN(), zeros_like(count));
+      return add(loss, none_counted);
+    }
   }
   return per_row;
 }

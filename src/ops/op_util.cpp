@@ -117,6 +117,15 @@ DType promote(DType a, DType b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
+DType result_type(const Tensor& a, const Tensor& b) {
+  const bool a0 = a.dim() == 0, b0 = b.dim() == 0;
+  if (a0 == b0) return promote(a.dtype(), b.dtype());
+  const Tensor& shaped = a0 ? b : a;
+  const Tensor& scalar = a0 ? a : b;
+  if (is_floating(scalar.dtype()) && !is_floating(shaped.dtype())) return scalar.dtype();
+  return shaped.dtype();
+}
+
 Shape reduced_shape(const Shape& shape, std::vector<std::int64_t>& dims, const char* op) {
   const auto nd = std::int64_t(shape.size());
   if (dims.empty())

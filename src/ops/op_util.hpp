@@ -36,6 +36,10 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 void check_floating(const char* op, const Tensor& t);
 // Result dtype of a binary op, as in PyTorch: floating beats integer, wider beats narrower.
 DType promote(DType a, DType b);
+// Result dtype of a binary op on tensors, as PyTorch's result_type: a 0-d
+// tensor takes part only when its category (integer < floating) is above the
+// dimensioned tensor's, so ones({3}) * scalar_tensor(2.0, f64) stays f32.
+DType result_type(const Tensor& a, const Tensor& b);
 
 // Keepdim shape of reducing `shape` over `dims` (empty = all); also returns normalised dims.
 Shape reduced_shape(const Shape& shape, std::vector<std::int64_t>& dims, const char* op);

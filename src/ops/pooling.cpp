@@ -97,7 +97,7 @@ Tensor avg_pool2d(const Tensor& x, std::int64_t kernel) {
   return avg_pool2d(x, Pool2dOptions{.kernel = {kernel, kernel}});
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& x, std::array<std::int64_t, 2> size) {
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 size) {
   const char* op = "adaptive_avg_pool2d";
   check_input(op, x);
   if (size[0] < 1 || size[1] < 1)

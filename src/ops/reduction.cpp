@@ -99,8 +99,47 @@ Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims_in, bool keep
 
 Tensor max(const Tensor& x) { return extremum(ReduceOp::max, "max", x, {}, false); }
 Tensor min(const Tensor& x) { return extremum(ReduceOp::min, "min", x, {}, false); }
-Tensor max(const Tensor& x, std::int64_t dim, bool keepdim) { return extremum(ReduceOp::max, "max", x, {dim}, keepdim); }
-Tensor min(const Tensor& x, std::int64_t dim, bool keepdim) { return extremum(ReduceOp::min, "min", x, {dim}, keepdim); }
+namespace {
+// Values and indices along one dim, as torch.max(x, dim). Unlike the full
+// reduction (which splits among ties), the gradient goes to the one element
+// the index names, as in PyTorch: a one-hot mask built on x's device.
+std::tuple<Tensor, Tensor> extremum_dim(ReduceOp op, ReduceOp arg_op, const char* name, const Tensor& x,
+                                        std::int64_t dim, bool keepdim) {
+  detail::check_defined(name, x);
+  std::vector<std::int64_t> dims{dim};
+  Shape keep_shape = detail::reduced_shape(x.shape(), dims, name);
+  if (x.dim() > 0 && x.shape()[dims[0]] == 0)
+    throw ShapeError(fmt::format("{}: cannot reduce over dim {} of size 0 (input shape {})", name, dim,
+                                 shape_str(x.shape())));
+  if (x.dim() == 0) return {x.clone(), zeros({}, {.dtype = DType::i64, .device = x.device()})};
+  Tensor keep = reduce_keep(op, x, keep_shape, x.dtype());
+  Tensor keep_index = reduce_keep(arg_op, x, keep_shape, DType::i64);
+  Tensor values = finish(keep, keep_shape, keepdim, dims);
+  if (autograd::needs_grad({&x}))
+    autograd::record(name, {x}, values,
+                     [si = SavedTensor(keep_index), in_shape = x.shape(), keep_shape, d = dims[0]](const Tensor& g) {
+                       Shape along(in_shape.size(), 1);
+                       along[std::size_t(d)] = in_shape[std::size_t(d)];
+                       Tensor pos = arange(double(along[std::size_t(d)]), {.dtype = DType::i64, .device = g.device()});
+                       Tensor one_hot = eq(pos.reshape(along), si.get()).to(g.dtype());
+                       return std::vector<Tensor>{mul(one_hot, g.reshape(keep_shape))};
+                     });
+  return {values, finish(keep_index, keep_shape, keepdim, dims)};
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> max(const Tensor& x, std::int64_t dim, bool keepdim) {
+  return extremum_dim(ReduceOp::max, ReduceOp::argmax, "max", x, dim, keepdim);
+}
+std::tuple<Tensor, Tensor> min(const Tensor& x, std::int64_t dim, bool keepdim) {
+  return extremum_dim(ReduceOp::min, ReduceOp::argmin, "min", x, dim, keepdim);
+}
+Tensor amax(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  return extremum(ReduceOp::max, "amax", x, dims, keepdim);
+}
+Tensor amin(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  return extremum(ReduceOp::min, "amin", x, dims, keepdim);
+}
 
 namespace {
 Tensor arg_extremum(ReduceOp op, const char* name, const Tensor& x, std::int64_t dim, bool keepdim) {
@@ -133,7 +172,23 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 }
 
 Tensor Tensor::sum() const { return rumus::sum(*this); }
+Tensor Tensor::sum(const std::vector<std::int64_t>& dims, bool keepdim) const { return rumus::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return rumus::mean(*this); }
+Tensor Tensor::mean(const std::vector<std::int64_t>& dims, bool keepdim) const {
+  return rumus::mean(*this, dims, keepdim);
+}
+Tensor Tensor::max() const { return rumus::max(*this); }
+Tensor Tensor::min() const { return rumus::min(*this); }
+std::tuple<Tensor, Tensor> Tensor::max(std::int64_t d, bool keepdim) const { return rumus::max(*this, d, keepdim); }
+std::tuple<Tensor, Tensor> Tensor::min(std::int64_t d, bool keepdim) const { return rumus::min(*this, d, keepdim); }
+Tensor Tensor::amax(const std::vector<std::int64_t>& dims, bool keepdim) const {
+  return rumus::amax(*this, dims, keepdim);
+}
+Tensor Tensor::amin(const std::vector<std::int64_t>& dims, bool keepdim) const {
+  return rumus::amin(*this, dims, keepdim);
+}
+Tensor Tensor::argmax() const { return rumus::argmax(*this); }
 Tensor Tensor::argmax(std::int64_t d, bool keepdim) const { return rumus::argmax(*this, d, keepdim); }
+Tensor Tensor::argmin(std::int64_t d, bool keepdim) const { return rumus::argmin(*this, d, keepdim); }
 
 }  // namespace rumus

@@ -36,4 +36,7 @@ Tensor softmax_impl(const char* op, const Tensor& x, std::int64_t dim, bool log)
 Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_impl("softmax", x, dim, false); }
 Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl("log_softmax", x, dim, true); }
 
+Tensor Tensor::softmax(std::int64_t dim) const { return rumus::softmax(*this, dim); }
+Tensor Tensor::log_softmax(std::int64_t dim) const { return rumus::log_softmax(*this, dim); }
+
 }  // namespace rumus

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "rumus/core/device.hpp"
@@ -111,10 +112,59 @@ class Tensor {
   Tensor& fill_(double value);
   Tensor& copy_(const Tensor& src);
 
-  // Calls through to the free functions of ops/.
+  Tensor masked_fill(const Tensor& mask, double value) const;
+
+  // Calls through to the free functions of ops/ (same names and meaning).
   Tensor sum() const;
+  Tensor sum(const std::vector<std::int64_t>& dims, bool keepdim = false) const;
   Tensor mean() const;
+  Tensor mean(const std::vector<std::int64_t>& dims, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  std::tuple<Tensor, Tensor> max(std::int64_t dim, bool keepdim = false) const;  // (values, indices)
+  std::tuple<Tensor, Tensor> min(std::int64_t dim, bool keepdim = false) const;
+  Tensor amax(const std::vector<std::int64_t>& dims, bool keepdim = false) const;
+  Tensor amin(const std::vector<std::int64_t>& dims, bool keepdim = false) const;
+  Tensor argmax() const;
   Tensor argmax(std::int64_t dim, bool keepdim = false) const;
+  Tensor argmin(std::int64_t dim, bool keepdim = false) const;
+  Tensor softmax(std::int64_t dim) const;
+  Tensor log_softmax(std::int64_t dim) const;
+
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(double other) const;
+  Tensor lt(double other) const;
+  Tensor le(double other) const;
+  Tensor gt(double other) const;
+  Tensor ge(double other) const;
+  Tensor isnan() const;
+  Tensor isinf() const;
+  Tensor isfinite() const;
+
+  Tensor neg() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor square() const;
+  Tensor pow(double exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor clamp(double min, double max) const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor matmul(const Tensor& other) const;
+
+  // Views of consecutive pieces along `dim` (the last may be shorter), as torch.split/chunk/unbind.
+  std::vector<Tensor> split(std::int64_t split_size, std::int64_t dim = 0) const;
+  std::vector<Tensor> chunk(std::int64_t chunks, std::int64_t dim = 0) const;
+  std::vector<Tensor> unbind(std::int64_t dim = 0) const;
 
  private:
   std::shared_ptr<TensorImpl> impl_;

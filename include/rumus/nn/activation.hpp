@@ -19,6 +19,7 @@ class GELU : public Module {
   explicit GELU(std::string approximate = "none") : approximate(std::move(approximate)) {}
   Tensor forward(const Tensor& x) override { return gelu(x, approximate); }
   std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override;
   std::string approximate;
 };
 class Tanh : public Module {
@@ -36,6 +37,7 @@ class LeakyReLU : public Module {
   explicit LeakyReLU(double negative_slope = 0.01) : negative_slope(negative_slope) {}
   Tensor forward(const Tensor& x) override { return leaky_relu(x, negative_slope); }
   std::string type_name() const override { return "LeakyReLU"; }
+  std::string extra_repr() const override;
   double negative_slope;
 };
 class SiLU : public Module {
@@ -55,6 +57,7 @@ class Dropout : public Module {
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override { return dropout(x, p, is_training()); }
   std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
   double p;
 };
 
@@ -64,6 +67,7 @@ class Flatten : public Module {
   explicit Flatten(std::int64_t start_dim = 1, std::int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
   Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
   std::string type_name() const override { return "Flatten"; }
+  std::string extra_repr() const override;
   std::int64_t start_dim, end_dim;
 };
 

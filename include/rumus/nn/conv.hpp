@@ -10,12 +10,12 @@ namespace rumus::nn {
 // 2-D convolution over NCHW input; weight [out, in/groups, k, k], PyTorch's default initialisation.
 class Conv2d : public Module {
  public:
-  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,
-         Conv2dOptions options = {}, bool bias = true);
-  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::array<std::int64_t, 2> kernel_size,
-         Conv2dOptions options = {}, bool bias = true);
+  // kernel_size: one number for a square kernel, or {kh, kw}.
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, Size2 kernel_size, Conv2dOptions options = {},
+         bool bias = true);
   Tensor forward(const Tensor& x) override { return conv2d(x, weight, bias, options); }
   std::string type_name() const override { return "Conv2d"; }
+  std::string extra_repr() const override;
   Conv2dOptions options;
   Tensor weight, bias;
 };

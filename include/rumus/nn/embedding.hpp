@@ -15,6 +15,7 @@ class Embedding : public Module {
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, std::optional<std::int64_t> padding_idx = {});
   Tensor forward(const Tensor& indices) override { return embedding(indices, weight, padding_idx); }
   std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
   std::optional<std::int64_t> padding_idx;
   Tensor weight;
 };

@@ -13,6 +13,7 @@ class Linear : public Module {
   Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override { return linear(x, weight, bias); }
   std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override;
   Tensor weight, bias;
 };
 

@@ -2,6 +2,7 @@
 // Base of every layer and model: named parameters, buffers and submodules.
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <utility>
@@ -54,6 +55,19 @@ class Module {
   // Moves parameters and buffers in place: tensors keep their identity, so
   // an optimizer built earlier still updates them.
   void to(Device device);
+  // Casts floating parameters and buffers in place (integer buffers such as
+  // num_batches_tracked keep their dtype, as in PyTorch). As with PyTorch,
+  // build the optimizer after `to`: state it already holds keeps the old dtype.
+  void to(DType dtype);
+  void to(Device device, DType dtype) {
+    to(device);
+    to(dtype);
+  }
+
+  // PyTorch's printout: "Sequential(\n  (0): Linear(in_features=784, ...)\n  (1): ReLU()\n)".
+  std::string pretty_print() const;
+  // What goes between the parentheses of this module's own line ("in_features=784, ...").
+  virtual std::string extra_repr() const { return ""; }
 
   // Parameters and persistent buffers under dotted names ("features.0.weight").
   StateDict state_dict() const;
@@ -90,6 +104,8 @@ class Module {
   std::vector<Child> children_;
   bool training_ = true;
 };
+
+std::ostream& operator<<(std::ostream& os, const Module& module);
 
 }  // namespace rumus::nn
 

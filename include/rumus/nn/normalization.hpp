@@ -14,6 +14,7 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "BatchNorm2d"; }
+  std::string extra_repr() const override;
   double eps, momentum;
   Tensor weight, bias;  // undefined without affine
   Tensor running_mean, running_var, num_batches_tracked;
@@ -25,6 +26,7 @@ class LayerNorm : public Module {
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
   Tensor forward(const Tensor& x) override { return layer_norm(x, normalized_shape, weight, bias, eps); }
   std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
   Shape normalized_shape;
   double eps;
   Tensor weight, bias;

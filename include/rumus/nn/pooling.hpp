@@ -9,29 +9,31 @@ namespace rumus::nn {
 
 class MaxPool2d : public Module {
  public:
-  explicit MaxPool2d(std::int64_t kernel) : options{.kernel = {kernel, kernel}} {}
+  explicit MaxPool2d(Size2 kernel) : options{.kernel = kernel} {}
   explicit MaxPool2d(Pool2dOptions o) : options(o) {}
   Tensor forward(const Tensor& x) override { return max_pool2d(x, options); }
   std::string type_name() const override { return "MaxPool2d"; }
+  std::string extra_repr() const override;
   Pool2dOptions options;
 };
 
 class AvgPool2d : public Module {
  public:
-  explicit AvgPool2d(std::int64_t kernel) : options{.kernel = {kernel, kernel}} {}
+  explicit AvgPool2d(Size2 kernel) : options{.kernel = kernel} {}
   explicit AvgPool2d(Pool2dOptions o) : options(o) {}
   Tensor forward(const Tensor& x) override { return avg_pool2d(x, options); }
   std::string type_name() const override { return "AvgPool2d"; }
+  std::string extra_repr() const override;
   Pool2dOptions options;
 };
 
 class AdaptiveAvgPool2d : public Module {
  public:
-  explicit AdaptiveAvgPool2d(std::array<std::int64_t, 2> output_size) : output_size(output_size) {}
-  explicit AdaptiveAvgPool2d(std::int64_t size) : output_size{size, size} {}
+  explicit AdaptiveAvgPool2d(Size2 output_size) : output_size(output_size) {}
   Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size); }
   std::string type_name() const override { return "AdaptiveAvgPool2d"; }
-  std::array<std::int64_t, 2> output_size;
+  std::string extra_repr() const override;
+  Size2 output_size;
 };
 
 }  // namespace rumus::nn

@@ -2,6 +2,7 @@
 // Convolution (NCHW) as batched im2col + GEMM.
 #include <array>
 
+#include "rumus/ops/size2.hpp"
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/export.hpp"
 
@@ -10,9 +11,9 @@ RUMUS_API_BEGIN
 namespace rumus {
 
 struct Conv2dOptions {
-  std::array<std::int64_t, 2> stride{1, 1};
-  std::array<std::int64_t, 2> padding{0, 0};
-  std::array<std::int64_t, 2> dilation{1, 1};
+  Size2 stride{1, 1};
+  Size2 padding{0, 0};
+  Size2 dilation{1, 1};
   std::int64_t groups = 1;
 };
 
@@ -20,8 +21,8 @@ struct Conv2dOptions {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
 
 // [N, C, H, W] -> [N, C*KH*KW, OH*OW] (torch.nn.functional.unfold); col2im is its adjoint (fold).
-Tensor im2col(const Tensor& input, std::array<std::int64_t, 2> kernel, const Conv2dOptions& options = {});
-Tensor col2im(const Tensor& cols, std::array<std::int64_t, 2> output_size, std::array<std::int64_t, 2> kernel,
+Tensor im2col(const Tensor& input, Size2 kernel, const Conv2dOptions& options = {});
+Tensor col2im(const Tensor& cols, Size2 output_size, Size2 kernel,
               const Conv2dOptions& options = {});
 
 // x [.., in] @ weight[out, in]^T + bias[out]: one op, bias gradient by row-sum.

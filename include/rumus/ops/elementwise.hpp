@@ -15,6 +15,8 @@ Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, double b);
+Tensor sub(double a, const Tensor& b);  // a - b
+Tensor div(double a, const Tensor& b);  // a / b
 Tensor pow(const Tensor& a, double exponent);
 Tensor pow(const Tensor& a, const Tensor& exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);
@@ -38,7 +40,8 @@ inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
 inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-inline Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
+inline Tensor operator-(double a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator/(double a, const Tensor& b) { return div(a, b); }
 inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 

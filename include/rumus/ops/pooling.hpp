@@ -1,6 +1,7 @@
 #pragma once
 #include <array>
 
+#include "rumus/ops/size2.hpp"
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/export.hpp"
 
@@ -9,11 +10,11 @@ RUMUS_API_BEGIN
 namespace rumus {
 
 struct Pool2dOptions {
-  std::array<std::int64_t, 2> kernel{2, 2};
-  std::array<std::int64_t, 2> stride{0, 0};  // 0 = kernel size, as PyTorch's default
-  std::array<std::int64_t, 2> padding{0, 0};
+  Size2 kernel{2, 2};
+  Size2 stride{0, 0};  // 0 = kernel size, as PyTorch's default
+  Size2 padding{0, 0};
   bool count_include_pad = true;  // avg_pool2d only
-  std::array<std::int64_t, 2> dilation{1, 1};  // max_pool2d only
+  Size2 dilation{1, 1};  // max_pool2d only
   bool ceil_mode = false;  // round the output size up, as PyTorch's ceil_mode
 };
 
@@ -22,7 +23,7 @@ Tensor max_pool2d(const Tensor& input, std::int64_t kernel);
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& input, std::int64_t kernel);
 // Input [N, C, H, W] or [C, H, W].
-Tensor adaptive_avg_pool2d(const Tensor& input, std::array<std::int64_t, 2> output_size);
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
 
 }  // namespace rumus
 
