@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include <rumus/rumus.hpp>
 
@@ -70,6 +71,30 @@ TEST(Creation, RandomIsSeededAndDistributed) {
   for (auto v : r) ASSERT_TRUE(v >= 3 && v < 6);
   // Successive draws differ.
   EXPECT_NE(rand({8}, {}, &gen).to_vector<float>(), rand({8}, {}, &gen).to_vector<float>());
+}
+
+// manual_seed on one thread while another reads the state: every read sees a
+// whole state (ThreadSanitizer reported the unlocked reads as a data race).
+TEST(Creation, GeneratorStateReadsWhileSeeding) {
+  Generator gen(1);
+  constexpr std::uint64_t kSeeds = 2000;
+  std::thread seeder([&] {
+    for (std::uint64_t s = 1; s <= kSeeds; ++s) {
+      gen.manual_seed(s);
+      gen.advance(3);
+    }
+  });
+  std::uint64_t last_seed = 0;
+  for (std::uint64_t seen = 0; seen < kSeeds;) {
+    const std::uint64_t s = gen.seed(), o = gen.offset();
+    ASSERT_GE(s, last_seed);  // seeds only grow
+    ASSERT_LE(s, kSeeds);
+    ASSERT_LE(o, 3u);
+    last_seed = seen = s;
+  }
+  seeder.join();
+  EXPECT_EQ(gen.seed(), kSeeds);
+  EXPECT_EQ(gen.offset(), 3u);
 }
 
 TEST(Views, ShareStorageAndNeverCopy) {
