@@ -73,6 +73,23 @@ TEST(Creation, RandomIsSeededAndDistributed) {
   EXPECT_NE(rand({8}, {}, &gen).to_vector<float>(), rand({8}, {}, &gen).to_vector<float>());
 }
 
+// The f32 Bernoulli kernel (compiled per instruction set, the widest the CPU
+// runs chosen at run time) draws exactly what the generic path draws for f64,
+// across several of its parallel chunks.
+TEST(Creation, BernoulliF32KernelMatchesTheGenericDraws) {
+  Generator a(11), b(11);
+  const std::int64_t n = 3 * 16384 + 5;
+  std::vector<float> f = bernoulli({n}, 0.3, {}, &a).to_vector<float>();
+  std::vector<double> d = bernoulli({n}, 0.3, {.dtype = DType::f64}, &b).to_vector<double>();
+  ASSERT_EQ(f.size(), d.size());
+  std::int64_t ones = 0;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    ASSERT_EQ(double(f[i]), d[i]) << "element " << i;
+    ones += f[i] == 1.0f;
+  }
+  EXPECT_NEAR(double(ones) / double(n), 0.3, 0.01);
+}
+
 // manual_seed on one thread while another reads the state: every read sees a
 // whole state (ThreadSanitizer reported the unlocked reads as a data race).
 TEST(Creation, GeneratorStateReadsWhileSeeding) {
