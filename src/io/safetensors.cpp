@@ -213,7 +213,8 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
       }
       continue;
     }
-    auto field = [&](const char* key) -> const json::Value& {
+    // Init-captures: clang before 16 cannot capture structured bindings in a lambda.
+    auto field = [&, &name = name, &entry = entry](const char* key) -> const json::Value& {
       if (!entry.is_object()) bad(path, fmt::format("tensor '{}' is not an object", name));
       auto it = entry.object().find(key);
       if (it == entry.object().end()) bad(path, fmt::format("tensor '{}' has no \"{}\"", name, key));

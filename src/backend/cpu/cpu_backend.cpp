@@ -12,6 +12,7 @@
 
 #include "../../core/openmp_environment.hpp"
 #include "../philox.hpp"
+#include "cpu_bernoulli.hpp"
 #include "cpu_loops.hpp"
 
 namespace rumus::cpu {
@@ -156,17 +157,6 @@ void CpuBackend::where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) 
     });
   });
 }
-
-namespace {
-// Dropout's mask, drawn every training step: compiled for AVX-512 and AVX2 as
-// well, where Philox's 32x32->64-bit multiplies vectorise.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void bernoulli_f32(float* o, std::int64_t begin, std::int64_t end, std::uint64_t seed, std::uint64_t offset,
-                   std::uint32_t limit) {
-  for (std::int64_t i = begin; i < end; ++i)
-    o[i] = (philox::draw(seed, offset + std::uint64_t(i))[0] >> 8) < limit ? 1.0f : 0.0f;
-}
-}  // namespace
 
 void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
                         double b) {

@@ -1,0 +1,50 @@
+// Dropout's mask is drawn every training step; Philox's 32x32->64-bit
+// multiplies vectorise with AVX2 and AVX-512, so the loop is compiled for both
+// as well as for the baseline, and the widest the CPU runs is chosen once.
+//
+// The choice is an ordinary function pointer, not target_clones: those resolve
+// through an ifunc, which the dynamic loader runs before a sanitizer runtime is
+// initialised (a ThreadSanitizer build crashed there at start-up).
+#include "cpu_bernoulli.hpp"
+
+#include "../philox.hpp"
+
+namespace rumus::cpu {
+
+namespace {
+using Kernel = void (*)(float*, std::int64_t, std::int64_t, std::uint64_t, std::uint64_t, std::uint32_t);
+
+// One definition per instruction set. The loop is spelled in each function
+// (a macro, not a shared inline helper) so that flatten inlines philox::draw
+// into it under both GCC and clang, which compiles the draw for that set.
+#define RUMUS_BERNOULLI_KERNEL(name, ...)                                                                      \
+  __VA_ARGS__ void name(float* o, std::int64_t begin, std::int64_t end, std::uint64_t seed, std::uint64_t offset, \
+                        std::uint32_t limit) {                                                                 \
+    for (std::int64_t i = begin; i < end; ++i)                                                                 \
+      o[i] = (philox::draw(seed, offset + std::uint64_t(i))[0] >> 8) < limit ? 1.0f : 0.0f;                    \
+  }
+
+#if defined(__x86_64__) || defined(__i386__)
+RUMUS_BERNOULLI_KERNEL(bernoulli_avx512, [[gnu::target("avx512f"), gnu::flatten]])
+RUMUS_BERNOULLI_KERNEL(bernoulli_avx2, [[gnu::target("avx2"), gnu::flatten]])
+#endif
+RUMUS_BERNOULLI_KERNEL(bernoulli_baseline, [[gnu::flatten]])
+#undef RUMUS_BERNOULLI_KERNEL
+
+Kernel choose_kernel() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return bernoulli_avx512;
+  if (__builtin_cpu_supports("avx2")) return bernoulli_avx2;
+#endif
+  return bernoulli_baseline;
+}
+}  // namespace
+
+void bernoulli_f32(float* o, std::int64_t begin, std::int64_t end, std::uint64_t seed, std::uint64_t offset,
+                   std::uint32_t limit) {
+  static const Kernel kernel = choose_kernel();  // thread-safe, once
+  kernel(o, begin, end, seed, offset, limit);
+}
+
+}  // namespace rumus::cpu
