@@ -726,6 +726,8 @@ TEST(VulkanAttention, LongSequenceMemoryIsLinear) {
   const DeviceStats after = device_stats(kGpu);
   EXPECT_GT(after.peak_bytes_in_use, before);
   EXPECT_LT(after.peak_bytes_in_use - before, limit);
+}
+
 // PyTorch habits on the device: ties split evenly, a 0-d f64 does not turn
 // an f32 tensor into f64 (which Vulkan's arithmetic lacks), a fully ignored
 // batch gives zero gradients, and the scalar forms run on device kernels.
