@@ -116,7 +116,10 @@ std::unique_ptr<ConvPlan> make_plan(const Conv2dGeometry& g, std::int64_t oc, st
 ConvPlan& plan_for(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, bool bias) {
   thread_local std::map<ConvKey, std::unique_ptr<ConvPlan>> plans;
   auto& slot = plans[key_of(g, oc, groups, bias)];
-  if (!slot) slot = onednn::checked("conv2d", [&] { return make_plan(g, oc, groups, bias); });
+  if (!slot) {
+    std::lock_guard lock(onednn::creation_mutex());
+    slot = onednn::checked("conv2d", [&] { return make_plan(g, oc, groups, bias); });
+  }
   return *slot;
 }
 
@@ -147,6 +150,7 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, 
   ConvPlan& p = plan_for(g, oc, groups, false);
   onednn::checked("conv2d backward", [&] {
     if (!p.backward_data) {
+      std::lock_guard lock(onednn::creation_mutex());
       const dnnl::convolution_backward_data::desc d(
           dnnl::algorithm::convolution_direct, any_md(p.src.dims()), any_md(p.weights.dims()),
           any_md(p.dst.dims()), p.strides, p.dilates, p.pad_l, p.pad_r);
@@ -172,6 +176,7 @@ void CpuBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t oc
   ConvPlan& p = plan_for(g, oc, groups, has_bias);
   onednn::checked("conv2d backward", [&] {
     if (!p.backward_weights) {
+      std::lock_guard lock(onednn::creation_mutex());
       const auto algo = dnnl::algorithm::convolution_direct;
       const auto d = has_bias
           ? dnnl::convolution_backward_weights::desc(algo, any_md(p.src.dims()), any_md(p.weights.dims()), p.bias,

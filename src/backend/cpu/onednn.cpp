@@ -14,6 +14,11 @@ dnnl::stream& stream() {
   return s;
 }
 
+std::mutex& creation_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 void rethrow(const char* op, const dnnl::error& e) {
   if (e.status == dnnl_out_of_memory) throw std::bad_alloc();
   throw DeviceError(std::string(op) + ": oneDNN failed: " + e.what());

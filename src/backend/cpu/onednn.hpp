@@ -4,6 +4,7 @@
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <mutex>
 #include <string>
 
 #include "rumus/core/error.hpp"
@@ -12,6 +13,12 @@ namespace rumus::cpu::onednn {
 
 dnnl::engine& engine();
 dnnl::stream& stream();  // this thread's
+
+// Held while creating primitives. Running them is thread-safe; creating them
+// goes through oneDNN's global primitive cache, whose synchronisation is
+// invisible to ThreadSanitizer (the library is not instrumented). Creation
+// happens once per shape and thread, so the lock costs nothing in a step.
+std::mutex& creation_mutex();
 
 [[noreturn]] void rethrow(const char* op, const dnnl::error& e);
 
