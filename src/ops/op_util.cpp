@@ -30,20 +30,17 @@ void check_indices(const char* op, const char* what, const Tensor& index, std::i
 }
 
 namespace {
-// "rumus::Tensor rumus::matmul(const rumus::Tensor&, ...)" -> "matmul"; a
-// lambda inside an op ("...conv2d(...)::<lambda(...)>") gives the op too.
-std::string op_of(const std::source_location& where) {
-  std::string_view f = where.function_name();
-  f = f.substr(0, f.find('('));
-  const std::size_t colon = f.rfind("::"), space = f.rfind(' ');
-  std::size_t start = 0;
-  if (colon != std::string_view::npos) start = colon + 2;
-  if (space != std::string_view::npos && space + 1 > start) start = space + 1;
-  return std::string(f.substr(start));
+// The calling function's name is the op ("matmul"); inside a lambda it is
+// "operator()", which in the ops layer is a backward function.
+std::string op_of(const char* caller) {
+  const std::string_view f = caller ? caller : "";
+  if (f.empty()) return "an op";
+  if (f == "operator()") return "backward";
+  return std::string(f);
 }
 }  // namespace
 
-Tensor alloc(const Shape& shape, DType dtype, Device device, const char* op, std::source_location caller) {
+Tensor alloc(const Shape& shape, DType dtype, Device device, const char* op, const char* caller) {
   for (auto d : shape)
     if (d < 0) throw ShapeError(fmt::format("empty: negative dimension in shape {}", shape_str(shape)));
   // Checked: the product of the dims (each at least 1, which bounds the strides) and the byte count.

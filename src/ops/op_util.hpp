@@ -1,5 +1,4 @@
 #pragma once
-#include <source_location>
 // Helpers shared by the ops layer: argument checks, allocation, kernel arguments.
 #include <fmt/format.h>
 
@@ -24,9 +23,10 @@ void check_indices(const char* op, const char* what, const Tensor& index, std::i
 
 // A fresh contiguous tensor (no autograd metadata). Running out of memory is
 // an OutOfMemoryError naming the op, the shape and the dtype: the op is `op`,
-// or else the calling function's name (free on the hot path: a pointer).
+// or else the calling function's name (free on the hot path: a pointer;
+// __builtin_FUNCTION rather than std::source_location, which clang 14 lacks).
 Tensor alloc(const Shape& shape, DType dtype, Device device, const char* op = nullptr,
-             std::source_location caller = std::source_location::current());
+             const char* caller = __builtin_FUNCTION());
 
 // `t`'s layout viewed with `shape` by broadcasting (stride 0 on new/size-1 dims).
 Layout broadcast_layout(const Tensor& t, const Shape& shape);
