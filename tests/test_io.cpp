@@ -404,7 +404,8 @@ TEST(Checkpoint, CountersMustBeWholeNumbersInRange) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"epoch", "-5"}, {"step", "18446744073709551615"}, {"step", "9223372036854775808"},
       {"epoch", "+3"}, {"epoch", " 3"}, {"step", "1e3"}, {"epoch", ""}, {"generator.offset", "-1"}};
-  for (const auto& [key, value] : bad) {
+  for (const auto& entry : bad) {
+    const std::string &key = entry.first, &value = entry.second;  // clang 14 cannot capture structured bindings
     TinyNet net;
     write_edited_checkpoint(path, net, [&](io::Metadata& m, StateDict&) { m[key] = value; });
     expect_rejected(path, {"load_checkpoint", path, "'" + key + "'", "whole number", "got '" + value + "'"});
