@@ -1,6 +1,7 @@
 #version 450
 // Counter-based random numbers: element i draws Philox4x32-10 at counter
-// (offset + i, 0, 0) under key = seed, the same mapping as the CPU backend.
+// (offset + i, 0, 0) under key = seed, the same mapping as the CPU backend;
+// bernoulli takes word i % 4 of counter offset + i / 4 (four elements a draw).
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -31,8 +32,22 @@ uvec4 philox(uvec2 key, uvec2 counter) {
 
 float uniform24(uint r) { return float(r >> 8) * (1.0 / 16777216.0); }
 
+uvec4 draw(uint i) {
+  uint carry;
+  uint lo = uaddCarry(pc.counter_lo, i, carry);
+  return philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(lo, pc.counter_hi + carry));
+}
+
 void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  if (KIND == RANDOM_BERNOULLI) {  // pc.b where the draw's top 24 bits fall below the host's exact threshold
+    for (uint q = gl_GlobalInvocationID.x; q < (pc.n + 3u) / 4u; q += step) {
+      uvec4 r = draw(q);
+      for (uint j = 0u; j < 4u && 4u * q + j < pc.n; ++j)
+        store0(DT_OUT, pc.offset_out + 4u * q + j, (r[j] >> 8) < pc.range_lo ? pc.b : 0.0);
+    }
+    return;
+  }
   for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
     uint carry;
     uint lo = uaddCarry(pc.counter_lo, i, carry);
@@ -43,8 +58,6 @@ void main() {
     } else if (KIND == RANDOM_NORMAL) {
       float u1 = 1.0 - uniform24(r.x), u2 = uniform24(r.y);
       store0(DT_OUT, o, pc.a + pc.b * sqrt(-2.0 * log(u1)) * cos(6.28318530717958647692 * u2));
-    } else if (KIND == RANDOM_BERNOULLI) {
-      store0(DT_OUT, o, (r.x >> 8) < pc.range_lo ? 1.0 : 0.0);  // threshold from the host: exact
     } else {
       uint64_t bits = (uint64_t(r.x) << 32) | uint64_t(r.y);
       uint64_t range = (uint64_t(pc.range_hi) << 32) | uint64_t(pc.range_lo);

@@ -241,3 +241,81 @@ TEST(Autograd, TwoThreadsTrainIndependentModels) {
 }
 
 }  // namespace
+
+namespace {
+
+const ProfileRow* find_row(const std::vector<ProfileRow>& rows, const std::string& name) {
+  for (auto& r : rows)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+TEST(Profiler, TimesEachKernelUnderItsPhaseAndOp) {
+  manual_seed(0);
+  Tensor w = randn({8, 4}).requires_grad_();
+  Tensor x = randn({16, 8});
+  optim::SGD opt({w}, {.lr = 0.1, .momentum = 0.9});
+  Profiler prof;
+  const int steps = 3;
+  for (int i = 0; i < steps; ++i) {
+    Tensor loss = sum(relu(matmul(x, w)));
+    GradientStore grads = backward(loss);
+    opt.step(grads);
+  }
+  const auto rows = prof.rows();
+  const ProfileRow* fwd_gemm = find_row(rows, "forward matmul gemm");
+  const ProfileRow* fwd_relu = find_row(rows, "forward relu unary:relu");
+  const ProfileRow* bwd_relu = find_row(rows, "backward relu binary:relu_backward");
+  ASSERT_NE(fwd_gemm, nullptr) << prof.table();
+  ASSERT_NE(fwd_relu, nullptr) << prof.table();
+  ASSERT_NE(bwd_relu, nullptr) << prof.table();
+  EXPECT_EQ(fwd_gemm->calls, std::uint64_t(steps));
+  EXPECT_EQ(fwd_relu->calls, std::uint64_t(steps));
+  EXPECT_EQ(bwd_relu->calls, std::uint64_t(steps));
+  double backward_gemms = 0, step_kernels = 0, total = 0;
+  for (auto& r : rows) {
+    if (r.name.rfind("backward ", 0) == 0 && r.name.find(" gemm") != std::string::npos) backward_gemms += double(r.calls);
+    if (r.name.rfind("step ", 0) == 0) step_kernels += double(r.calls);
+    EXPECT_GE(r.milliseconds, 0.0) << r.name;
+    total += r.milliseconds;
+  }
+  EXPECT_GE(backward_gemms, steps);  // the weight's gradient is a product
+  EXPECT_GE(step_kernels, steps);    // one SGD update per step at least
+  EXPECT_LE(total, prof.elapsed_ms() * 1.0001 + 1e-3);
+  for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_GE(rows[i - 1].milliseconds, rows[i].milliseconds);
+  const std::string table = prof.table();
+  EXPECT_NE(table.find("forward matmul gemm"), std::string::npos);
+  EXPECT_NE(table.find("(outside kernels)"), std::string::npos);
+}
+
+TEST(Profiler, RecordsNothingWhenOffAndStartsAfreshOnReset) {
+  Tensor x = randn({4, 4});
+  EXPECT_FALSE(detail::profiling());
+  {
+    Profiler prof;
+    EXPECT_TRUE(detail::profiling());
+    (void)relu(x);
+    EXPECT_EQ(prof.rows().size(), 1u);
+    prof.reset();
+    EXPECT_TRUE(prof.rows().empty());
+    (void)exp(x);
+    ASSERT_EQ(prof.rows().size(), 1u);
+    EXPECT_EQ(prof.rows()[0].name, "forward exp unary:exp");
+  }
+  EXPECT_FALSE(detail::profiling());
+  Profiler again;  // a new one starts empty
+  EXPECT_TRUE(again.rows().empty());
+}
+
+TEST(Profiler, OnePerThread) {
+  Profiler prof;
+  expect_error<Error>([] { Profiler second; }, "Profiler: one is already recording");
+  std::thread other([] {
+    Profiler mine;  // another thread records on its own
+    EXPECT_TRUE(detail::profiling());
+  });
+  other.join();
+  EXPECT_TRUE(detail::profiling());
+}
+
+}  // namespace

@@ -160,6 +160,26 @@ TEST(NnSemantics, BernoulliFastPathDrawsTheSameMask) {
   }
 }
 
+TEST(NnSemantics, DropoutMaskIsTheBernoulliStreamScaled) {
+  // One pass draws the scaled mask: kept elements are exactly x / (1 - p),
+  // and the draws are bernoulli's (four elements per Philox draw, odd tail included).
+  const std::int64_t n = 16384 + 7;
+  for (double p : {0.25, 0.5, 1.0}) {
+    Generator gd(5), gb(5);
+    Tensor x = add(arange(double(n)), 1.0);
+    std::vector<float> out = dropout(x, p, true, &gd).to_vector<float>();
+    std::vector<float> keep = bernoulli({n}, 1.0 - p, {}, &gb).to_vector<float>();
+    std::vector<float> xs = x.to_vector<float>();
+    const float scale = p == 1.0 ? 0.0f : float(1.0 / (1.0 - p));
+    std::int64_t kept = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(out[i], keep[i] == 1.0f ? xs[i] * scale : 0.0f) << "p " << p << " element " << i;
+      kept += keep[i] == 1.0f;
+    }
+    EXPECT_NEAR(double(kept) / double(n), 1.0 - p, 0.02) << p;
+  }
+}
+
 TEST(NnSemantics, BatchNormRunningStatistics) {
   Tensor x = tensor({1.0, 2.0, 3.0, 6.0, -1.0, 0.0, 1.0, 4.0}).reshape({2, 2, 2, 1});
   Tensor rm = zeros({2}), rv = ones({2});

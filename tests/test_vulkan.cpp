@@ -162,9 +162,11 @@ TEST(VulkanRandom, SameStreamAsCpu) {
   Tensor a = rand({1000}, {}, &g1);
   Tensor b = rand({1000}, {.device = kGpu}, &g2);
   expect_close(b, a, 1e-7, "rand");
-  Tensor c = bernoulli({1000}, 0.3, {}, &g1);
-  Tensor d = bernoulli({1000}, 0.3, {.device = kGpu}, &g2);
+  Tensor c = bernoulli({1003}, 0.3, {}, &g1);  // not a whole number of four-element draws
+  Tensor d = bernoulli({1003}, 0.3, {.device = kGpu}, &g2);
   expect_close(d, c, 0, "bernoulli");
+  Tensor x = rand({2, 501});
+  expect_close(dropout(x.to(kGpu), 0.4, true, &g2), dropout(x, 0.4, true, &g1), 0, "dropout");
   Tensor e = randn({1000}, {}, &g1);
   Tensor f = randn({1000}, {.device = kGpu}, &g2);
   expect_close(f, e, 1e-4, "randn");

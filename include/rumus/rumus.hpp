@@ -12,6 +12,7 @@
 #include "rumus/core/generator.hpp"
 #include "rumus/core/layout.hpp"
 #include "rumus/core/parallel.hpp"
+#include "rumus/core/profiler.hpp"
 #include "rumus/core/state_dict.hpp"
 #include "rumus/core/tensor.hpp"
 #include "rumus/ops/activation.hpp"

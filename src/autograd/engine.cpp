@@ -6,6 +6,7 @@
 
 #include "../backend/backend.hpp"
 #include "rumus/autograd/tape.hpp"
+#include "rumus/core/profiler.hpp"
 
 namespace rumus {
 
@@ -82,6 +83,7 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
     throw AutogradError("backward: the root does not require grad (no input of it requires grad, or it was "
                         "computed under NoGradGuard)");
   NoGradGuard no_grad;  // gradients themselves are not recorded
+  detail::ProfilePhase phase("backward");
   auto& tape = autograd::this_thread_tape();
   std::unordered_map<GradId, std::size_t> producer;
   producer.reserve(tape.size());

@@ -65,8 +65,10 @@
   X(argmax)                 \
   X(argmin)
 
-// RandomKind: uniform [a, b), normal (mean a, std b), bernoulli (1 with
-// probability a), randint (integers in [a, b)).
+// RandomKind: uniform [a, b), normal (mean a, std b), bernoulli (b with
+// probability a, else 0), randint (integers in [a, b)). Element i draws
+// Philox counter offset + i, except bernoulli: word i % 4 of counter
+// offset + i / 4 (four elements per draw, for dropout's masks).
 #define RUMUS_RANDOM_KINDS(X) \
   X(uniform)                  \
   X(normal)                   \

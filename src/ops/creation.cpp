@@ -81,7 +81,7 @@ Tensor normal(const Shape& shape, double mean, double std, TensorOptions o, Gene
 }
 Tensor bernoulli(const Shape& shape, double p, TensorOptions o, Generator* gen) {
   if (!(p >= 0 && p <= 1)) throw Error(fmt::format("bernoulli: expected 0 <= p <= 1, got {}", p));
-  return random_tensor(RandomKind::bernoulli, shape, p, 0, o, gen, "bernoulli");
+  return random_tensor(RandomKind::bernoulli, shape, p, 1, o, gen, "bernoulli");
 }
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, TensorOptions o, Generator* gen) {
   if (high <= low) throw Error(fmt::format("randint: expected low < high, got [{}, {})", low, high));

@@ -10,9 +10,13 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
   detail::check_floating("dropout", input);
   if (!(p >= 0.0 && p <= 1.0)) throw Error(fmt::format("dropout: expected 0 <= p <= 1, got {}", p));
   if (!training || p == 0.0) return input;
-  Tensor mask = bernoulli(input.shape(), 1.0 - p, {.dtype = input.dtype(), .device = input.device()}, generator);
-  // p == 1 drops everything (PyTorch returns zeros), without 0 * inf.
-  mask = detail::unary_kernel(UnaryOp::mul_scalar, mask, p == 1.0 ? 0.0 : 1.0 / (1.0 - p));
+  // The mask holds 1 / (1 - p) where kept, drawn in one pass; p == 1 drops
+  // everything (PyTorch returns zeros), without 0 * inf.
+  Tensor mask = detail::alloc(input.shape(), input.dtype(), input.device(), "dropout");
+  Generator& gen = generator ? *generator : default_generator();
+  const std::uint64_t seed = gen.seed(), offset = gen.advance(std::uint64_t(mask.numel()));
+  detail::kernels("dropout", Kernel::random, mask)
+      .random(RandomKind::bernoulli, detail::arg(mask), seed, offset, 1.0 - p, p == 1.0 ? 0.0 : 1.0 / (1.0 - p));
   Tensor out = detail::binary_kernel(BinaryOp::mul, "dropout", input.detach(), mask, input.dtype());
   if (autograd::needs_grad({&input}))
     autograd::record("dropout", {input}, out, [sm = autograd::SavedTensor(mask)](const Tensor& g) {

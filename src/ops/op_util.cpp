@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "../backend/profiling_backend.hpp"
+#include "rumus/core/profiler.hpp"
+
 namespace rumus::detail {
 
 Backend& kernels(std::string_view op, Kernel kernel, const Tensor& t) { return kernels(op, {kernel}, t); }
@@ -12,6 +15,7 @@ Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, cons
     if (!be.supports(k, t.dtype()))
       throw DeviceError(fmt::format("{}: device {} has no {} kernel for {} tensors", op, t.device().str(), name_of(k),
                                     dtype_name(t.dtype())));
+  if (profiling()) return profiling_backend(be, op);
   return be;
 }
 

@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "rumus/autograd/grad_mode.hpp"
+#include "rumus/core/profiler.hpp"
 #include "rumus/ops/creation.hpp"
 
 namespace rumus::optim {
@@ -34,6 +35,7 @@ void Optimizer::set_lr(double lr) {
 
 void Optimizer::step(const GradientStore& grads) {
   NoGradGuard no_grad;
+  detail::ProfilePhase phase("step");
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];
     for (std::size_t i = 0; i < group.params.size(); ++i) {

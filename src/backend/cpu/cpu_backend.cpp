@@ -163,13 +163,26 @@ void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std:
   // Contiguous output: element i (in logical order) draws counter offset + i.
   if (!out.layout->is_contiguous()) throw Error("random: cpu kernel needs a contiguous output");
   std::int64_t n = out.layout->numel();
-  if (kind == RandomKind::bernoulli && out.dtype == DType::f32) {
-    // uniform24(r) < a, decided on the 24-bit integer: the same draws as below.
+  if (kind == RandomKind::bernoulli) {
+    // b where uniform24(r) < a, decided on the 24-bit integer; four elements per draw.
     const auto limit = std::uint32_t(std::ceil(a * 16777216.0));
-    float* o = data_of<float>(out) + out.layout->offset;
-    const std::int64_t chunk = 16384, chunks = (n + chunk - 1) / chunk;
-    _Pragma("omp parallel for if (chunks > 1) schedule(dynamic, 1)")
-    for (std::int64_t c = 0; c < chunks; ++c) bernoulli_f32(o, c * chunk, std::min(n, (c + 1) * chunk), seed, offset, limit);
+    const std::int64_t chunk = 16384, chunks = (n + chunk - 1) / chunk;  // chunks start on whole draws
+    if (out.dtype == DType::f32) {
+      float* o = data_of<float>(out) + out.layout->offset;
+      _Pragma("omp parallel for if (chunks > 1) schedule(dynamic, 1)")
+      for (std::int64_t c = 0; c < chunks; ++c)
+        bernoulli_f32(o, c * chunk, std::min(n, (c + 1) * chunk), seed, offset, limit, float(b));
+      return;
+    }
+    RUMUS_DISPATCH_ALL(out.dtype, "random", [&] {
+      scalar_t* o = data_of<scalar_t>(out) + out.layout->offset;
+      const scalar_t hit = store<scalar_t>(b), miss = store<scalar_t>(0.0);
+      _Pragma("omp parallel for if (chunks > 1) schedule(dynamic, 1)")
+      for (std::int64_t i = 0; i < n; i += 4) {
+        const auto r = philox::draw(seed, offset + std::uint64_t(i / 4));
+        for (std::int64_t j = 0; j < 4 && i + j < n; ++j) o[i + j] = (r[j] >> 8) < limit ? hit : miss;
+      }
+    });
     return;
   }
   RUMUS_DISPATCH_ALL(out.dtype, "random", [&] {
@@ -185,12 +198,8 @@ void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std:
       case RandomKind::normal:
         fill_with([&](auto r) { return a + b * philox::normal(r[0], r[1]); });
         break;
-      case RandomKind::bernoulli: {
-        // uniform24(r) < a, decided on the 24-bit integer: identical result, no float math.
-        const double limit = std::ceil(a * 16777216.0);
-        fill_with([&](auto r) { return double(r[0] >> 8) < limit ? 1.0 : 0.0; });
+      case RandomKind::bernoulli:  // above
         break;
-      }
       case RandomKind::randint: {
         const std::uint64_t range = std::uint64_t(b - a);
         fill_with([&](auto r) { return a + double(((std::uint64_t(r[0]) << 32) | r[1]) % range); });

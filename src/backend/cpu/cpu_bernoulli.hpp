@@ -4,8 +4,10 @@
 
 namespace rumus::cpu {
 
-// o[i] = 1 if Philox draw (seed, offset + i) falls below `limit` (on its top 24 bits), else 0, for i in [begin, end).
+// For i in [begin, end): o[i] = value if word i % 4 of Philox draw (seed,
+// offset + i / 4) falls below `limit` (on its top 24 bits), else 0. `begin`
+// is a multiple of 4.
 void bernoulli_f32(float* o, std::int64_t begin, std::int64_t end, std::uint64_t seed, std::uint64_t offset,
-                   std::uint32_t limit);
+                   std::uint32_t limit, float value);
 
 }  // namespace rumus::cpu

@@ -1,0 +1,65 @@
+// Where one training step's time goes, op by op: the examples' MLP and CNN at
+// batch 64 (SGD with momentum) under rumus::Profiler, after warm-up steps.
+// Run: build/release/bench/profile_step [mlp|cnn] [steps] [device]
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <rumus/rumus.hpp>
+
+using namespace rumus;
+
+namespace {
+
+struct Mlp : nn::Module {
+  nn::Linear fc1{784, 512}, fc2{512, 512}, fc3{512, 10};
+  Mlp() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}}); }
+  Tensor forward(const Tensor& x) override { return fc3(relu(fc2(relu(fc1(x.flatten(1)))))); }
+};
+
+struct Cnn : nn::Module {
+  nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};
+  nn::Dropout drop1{0.25}, drop2{0.5};
+  nn::Linear fc1{9216, 128}, fc2{128, 10};
+  Cnn() {
+    register_modules({{"conv1", conv1}, {"conv2", conv2}, {"drop1", drop1}, {"drop2", drop2}, {"fc1", fc1}, {"fc2", fc2}});
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = drop1(max_pool2d(relu(conv2(relu(conv1(x)))), 2)).flatten(1);
+    return fc2(drop2(relu(fc1(h))));
+  }
+};
+
+template <class Net>
+void profile(const char* name, int steps, Device device, double lr) {
+  manual_seed(0);
+  const std::int64_t batch = 64;
+  Tensor images = rand({batch, 1, 28, 28}).to(device);
+  Tensor labels = randint(0, 10, {batch}).to(device);
+  Net net;
+  net.to(device);
+  optim::SGD opt(net.parameters(), {.lr = lr, .momentum = 0.9});
+  auto step = [&] {
+    Tensor loss = cross_entropy(net.forward(images), labels);
+    GradientStore grads = backward(loss);
+    opt.step(grads);
+    return loss;
+  };
+  for (int i = 0; i < 5; ++i) step();
+  synchronize(device);
+  Profiler prof;
+  for (int i = 0; i < steps; ++i) step();
+  synchronize(device);
+  std::printf("%s, batch %lld, %d steps on %s: %.3f ms per step\n%s\n", name, static_cast<long long>(batch), steps,
+              device.str().c_str(), prof.elapsed_ms() / steps, prof.table(40).c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string which = argc > 1 ? argv[1] : "both";
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 50;
+  const Device device = argc > 3 ? Device::parse(argv[3]) : Device::cpu();
+  if (which == "mlp" || which == "both") profile<Mlp>("MLP", steps, device, 0.05);
+  if (which == "cnn" || which == "both") profile<Cnn>("CNN", steps, device, 0.02);
+}
