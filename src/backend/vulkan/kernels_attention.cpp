@@ -1,5 +1,7 @@
-// Host side of fused attention (shaders/attention.comp): one invocation per
-// query row (forward, grad_q) or key row (grad_k, grad_v).
+// Host side of fused attention: shaders/attention_tiled.comp (rows in
+// registers, the other sequence streamed through shared memory) for head dims
+// up to 128, shaders/attention.comp (one row per invocation, everything from
+// global memory) beyond.
 #include <algorithm>
 
 #include "rumus/core/error.hpp"
@@ -12,6 +14,7 @@ namespace {
 
 using push::AttentionPush;
 constexpr std::uint32_t kLocal = 64;
+constexpr std::uint32_t kTiledRows = 64;
 enum Mode : std::uint32_t { kForward = 0, kGradQ = 1, kGradKV = 2 };
 
 void require_contiguous(TensorArg t) {
@@ -47,6 +50,25 @@ AttentionPush make_push(const AttentionParams& p, TensorArg mask) {
   return pc;
 }
 
+// The tiled kernel's register width (>= d and dv) and shared-memory tile
+// height; false when the head dims are too wide for it.
+bool tiled_config(const AttentionParams& p, std::uint32_t shared_bytes, std::uint32_t& d_max, std::uint32_t& tile) {
+  const std::int64_t widest = std::max(p.d, p.dv);
+  if (widest > 128) return false;
+  d_max = 16;
+  while (d_max < widest) d_max *= 2;
+  for (tile = 32; tile >= 8; tile /= 2)
+    if ((2 * tile * d_max + 2 * tile) * 4 <= shared_bytes) return true;
+  return false;
+}
+
+// Workgroups of kTiledRows rows along x, one (batch, head) each along y (and z past 65535).
+void tiled_grid(std::int64_t rows, std::int64_t bh, std::uint32_t& gx, std::uint32_t& gy, std::uint32_t& gz) {
+  gx = std::uint32_t((rows + kTiledRows - 1) / kTiledRows);
+  gy = std::uint32_t(std::min<std::int64_t>(bh, 65535));
+  gz = std::uint32_t((bh + gy - 1) / gy);
+}
+
 void grid(std::int64_t rows, std::uint32_t& gx, std::uint32_t& gy) {
   const std::int64_t groups = std::max<std::int64_t>(1, (rows + kLocal - 1) / kLocal);
   gx = std::uint32_t(std::min<std::int64_t>(groups, 65535));
@@ -67,7 +89,12 @@ void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, T
   const TensorArg m = mask.storage ? mask : q;
   Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, true}, {lse, true},
                    {m, false}, {q, false}, {q, false}, {q, false}, {q, false}};
-  std::uint32_t gx, gy;
+  std::uint32_t gx, gy, gz, d_max, tile;
+  if (tiled_config(p, ctx_->properties.limits.maxComputeSharedMemorySize, d_max, tile)) {
+    tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
+    launch("attention_tiled", {kTiledRows, kForward, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+    return;
+  }
   grid(rows, gx, gy);
   launch("attention", {kLocal, kForward}, ops, &pc, sizeof pc, gx, gy);
 }
@@ -81,18 +108,31 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
   const TensorArg in[] = {q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v};
   for (int b = 0; b < 9; ++b) pc.off[b] = std::int32_t(in[b].layout->offset);
   const TensorArg m = mask.storage ? mask : q;
-  std::uint32_t gx, gy;
+  std::uint32_t gx, gy, gz, d_max, tile;
+  const bool tiled = tiled_config(p, ctx_->properties.limits.maxComputeSharedMemorySize, d_max, tile);
+  const std::int64_t bh = p.batch * p.heads;
+  if (bh == 0) return;
   if (p.lq > 0) {
     Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
                      {m, false}, {grad_out, false}, {grad_q, true}, {q, false}, {q, false}};
-    grid(p.batch * p.heads * p.lq, gx, gy);
-    launch("attention", {kLocal, kGradQ}, ops, &pc, sizeof pc, gx, gy);
+    if (tiled) {
+      tiled_grid(p.lq, bh, gx, gy, gz);
+      launch("attention_tiled", {kTiledRows, kGradQ, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+    } else {
+      grid(bh * p.lq, gx, gy);
+      launch("attention", {kLocal, kGradQ}, ops, &pc, sizeof pc, gx, gy);
+    }
   }
   if (p.lk > 0) {
     Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
                      {m, false}, {grad_out, false}, {q, false}, {grad_k, true}, {grad_v, true}};
-    grid(p.batch * p.heads * p.lk, gx, gy);
-    launch("attention", {kLocal, kGradKV}, ops, &pc, sizeof pc, gx, gy);
+    if (tiled) {
+      tiled_grid(p.lk, bh, gx, gy, gz);
+      launch("attention_tiled", {kTiledRows, kGradKV, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+    } else {
+      grid(bh * p.lk, gx, gy);
+      launch("attention", {kLocal, kGradKV}, ops, &pc, sizeof pc, gx, gy);
+    }
   }
 }
 

@@ -1,0 +1,223 @@
+#version 450
+// Fused scaled dot-product attention (f32), flash-attention style: a
+// workgroup takes ROWS consecutive rows of one (batch, head); each invocation
+// owns one row and keeps it, and its accumulators, in registers. The other
+// sequence streams through shared memory TILE rows at a time, so each K/V (or
+// Q/dO) row is read from global memory once per workgroup rather than once per
+// row. Scores are recomputed, never stored: memory stays linear in length.
+//   MODE 0: forward with an online softmax; writes lse.
+//   MODE 1: grad_q[i] = scale * sum_j P_ij (dP_ij z_ij - D_i) k_j.
+//   MODE 2: grad_v[j] = sum_i P_ij z_ij dO_i, grad_k[j] = scale * sum_i dS_ij q_i.
+// D_i = dO_i . O_i; z is the dropout multiplier (Philox, as attention.comp and
+// the CPU kernel). Head dims up to D_MAX; larger ones use attention.comp.
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;  // ROWS
+layout(constant_id = 1) const uint MODE = 0;
+layout(constant_id = 2) const uint D_MAX = 64;  // >= d and dv: 16, 32, 64 or 128
+layout(constant_id = 3) const uint TILE = 32;   // rows of the streamed sequence per shared-memory tile
+
+#define PUSH_ATTENTION
+#include "push_constants.h"
+
+layout(set = 0, binding = 0) readonly buffer Q { float v[]; } q_;
+layout(set = 0, binding = 1) readonly buffer K { float v[]; } k_;
+layout(set = 0, binding = 2) readonly buffer V { float v[]; } v_;
+layout(set = 0, binding = 3) buffer O { float v[]; } o_;
+layout(set = 0, binding = 4) buffer L { float v[]; } lse_;
+TENSOR(5)  // mask: u8 or floating
+layout(set = 0, binding = 6) readonly buffer GO { float v[]; } go_;
+layout(set = 0, binding = 7) buffer GQ { float v[]; } gq_;
+layout(set = 0, binding = 8) buffer GK { float v[]; } gk_;
+layout(set = 0, binding = 9) buffer GV { float v[]; } gv_;
+
+#define NEG_INF uintBitsToFloat(0xff800000u)
+
+// Two streamed operands per tile: K and V (modes 0, 1) or Q and dO (mode 2).
+shared float tile_a[TILE * D_MAX];
+shared float tile_b[TILE * D_MAX];
+shared float tile_lse[TILE];
+shared float tile_delta[TILE];
+
+uint philox_x(uvec2 key, uvec2 counter) {
+  uint c0 = counter.x, c1 = counter.y, c2 = 0u, c3 = 0u, k0 = key.x, k1 = key.y;
+  for (int round = 0; round < 10; ++round) {
+    uint hi0, lo0, hi1, lo1;
+    umulExtended(0xD2511F53u, c0, hi0, lo0);
+    umulExtended(0xCD9E8D57u, c2, hi1, lo1);
+    uint n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c1 = lo1;
+    c3 = lo0;
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c0;
+}
+
+float dropout_factor(uint bh, uint i, uint j) {
+  if (pc.dropout_threshold == 0u) return 1.0;
+  uint64_t counter = (uint64_t(pc.counter_hi) << 32 | uint64_t(pc.counter_lo)) +
+                     (uint64_t(bh) * uint64_t(pc.lq) + uint64_t(i)) * uint64_t(pc.lk) + uint64_t(j);
+  uint r = philox_x(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)));
+  return (r >> 8) >= pc.dropout_threshold ? pc.keep_scale : 0.0;
+}
+
+// The mask's contribution to score (i, j): -inf where masked, else the additive term.
+float mask_term(uint bh, uint i, uint j) {
+  if (pc.causal != 0u && j > i) return NEG_INF;
+  if (pc.mask_kind == 0u) return 0.0;
+  const uint b = bh / pc.heads, h = bh % pc.heads;
+  const int m = pc.mask_off + int(b) * pc.mask_stride[0] + int(h) * pc.mask_stride[1] + int(i) * pc.mask_stride[2] +
+                int(j) * pc.mask_stride[3];
+  const float mv = load5(pc.mask_dt, uint(m));
+  if (pc.mask_kind == 1u) return mv == 0.0 ? NEG_INF : 0.0;
+  return mv;
+}
+
+// Copies rows [first, first + TILE) of a [rows, width] matrix at `base` into a
+// shared tile, zeros past its end and past `width` (so padded columns add 0).
+#define LOAD_TILE(dst, src, base, first, rows, width)                                    \
+  for (uint e = gl_LocalInvocationID.x; e < TILE * D_MAX; e += gl_WorkGroupSize.x) {   \
+    const uint r = e / D_MAX, c = e % D_MAX;                                            \
+    dst[e] = c < (width) && (first) + r < (rows) ? src[(base) + int(((first) + r) * (width) + c)] : 0.0; \
+  }
+
+void main() {
+  const uint bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
+  if (bh >= pc.bh) return;  // whole workgroup: barriers stay uniform
+  const uint rows = MODE == 2u ? pc.lk : pc.lq;
+  const uint first_row = gl_WorkGroupID.x * gl_WorkGroupSize.x;
+  const uint row = first_row + gl_LocalInvocationID.x;
+  const bool in_range = row < rows;
+  const uint d = pc.d, dv = pc.dv;
+  const bool causal = pc.causal != 0u;
+
+  if (MODE == 0u || MODE == 1u) {
+    const uint i = row;
+    float qr[D_MAX], acc[D_MAX], gor[D_MAX];
+    const int qo = pc.off[0] + int((bh * pc.lq + min(i, pc.lq - 1u)) * d);
+    [[unroll]] for (uint c = 0; c < D_MAX; ++c) qr[c] = c < d ? q_.v[qo + int(c)] : 0.0;
+    [[unroll]] for (uint c = 0; c < D_MAX; ++c) acc[c] = 0.0;
+    float mx = NEG_INF, sum = 0.0, lse = 0.0, delta = 0.0;
+    if (MODE == 1u) {
+      lse = in_range ? lse_.v[pc.off[4] + int(bh * pc.lq + i)] : NEG_INF;
+      const int go = pc.off[5] + int((bh * pc.lq + min(i, pc.lq - 1u)) * dv);
+      const int oo = pc.off[3] + int((bh * pc.lq + min(i, pc.lq - 1u)) * dv);
+      [[unroll]] for (uint c = 0; c < D_MAX; ++c) {
+        gor[c] = c < dv ? go_.v[go + int(c)] : 0.0;
+        delta += c < dv ? gor[c] * o_.v[oo + int(c)] : 0.0;
+      }
+    }
+    // Causal: keys past the workgroup's last query are masked for every row.
+    const uint kend = causal ? min(pc.lk, min(first_row + gl_WorkGroupSize.x, pc.lq)) : pc.lk;
+    const int kbase = pc.off[1] + int(bh * pc.lk * d), vbase = pc.off[2] + int(bh * pc.lk * dv);
+    for (uint j0 = 0; j0 < kend; j0 += TILE) {
+      barrier();
+      LOAD_TILE(tile_a, k_.v, kbase, j0, pc.lk, d)
+      LOAD_TILE(tile_b, v_.v, vbase, j0, pc.lk, dv)
+      barrier();
+      if (!in_range || (MODE == 1u && lse == NEG_INF)) continue;
+      const uint n = min(TILE, kend - j0);
+      for (uint jj = 0; jj < n; ++jj) {
+        const float m = mask_term(bh, i, j0 + jj);
+        if (m == NEG_INF) continue;
+        float dot = 0.0;
+        [[unroll]] for (uint c = 0; c < D_MAX; ++c) dot += qr[c] * tile_a[jj * D_MAX + c];
+        const float s = dot * pc.scale + m;
+        if (MODE == 0u) {
+          if (s > mx) {  // online softmax: rescale what was summed under the old maximum
+            const float corr = exp(mx - s);
+            sum *= corr;
+            [[unroll]] for (uint c = 0; c < D_MAX; ++c) acc[c] *= corr;
+            mx = s;
+          }
+          const float p = exp(s - mx);
+          sum += p;
+          const float w = p * dropout_factor(bh, i, j0 + jj);
+          [[unroll]] for (uint c = 0; c < D_MAX; ++c) acc[c] += w * tile_b[jj * D_MAX + c];
+        } else {
+          const float p = exp(s - lse);
+          float dp = 0.0;
+          [[unroll]] for (uint c = 0; c < D_MAX; ++c) dp += gor[c] * tile_b[jj * D_MAX + c];
+          const float ds = p * (dp * dropout_factor(bh, i, j0 + jj) - delta) * pc.scale;
+          [[unroll]] for (uint c = 0; c < D_MAX; ++c) acc[c] += ds * tile_a[jj * D_MAX + c];
+        }
+      }
+    }
+    if (!in_range) return;
+    if (MODE == 0u) {
+      const int oo = pc.off[3] + int((bh * pc.lq + i) * dv);
+      const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;  // a fully masked row gives zeros
+      [[unroll]] for (uint c = 0; c < D_MAX; ++c)
+        if (c < dv) o_.v[oo + int(c)] = acc[c] * inv;
+      lse_.v[pc.off[4] + int(bh * pc.lq + i)] = sum == 0.0 ? NEG_INF : mx + log(sum);
+    } else {
+      const int gq = pc.off[6] + int((bh * pc.lq + i) * d);
+      [[unroll]] for (uint c = 0; c < D_MAX; ++c)
+        if (c < d) gq_.v[gq + int(c)] = acc[c];
+    }
+    return;
+  }
+
+  // MODE 2: one key row per invocation; queries stream through shared memory.
+  const uint j = row;
+  float kr[D_MAX], vr[D_MAX], gk[D_MAX], gv[D_MAX];
+  const int ko = pc.off[1] + int((bh * pc.lk + min(j, pc.lk - 1u)) * d);
+  const int vo = pc.off[2] + int((bh * pc.lk + min(j, pc.lk - 1u)) * dv);
+  [[unroll]] for (uint c = 0; c < D_MAX; ++c) {
+    kr[c] = c < d ? k_.v[ko + int(c)] : 0.0;
+    vr[c] = c < dv ? v_.v[vo + int(c)] : 0.0;
+    gk[c] = 0.0;
+    gv[c] = 0.0;
+  }
+  // Causal: queries before the workgroup's first key see none of its keys.
+  const uint qbegin = causal ? min(pc.lq, first_row) / TILE * TILE : 0u;
+  const int qbase = pc.off[0] + int(bh * pc.lq * d), gobase = pc.off[5] + int(bh * pc.lq * dv);
+  for (uint i0 = qbegin; i0 < pc.lq; i0 += TILE) {
+    barrier();
+    LOAD_TILE(tile_a, q_.v, qbase, i0, pc.lq, d)
+    LOAD_TILE(tile_b, go_.v, gobase, i0, pc.lq, dv)
+    for (uint t = gl_LocalInvocationID.x; t < TILE; t += gl_WorkGroupSize.x) {
+      const uint i = i0 + t;
+      float lse = NEG_INF, delta = 0.0;
+      if (i < pc.lq) {
+        lse = lse_.v[pc.off[4] + int(bh * pc.lq + i)];
+        const int go = pc.off[5] + int((bh * pc.lq + i) * dv), oo = pc.off[3] + int((bh * pc.lq + i) * dv);
+        for (uint c = 0; c < dv; ++c) delta += go_.v[go + int(c)] * o_.v[oo + int(c)];
+      }
+      tile_lse[t] = lse;
+      tile_delta[t] = delta;
+    }
+    barrier();
+    if (!in_range) continue;
+    const uint n = min(TILE, pc.lq - i0);
+    for (uint ii = 0; ii < n; ++ii) {
+      const uint i = i0 + ii;
+      const float lse = tile_lse[ii];
+      if (lse == NEG_INF) continue;
+      const float m = mask_term(bh, i, j);
+      if (m == NEG_INF) continue;
+      float dot = 0.0, dp = 0.0;
+      [[unroll]] for (uint c = 0; c < D_MAX; ++c) {
+        dot += tile_a[ii * D_MAX + c] * kr[c];
+        dp += tile_b[ii * D_MAX + c] * vr[c];
+      }
+      const float p = exp(dot * pc.scale + m - lse), z = dropout_factor(bh, i, j);
+      const float ds = p * (dp * z - tile_delta[ii]) * pc.scale;
+      const float pz = p * z;
+      [[unroll]] for (uint c = 0; c < D_MAX; ++c) {
+        gv[c] += pz * tile_b[ii * D_MAX + c];
+        gk[c] += ds * tile_a[ii * D_MAX + c];
+      }
+    }
+  }
+  if (!in_range) return;
+  const int gko = pc.off[7] + int((bh * pc.lk + j) * d), gvo = pc.off[8] + int((bh * pc.lk + j) * dv);
+  [[unroll]] for (uint c = 0; c < D_MAX; ++c) {
+    if (c < d) gk_.v[gko + int(c)] = gk[c];
+    if (c < dv) gv_.v[gvo + int(c)] = gv[c];
+  }
+}
