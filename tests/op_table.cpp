@@ -178,6 +178,9 @@ const std::vector<OpCase>& op_table() {
          Tensor bias = tensor({0.5, -1.0, 0.0, 2.0, -0.3, 0.1, 1.0, -2.0, 0.0, 0.7, -0.5, 0.2}, like(x[0]));
          return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], bias.reshape({3, 4}));
        }},
+      {"sdpa_mask_gradient", {{1, 2, 3, 2}, {1, 2, 4, 2}, {1, 2, 4, 3}, {2, 3, 4}}, [](V x) {
+         return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], x[3]);  // the mask is differentiable
+       }},
       {"sdpa_dropout", {{1, 2, 4, 3}, {1, 2, 5, 3}, {1, 2, 5, 2}}, [](V x) {
          Generator gen(11);
          return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], {}, 0.3, false, std::nullopt, &gen);

@@ -6,6 +6,10 @@
 #include <cmath>
 
 #include "op_util.hpp"
+#include "rumus/ops/dropout.hpp"
+#include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/linalg.hpp"
+#include "rumus/ops/softmax.hpp"
 
 namespace rumus {
 
@@ -78,6 +82,17 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
 
   const std::int64_t nd = query.dim();
   const Shape& qs = query.shape();
+  if (attn_mask.defined() && is_floating(attn_mask.dtype()) && autograd::needs_grad({&attn_mask})) {
+    // The mask's gradient is the score gradient, which the fused kernels never form.
+    Shape full(qs.begin(), qs.end() - 2);
+    full.push_back(qs[std::size_t(nd - 2)]);
+    full.push_back(key.shape()[std::size_t(nd - 2)]);
+    (void)mask_layout(attn_mask, query, full);  // the fused path's checks and messages
+    const double s = scale ? *scale : 1.0 / std::sqrt(double(std::max<std::int64_t>(qs.back(), 1)));
+    Tensor weights = softmax(add(mul(matmul(query, key.transpose(-2, -1)), s), attn_mask), -1);
+    if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, generator);
+    return matmul(weights, value);
+  }
   AttentionParams p;
   p.batch = qs[0];
   p.heads = nd == 4 ? qs[1] : 1;

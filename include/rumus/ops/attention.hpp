@@ -16,8 +16,11 @@ namespace rumus {
 // q: (..., Lq, D), k: (..., Lk, D), v: (..., Lk, Dv) with the same leading
 // dims (PyTorch's (B, H, L, D), or (N, L, D)); the result is (..., Lq, Dv).
 // attn_mask, broadcastable to (..., Lq, Lk): u8 (bool) where nonzero means
-// "attend", as in PyTorch, or a floating tensor added to the scores (no
-// gradient flows into it). is_causal keeps key j <= query i (top-left
+// "attend", as in PyTorch, or a floating tensor added to the scores. A
+// floating mask that requires grad gets its gradient, as in PyTorch's math
+// path: that call runs the unfused composition (matmul, softmax, dropout,
+// matmul), whose memory is quadratic and whose dropout draws differ from the
+// fused kernel's. is_causal keeps key j <= query i (top-left
 // aligned, as PyTorch) and excludes attn_mask. scale defaults to 1/sqrt(D).
 // dropout_p > 0 drops attention weights with the generator's Philox stream;
 // the backward regenerates the same mask. A query row with every key masked
