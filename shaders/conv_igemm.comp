@@ -23,6 +23,7 @@ layout(constant_id = 2) const uint BN = 64;
 layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint MODE = 0;
 layout(constant_id = 5) const bool HAS_BIAS = false;
+layout(constant_id = 6) const bool UNIT_STRIDE = false;  // stride 1 on both axes: MODE 1 gathers without dividing
 
 #define PUSH_CONV_IGEMM
 #include "push_constants.h"
@@ -95,7 +96,7 @@ void load_b_rows(uint k0) {
         // oh * stride + kh * dilation = ih + pad.
         int th = col_h - int(kh * pc.dilation_h), tw = col_w - int(kw * pc.dilation_w);
         if (th >= 0 && tw >= 0) {
-          uint oh = uint(th) / pc.stride_h, ow = uint(tw) / pc.stride_w;
+          uint oh = UNIT_STRIDE ? uint(th) : uint(th) / pc.stride_h, ow = UNIT_STRIDE ? uint(tw) : uint(tw) / pc.stride_w;
           if (oh * pc.stride_h == uint(th) && ow * pc.stride_w == uint(tw) && oh < pc.out_h && ow < pc.out_w)
             v = x_[col_base + c * ohw + oh * pc.out_w + ow];
         }

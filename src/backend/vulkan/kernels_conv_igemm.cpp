@@ -66,8 +66,9 @@ Tile choose_tile(std::int64_t m, std::int64_t n, std::int64_t groups) {
   return {bm, bn, bm == 64 && bn == 64 ? 16u : 8u, count(bm, bn)};
 }
 
-std::vector<std::uint32_t> igemm_spec(const Tile& t, Mode mode, bool has_bias) {
-  return {(t.bm / 8) * (t.bn / 8), t.bm, t.bn, t.bk, std::uint32_t(mode), has_bias ? 1u : 0u};
+std::vector<std::uint32_t> igemm_spec(const Tile& t, Mode mode, bool has_bias, const Conv2dGeometry& g) {
+  const bool unit_stride = g.stride_h == 1 && g.stride_w == 1;
+  return {(t.bm / 8) * (t.bn / 8), t.bm, t.bn, t.bk, std::uint32_t(mode), has_bias ? 1u : 0u, unit_stride ? 1u : 0u};
 }
 
 std::uint32_t tiles_along(std::int64_t extent, std::uint32_t tile) { return std::uint32_t((extent + tile - 1) / tile); }
@@ -94,7 +95,7 @@ void VulkanBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std
   if (pc.M == 0 || pc.N == 0) return;
   const Tile t = choose_tile(pc.M, pc.N, groups);
   Operand ops[] = {{out, true}, {in, false}, {weight, false}, {has_bias ? bias : weight, false}};
-  launch("conv_igemm", igemm_spec(t, kForward, has_bias), ops, &pc, sizeof pc, tiles_along(pc.N, t.bn),
+  launch("conv_igemm", igemm_spec(t, kForward, has_bias, g), ops, &pc, sizeof pc, tiles_along(pc.N, t.bn),
          tiles_along(pc.M, t.bm), std::uint32_t(groups));
 }
 
@@ -115,7 +116,7 @@ void VulkanBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t o
   if (pc.M == 0 || pc.N == 0) return;
   const Tile t = choose_tile(pc.M, pc.N, groups);
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {weight, false}};
-  launch("conv_igemm", igemm_spec(t, kBackwardData, false), ops, &pc, sizeof pc, tiles_along(pc.N, t.bn),
+  launch("conv_igemm", igemm_spec(t, kBackwardData, false, g), ops, &pc, sizeof pc, tiles_along(pc.N, t.bn),
          tiles_along(pc.M, t.bm), std::uint32_t(groups));
 }
 
@@ -150,7 +151,7 @@ void VulkanBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t
     pc.k_chunk = std::uint32_t(chunk);
   }
   const std::uint32_t gx = tiles_along(n, t.bn), gy = tiles_along(m, t.bm), gz = std::uint32_t(groups * splits);
-  const auto spec = igemm_spec(t, kBackwardWeight, has_bias);
+  const auto spec = igemm_spec(t, kBackwardWeight, has_bias, g);
   if (splits == 1) {
     pc.off0 = std::uint32_t(grad_weight.layout->offset);
     pc.off3 = has_bias ? std::uint32_t(grad_bias.layout->offset) : 0;
