@@ -77,8 +77,8 @@ void load_a(uint k0) {
 }
 
 // B of MODE 0, 1: row k = (c, kh, kw) (MODE 0) or (oc, kh, kw) (MODE 1) of this
-// invocation's column; consecutive loads step k by THREADS / BN, so the kernel
-// position advances by carrying instead of dividing.
+// invocation's column; consecutive loads step k by THREADS / BN (1 or 2), so
+// the kernel position advances by carrying instead of dividing.
 void load_b_rows(uint k0) {
   const uint tid = gl_LocalInvocationID.x;
   const uint nl = tid % BN, step = THREADS / BN;
@@ -105,14 +105,20 @@ void load_b_rows(uint k0) {
     put_b(kl, nl, v);
     kl += step;
     k += step;
-    kw += step;
-    while (kw >= pc.kernel_w) { kw -= pc.kernel_w; ++kh; }
-    while (kh >= pc.kernel_h) { kh -= pc.kernel_h; ++c; }
+    [[unroll]] for (uint s = 0; s < step; ++s) {
+      if (++kw == pc.kernel_w) {
+        kw = 0;
+        if (++kh == pc.kernel_h) {
+          kh = 0;
+          ++c;
+        }
+      }
+    }
   }
 }
 
 // B of MODE 2: cols^T, row k = (b, oh, ow) fixed per slice, column n = (c, kh, kw)
-// stepping by THREADS / BK.
+// stepping by THREADS / BK (up to 32: each decomposed afresh).
 void load_b_cols(uint k0) {
   const uint tid = gl_LocalInvocationID.x;
   const uint kl = tid % BK, k = k0 + kl, step = THREADS / BK;
@@ -120,9 +126,9 @@ void load_b_cols(uint k0) {
   const int ih0 = int(oh * pc.stride_h) - pc.pad_h, iw0 = int(ow * pc.stride_w) - pc.pad_w;
   const uint base = pc.off1 + (b * pc.channels + grp * cg) * hw;
   const bool k_ok = k < k_end;
-  uint nl = tid / BK, n = bn + nl;
-  uint c = n / kk, r = n - c * kk, kh = r / pc.kernel_w, kw = r - kh * pc.kernel_w;
   [[unroll]] for (uint p = 0; p < LB; ++p) {
+    uint nl = tid / BK + p * step, n = bn + nl;
+    uint c = n / kk, r = n - c * kk, kh = r / pc.kernel_w, kw = r - kh * pc.kernel_w;
     float v = 0.0;
     if (k_ok && n < pc.N) {
       int ih = ih0 + int(kh * pc.dilation_h), iw = iw0 + int(kw * pc.dilation_w);
@@ -130,11 +136,6 @@ void load_b_cols(uint k0) {
         v = x_[base + c * hw + uint(ih) * pc.width + uint(iw)];
     }
     put_b(kl, nl, v);
-    nl += step;
-    n += step;
-    kw += step;
-    while (kw >= pc.kernel_w) { kw -= pc.kernel_w; ++kh; }
-    while (kh >= pc.kernel_h) { kh -= pc.kernel_h; ++c; }
   }
 }
 
@@ -157,7 +158,7 @@ void main() {
   grp = gl_WorkGroupID.z / pc.splits;
   const uint split = gl_WorkGroupID.z % pc.splits;
   bm = gl_WorkGroupID.y * BM;
-  bn = gl_WorkGroupID.x * BN;
+  bn = (pc.tile_n0 + gl_WorkGroupID.x) * BN;
   cg = pc.channels / pc.groups;
   ocg = pc.out_channels / pc.groups;
   kk = pc.kernel_h * pc.kernel_w;
@@ -191,12 +192,15 @@ void main() {
     load_a(k0);
     if (MODE == 2) load_b_cols(k0); else load_b_rows(k0);
     barrier();
+    // Inner loops unrolled: besides speed, llvmpipe (lavapipe) caps the
+    // iterations a loop may run over a whole invocation at 65535, and an
+    // inner loop would spend that budget across the reduction.
     if (sums_bias)
-      for (uint k = 0; k < BK; ++k) bias_sum += As[k * AS + tid / 4][tid % 4];
-    for (uint k = 0; k < BK; ++k) {
+      [[unroll]] for (uint k = 0; k < BK; ++k) bias_sum += As[k * AS + tid / 4][tid % 4];
+    [[unroll]] for (uint k = 0; k < BK; ++k) {
       vec4 a0 = As[k * AS + ty], a1v = As[k * AS + ty + BM / 8];
       vec4 b0 = Bs[k * BS + tx], b1v = Bs[k * BS + tx + BN / 8];
-      for (uint r = 0; r < 4; ++r) {
+      [[unroll]] for (uint r = 0; r < 4; ++r) {
         acc[2 * r] += a0[r] * b0;
         acc[2 * r + 1] += a0[r] * b1v;
         acc[2 * r + 8] += a1v[r] * b0;

@@ -911,3 +911,19 @@ TEST(VulkanConv, KernelsOverwriteOutputsAtOffsets) {
   const char* names[] = {"output", "input gradient", "weight gradient", "bias gradient"};
   for (int i = 0; i < 4; ++i) expect_close(results[1][i], results[0][i], 1e-4, names[i]);
 }
+
+// More column tiles (batch x positions / 128) than the 65535 workgroups Vulkan
+// promises per grid dimension: the kernels go out in several dispatches.
+TEST(VulkanConv, ColumnTilesPastOneGridMatchCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(41);
+  Tensor x = uniform({1, 1, 2900, 2900}, -1, 1, {}, &gen), w = uniform({1, 1, 1, 1}, -1, 1, {}, &gen);
+  expect_close(conv2d(x.to(kGpu), w.to(kGpu)).cpu(), conv2d(x, w), 1e-5, "output");
+}
+
+// A reduction of 72000 products per output (4500 slices of 16) in one
+// workgroup: more inner-loop iterations than llvmpipe lets one loop run.
+TEST(VulkanConv, LongReductionMatchesCpu) {
+  REQUIRE_VULKAN();
+  expect_conv_matches_cpu({1, 8000, 3, 3, 1, 3, 3, {}, true, 0}, 1e-3);
+}

@@ -2,6 +2,7 @@
 // bias, backward data, backward weight with the bias gradient) as implicit
 // GEMMs, one dispatch per call (plus a slice sum when the weight gradient
 // splits its reduction).
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -73,6 +74,25 @@ std::vector<std::uint32_t> igemm_spec(const Tile& t, Mode mode, bool has_bias, c
 
 std::uint32_t tiles_along(std::int64_t extent, std::uint32_t tile) { return std::uint32_t((extent + tile - 1) / tile); }
 
+// Vulkan promises 65535 workgroups per grid dimension. Column tiles (batch x
+// positions, often more) go out in several dispatches; row tiles and groups
+// times splits must fit.
+constexpr std::uint32_t kMaxGroups = 65535;
+
+void check_grid(const char* op, std::uint32_t gy, std::uint32_t gz) {
+  if (gy > kMaxGroups || gz > kMaxGroups)
+    throw ShapeError(std::string(op) + ": " + std::to_string(gy) + " row tiles x " + std::to_string(gz) +
+                     " groups exceed the Vulkan grid's 65535 workgroups per dimension");
+}
+
+template <class Dispatch>
+void over_column_tiles(ConvIgemmPush& pc, std::uint32_t tiles_n, Dispatch&& dispatch) {
+  for (std::uint32_t t0 = 0; t0 < tiles_n; t0 += kMaxGroups) {
+    pc.tile_n0 = t0;
+    dispatch(std::min(kMaxGroups, tiles_n - t0));
+  }
+}
+
 }  // namespace
 
 void VulkanBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, TensorArg out,
@@ -95,8 +115,11 @@ void VulkanBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std
   if (pc.M == 0 || pc.N == 0) return;
   const Tile t = choose_tile(pc.M, pc.N, groups);
   Operand ops[] = {{out, true}, {in, false}, {weight, false}, {has_bias ? bias : weight, false}};
-  launch("conv_igemm", igemm_spec(t, kForward, has_bias, g), ops, &pc, sizeof pc, tiles_along(pc.N, t.bn),
-         tiles_along(pc.M, t.bm), std::uint32_t(groups));
+  const auto spec = igemm_spec(t, kForward, has_bias, g);
+  const std::uint32_t gy = tiles_along(pc.M, t.bm), gz = std::uint32_t(groups);
+  check_grid(op, gy, gz);
+  over_column_tiles(pc, tiles_along(pc.N, t.bn),
+                    [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
 }
 
 void VulkanBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
@@ -116,8 +139,11 @@ void VulkanBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t o
   if (pc.M == 0 || pc.N == 0) return;
   const Tile t = choose_tile(pc.M, pc.N, groups);
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {weight, false}};
-  launch("conv_igemm", igemm_spec(t, kBackwardData, false, g), ops, &pc, sizeof pc, tiles_along(pc.N, t.bn),
-         tiles_along(pc.M, t.bm), std::uint32_t(groups));
+  const auto spec = igemm_spec(t, kBackwardData, false, g);
+  const std::uint32_t gy = tiles_along(pc.M, t.bm), gz = std::uint32_t(groups);
+  check_grid(op, gy, gz);
+  over_column_tiles(pc, tiles_along(pc.N, t.bn),
+                    [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
 }
 
 void VulkanBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
@@ -150,13 +176,22 @@ void VulkanBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t
     splits = (k + chunk - 1) / chunk;
     pc.k_chunk = std::uint32_t(chunk);
   }
-  const std::uint32_t gx = tiles_along(n, t.bn), gy = tiles_along(m, t.bm), gz = std::uint32_t(groups * splits);
+  // llvmpipe (lavapipe) stops a loop after 65535 iterations: keep each
+  // workgroup's reduction well under that many slices.
+  const std::int64_t max_chunk = std::int64_t(32768) * t.bk;
+  if (pc.k_chunk > max_chunk) {
+    pc.k_chunk = std::uint32_t(max_chunk);
+    splits = (k + max_chunk - 1) / max_chunk;
+  }
+  const std::uint32_t tiles_n = tiles_along(n, t.bn), gy = tiles_along(m, t.bm), gz = std::uint32_t(groups * splits);
+  check_grid(op, gy, gz);
   const auto spec = igemm_spec(t, kBackwardWeight, has_bias, g);
   if (splits == 1) {
     pc.off0 = std::uint32_t(grad_weight.layout->offset);
     pc.off3 = has_bias ? std::uint32_t(grad_bias.layout->offset) : 0;
     Operand ops[] = {{grad_weight, true}, {in, false}, {grad_out, false}, {has_bias ? grad_bias : grad_weight, has_bias}};
-    launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz);
+    over_column_tiles(pc, tiles_n,
+                      [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
     return;
   }
   // Slices [groups, splits, OCg, Cg*KK] and [groups, splits, OCg], summed over splits.
@@ -169,7 +204,8 @@ void VulkanBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t
   if (has_bias) b_parts.emplace(device(), std::size_t(groups * splits * m) * 4);
   TensorArg b_parts_arg{has_bias ? &*b_parts : &w_parts, DType::f32, &b_parts_layout};
   Operand ops[] = {{w_parts_arg, true}, {in, false}, {grad_out, false}, {b_parts_arg, has_bias}};
-  launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz);
+  over_column_tiles(pc, tiles_n,
+                    [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
   Layout w_layout{{groups, 1, m * n}, {m * n, 0, 1}, grad_weight.layout->offset};
   reduce(ReduceOp::sum, TensorArg{grad_weight.storage, DType::f32, &w_layout}, w_parts_arg);
   if (has_bias) {
