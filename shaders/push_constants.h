@@ -75,6 +75,22 @@ RUMUS_PUSH_BLOCK(ConvPush) {
 } RUMUS_PUSH_END
 #endif
 
+// Implicit-GEMM convolution (conv_igemm.comp): the geometry, the GEMM of one
+// group (M x N, reduction K), element offsets of bindings 0-3, split-K
+// (backward weight): z = group * splits + split sums K-range
+// [split * k_chunk, (split + 1) * k_chunk), and the first column tile of this
+// dispatch (grids wider than a device allows are cut into several).
+#ifdef PUSH_CONV_IGEMM
+RUMUS_PUSH_BLOCK(ConvIgemmPush) {
+  uint batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w;
+  int pad_h, pad_w;
+  uint dilation_h, dilation_w, out_h, out_w, out_channels, groups;
+  uint M, N, K;
+  uint off0, off1, off2, off3;
+  uint splits, k_chunk, tile_n0;
+} RUMUS_PUSH_END
+#endif
+
 #ifdef PUSH_POOL
 RUMUS_PUSH_BLOCK(PoolPush) {
   uint planes, height, width, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w;

@@ -806,3 +806,168 @@ TEST(VulkanFidelity, TiesPromotionIgnoredTargetsAndScalarForms) {
   EXPECT_EQ(values.cpu().to_vector<float>(), (std::vector<float>{1, std::numeric_limits<float>::infinity()}));
   EXPECT_EQ(unbind(x)[3].device(), kGpu);
 }
+
+// Convolutions run on the device's implicit-GEMM kernels (no column buffer)
+// and agree with the CPU's (oneDNN) forward, input, weight and bias gradients.
+namespace {
+
+struct ConvCase {
+  std::int64_t n, c, h, w, oc, kh, kw;
+  Conv2dOptions o;
+  bool bias;
+  int view;  // the input as 0: contiguous, 1: channels-last storage permuted to NCHW, 2: every other column
+};
+
+std::string conv_case_name(const ConvCase& k) {
+  return "x [" + std::to_string(k.n) + ", " + std::to_string(k.c) + ", " + std::to_string(k.h) + ", " +
+         std::to_string(k.w) + "] w [" + std::to_string(k.oc) + ", " + std::to_string(k.c / k.o.groups) + ", " +
+         std::to_string(k.kh) + ", " + std::to_string(k.kw) + "] stride " + std::to_string(k.o.stride[0]) + "," +
+         std::to_string(k.o.stride[1]) + " pad " + std::to_string(k.o.padding[0]) + "," +
+         std::to_string(k.o.padding[1]) + " dilation " + std::to_string(k.o.dilation[0]) + "," +
+         std::to_string(k.o.dilation[1]) + " groups " + std::to_string(k.o.groups) + (k.bias ? " bias" : "") +
+         " view " + std::to_string(k.view);
+}
+
+struct ConvRun {
+  Tensor out, grad_x, grad_w, grad_b;
+};
+
+ConvRun run_conv(const ConvCase& k, Device dev) {
+  Generator gen(31);
+  const Shape base_shape = k.view == 1 ? Shape{k.n, k.h, k.w, k.c} : k.view == 2 ? Shape{k.n, k.c, k.h, 2 * k.w}
+                                                                                  : Shape{k.n, k.c, k.h, k.w};
+  Tensor base = uniform(base_shape, -1, 1, {}, &gen).to(dev).requires_grad_();
+  Tensor w = uniform({k.oc, k.c / k.o.groups, k.kh, k.kw}, -1, 1, {}, &gen).to(dev).requires_grad_();
+  Tensor b = k.bias ? uniform({k.oc}, -1, 1, {}, &gen).to(dev).requires_grad_() : Tensor();
+  Tensor x = k.view == 1 ? base.permute({0, 3, 1, 2}) : k.view == 2 ? base.slice(3, 1, 2 * k.w, 2) : base;
+  ConvRun r;
+  r.out = conv2d(x, w, b, k.o);
+  Tensor seed = uniform(r.out.shape(), -1, 1, {}, &gen).to(dev);
+  GradientStore g = backward(r.out, seed);
+  r.grad_x = g.get(base);
+  r.grad_w = g.get(w);
+  if (k.bias) r.grad_b = g.get(b);
+  return r;
+}
+
+void expect_conv_matches_cpu(const ConvCase& k, double tol) {
+  const std::string what = conv_case_name(k);
+  ConvRun cpu = run_conv(k, Device::cpu()), gpu = run_conv(k, kGpu);
+  ASSERT_EQ(gpu.out.device(), kGpu) << what;
+  expect_close(gpu.out, cpu.out, tol, what + " output");
+  expect_close(gpu.grad_x, cpu.grad_x, tol, what + " input gradient");
+  expect_close(gpu.grad_w, cpu.grad_w, tol, what + " weight gradient");
+  if (k.bias) expect_close(gpu.grad_b, cpu.grad_b, tol, what + " bias gradient");
+}
+
+}  // namespace
+
+TEST(VulkanConv, DirectKernelsForF32Only) {
+  REQUIRE_VULKAN();
+  Backend& be = backend(kGpu);
+  for (Kernel kernel : {Kernel::conv2d_forward, Kernel::conv2d_backward_data, Kernel::conv2d_backward_weight}) {
+    EXPECT_TRUE(be.supports(kernel, DType::f32)) << name_of(kernel);
+    EXPECT_FALSE(be.supports(kernel, DType::f16)) << name_of(kernel) << ": f16 lowers to im2col + GEMM";
+  }
+}
+
+// Stride, padding, dilation, groups (1, 2, depthwise), batch 1 and 3, odd
+// sizes, a non-square kernel, channels that fill no tile, strided input views.
+TEST(VulkanConv, GridMatchesCpu) {
+  REQUIRE_VULKAN();
+  int index = 0;
+  for (std::int64_t n : {1, 3})
+    for (std::int64_t stride : {1, 2})
+      for (std::int64_t pad : {0, 1, 2})
+        for (std::int64_t dilation : {1, 2})
+          for (std::int64_t groups : {1, 2, 6}) {
+            ConvCase k{n, 6, 9, 7, 12, 3, 2, {.stride = {stride, stride}, .padding = {pad, pad},
+                                              .dilation = {dilation, dilation}, .groups = groups},
+                       index % 2 == 0, index % 3};
+            ++index;
+            expect_conv_matches_cpu(k, 1e-4);
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+}
+
+// Mixed strides and paddings per axis, more channels than one 64-wide tile
+// (two M tiles with a ragged edge), and a 1x1 kernel.
+TEST(VulkanConv, RaggedTilesAndAsymmetricOptionsMatchCpu) {
+  REQUIRE_VULKAN();
+  expect_conv_matches_cpu({2, 70, 6, 5, 66, 3, 3, {.stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}}, true, 0},
+                          1e-4);
+  expect_conv_matches_cpu({3, 67, 5, 5, 65, 1, 1, {}, true, 1}, 1e-4);
+  expect_conv_matches_cpu({1, 10, 11, 13, 5, 5, 4, {.stride = {3, 2}, .padding = {2, 0}, .groups = 5}, false, 2},
+                          1e-4);
+}
+
+// The shapes of the MNIST CNN (1 -> 32 -> 64 channels, 3x3, 28x28), whose
+// weight gradients split their long reduction over workgroups, and a wide
+// layer that takes the 128 x 128 tiles.
+TEST(VulkanConv, MnistCnnShapesAndLargeTilesMatchCpu) {
+  REQUIRE_VULKAN();
+  expect_conv_matches_cpu({4, 1, 28, 28, 32, 3, 3, {}, true, 0}, 2e-4);
+  expect_conv_matches_cpu({4, 32, 26, 26, 64, 3, 3, {}, true, 0}, 2e-4);
+  // Its weight gradient sums 37632 products: f32 rounding of partial sums near 60
+  // reaches a few 1e-4 where they cancel to a small total.
+  expect_conv_matches_cpu({3, 3, 112, 112, 72, 3, 3, {.padding = {1, 1}}, false, 0}, 1e-3);
+}
+
+// The kernels themselves, without the op layer: output, input, weight and
+// bias gradients overwrite whatever the buffers held, also at nonzero offsets.
+TEST(VulkanConv, KernelsOverwriteOutputsAtOffsets) {
+  REQUIRE_VULKAN();
+  Conv2dGeometry g;
+  g.batch = 2;
+  g.channels = 4;
+  g.height = 6;
+  g.width = 5;
+  g.kernel_h = 3;
+  g.kernel_w = 3;
+  g.pad_h = 1;
+  g.pad_w = 1;
+  g.out_h = 6;
+  g.out_w = 5;
+  const std::int64_t oc = 6, groups = 2;
+  Generator gen(5);
+  Tensor x = uniform({2, 4, 6, 5}, -1, 1, {}, &gen), w = uniform({6, 2, 3, 3}, -1, 1, {}, &gen);
+  Tensor b = uniform({6}, -1, 1, {}, &gen), go = uniform({2, 6, 6, 5}, -1, 1, {}, &gen);
+  // Each result lands at offset 3 of a buffer full of 7s.
+  auto at_offset = [](Device dev, const Shape& shape) {
+    std::int64_t numel = 1;
+    for (auto d : shape) numel *= d;
+    return full({numel + 3}, 7.0, {.device = dev}).slice(0, 3, numel + 3).view(shape);
+  };
+  std::vector<Tensor> results[2];
+  for (int d = 0; d < 2; ++d) {
+    const Device dev = d ? kGpu : Device::cpu();
+    Backend& be = backend(dev);
+    Tensor dx = x.to(dev), dw = w.to(dev), db = b.to(dev), dgo = go.to(dev);
+    Tensor out = at_offset(dev, {2, 6, 6, 5}), gin = at_offset(dev, {2, 4, 6, 5}), gw = at_offset(dev, {6, 2, 3, 3}),
+           gb = at_offset(dev, {6});
+    be.conv2d_forward(g, oc, groups, arg_of(out), arg_of(dx), arg_of(dw), arg_of(db));
+    be.conv2d_backward_data(g, oc, groups, arg_of(gin), arg_of(dgo), arg_of(dw));
+    be.conv2d_backward_weight(g, oc, groups, arg_of(gw), arg_of(gb), arg_of(dgo), arg_of(dx));
+    results[d] = {out.cpu(), gin.cpu(), gw.cpu(), gb.cpu()};
+  }
+  const char* names[] = {"output", "input gradient", "weight gradient", "bias gradient"};
+  for (int i = 0; i < 4; ++i) expect_close(results[1][i], results[0][i], 1e-4, names[i]);
+}
+
+// More column tiles (batch x positions / 128) than the 65535 workgroups Vulkan
+// promises per grid dimension: the kernels go out in several dispatches, and
+// the later ones (starting past tile 0) land where they should. (lavapipe
+// itself takes wider grids, so this checks the cut, not the limit.)
+TEST(VulkanConv, ColumnTilesPastOneGridMatchCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(41);
+  Tensor x = uniform({1, 1, 2900, 2900}, -1, 1, {}, &gen), w = uniform({1, 1, 1, 1}, -1, 1, {}, &gen);
+  expect_close(conv2d(x.to(kGpu), w.to(kGpu)).cpu(), conv2d(x, w), 1e-5, "output");
+}
+
+// A reduction of 72000 products per output (4500 slices of 16) in one
+// workgroup: more inner-loop iterations than llvmpipe lets one loop run.
+TEST(VulkanConv, LongReductionMatchesCpu) {
+  REQUIRE_VULKAN();
+  expect_conv_matches_cpu({1, 8000, 3, 3, 1, 3, 3, {}, true, 0}, 1e-3);
+}

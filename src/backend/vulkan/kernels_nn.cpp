@@ -52,27 +52,6 @@ void VulkanBackend::im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in
   launch("conv", {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
 }
 
-// No direct convolution kernels yet: supports() says so, and ops lower every
-// convolution to im2col + GEMM before reaching these.
-namespace {
-[[noreturn]] void no_direct_conv(const char* kernel) {
-  throw DeviceError(std::string(kernel) + ": vulkan has no direct convolution kernel (convolutions lower to im2col + GEMM)");
-}
-}  // namespace
-
-void VulkanBackend::conv2d_forward(const Conv2dGeometry&, std::int64_t, std::int64_t, TensorArg, TensorArg, TensorArg,
-                                   TensorArg) {
-  no_direct_conv("conv2d_forward");
-}
-void VulkanBackend::conv2d_backward_data(const Conv2dGeometry&, std::int64_t, std::int64_t, TensorArg, TensorArg,
-                                         TensorArg) {
-  no_direct_conv("conv2d_backward_data");
-}
-void VulkanBackend::conv2d_backward_weight(const Conv2dGeometry&, std::int64_t, std::int64_t, TensorArg, TensorArg,
-                                           TensorArg, TensorArg) {
-  no_direct_conv("conv2d_backward_weight");
-}
-
 void VulkanBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) {
   require_contiguous("col2im", out);
   const std::int64_t total = out.layout->numel();

@@ -15,6 +15,7 @@ using uint = std::uint32_t;
 #define PUSH_RANDOM
 #define PUSH_OPTIM
 #define PUSH_CONV
+#define PUSH_CONV_IGEMM
 #define PUSH_POOL
 #define PUSH_SOFTMAX
 #define PUSH_INDEX
@@ -23,7 +24,7 @@ using uint = std::uint32_t;
 
 static_assert(sizeof(PointwisePush) <= kPushBytes && sizeof(ReducePush) <= kPushBytes &&
               sizeof(GemmPush) <= kPushBytes && sizeof(RandomPush) <= kPushBytes && sizeof(OptimPush) <= kPushBytes &&
-              sizeof(ConvPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes &&
+              sizeof(ConvPush) <= kPushBytes && sizeof(ConvIgemmPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes &&
               sizeof(IndexPush) <= kPushBytes && sizeof(AttentionPush) <= kPushBytes);
 
 }  // namespace rumus::vulkan::push

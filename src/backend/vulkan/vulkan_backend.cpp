@@ -52,7 +52,7 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
     case Kernel::unary: case Kernel::binary: case Kernel::where: case Kernel::reduce:
       return dtype != DType::f64;  // arithmetic runs in f32: f64 would lose precision silently
     case Kernel::conv2d_forward: case Kernel::conv2d_backward_data: case Kernel::conv2d_backward_weight:
-      return false;  // convolutions are lowered to im2col + GEMM
+      return dtype == DType::f32;  // implicit GEMM (conv_igemm.comp); other dtypes lower to im2col + GEMM
     case Kernel::attention_forward: case Kernel::attention_backward:
       return dtype == DType::f32;
   }

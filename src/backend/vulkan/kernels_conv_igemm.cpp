@@ -1,0 +1,217 @@
+// Host side of conv_igemm.comp: direct f32 convolutions (forward with the
+// bias, backward data, backward weight with the bias gradient) as implicit
+// GEMMs, one dispatch per call (plus a slice sum when the weight gradient
+// splits its reduction).
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "rumus/core/error.hpp"
+#include "push_constants.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+
+namespace {
+
+using push::ConvIgemmPush;
+
+enum Mode : std::uint32_t { kForward = 0, kBackwardData = 1, kBackwardWeight = 2 };
+
+void require_dense_f32(const char* op, TensorArg t, const char* what) {
+  if (t.dtype != DType::f32)
+    throw DTypeError(std::string(op) + ": the Vulkan kernel takes f32 operands, got " + what + " of " +
+                     std::string(dtype_name(t.dtype)));
+  if (!t.layout->is_contiguous())
+    throw Error(std::string(op) + ": the Vulkan kernel needs a contiguous " + what);
+  // The shader indexes with 32-bit integers.
+  if (t.layout->offset + t.layout->numel() > std::int64_t(std::numeric_limits<std::uint32_t>::max()))
+    throw ShapeError(std::string(op) + ": " + what + " of " + std::to_string(t.layout->numel()) +
+                     " elements is past the Vulkan kernel's 32-bit indexing");
+}
+
+ConvIgemmPush igemm_push(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups) {
+  ConvIgemmPush pc{};
+  pc.batch = std::uint32_t(g.batch);
+  pc.channels = std::uint32_t(g.channels);
+  pc.height = std::uint32_t(g.height);
+  pc.width = std::uint32_t(g.width);
+  pc.kernel_h = std::uint32_t(g.kernel_h);
+  pc.kernel_w = std::uint32_t(g.kernel_w);
+  pc.stride_h = std::uint32_t(g.stride_h);
+  pc.stride_w = std::uint32_t(g.stride_w);
+  pc.pad_h = std::int32_t(g.pad_h);
+  pc.pad_w = std::int32_t(g.pad_w);
+  pc.dilation_h = std::uint32_t(g.dilation_h);
+  pc.dilation_w = std::uint32_t(g.dilation_w);
+  pc.out_h = std::uint32_t(g.out_h);
+  pc.out_w = std::uint32_t(g.out_w);
+  pc.out_channels = std::uint32_t(oc);
+  pc.groups = std::uint32_t(groups);
+  pc.splits = 1;
+  return pc;
+}
+
+// Tile (bm x bn, 8 x 8 per invocation) as gemm picks it: 128 on a side unless
+// the matrix is thinner, then smaller tiles while the grid stays under two
+// waves of a big GPU.
+struct Tile {
+  std::uint32_t bm, bn, bk;
+  std::int64_t count;  // tiles over every group
+};
+Tile choose_tile(std::int64_t m, std::int64_t n, std::int64_t groups) {
+  auto count = [&](std::int64_t bm, std::int64_t bn) { return ((m + bm - 1) / bm) * ((n + bn - 1) / bn) * groups; };
+  std::uint32_t bm = m <= 64 ? 64 : 128, bn = n <= 64 ? 64 : 128;
+  if (count(bm, bn) < 264 && bm == 128) bm = 64;
+  if (count(bm, bn) < 264 && bn == 128) bn = 64;
+  return {bm, bn, bm == 64 && bn == 64 ? 16u : 8u, count(bm, bn)};
+}
+
+std::vector<std::uint32_t> igemm_spec(const Tile& t, Mode mode, bool has_bias, const Conv2dGeometry& g) {
+  const bool unit_stride = g.stride_h == 1 && g.stride_w == 1;
+  return {(t.bm / 8) * (t.bn / 8), t.bm, t.bn, t.bk, std::uint32_t(mode), has_bias ? 1u : 0u, unit_stride ? 1u : 0u};
+}
+
+std::uint32_t tiles_along(std::int64_t extent, std::uint32_t tile) { return std::uint32_t((extent + tile - 1) / tile); }
+
+// Vulkan promises 65535 workgroups per grid dimension. Column tiles (batch x
+// positions, often more) go out in several dispatches; row tiles and groups
+// times splits must fit.
+constexpr std::uint32_t kMaxGroups = 65535;
+
+void check_grid(const char* op, std::uint32_t gy, std::uint32_t gz) {
+  if (gy > kMaxGroups || gz > kMaxGroups)
+    throw ShapeError(std::string(op) + ": " + std::to_string(gy) + " row tiles x " + std::to_string(gz) +
+                     " groups exceed the Vulkan grid's 65535 workgroups per dimension");
+}
+
+template <class Dispatch>
+void over_column_tiles(ConvIgemmPush& pc, std::uint32_t tiles_n, Dispatch&& dispatch) {
+  for (std::uint32_t t0 = 0; t0 < tiles_n; t0 += kMaxGroups) {
+    pc.tile_n0 = t0;
+    dispatch(std::min(kMaxGroups, tiles_n - t0));
+  }
+}
+
+}  // namespace
+
+void VulkanBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, TensorArg out,
+                                   TensorArg in, TensorArg weight, TensorArg bias) {
+  const char* op = "conv2d_forward";
+  require_dense_f32(op, out, "output");
+  require_dense_f32(op, in, "input");
+  require_dense_f32(op, weight, "weight");
+  const bool has_bias = bias.storage != nullptr;
+  if (has_bias) require_dense_f32(op, bias, "bias");
+  ConvIgemmPush pc = igemm_push(g, oc, groups);
+  pc.M = std::uint32_t(oc / groups);
+  pc.N = std::uint32_t(g.batch * g.out_h * g.out_w);
+  pc.K = std::uint32_t(g.channels / groups * g.kernel_h * g.kernel_w);
+  pc.k_chunk = pc.K;
+  pc.off0 = std::uint32_t(out.layout->offset);
+  pc.off1 = std::uint32_t(in.layout->offset);
+  pc.off2 = std::uint32_t(weight.layout->offset);
+  pc.off3 = has_bias ? std::uint32_t(bias.layout->offset) : 0;
+  if (pc.M == 0 || pc.N == 0) return;
+  const Tile t = choose_tile(pc.M, pc.N, groups);
+  Operand ops[] = {{out, true}, {in, false}, {weight, false}, {has_bias ? bias : weight, false}};
+  const auto spec = igemm_spec(t, kForward, has_bias, g);
+  const std::uint32_t gy = tiles_along(pc.M, t.bm), gz = std::uint32_t(groups);
+  check_grid(op, gy, gz);
+  over_column_tiles(pc, tiles_along(pc.N, t.bn),
+                    [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+}
+
+void VulkanBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
+                                         TensorArg grad_in, TensorArg grad_out, TensorArg weight) {
+  const char* op = "conv2d_backward_data";
+  require_dense_f32(op, grad_in, "input gradient");
+  require_dense_f32(op, grad_out, "output gradient");
+  require_dense_f32(op, weight, "weight");
+  ConvIgemmPush pc = igemm_push(g, oc, groups);
+  pc.M = std::uint32_t(g.channels / groups);
+  pc.N = std::uint32_t(g.batch * g.height * g.width);
+  pc.K = std::uint32_t(oc / groups * g.kernel_h * g.kernel_w);
+  pc.k_chunk = pc.K;
+  pc.off0 = std::uint32_t(grad_in.layout->offset);
+  pc.off1 = std::uint32_t(grad_out.layout->offset);
+  pc.off2 = std::uint32_t(weight.layout->offset);
+  if (pc.M == 0 || pc.N == 0) return;
+  const Tile t = choose_tile(pc.M, pc.N, groups);
+  Operand ops[] = {{grad_in, true}, {grad_out, false}, {weight, false}};
+  const auto spec = igemm_spec(t, kBackwardData, false, g);
+  const std::uint32_t gy = tiles_along(pc.M, t.bm), gz = std::uint32_t(groups);
+  check_grid(op, gy, gz);
+  over_column_tiles(pc, tiles_along(pc.N, t.bn),
+                    [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+}
+
+void VulkanBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
+                                           TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
+                                           TensorArg in) {
+  const char* op = "conv2d_backward_weight";
+  require_dense_f32(op, grad_weight, "weight gradient");
+  require_dense_f32(op, grad_out, "output gradient");
+  require_dense_f32(op, in, "input");
+  const bool has_bias = grad_bias.storage != nullptr;
+  if (has_bias) require_dense_f32(op, grad_bias, "bias gradient");
+  ConvIgemmPush pc = igemm_push(g, oc, groups);
+  const std::int64_t m = oc / groups, n = g.channels / groups * g.kernel_h * g.kernel_w,
+                     k = g.batch * g.out_h * g.out_w;
+  pc.M = std::uint32_t(m);
+  pc.N = std::uint32_t(n);
+  pc.K = std::uint32_t(k);
+  pc.k_chunk = pc.K;
+  pc.off1 = std::uint32_t(in.layout->offset);
+  pc.off2 = std::uint32_t(grad_out.layout->offset);
+  if (m == 0 || n == 0) return;
+  const Tile t = choose_tile(m, n, groups);
+  // Few output tiles but a long reduction (the usual case: a small weight
+  // summed over batch and positions): split it so the whole GPU works, then
+  // add the slices, as gemm does.
+  std::int64_t splits = 1;
+  if (t.count < 132 && k >= 1024) {
+    const std::int64_t want = std::min<std::int64_t>((264 + t.count - 1) / t.count, k / 256);
+    const std::int64_t chunk = ((k + want - 1) / want + t.bk - 1) / t.bk * t.bk;
+    splits = (k + chunk - 1) / chunk;
+    pc.k_chunk = std::uint32_t(chunk);
+  }
+  // llvmpipe (lavapipe) stops a loop after 65535 iterations: keep each
+  // workgroup's reduction well under that many slices.
+  const std::int64_t max_chunk = std::int64_t(32768) * t.bk;
+  if (pc.k_chunk > max_chunk) {
+    pc.k_chunk = std::uint32_t(max_chunk);
+    splits = (k + max_chunk - 1) / max_chunk;
+  }
+  const std::uint32_t tiles_n = tiles_along(n, t.bn), gy = tiles_along(m, t.bm), gz = std::uint32_t(groups * splits);
+  check_grid(op, gy, gz);
+  const auto spec = igemm_spec(t, kBackwardWeight, has_bias, g);
+  if (splits == 1) {
+    pc.off0 = std::uint32_t(grad_weight.layout->offset);
+    pc.off3 = has_bias ? std::uint32_t(grad_bias.layout->offset) : 0;
+    Operand ops[] = {{grad_weight, true}, {in, false}, {grad_out, false}, {has_bias ? grad_bias : grad_weight, has_bias}};
+    over_column_tiles(pc, tiles_n,
+                      [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+    return;
+  }
+  // Slices [groups, splits, OCg, Cg*KK] and [groups, splits, OCg], summed over splits.
+  pc.splits = std::uint32_t(splits);
+  Layout w_parts_layout = Layout::contiguous({groups, splits, m * n});
+  Storage w_parts(device(), std::size_t(groups * splits * m * n) * 4);
+  TensorArg w_parts_arg{&w_parts, DType::f32, &w_parts_layout};
+  Layout b_parts_layout = Layout::contiguous({groups, splits, m});
+  std::optional<Storage> b_parts;
+  if (has_bias) b_parts.emplace(device(), std::size_t(groups * splits * m) * 4);
+  TensorArg b_parts_arg{has_bias ? &*b_parts : &w_parts, DType::f32, &b_parts_layout};
+  Operand ops[] = {{w_parts_arg, true}, {in, false}, {grad_out, false}, {b_parts_arg, has_bias}};
+  over_column_tiles(pc, tiles_n,
+                    [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+  Layout w_layout{{groups, 1, m * n}, {m * n, 0, 1}, grad_weight.layout->offset};
+  reduce(ReduceOp::sum, TensorArg{grad_weight.storage, DType::f32, &w_layout}, w_parts_arg);
+  if (has_bias) {
+    Layout b_layout{{groups, 1, m}, {m, 0, 1}, grad_bias.layout->offset};
+    reduce(ReduceOp::sum, TensorArg{grad_bias.storage, DType::f32, &b_layout}, b_parts_arg);
+  }
+}
+
+}  // namespace rumus::vulkan
