@@ -30,6 +30,7 @@ layout(constant_id = 10) const bool C_F16 = false;
 // each wholly inside or outside the matrix, and direct stores of whole tiles.
 layout(constant_id = 11) const bool ALIGNED = false;
 layout(constant_id = 12) const uint SUBGROUP = 32;
+layout(constant_id = 13) const uint BK = 32;  // 32 or 64: longer rows of A per fetch
 
 #define PUSH_GEMM
 #include "push_constants.h"
@@ -41,7 +42,6 @@ layout(set = 0, binding = 1) readonly buffer B1 { float16_t b1[]; };
 layout(set = 0, binding = 2) buffer C32 { float c32[]; };
 layout(set = 0, binding = 2) buffer C16 { float16_t c16[]; };
 
-const uint BK = 32;
 const uint THREADS = (BM / WM) * (BN / WN) * SUBGROUP;
 // Shared tiles in units of 8 halves (uvec4), rows padded by one unit against bank conflicts.
 const uint A_ROWS = TRANS_A ? BK : BM;

@@ -840,7 +840,7 @@ TEST(VulkanCoopmat, CapabilityCheckPicksThePath) {
   EXPECT_EQ(vulkan::coopmat_gemm_applies(ctx, args(a16, b16, c16)), has);
   EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, args(a32, b32, c32)));
   EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, args(a16, b32, c32)));
-  EXPECT_EQ(backend(kGpu).supports(Kernel::gemm, DType::f16), vulkan_backend().device() == kGpu && has);
+  EXPECT_EQ(backend(kGpu).supports(Kernel::gemm, DType::f16), has);
   std::cout << "[ coopmat  ] " << ctx.name << ": " << ctx.coopmat_shapes.size() << " cooperative-matrix shapes, "
             << (has ? "tensor-core f16 GEMM " + std::to_string(ctx.coopmat_tile->lm) + "x" +
                           std::to_string(ctx.coopmat_tile->ln) + "x" + std::to_string(ctx.coopmat_tile->lk)
@@ -915,15 +915,16 @@ std::function<std::optional<double>(const vulkan::GemmTile&)> favour(vulkan::Gem
 
 TEST(VulkanGemmTuner, CacheRoundTrips) {
   TempFile f("roundtrip");
+  const auto all = vulkan::gemm_tile_candidates();
   const vulkan::GemmTile fast{64, 128, 16};
   int calls = 0;
   {
     vulkan::GemmTuner tuner("dev:1", f.path, true);
-    auto t = tuner.choose("m10.n10.k10.b0.t00", favour(fast, &calls));
+    auto t = tuner.choose("m10.n10.k10.b0.t00", all, favour(fast, &calls));
     ASSERT_TRUE(t);
     EXPECT_EQ(*t, fast);
     EXPECT_EQ(calls, int(vulkan::gemm_tile_candidates().size()));
-    EXPECT_EQ(*tuner.choose("m10.n10.k10.b0.t00", favour({}, &calls)), fast) << "measured again";
+    EXPECT_EQ(*tuner.choose("m10.n10.k10.b0.t00", all, favour({}, &calls)), fast) << "measured again";
     EXPECT_EQ(calls, int(vulkan::gemm_tile_candidates().size()));
     EXPECT_EQ(tuner.problem(), "");
   }
@@ -938,17 +939,18 @@ TEST(VulkanGemmTuner, CacheRoundTrips) {
     EXPECT_EQ(e.path().filename().string().find("rumus_tiles_roundtrip.txt.tmp"), std::string::npos) << e.path();
   // Disabled: no measurement, but cached choices still apply.
   vulkan::GemmTuner off("dev:1", f.path, false);
-  EXPECT_FALSE(off.choose("m3.n3.k3.b0.t00", favour(fast, &calls)));
-  EXPECT_TRUE(off.choose("m10.n10.k10.b0.t00", favour(fast, &calls)));
+  EXPECT_FALSE(off.choose("m3.n3.k3.b0.t00", all, favour(fast, &calls)));
+  EXPECT_TRUE(off.choose("m10.n10.k10.b0.t00", all, favour(fast, &calls)));
   EXPECT_EQ(calls, int(vulkan::gemm_tile_candidates().size()));
   // A device that cannot time chooses nothing and caches nothing.
   vulkan::GemmTuner blind("dev:1", f.path, true);
-  EXPECT_FALSE(blind.choose("m4.n4.k4.b0.t00", [](const vulkan::GemmTile&) { return std::optional<double>(); }));
+  EXPECT_FALSE(blind.choose("m4.n4.k4.b0.t00", all, [](const vulkan::GemmTile&) { return std::optional<double>(); }));
   EXPECT_FALSE(blind.cached("m4.n4.k4.b0.t00"));
 }
 
 TEST(VulkanGemmTuner, CorruptOrForeignFileIsIgnoredWithAReason) {
   TempFile f("corrupt");
+  const auto all = vulkan::gemm_tile_candidates();
   const vulkan::GemmTile fast{128, 64, 8};
   const std::string good = "rumus gemm tiles 1\ndevice dev:1\nm10.n10.k10.b0.t00 64 64 16\n";
   struct Case {
@@ -968,7 +970,7 @@ TEST(VulkanGemmTuner, CorruptOrForeignFileIsIgnoredWithAReason) {
     EXPECT_FALSE(tuner.cached("m10.n10.k10.b0.t00")) << "nothing of an untrusted file is used: " << c.reason;
     // The next choice rewrites the file, which then reads back cleanly.
     int calls = 0;
-    EXPECT_EQ(*tuner.choose("m5.n5.k5.b0.t01", favour(fast, &calls)), fast);
+    EXPECT_EQ(*tuner.choose("m5.n5.k5.b0.t01", all, favour(fast, &calls)), fast);
     vulkan::GemmTuner again("dev:1", f.path, true);
     EXPECT_EQ(again.problem(), "");
     EXPECT_EQ(*again.cached("m5.n5.k5.b0.t01"), fast);
@@ -979,7 +981,7 @@ TEST(VulkanGemmTuner, CorruptOrForeignFileIsIgnoredWithAReason) {
   std::filesystem::path blocked = f.path / "tiles.txt";
   vulkan::GemmTuner tuner("dev:1", blocked, true);
   int calls = 0;
-  EXPECT_EQ(*tuner.choose("m5.n5.k5.b0.t00", favour(fast, &calls)), fast);
+  EXPECT_EQ(*tuner.choose("m5.n5.k5.b0.t00", all, favour(fast, &calls)), fast);
   EXPECT_NE(tuner.problem().find("could not"), std::string::npos) << tuner.problem();
   EXPECT_EQ(*tuner.cached("m5.n5.k5.b0.t00"), fast);
 }
@@ -991,7 +993,7 @@ TEST(VulkanGemmTuner, EveryCandidateTileGivesCorrectProducts) {
   for (const vulkan::GemmTile& tile : vulkan::gemm_tile_candidates()) {
     const std::string name = std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" + std::to_string(tile.bk);
     vulkan::gemm_tile_override() = tile;
-    for (auto [m, k, n] : {std::array<std::int64_t, 3>{128, 64, 128}, {33, 17, 65}, {8, 2048, 8}, {130, 40, 70}}) {
+    for (auto [m, k, n] : {std::array<std::int64_t, 3>{128, 64, 128}, {33, 17, 65}, {6, 1100, 5}, {130, 40, 70}}) {
       Generator gen(13);
       Tensor a = rand({m, k}, {}, &gen), b = rand({k, n}, {}, &gen);
       Tensor want = matmul(a, b);

@@ -172,7 +172,7 @@ Context::Context(int index) {
   auto sub = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties>();
   subgroup_size = sub.get<vk::PhysicalDeviceSubgroupProperties>().subgroupSize;
   if (!coopmat_shapes.empty()) {
-    // Tuning knob for benchmarks: RUMUS_VULKAN_COOPMAT_TILE="bm,bn,wm,wn".
+    // Tuning knob for benchmarks: RUMUS_VULKAN_COOPMAT_TILE="bm,bn,wm,wn[,bk]".
     const char* layout = std::getenv("RUMUS_VULKAN_COOPMAT_TILE");
     coopmat_tile = choose_coopmat_tile(coopmat_shapes, subgroup_size, properties.limits.maxComputeSharedMemorySize,
                                        properties.limits.maxComputeWorkGroupInvocations, layout ? layout : "");

@@ -30,6 +30,7 @@ struct CoopMatShape {
 struct CoopMatTile {
   std::uint32_t lm = 0, ln = 0, lk = 0;
   std::uint32_t bm = 128, bn = 128, wm = 64, wn = 64;
+  std::uint32_t bk = 32;  // K per slice through shared memory
   std::uint32_t subgroup = 32;
 
   std::uint32_t threads() const { return (bm / wm) * (bn / wn) * subgroup; }
@@ -39,8 +40,8 @@ struct CoopMatTile {
 // The tile for f16 x f16 -> f32 products on a device with these shapes, or none
 // when no shape fits (then the plain f32 kernel is the only path). Among those
 // that fit, the largest product (fewest instructions per tile), then the longest k.
-// `layout` picks the workgroup tile ("bm,bn,wm,wn", e.g. from an environment
-// knob); an empty or invalid one keeps 128,128,64,64.
+// `layout` picks the workgroup tile ("bm,bn,wm,wn" or "bm,bn,wm,wn,bk", e.g.
+// from an environment knob); an empty or invalid one keeps 128,128,64,64,32.
 std::optional<CoopMatTile> choose_coopmat_tile(std::span<const CoopMatShape> shapes, std::uint32_t subgroup_size,
                                                std::uint32_t max_shared_bytes, std::uint32_t max_threads,
                                                const std::string& layout = "");

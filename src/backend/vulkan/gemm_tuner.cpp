@@ -130,15 +130,15 @@ void GemmTuner::save() {
   }
 }
 
-std::optional<GemmTile> GemmTuner::choose(const std::string& key,
+std::optional<GemmTile> GemmTuner::choose(const std::string& key, const std::vector<GemmTile>& candidates,
                                           const std::function<std::optional<double>(const GemmTile&)>& time_ms) {
   if (auto t = cached(key)) return t;
-  if (!enabled_) return std::nullopt;
+  if (!enabled_ || candidates.empty()) return std::nullopt;
   std::lock_guard tuning(tuning_);
   if (auto t = cached(key)) return t;  // another thread measured it meanwhile
   std::optional<GemmTile> best;
   double best_ms = 0;
-  for (const GemmTile& c : gemm_tile_candidates()) {
+  for (const GemmTile& c : candidates) {
     std::optional<double> ms = time_ms(c);
     if (!ms) return std::nullopt;
     if (!best || *ms < best_ms) {

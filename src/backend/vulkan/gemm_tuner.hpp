@@ -24,6 +24,11 @@ struct GemmTile {
 std::vector<GemmTile> gemm_tile_candidates();
 bool is_gemm_tile_candidate(const GemmTile& t);
 
+// Whether the f32 GEMM splits K across workgroups (few output tiles, long K):
+// then it also allocates and sums partial products, which GPU timestamps of
+// the kernels do not show, so the tuner leaves such shapes alone.
+inline bool gemm_splits_k(std::int64_t tiles, std::int64_t k) { return tiles < 132 && k >= 1024; }
+
 // A tile forced on the calling thread (while the tuner times a candidate, and
 // in tests); when set, the f32 GEMM uses it instead of any other choice.
 std::optional<GemmTile>& gemm_tile_override();
@@ -48,10 +53,10 @@ class GemmTuner {
   // Why the file on disk was not used or could not be written; empty when all went well.
   std::string problem() const;
 
-  // The cached tile for `key`, else (when enabled) the fastest candidate by
-  // `time_ms`, which returns a candidate's time or nothing when it cannot
+  // The cached tile for `key`, else (when enabled) the fastest of `candidates`
+  // by `time_ms`, which returns a candidate's time or nothing when it cannot
   // time (then nothing is chosen or cached).
-  std::optional<GemmTile> choose(const std::string& key,
+  std::optional<GemmTile> choose(const std::string& key, const std::vector<GemmTile>& candidates,
                                  const std::function<std::optional<double>(const GemmTile&)>& time_ms);
   std::optional<GemmTile> cached(const std::string& key) const;
 

@@ -9,22 +9,22 @@
 namespace rumus::vulkan {
 
 namespace {
-constexpr std::uint32_t kSliceK = 32;  // BK of the shader
 constexpr std::uint32_t kUnit = 8;     // halves per 16-byte load and per shared-memory unit
 
 bool valid_layout(const CoopMatTile& t, std::uint32_t max_shared, std::uint32_t max_threads) {
   if (t.wm == 0 || t.wn == 0 || t.bm % t.wm || t.bn % t.wn || t.wm % t.lm || t.wn % t.ln) return false;
+  if ((t.bk != 32 && t.bk != 64) || t.bk % t.lk) return false;
   if (t.threads() > max_threads) return false;
   // Each invocation moves whole 16-byte units of both tiles, in either orientation.
-  const std::uint32_t units_a = t.bm * kSliceK / kUnit, units_b = t.bn * kSliceK / kUnit;
+  const std::uint32_t units_a = t.bm * t.bk / kUnit, units_b = t.bn * t.bk / kUnit;
   if (units_a % t.threads() || units_b % t.threads() || t.bm % kUnit || t.bn % kUnit) return false;
   return t.shared_bytes(true, true) <= max_shared && t.shared_bytes(false, false) <= max_shared;
 }
 }  // namespace
 
 std::size_t CoopMatTile::shared_bytes(bool trans_a, bool trans_b) const {
-  const std::size_t a = trans_a ? std::size_t(kSliceK) * (bm / kUnit + 1) : std::size_t(bm) * (kSliceK / kUnit + 1);
-  const std::size_t b = trans_b ? std::size_t(bn) * (kSliceK / kUnit + 1) : std::size_t(kSliceK) * (bn / kUnit + 1);
+  const std::size_t a = trans_a ? std::size_t(bk) * (bm / kUnit + 1) : std::size_t(bm) * (bk / kUnit + 1);
+  const std::size_t b = trans_b ? std::size_t(bn) * (bk / kUnit + 1) : std::size_t(bk) * (bn / kUnit + 1);
   return (a + b) * 16 + std::size_t(threads() / subgroup) * lm * ln * 4;
 }
 
@@ -33,15 +33,16 @@ std::optional<CoopMatTile> choose_coopmat_tile(std::span<const CoopMatShape> sha
                                                const std::string& layout) {
   CoopMatTile base;
   base.subgroup = subgroup_size;
-  unsigned bm = 0, bn = 0, wm = 0, wn = 0;
-  const bool custom = !layout.empty() && std::sscanf(layout.c_str(), "%u,%u,%u,%u", &bm, &bn, &wm, &wn) == 4;
+  unsigned bm = 0, bn = 0, wm = 0, wn = 0, bk = 32;
+  const int fields = layout.empty() ? 0 : std::sscanf(layout.c_str(), "%u,%u,%u,%u,%u", &bm, &bn, &wm, &wn, &bk);
+  const bool custom = fields == 4 || fields == 5;
   std::optional<CoopMatTile> best;
   for (const CoopMatShape& s : shapes) {
     if (!s.subgroup_scope || s.a != CoopMatType::f16 || s.b != CoopMatType::f16 || s.c != CoopMatType::f32 ||
         s.d != CoopMatType::f32)
       continue;
     // The shader addresses shared memory in 8-half units and multiplies BK = 32 per slice.
-    if (s.m == 0 || s.n == 0 || s.k == 0 || s.m % kUnit || s.n % kUnit || s.k % kUnit || kSliceK % s.k) continue;
+    if (s.m == 0 || s.n == 0 || s.k == 0 || s.m % kUnit || s.n % kUnit || s.k % kUnit || base.bk % s.k) continue;
     CoopMatTile t = base;
     t.lm = s.m;
     t.ln = s.n;
@@ -52,6 +53,7 @@ std::optional<CoopMatTile> choose_coopmat_tile(std::span<const CoopMatShape> sha
       c.bn = bn;
       c.wm = wm;
       c.wn = wn;
+      c.bk = bk;
       if (valid_layout(c, max_shared_bytes, max_threads)) t = c;
     }
     if (!valid_layout(t, max_shared_bytes, max_threads)) continue;
@@ -88,7 +90,7 @@ void VulkanBackend::coopmat_gemm(const GemmArgs& g) {
     if (v % kUnit) aligned = false;
   std::vector<std::uint32_t> spec = {t.threads(), t.lm, t.ln, t.lk, t.bm, t.bn, t.wm, t.wn,
                                      g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u, g.c.dtype == DType::f16 ? 1u : 0u,
-                                     aligned ? 1u : 0u, t.subgroup};
+                                     aligned ? 1u : 0u, t.subgroup, t.bk};
   const std::uint32_t tiles = std::uint32_t(((g.m + t.bm - 1) / t.bm) * ((g.n + t.bn - 1) / t.bn));
   Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
   launch("gemm_coopmat", spec, ops, &pc, sizeof pc, tiles, 1, std::uint32_t(g.batch));

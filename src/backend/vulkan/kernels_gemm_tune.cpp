@@ -18,11 +18,21 @@ struct ForcedTile {
 };
 }  // namespace
 
-std::optional<GemmTile> VulkanBackend::gemm_tile_for(const GemmArgs& g) {
+std::optional<GemmTile> VulkanBackend::gemm_tile_for(const GemmArgs& g, const GemmTile& heuristic) {
   if (auto forced = gemm_tile_override()) return forced;
   if (g.k == 0) return std::nullopt;
+  auto splits = [&](const GemmTile& t) {
+    return gemm_splits_k(((g.m + t.bm - 1) / t.bm) * ((g.n + t.bn - 1) / t.bn) * g.batch, g.k);
+  };
+  // Split-K allocates and sums partial products on every call, a cost kernel
+  // timestamps miss (measured on an H200: the tuner's split-K picks ran slower
+  // in loops of products than the heuristic's), so those shapes keep it.
+  if (splits(heuristic)) return std::nullopt;
+  std::vector<GemmTile> candidates;
+  for (const GemmTile& t : gemm_tile_candidates())
+    if (!splits(t)) candidates.push_back(t);
   const std::string key = gemm_shape_class(g.m, g.n, g.k, g.batch, g.trans_a, g.trans_b);
-  return tuner_->choose(key, [&](const GemmTile& t) { return time_gemm_tile(g, t); });
+  return tuner_->choose(key, candidates, [&](const GemmTile& t) { return time_gemm_tile(g, t); });
 }
 
 std::optional<double> VulkanBackend::time_gemm_tile(const GemmArgs& g, const GemmTile& tile) {

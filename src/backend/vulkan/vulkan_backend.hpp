@@ -89,8 +89,8 @@ class VulkanBackend final : public Backend {
   // The tensor-core GEMM (kernels_gemm_coopmat.cpp) where coopmat_gemm_applies().
   void coopmat_gemm(const GemmArgs& g);
   // The f32 GEMM's tile from the override or the tuner (kernels_gemm_tune.cpp);
-  // nothing leaves the choice to the heuristic.
-  std::optional<GemmTile> gemm_tile_for(const GemmArgs& g);
+  // nothing leaves the choice to the heuristic's tile.
+  std::optional<GemmTile> gemm_tile_for(const GemmArgs& g, const GemmTile& heuristic);
   // One candidate's best time of a few runs on a scratch C, by GPU timestamps;
   // nothing when the queue has no timestamps.
   std::optional<double> time_gemm_tile(const GemmArgs& g, const GemmTile& tile);
