@@ -4,7 +4,8 @@
 // accumulation in f32, C f32 or f16. A workgroup computes a BM x BN tile; each
 // subgroup a WM x WN part of it as (WM / LM) x (WN / LN) accumulators of the
 // device's LM x LN x LK shape. Slices of BK along K go global -> registers ->
-// shared; the next slice is fetched while the current one is multiplied.
+// shared, double-buffered: the next slice is fetched and stored into the other
+// buffer while the current one is multiplied, one barrier per slice.
 // Tiles are stored in shared memory in the operand's own orientation and read
 // back row- or column-major, so transposes cost nothing. Edges that do not
 // divide the tile are zero-padded on load and bounds-checked on store.
@@ -52,8 +53,10 @@ const uint B_UNITS = (TRANS_B ? BK : BN) / 8;
 const uint B_STRIDE = B_UNITS + 1;
 const uint LOADS_A = A_ROWS * A_UNITS / THREADS;
 const uint LOADS_B = B_ROWS * B_UNITS / THREADS;
-shared uvec4 As[A_ROWS * A_STRIDE];
-shared uvec4 Bs[B_ROWS * B_STRIDE];
+const uint A_SIZE = A_ROWS * A_STRIDE;
+const uint B_SIZE = B_ROWS * B_STRIDE;
+shared uvec4 As[2 * A_SIZE];
+shared uvec4 Bs[2 * B_SIZE];
 // One accumulator per subgroup at a time, for the bounds-checked store.
 shared float Cs[(THREADS / SUBGROUP) * LM * LN];
 
@@ -96,15 +99,15 @@ void fetch(uint k0) {
   }
 }
 
-void stash() {
+void stash(uint buf) {
   const uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint p = 0; p < LOADS_A; ++p) {
     uint idx = tid + p * THREADS;
-    As[(idx / A_UNITS) * A_STRIDE + idx % A_UNITS] = ra[p];
+    As[buf * A_SIZE + (idx / A_UNITS) * A_STRIDE + idx % A_UNITS] = ra[p];
   }
   [[unroll]] for (uint p = 0; p < LOADS_B; ++p) {
     uint idx = tid + p * THREADS;
-    Bs[(idx / B_UNITS) * B_STRIDE + idx % B_UNITS] = rb[p];
+    Bs[buf * B_SIZE + (idx / B_UNITS) * B_STRIDE + idx % B_UNITS] = rb[p];
   }
 }
 
@@ -130,28 +133,36 @@ void main() {
   [[unroll]] for (uint i = 0; i < FM; ++i)
     [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
 
-  if (pc.K > 0) fetch(0);
+  uint buf = 0;
+  if (pc.K > 0) {
+    fetch(0);
+    stash(0);
+  }
+  barrier();
   for (uint k0 = 0; k0 < pc.K; k0 += BK) {
-    barrier();  // the previous slice is no longer read
-    stash();
-    barrier();
-    if (k0 + BK < pc.K) fetch(k0 + BK);
+    const bool more = k0 + BK < pc.K;
+    if (more) fetch(k0 + BK);
+    const uint sa = buf * A_SIZE, sb = buf * B_SIZE;
     [[unroll]] for (uint kk = 0; kk < BK; kk += LK) {
       fcoopmatNV<16, gl_ScopeSubgroup, LM, LK> fa[FM];
       fcoopmatNV<16, gl_ScopeSubgroup, LK, LN> fb[FN];
       [[unroll]] for (uint i = 0; i < FM; ++i) {
         uint m = wm + i * LM;
-        if (TRANS_A) coopMatLoadNV(fa[i], As, kk * A_STRIDE + m / 8, A_STRIDE, true);
-        else coopMatLoadNV(fa[i], As, m * A_STRIDE + kk / 8, A_STRIDE, false);
+        if (TRANS_A) coopMatLoadNV(fa[i], As, sa + kk * A_STRIDE + m / 8, A_STRIDE, true);
+        else coopMatLoadNV(fa[i], As, sa + m * A_STRIDE + kk / 8, A_STRIDE, false);
       }
       [[unroll]] for (uint j = 0; j < FN; ++j) {
         uint n = wn + j * LN;
-        if (TRANS_B) coopMatLoadNV(fb[j], Bs, n * B_STRIDE + kk / 8, B_STRIDE, true);
-        else coopMatLoadNV(fb[j], Bs, kk * B_STRIDE + n / 8, B_STRIDE, false);
+        if (TRANS_B) coopMatLoadNV(fb[j], Bs, sb + n * B_STRIDE + kk / 8, B_STRIDE, true);
+        else coopMatLoadNV(fb[j], Bs, sb + kk * B_STRIDE + n / 8, B_STRIDE, false);
       }
       [[unroll]] for (uint i = 0; i < FM; ++i)
         [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
     }
+    // The other buffer was last read before the previous barrier.
+    if (more) stash(buf ^ 1);
+    barrier();
+    buf ^= 1;
   }
 
   const uint base_c = pc.offset_c + z * pc.batch_c;

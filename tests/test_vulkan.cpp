@@ -809,10 +809,13 @@ TEST(VulkanCoopmat, TileChoiceFromTheDeviceShapes) {
   EXPECT_EQ(choose_coopmat_tile(same, 32, kShared48K, kThreads1K)->lk, 16u);
 
   // A workgroup layout asked for is taken when valid, ignored otherwise.
-  auto wide = choose_coopmat_tile(nv, 32, kShared48K, kThreads1K, "128,256,64,64");
-  ASSERT_TRUE(wide);
-  EXPECT_EQ(wide->bn, 256u);
-  EXPECT_EQ(wide->threads(), 256u);
+  auto eight = choose_coopmat_tile(nv, 32, kShared48K, kThreads1K, "128,128,64,32,32");
+  ASSERT_TRUE(eight);
+  EXPECT_EQ(eight->wn, 32u);
+  EXPECT_EQ(eight->threads(), 256u);
+  // 128 x 256 double-buffered needs up to 65 KiB of shared memory: refused within 48 KiB.
+  EXPECT_EQ(choose_coopmat_tile(nv, 32, kShared48K, kThreads1K, "128,256,64,64")->bn, 128u);
+  EXPECT_EQ(choose_coopmat_tile(nv, 32, 98304, kThreads1K, "128,256,64,64")->bn, 256u);
   EXPECT_EQ(choose_coopmat_tile(nv, 32, kShared48K, kThreads1K, "100,128,64,64")->bm, 128u);
   EXPECT_EQ(choose_coopmat_tile(nv, 32, kShared48K, kThreads1K, "garbage")->bm, 128u);
   // Limits of the device: too little shared memory or too few invocations leave no tile.

@@ -25,7 +25,7 @@ bool valid_layout(const CoopMatTile& t, std::uint32_t max_shared, std::uint32_t 
 std::size_t CoopMatTile::shared_bytes(bool trans_a, bool trans_b) const {
   const std::size_t a = trans_a ? std::size_t(bk) * (bm / kUnit + 1) : std::size_t(bm) * (bk / kUnit + 1);
   const std::size_t b = trans_b ? std::size_t(bn) * (bk / kUnit + 1) : std::size_t(bk) * (bn / kUnit + 1);
-  return (a + b) * 16 + std::size_t(threads() / subgroup) * lm * ln * 4;
+  return 2 * (a + b) * 16 + std::size_t(threads() / subgroup) * lm * ln * 4;  // A and B double-buffered
 }
 
 std::optional<CoopMatTile> choose_coopmat_tile(std::span<const CoopMatShape> shapes, std::uint32_t subgroup_size,
