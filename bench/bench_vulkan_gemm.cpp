@@ -1,6 +1,8 @@
-// SGEMM throughput on a Vulkan device: C = A B for square f32 matrices,
-// timed between synchronize() calls; checks a few entries against doubles.
-//   bench_vulkan_gemm [device (default vulkan:0)] [N or MxNxK ...]
+// GEMM throughput on a Vulkan device: C = A B for f32 matrices, or f16 ones
+// with --f16 (the tensor-core kernel where the device has cooperative
+// matrices), timed between synchronize() calls; checks entries across C
+// against double-precision dot products of the (rounded) inputs.
+//   bench_vulkan_gemm [--f16] [device (default vulkan:0)] [N or MxNxK ...]
 #include <rumus/core/device_backend.hpp>
 #include <rumus/rumus.hpp>
 
@@ -14,6 +16,12 @@
 using namespace rumus;
 
 int main(int argc, char** argv) {
+  const bool f16 = argc > 1 && std::string(argv[1]) == "--f16";
+  if (f16) {
+    --argc;
+    ++argv;
+  }
+  const DType dtype = f16 ? DType::f16 : DType::f32;
   Device dev = Device::parse(argc > 1 ? argv[1] : "vulkan:0");
   std::vector<std::array<std::int64_t, 3>> sizes;
   for (int i = 2; i < argc; ++i) {
@@ -24,7 +32,8 @@ int main(int argc, char** argv) {
   if (sizes.empty()) sizes = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}};
   for (auto [m, n, kk] : sizes) {
     Generator gen(1);
-    Tensor a_host = rand({m, kk}, {}, &gen), b_host = rand({kk, n}, {}, &gen);
+    // Centred values: sums of both signs, as in real products.
+    Tensor a_host = (rand({m, kk}, {}, &gen) - 0.5).to(dtype), b_host = (rand({kk, n}, {}, &gen) - 0.5).to(dtype);
     Tensor a = a_host.to(dev), b = b_host.to(dev);
     Tensor c = matmul(a, b);
     synchronize(dev);
@@ -34,16 +43,26 @@ int main(int argc, char** argv) {
     for (int i = 0; i < iters; ++i) c = matmul(a, b);
     synchronize(dev);
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-    // Spot check: rows 0 and n-1, a few columns, against double-precision dot products.
-    auto av = a_host.to_vector<float>(), bv = b_host.to_vector<float>(), cv = c.to_vector<float>();
+    // Check: the edges and a spread of rows and columns, against double-precision
+    // dot products; the error relative to the dot product of magnitudes (the
+    // scale rounding works on: centred sums can cancel to near zero).
+    c = matmul(a, b);
+    auto av = a_host.to(DType::f32).to_vector<float>(), bv = b_host.to(DType::f32).to_vector<float>();
+    auto cv = c.to(DType::f32).to_vector<float>();
     double worst = 0;
-    for (std::int64_t i : {std::int64_t(0), m - 1})
-      for (std::int64_t j : {std::int64_t(0), n / 2, n - 1}) {
-        double ref = 0;
-        for (std::int64_t k = 0; k < kk; ++k) ref += double(av[i * kk + k]) * double(bv[k * n + j]);
-        worst = std::max(worst, std::abs(cv[i * n + j] - ref) / std::abs(ref));
+    std::vector<std::int64_t> rows = {0, m / 3, m / 2, m - 1}, cols = {0, n / 5, n / 2, n - 2, n - 1};
+    for (std::int64_t i : rows)
+      for (std::int64_t j : cols) {
+        if (j < 0) continue;
+        double ref = 0, scale = 0;
+        for (std::int64_t k = 0; k < kk; ++k) {
+          ref += double(av[i * kk + k]) * double(bv[k * n + j]);
+          scale += std::abs(double(av[i * kk + k]) * double(bv[k * n + j]));
+        }
+        double err = std::abs(cv[i * n + j] - ref) / std::max(scale, 1e-30);
+        worst = std::isnan(cv[i * n + j]) ? INFINITY : std::max(worst, err);
       }
-    std::printf("sgemm %lldx%lldx%lld on %s: %.0f GFLOP/s (%.3f ms), max rel err %.1e\n", (long long)m, (long long)n,
-                (long long)kk, dev.str().c_str(), flop / dt * 1e-9, dt * 1e3, worst);
+    std::printf("%s %lldx%lldx%lld on %s: %.0f GFLOP/s (%.3f ms), max rel err %.1e\n", f16 ? "hgemm" : "sgemm",
+                (long long)m, (long long)n, (long long)kk, dev.str().c_str(), flop / dt * 1e-9, dt * 1e3, worst);
   }
 }

@@ -14,10 +14,16 @@ function(rumus_embed_shaders out_var)
   foreach(src IN LISTS shader_sources)
     get_filename_component(name ${src} NAME_WE)
     set(words ${gen_dir}/${name}.spv.inc)
+    # spirv-opt of Debian 12's shaderc (2022.4) crashes on the cooperative-matrix
+    # shader; drivers optimise SPIR-V themselves, so it goes in unoptimised.
+    set(optimise -O)
+    if(name STREQUAL "gemm_coopmat")
+      set(optimise "")
+    endif()
     # -mfmt=num writes the SPIR-V as comma-separated 32-bit words, ready to #include.
     add_custom_command(
       OUTPUT ${words}
-      COMMAND ${GLSLC_EXECUTABLE} --target-env=vulkan1.2 -O -mfmt=num -I${PROJECT_SOURCE_DIR}/shaders -I${gen_dir} ${src} -o ${words}
+      COMMAND ${GLSLC_EXECUTABLE} --target-env=vulkan1.2 ${optimise} -mfmt=num -I${PROJECT_SOURCE_DIR}/shaders -I${gen_dir} ${src} -o ${words}
       DEPENDS ${src} ${shader_includes}
       COMMENT "glslc ${name}.comp"
       VERBATIM)

@@ -7,12 +7,16 @@
 
 #include <thread>
 
+#include <filesystem>
+#include <fstream>
+
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <rumus/rumus.hpp>
 
 #include "backend/backend.hpp"  // kernel-level checks (GEMM epilogue, supports)
+#include "backend/vulkan/vulkan_backend.hpp"  // the tensor-core GEMM's choice, the GEMM tuner
 #include "expect_error.hpp"
 #include "op_table.hpp"
 
@@ -970,4 +974,276 @@ TEST(VulkanConv, ColumnTilesPastOneGridMatchCpu) {
 TEST(VulkanConv, LongReductionMatchesCpu) {
   REQUIRE_VULKAN();
   expect_conv_matches_cpu({1, 8000, 3, 3, 1, 3, 3, {}, true, 0}, 1e-3);
+}
+
+// ---- f16 GEMM on cooperative matrices, and the f32 GEMM's tile tuner ----
+
+namespace {
+using vulkan::CoopMatShape;
+using vulkan::CoopMatType;
+constexpr CoopMatType F16 = CoopMatType::f16, F32 = CoopMatType::f32;
+constexpr std::uint32_t kShared48K = 49152, kThreads1K = 1024;
+
+vulkan::VulkanBackend& vulkan_backend() { return dynamic_cast<vulkan::VulkanBackend&>(backend(kGpu)); }
+
+// f16-rounded operands and the f32 product of the rounded values, on the CPU.
+Tensor rounded(const Tensor& t) { return t.to(DType::f16).to(DType::f32); }
+}  // namespace
+
+TEST(VulkanCoopmat, TileChoiceFromTheDeviceShapes) {
+  using vulkan::choose_coopmat_tile;
+  // None: an empty list, f16 accumulation only, workgroup scope only, odd sizes, k beyond a 32-slice.
+  EXPECT_FALSE(choose_coopmat_tile({}, 32, kShared48K, kThreads1K));
+  std::vector<CoopMatShape> unusable = {{16, 8, 16, F16, F16, F16, F16, true},
+                                        {16, 8, 16, F16, F16, F32, F32, false},
+                                        {12, 8, 16, F16, F16, F32, F32, true},
+                                        {16, 16, 64, F16, F16, F32, F32, true},
+                                        {16, 8, 16, CoopMatType::other, F16, F32, F32, true}};
+  EXPECT_FALSE(choose_coopmat_tile(unusable, 32, kShared48K, kThreads1K));
+
+  // An NVIDIA-like list: the largest f16 x f16 -> f32 product wins.
+  std::vector<CoopMatShape> nv = {{16, 8, 8, F16, F16, F32, F32, true},
+                                  {16, 8, 16, F16, F16, F32, F32, true},
+                                  {16, 16, 16, F16, F16, F16, F16, true},
+                                  {16, 16, 16, F16, F16, F32, F32, true}};
+  auto t = choose_coopmat_tile(nv, 32, kShared48K, kThreads1K);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(std::vector<std::uint32_t>({t->lm, t->ln, t->lk}), (std::vector<std::uint32_t>{16, 16, 16}));
+  EXPECT_EQ(std::vector<std::uint32_t>({t->bm, t->bn, t->wm, t->wn}), (std::vector<std::uint32_t>{128, 128, 64, 64}));
+  EXPECT_EQ(t->threads(), 128u);
+  // Same volume: the longer k.
+  std::vector<CoopMatShape> same = {{16, 16, 8, F16, F16, F32, F32, true}, {16, 8, 16, F16, F16, F32, F32, true}};
+  EXPECT_EQ(choose_coopmat_tile(same, 32, kShared48K, kThreads1K)->lk, 16u);
+
+  // A workgroup layout asked for is taken when valid, ignored otherwise.
+  auto eight = choose_coopmat_tile(nv, 32, kShared48K, kThreads1K, "128,128,64,32,32");
+  ASSERT_TRUE(eight);
+  EXPECT_EQ(eight->wn, 32u);
+  EXPECT_EQ(eight->threads(), 256u);
+  // 128 x 256 double-buffered needs up to 65 KiB of shared memory: refused within 48 KiB.
+  EXPECT_EQ(choose_coopmat_tile(nv, 32, kShared48K, kThreads1K, "128,256,64,64")->bn, 128u);
+  EXPECT_EQ(choose_coopmat_tile(nv, 32, 98304, kThreads1K, "128,256,64,64")->bn, 256u);
+  EXPECT_EQ(choose_coopmat_tile(nv, 32, kShared48K, kThreads1K, "100,128,64,64")->bm, 128u);
+  EXPECT_EQ(choose_coopmat_tile(nv, 32, kShared48K, kThreads1K, "garbage")->bm, 128u);
+  // Limits of the device: too little shared memory or too few invocations leave no tile.
+  EXPECT_FALSE(choose_coopmat_tile(nv, 32, 8192, kThreads1K));
+  EXPECT_FALSE(choose_coopmat_tile(nv, 32, kShared48K, 64));
+}
+
+// The capability check decides the path: without VK_NV_cooperative_matrix
+// (lavapipe) no f16 product takes the tensor-core kernel and f32 products run
+// on the plain kernel; with it, f16 products do and f32 ones still do not.
+TEST(VulkanCoopmat, CapabilityCheckPicksThePath) {
+  REQUIRE_VULKAN();
+  vulkan::Context ctx(0);
+  Tensor a16 = ones({8, 8}).to(DType::f16), b16 = ones({8, 8}).to(DType::f16);
+  Tensor c32 = zeros({8, 8}), c16 = zeros({8, 8}).to(DType::f16);
+  Tensor a32 = ones({8, 8}), b32 = ones({8, 8});
+  auto args = [](const Tensor& a, const Tensor& b, const Tensor& c) {
+    GemmArgs g{arg_of(a), arg_of(b), arg_of(c)};
+    g.m = g.n = g.k = g.lda = g.ldb = g.ldc = 8;
+    return g;
+  };
+  const bool has = ctx.coopmat_tile.has_value();
+  if (ctx.coopmat_shapes.empty()) EXPECT_FALSE(has) << "a tile without any device shape";
+  EXPECT_EQ(vulkan::coopmat_gemm_applies(ctx, args(a16, b16, c32)), has);
+  EXPECT_EQ(vulkan::coopmat_gemm_applies(ctx, args(a16, b16, c16)), has);
+  EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, args(a32, b32, c32)));
+  EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, args(a16, b32, c32)));
+  EXPECT_EQ(backend(kGpu).supports(Kernel::gemm, DType::f16), has);
+  std::cout << "[ coopmat  ] " << ctx.name << ": " << ctx.coopmat_shapes.size() << " cooperative-matrix shapes, "
+            << (has ? "tensor-core f16 GEMM " + std::to_string(ctx.coopmat_tile->lm) + "x" +
+                          std::to_string(ctx.coopmat_tile->ln) + "x" + std::to_string(ctx.coopmat_tile->lk)
+                    : std::string("plain kernel only"))
+            << "\n";
+  // The plain path: f32 products agree with the CPU.
+  Generator gen(11);
+  Tensor a = rand({37, 21}, {}, &gen), b = rand({21, 45}, {}, &gen);
+  expect_close(matmul(a.to(kGpu), b.to(kGpu)), matmul(a, b), 1e-4, "f32 matmul on the plain kernel");
+}
+
+// On devices with cooperative matrices (skips elsewhere): aligned, ragged,
+// transposed and batched f16 products, f32 and f16 C, alpha and beta.
+TEST(VulkanCoopmat, F16ProductsMatchCpu) {
+  REQUIRE_VULKAN();
+  if (!backend(kGpu).supports(Kernel::gemm, DType::f16)) GTEST_SKIP() << "no cooperative matrices on this device";
+  Generator gen(12);
+  for (auto [m, k, n] : {std::array<std::int64_t, 3>{256, 128, 256}, {128, 64, 384}, {33, 47, 65}, {1, 70, 3},
+                         {200, 40, 136}, {517, 300, 260}}) {
+    const std::string what = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+    Tensor a = rand({m, k}, {}, &gen) - 0.5, b = rand({k, n}, {}, &gen) - 0.5;
+    Tensor want = matmul(rounded(a), rounded(b));
+    Tensor ga = a.to(DType::f16).to(kGpu), gb = b.to(DType::f16).to(kGpu);
+    expect_close(matmul(ga, gb).to(DType::f32), want, 2e-2, "f16 matmul " + what);
+    Tensor at = a.transpose(0, 1).contiguous().to(DType::f16).to(kGpu).transpose(0, 1);
+    Tensor bt = b.transpose(0, 1).contiguous().to(DType::f16).to(kGpu).transpose(0, 1);
+    expect_close(matmul(at, bt).to(DType::f32), want, 2e-2, "f16 matmul of transposed operands " + what);
+  }
+  // Batched, f32 C, alpha and beta through the kernel table.
+  Tensor a = rand({3, 40, 72}, {}, &gen), b = rand({3, 72, 24}, {}, &gen), c = rand({3, 40, 24}, {}, &gen);
+  Tensor ga = a.to(DType::f16).to(kGpu), gb = b.to(DType::f16).to(kGpu), gc = c.to(kGpu);
+  GemmArgs g{arg_of(ga), arg_of(gb), arg_of(gc)};
+  g.batch = 3;
+  g.m = 40;
+  g.n = 24;
+  g.k = 72;
+  g.lda = 72;
+  g.ldb = 24;
+  g.ldc = 24;
+  g.stride_a = 40 * 72;
+  g.stride_b = 72 * 24;
+  g.stride_c = 40 * 24;
+  g.alpha = 0.5;
+  g.beta = 2.0;
+  backend(kGpu).gemm(g);
+  expect_close(gc.cpu(), matmul(rounded(a), rounded(b)) * 0.5 + c * 2.0, 2e-2, "batched f16 gemm, f32 C, alpha, beta");
+}
+
+namespace {
+struct TempFile {
+  std::filesystem::path path;
+  explicit TempFile(const std::string& name)
+      : path(std::filesystem::path(::testing::TempDir()) / ("rumus_tiles_" + name + ".txt")) {
+    std::filesystem::remove(path);
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+  void write(const std::string& text) const { std::ofstream(path) << text; }
+  std::string read() const {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+};
+
+// A timer that makes one candidate the fastest.
+std::function<std::optional<double>(const vulkan::GemmTile&)> favour(vulkan::GemmTile fast, int* calls) {
+  return [fast, calls](const vulkan::GemmTile& t) -> std::optional<double> {
+    ++*calls;
+    return t == fast ? 1.0 : 2.0 + t.bm / 64.0;
+  };
+}
+}  // namespace
+
+TEST(VulkanGemmTuner, CacheRoundTrips) {
+  TempFile f("roundtrip");
+  const auto all = vulkan::gemm_tile_candidates();
+  const vulkan::GemmTile fast{64, 128, 16};
+  int calls = 0;
+  {
+    vulkan::GemmTuner tuner("dev:1", f.path, true);
+    auto t = tuner.choose("m10.n10.k10.b0.t00", all, favour(fast, &calls));
+    ASSERT_TRUE(t);
+    EXPECT_EQ(*t, fast);
+    EXPECT_EQ(calls, int(vulkan::gemm_tile_candidates().size()));
+    EXPECT_EQ(*tuner.choose("m10.n10.k10.b0.t00", all, favour({}, &calls)), fast) << "measured again";
+    EXPECT_EQ(calls, int(vulkan::gemm_tile_candidates().size()));
+    EXPECT_EQ(tuner.problem(), "");
+  }
+  // A new process (a new tuner) reads the choice back without timing.
+  vulkan::GemmTuner again("dev:1", f.path, true);
+  EXPECT_EQ(again.problem(), "");
+  ASSERT_TRUE(again.cached("m10.n10.k10.b0.t00"));
+  EXPECT_EQ(*again.cached("m10.n10.k10.b0.t00"), fast);
+  EXPECT_FALSE(again.cached("m11.n10.k10.b0.t00"));
+  // No temporary left beside the file.
+  for (const auto& e : std::filesystem::directory_iterator(f.path.parent_path()))
+    EXPECT_EQ(e.path().filename().string().find("rumus_tiles_roundtrip.txt.tmp"), std::string::npos) << e.path();
+  // Disabled: no measurement, but cached choices still apply.
+  vulkan::GemmTuner off("dev:1", f.path, false);
+  EXPECT_FALSE(off.choose("m3.n3.k3.b0.t00", all, favour(fast, &calls)));
+  EXPECT_TRUE(off.choose("m10.n10.k10.b0.t00", all, favour(fast, &calls)));
+  EXPECT_EQ(calls, int(vulkan::gemm_tile_candidates().size()));
+  // A device that cannot time chooses nothing and caches nothing.
+  vulkan::GemmTuner blind("dev:1", f.path, true);
+  EXPECT_FALSE(blind.choose("m4.n4.k4.b0.t00", all, [](const vulkan::GemmTile&) { return std::optional<double>(); }));
+  EXPECT_FALSE(blind.cached("m4.n4.k4.b0.t00"));
+}
+
+TEST(VulkanGemmTuner, CorruptOrForeignFileIsIgnoredWithAReason) {
+  TempFile f("corrupt");
+  const auto all = vulkan::gemm_tile_candidates();
+  const vulkan::GemmTile fast{128, 64, 8};
+  const std::string good = "rumus gemm tiles 1\ndevice dev:1\nm10.n10.k10.b0.t00 64 64 16\n";
+  struct Case {
+    std::string text, reason;
+  };
+  for (const Case& c : {Case{"\x01\x02garbage\xff", "does not start with"},
+                        Case{"rumus gemm tiles 1\n", "second line does not name the device"},
+                        Case{"rumus gemm tiles 1\ndevice dev:2\nm10.n10.k10.b0.t00 64 64 16\n", "another device"},
+                        Case{good + "m1.n1.k1.b0.t00 64 64\n", "line 4"},
+                        Case{good + "m1.n1.k1.b0.t00 96 64 8\n", "line 4"},
+                        Case{good + "m1.n1.k1.b0.t00 64 64 8 9\n", "line 4"},
+                        Case{good + "m1.n1.k1.b0.t00 -64 64 8\n", "line 4"}}) {
+    f.write(c.text);
+    vulkan::GemmTuner tuner("dev:1", f.path, true);
+    EXPECT_NE(tuner.problem().find(c.reason), std::string::npos) << tuner.problem();
+    EXPECT_NE(tuner.problem().find(f.path.string()), std::string::npos) << "names the file: " << tuner.problem();
+    EXPECT_FALSE(tuner.cached("m10.n10.k10.b0.t00")) << "nothing of an untrusted file is used: " << c.reason;
+    // The next choice rewrites the file, which then reads back cleanly.
+    int calls = 0;
+    EXPECT_EQ(*tuner.choose("m5.n5.k5.b0.t01", all, favour(fast, &calls)), fast);
+    vulkan::GemmTuner again("dev:1", f.path, true);
+    EXPECT_EQ(again.problem(), "");
+    EXPECT_EQ(*again.cached("m5.n5.k5.b0.t01"), fast);
+  }
+  f.write(good);
+  EXPECT_EQ(vulkan::GemmTuner("dev:1", f.path, true).problem(), "");
+  // A cache that cannot be written (its directory is a file): choices stay in memory.
+  std::filesystem::path blocked = f.path / "tiles.txt";
+  vulkan::GemmTuner tuner("dev:1", blocked, true);
+  int calls = 0;
+  EXPECT_EQ(*tuner.choose("m5.n5.k5.b0.t00", all, favour(fast, &calls)), fast);
+  EXPECT_NE(tuner.problem().find("could not"), std::string::npos) << tuner.problem();
+  EXPECT_EQ(*tuner.cached("m5.n5.k5.b0.t00"), fast);
+}
+
+// Whatever the tuner picks must be right: every candidate tile on aligned,
+// ragged, transposed and split-K shapes.
+TEST(VulkanGemmTuner, EveryCandidateTileGivesCorrectProducts) {
+  REQUIRE_VULKAN();
+  for (const vulkan::GemmTile& tile : vulkan::gemm_tile_candidates()) {
+    const std::string name = std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" + std::to_string(tile.bk);
+    vulkan::gemm_tile_override() = tile;
+    for (auto [m, k, n] : {std::array<std::int64_t, 3>{128, 64, 128}, {33, 17, 65}, {6, 1100, 5}, {130, 40, 70}}) {
+      Generator gen(13);
+      Tensor a = rand({m, k}, {}, &gen), b = rand({k, n}, {}, &gen);
+      Tensor want = matmul(a, b);
+      const std::string what = "tile " + name + ", " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+      expect_close(matmul(a.to(kGpu), b.to(kGpu)), want, 1e-4, what);
+      Tensor at = a.transpose(0, 1).contiguous().to(kGpu).transpose(0, 1);
+      Tensor bt = b.transpose(0, 1).contiguous().to(kGpu).transpose(0, 1);
+      expect_close(matmul(at, bt), want, 1e-4, what + " transposed");
+    }
+    vulkan::gemm_tile_override().reset();
+  }
+}
+
+// On first use of a shape class the backend times the candidates on the
+// device (timestamp queries), caches the fastest on disk, and the product is right.
+TEST(VulkanGemmTuner, TunesOnFirstUseAndCachesOnDisk) {
+  REQUIRE_VULKAN();
+  TempFile f("device");
+  auto& vb = vulkan_backend();
+  auto old = vb.replace_gemm_tuner(std::make_unique<vulkan::GemmTuner>("test-device", f.path, true));
+  Generator gen(14);
+  Tensor a = rand({70, 50}, {}, &gen), b = rand({50, 90}, {}, &gen), c = rand({70, 90}, {}, &gen);
+  Tensor gc = c.to(kGpu);
+  Tensor ga = a.to(kGpu), gb = b.to(kGpu);
+  // Through the kernel table with beta = 1: timing must not touch C.
+  GemmArgs g{arg_of(ga), arg_of(gb), arg_of(gc)};
+  g.m = 70;
+  g.n = 90;
+  g.k = 50;
+  g.lda = 50;
+  g.ldb = 90;
+  g.ldc = 90;
+  g.beta = 1.0;
+  vb.gemm(g);
+  auto tuner = vb.replace_gemm_tuner(std::move(old));
+  expect_close(gc.cpu(), matmul(a, b) + c, 1e-4, "tuned gemm with beta");
+  const std::string key = vulkan::gemm_shape_class(70, 90, 50, 1, false, false);
+  auto chosen = tuner->cached(key);
+  if (!chosen) GTEST_SKIP() << "the device's queue has no timestamps: nothing tuned";
+  EXPECT_TRUE(vulkan::is_gemm_tile_candidate(*chosen));
+  EXPECT_NE(f.read().find(key), std::string::npos) << f.read();
+  EXPECT_EQ(tuner->problem(), "");
 }

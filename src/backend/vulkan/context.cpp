@@ -99,11 +99,12 @@ Context::Context(int index) {
     if (families[i].queueFlags & vk::QueueFlagBits::eCompute) queue_family = i;
   if (queue_family == ~0u) throw DeviceError("vulkan: " + name + " has no compute queue");
 
-  bool has_push = false, has_atomic_float = false;
+  bool has_push = false, has_atomic_float = false, has_coopmat = false;
   for (auto& e : physical.enumerateDeviceExtensionProperties()) {
     std::string ext = e.extensionName.data();
     if (ext == VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) has_push = true;
     if (ext == VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME) has_atomic_float = true;
+    if (ext == VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) has_coopmat = true;
   }
   if (!has_push) throw DeviceError("vulkan: " + name + " lacks " VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
 
@@ -132,9 +133,32 @@ Context::Context(int index) {
     auto af = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>();
     float_atomics = af.get<vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>().shaderBufferFloat32AtomicAdd;
   }
+  void** chain_end = &want12.pNext;
   if (float_atomics) {
-    want12.pNext = &want_atomic;
+    *chain_end = &want_atomic;
+    chain_end = &want_atomic.pNext;
     extensions.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME);
+  }
+  // Tensor cores: the f16 GEMM needs the cooperative-matrix feature and f16 arithmetic (packing halves).
+  vk::PhysicalDeviceCooperativeMatrixFeaturesNV want_coopmat{.cooperativeMatrix = true};
+  if (has_coopmat && f12.shaderFloat16) {
+    auto cf = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceCooperativeMatrixFeaturesNV>();
+    if (cf.get<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>().cooperativeMatrix) {
+      for (const auto& p : physical.getCooperativeMatrixPropertiesNV()) {
+        auto type = [](vk::ComponentTypeNV t) {
+          return t == vk::ComponentTypeNV::eFloat16   ? CoopMatType::f16
+                 : t == vk::ComponentTypeNV::eFloat32 ? CoopMatType::f32
+                                                      : CoopMatType::other;
+        };
+        coopmat_shapes.push_back({p.MSize, p.NSize, p.KSize, type(p.AType), type(p.BType), type(p.CType),
+                                  type(p.DType), p.scope == vk::ScopeNV::eSubgroup});
+      }
+    }
+  }
+  if (!coopmat_shapes.empty()) {
+    want12.shaderFloat16 = true;
+    *chain_end = &want_coopmat;
+    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   }
   float priority = 1.0f;
   vk::DeviceQueueCreateInfo queue_info{.queueFamilyIndex = queue_family, .queueCount = 1,
@@ -147,6 +171,12 @@ Context::Context(int index) {
   queue = device.getQueue(queue_family, 0);
   auto sub = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties>();
   subgroup_size = sub.get<vk::PhysicalDeviceSubgroupProperties>().subgroupSize;
+  if (!coopmat_shapes.empty()) {
+    // Tuning knob for benchmarks: RUMUS_VULKAN_COOPMAT_TILE="bm,bn,wm,wn[,bk]".
+    const char* layout = std::getenv("RUMUS_VULKAN_COOPMAT_TILE");
+    coopmat_tile = choose_coopmat_tile(coopmat_shapes, subgroup_size, properties.limits.maxComputeSharedMemorySize,
+                                       properties.limits.maxComputeWorkGroupInvocations, layout ? layout : "");
+  }
 }
 
 Context::~Context() {

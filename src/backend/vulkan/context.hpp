@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm_coopmat.hpp"
 #include "vk.hpp"
 
 namespace rumus::vulkan {
@@ -33,6 +34,10 @@ class Context {
   vk::PhysicalDeviceMemoryProperties memory;
   std::uint32_t subgroup_size = 32;
   bool float_atomics = false;  // VK_EXT_shader_atomic_float: shaderBufferFloat32AtomicAdd
+  // VK_NV_cooperative_matrix (enabled with shaderFloat16 when present): the
+  // shapes the device offers, and the tensor-core GEMM's tile if one fits.
+  std::vector<CoopMatShape> coopmat_shapes;
+  std::optional<CoopMatTile> coopmat_tile;
   std::string name;
 
   // A memory type with all `required` flags (and `preferred` ones if possible).

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "rumus/core/error.hpp"
+#include "gemm_coopmat.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -14,6 +15,7 @@ using push::GemmPush;
 }  // namespace
 
 void VulkanBackend::gemm(const GemmArgs& g) {
+  if (coopmat_gemm_applies(*ctx_, g)) return coopmat_gemm(g);
   if (g.a.dtype != DType::f32 || g.b.dtype != DType::f32 || g.c.dtype != DType::f32)
     throw DTypeError("gemm: the Vulkan kernel multiplies f32 matrices, got " + std::string(dtype_name(g.a.dtype)) +
                      " x " + std::string(dtype_name(g.b.dtype)) + " -> " + std::string(dtype_name(g.c.dtype)));
@@ -34,10 +36,15 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   if (tiles(bm, bn) < 264 && bm == 128) bm = 64;
   if (tiles(bm, bn) < 264 && bn == 128) bn = 64;
   std::uint32_t bk = bm == 64 && bn == 64 ? 16 : 8;  // 128 x 128 x 8 measured fastest on an H200
+  if (auto tile = gemm_tile_for(g, {bm, bn, bk})) {  // measured on this device (kernels_gemm_tune.cpp)
+    bm = tile->bm;
+    bn = tile->bn;
+    bk = tile->bk;
+  }
   // Few output tiles but a long K (e.g. a weight gradient summed over a batch):
   // split K across workgroups so the whole GPU works, then add the slices.
   std::uint32_t splits = 1;
-  if (tiles(bm, bn) < 132 && g.k >= 1024) {
+  if (gemm_splits_k(tiles(bm, bn), g.k)) {
     std::int64_t want = std::min<std::int64_t>((264 + tiles(bm, bn) - 1) / tiles(bm, bn), g.k / 256);
     std::int64_t chunk = ((g.k + want - 1) / want + bk - 1) / bk * bk;
     splits = std::uint32_t((g.k + chunk - 1) / chunk);

@@ -124,6 +124,12 @@ void Stream::copy(const Allocation& src, std::size_t src_offset, const Allocatio
   if (++commands_ >= kBatchLimit) submit();
 }
 
+void Stream::timestamp(vk::QueryPool pool, std::uint32_t query) {
+  vk::CommandBuffer cmd = current();
+  cmd.resetQueryPool(pool, query, 1);
+  cmd.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, pool, query);
+}
+
 void Stream::submit() {
   if (!active_) return;
   // The host may run ahead of the GPU by a few batches, not more: memory freed

@@ -35,6 +35,9 @@ class Stream {
   void copy(const Allocation& src, std::size_t src_offset, const Allocation& dst, std::size_t dst_offset,
             std::size_t nbytes);
 
+  // Records a timestamp into `pool` at `query` once everything recorded before it has finished.
+  void timestamp(vk::QueryPool pool, std::uint32_t query);
+
   // Serial of the batch being recorded (the one a release now must wait for).
   std::uint64_t recording_serial() const { return next_serial_; }
   std::uint64_t completed_serial();

@@ -3,6 +3,7 @@
 #include "vulkan_backend.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -41,8 +42,8 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
   switch (kernel) {
     case Kernel::fill: case Kernel::copy: case Kernel::random: case Kernel::index_select:
       return true;
-    case Kernel::gemm:
-      return dtype == DType::f32;
+    case Kernel::gemm:  // f16 on the matrix units where the device has them
+      return dtype == DType::f32 || (dtype == DType::f16 && ctx_->coopmat_tile.has_value());
     case Kernel::index_add:  // float atomics
       return dtype == DType::f32 && ctx_->float_atomics;
     case Kernel::sgd_step: case Kernel::adam_step: case Kernel::im2col: case Kernel::col2im:
@@ -64,6 +65,24 @@ constexpr std::size_t kDeviceBlock = std::size_t(64) << 20;
 constexpr std::size_t kStagingBlock = std::size_t(16) << 20;
 }  // namespace
 
+namespace {
+// The tuner's cache file is per device; its header names the driver too, so
+// an updated driver measures afresh.
+std::unique_ptr<GemmTuner> make_gemm_tuner(const Context& ctx) {
+  const auto& p = ctx.properties;
+  std::string uuid;
+  for (std::uint8_t b : p.pipelineCacheUUID) uuid += fmt::format("{:02x}", b);
+  std::string id = fmt::format("{:04x}:{:04x}:{}:{}:{}", p.vendorID, p.deviceID, p.driverVersion, uuid, ctx.name);
+  std::filesystem::path dir = cache_directory(), file;
+  if (!dir.empty()) file = dir / "vulkan" / fmt::format("gemm_tiles_{:04x}_{:04x}.txt", p.vendorID, p.deviceID);
+  const char* env = std::getenv("RUMUS_VULKAN_GEMM_TUNE");
+  const bool enabled = env && *env ? *env != '0' : p.deviceType != vk::PhysicalDeviceType::eCpu;
+  auto tuner = std::make_unique<GemmTuner>(id, file, enabled);
+  if (std::string why = tuner->problem(); !why.empty()) std::fprintf(stderr, "rumus: vulkan: %s\n", why.c_str());
+  return tuner;
+}
+}  // namespace
+
 std::uint32_t groups_for(std::int64_t n, std::uint32_t local) {
   std::int64_t g = (n + local - 1) / local;
   return std::uint32_t(std::clamp<std::int64_t>(g, 1, 65535));
@@ -78,6 +97,7 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
     staging_ = std::make_unique<Allocator>(*ctx_, true, kStagingBlock);
     pipelines_ = std::make_unique<Pipelines>(*ctx_);
     stream_ = std::make_unique<Stream>(*ctx_);
+    tuner_ = make_gemm_tuner(*ctx_);
   } catch (const vk::SystemError& e) {
     throw DeviceError("vulkan:" + std::to_string(index) + ": device setup failed: " + e.what());
   }
@@ -85,6 +105,7 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
 
 VulkanBackend::~VulkanBackend() {
   index_fault_.reset();
+  tuner_.reset();
   stream_.reset();
   pipelines_.reset();
   staging_.reset();

@@ -8,6 +8,7 @@
 
 #include "allocator.hpp"
 #include "context.hpp"
+#include "gemm_tuner.hpp"
 #include "pipelines.hpp"
 #include "../../core/device_registry.hpp"
 #include "../backend.hpp"
@@ -63,6 +64,15 @@ class VulkanBackend final : public Backend {
 
   DeviceStats stats() const override;
 
+  // The f32 GEMM's tile tuner (enabled by RUMUS_VULKAN_GEMM_TUNE=1, or by
+  // default on hardware devices; =0 turns it off).
+  GemmTuner& gemm_tuner() { return *tuner_; }
+  // Puts another tuner in its place (tests: a cache file of their own); returns the old one.
+  std::unique_ptr<GemmTuner> replace_gemm_tuner(std::unique_ptr<GemmTuner> t) {
+    std::swap(t, tuner_);
+    return t;
+  }
+
  private:
   struct Operand {
     TensorArg arg;
@@ -76,6 +86,14 @@ class VulkanBackend final : public Backend {
   void pointwise(const char* op_name, PointwiseKind kind, std::uint32_t op, std::span<const TensorArg> args, double p0, double p1,
                  std::uint32_t elem_bytes = 4, const std::uint32_t* bits = nullptr);
   void release_finished();
+  // The tensor-core GEMM (kernels_gemm_coopmat.cpp) where coopmat_gemm_applies().
+  void coopmat_gemm(const GemmArgs& g);
+  // The f32 GEMM's tile from the override or the tuner (kernels_gemm_tune.cpp);
+  // nothing leaves the choice to the heuristic's tile.
+  std::optional<GemmTile> gemm_tile_for(const GemmArgs& g, const GemmTile& heuristic);
+  // One candidate's best time of a few runs on a scratch C, by GPU timestamps;
+  // nothing when the queue has no timestamps.
+  std::optional<double> time_gemm_tile(const GemmArgs& g, const GemmTile& tile);
 
   // The record a gather kernel leaves when it meets an index outside [0, n)
   // (binding 3 of index_select.comp and index_add.comp).
@@ -98,6 +116,7 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<Allocator> memory_, staging_;
   std::unique_ptr<Pipelines> pipelines_;
   std::unique_ptr<Stream> stream_;
+  std::unique_ptr<GemmTuner> tuner_;
   mutable std::mutex mu_;  // one recording stream per device; callers may be on any thread
   std::uint64_t uploads_ = 0, downloads_ = 0;
   bool profiling_ = false;
