@@ -205,6 +205,18 @@ TEST(AutocastGradients, ReachF32ParametersInF32) {
   }
 }
 
+// A backward function that calls a listed op (linear's bias gradient is a
+// sum) keeps the forward's dtype even when backward runs inside the scope.
+TEST(AutocastGradients, BackwardRunsWithAutocastOff) {
+  const TensorOptions half{.dtype = DType::f16};
+  Tensor x = ones({4, 3}, half), w = ones({2, 3}, half).requires_grad_(), b = ones({2}, half).requires_grad_();
+  AutocastGuard on(DType::f16);
+  GradientStore grads = backward(sum(linear(x, w, b)));
+  EXPECT_EQ(grads.at(b).dtype(), DType::f16);
+  EXPECT_EQ(grads.at(w).dtype(), DType::f16);
+  EXPECT_TRUE(autocast_enabled());  // restored after backward
+}
+
 // One SGD step of a two-layer MLP under autocast and a GradScaler lands where
 // the f32 step does; the parameters stay f32.
 TEST(AutocastGradients, MlpStepWithScalerMatchesF32Step) {
