@@ -213,6 +213,8 @@ namespace {
 
 bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
 
+constexpr std::int64_t kParallelConvert = std::int64_t(1) << 16;  // elements; fewer convert on one thread
+
 // Elements a batched, strided operand reaches from its offset.
 std::int64_t span(std::int64_t batch, std::int64_t stride, std::int64_t rows, std::int64_t ld, std::int64_t cols) {
   if (batch <= 0 || rows <= 0 || cols <= 0) return 0;
@@ -224,8 +226,18 @@ void widen(TensorArg t, float* out, std::int64_t n) {
   const std::int64_t off = t.layout->offset;
   switch (t.dtype) {
     case DType::f32: std::copy_n(data_of<float>(t) + off, n, out); break;
-    case DType::f16: { const Half* p = data_of<Half>(t) + off; for (std::int64_t i = 0; i < n; ++i) out[i] = float(p[i]); break; }
-    case DType::bf16: { const BFloat16* p = data_of<BFloat16>(t) + off; for (std::int64_t i = 0; i < n; ++i) out[i] = float(p[i]); break; }
+    case DType::f16: {
+      const Half* p = data_of<Half>(t) + off;
+#pragma omp parallel for if (n >= kParallelConvert)
+      for (std::int64_t i = 0; i < n; ++i) out[i] = float(p[i]);
+      break;
+    }
+    case DType::bf16: {
+      const BFloat16* p = data_of<BFloat16>(t) + off;
+#pragma omp parallel for if (n >= kParallelConvert)
+      for (std::int64_t i = 0; i < n; ++i) out[i] = float(p[i]);
+      break;
+    }
     default: throw DTypeError("gemm: cpu kernel cannot mix " + std::string(dtype_name(t.dtype)) + " with 16-bit operands");
   }
 }
@@ -234,8 +246,18 @@ void narrow(TensorArg t, const float* in, std::int64_t n) {
   const std::int64_t off = t.layout->offset;
   switch (t.dtype) {
     case DType::f32: std::copy_n(in, n, data_of<float>(t) + off); break;
-    case DType::f16: { Half* p = data_of<Half>(t) + off; for (std::int64_t i = 0; i < n; ++i) p[i] = Half(in[i]); break; }
-    case DType::bf16: { BFloat16* p = data_of<BFloat16>(t) + off; for (std::int64_t i = 0; i < n; ++i) p[i] = BFloat16(in[i]); break; }
+    case DType::f16: {
+      Half* p = data_of<Half>(t) + off;
+#pragma omp parallel for if (n >= kParallelConvert)
+      for (std::int64_t i = 0; i < n; ++i) p[i] = Half(in[i]);
+      break;
+    }
+    case DType::bf16: {
+      BFloat16* p = data_of<BFloat16>(t) + off;
+#pragma omp parallel for if (n >= kParallelConvert)
+      for (std::int64_t i = 0; i < n; ++i) p[i] = BFloat16(in[i]);
+      break;
+    }
     default: throw DTypeError("gemm: cpu kernel cannot write " + std::string(dtype_name(t.dtype)));
   }
 }
@@ -311,18 +333,27 @@ void CpuBackend::gemm(const GemmArgs& g) {
     const std::int64_t cols[2] = {g.trans_a ? g.m : g.k, g.trans_b ? g.k : g.n};
     const std::int64_t ld[2] = {g.lda, g.ldb}, stride[2] = {g.stride_a, g.stride_b};
     const TensorArg in[2] = {g.a, g.b};
-    std::vector<float> wide[3];
-    for (int i = 0; i < 2; ++i) {
-      wide[i].resize(std::size_t(span(g.batch, stride[i], rows[i], ld[i], cols[i])));
-      widen(in[i], wide[i].data(), std::int64_t(wide[i].size()));
-    }
-    const std::int64_t c_span = span(g.batch, g.stride_c, g.m, g.ldc, g.n);
-    wide[2].resize(std::size_t(c_span));
+    // Scratch from this backend's block cache: fresh pages would cost a page
+    // fault each on every call (most of the time, measured on the CNN).
+    struct Scratch {
+      CpuBackend& be;
+      std::size_t bytes;
+      float* p;
+      Scratch(CpuBackend& b, std::int64_t n)
+          : be(b), bytes(std::size_t(std::max<std::int64_t>(n, 1)) * 4), p(static_cast<float*>(b.allocate(bytes))) {}
+      ~Scratch() { be.deallocate(p, bytes); }
+    };
+    const std::int64_t spans[3] = {span(g.batch, stride[0], rows[0], ld[0], cols[0]),
+                                   span(g.batch, stride[1], rows[1], ld[1], cols[1]),
+                                   span(g.batch, g.stride_c, g.m, g.ldc, g.n)};
+    Scratch wa(*this, spans[0]), wb(*this, spans[1]), wc(*this, spans[2]);
+    widen(in[0], wa.p, spans[0]);
+    widen(in[1], wb.p, spans[1]);
     // C is read even when beta == 0: the gaps between its rows (ldc > n) are
     // written back, and must come back unchanged (16-bit values round-trip exactly).
-    widen(g.c, wide[2].data(), c_span);
-    run(wide[0].data(), wide[1].data(), wide[2].data());
-    narrow(g.c, wide[2].data(), c_span);
+    widen(g.c, wc.p, spans[2]);
+    run(wa.p, wb.p, wc.p);
+    narrow(g.c, wc.p, spans[2]);
     return;
   }
   if (g.c.dtype == DType::f32)
