@@ -47,7 +47,7 @@ void run(const char* name, Device dev, std::int64_t batch, int steps, bool amp) 
   auto step = [&](int i) {
     Tensor loss;
     {
-      AutocastGuard autocast(amp);
+      AutocastGuard amp_scope(amp);
       loss = cross_entropy(net.forward(xs[i % 16]), ys[i % 16]);
     }
     GradientStore grads = backward(scaler.scale(loss));
