@@ -1,13 +1,17 @@
 // Training throughput of the MLP and CNN of the PyTorch CUDA baseline
 // (synthetic data already on the device, SGD momentum 0.9, cross-entropy),
 // the loss read once at the end as the baseline does.
-//   bench_vulkan_train [device (default vulkan:0)] [steps (default 300)]
+//   bench_vulkan_train [device (default vulkan:0)] [steps (default 300)] [--amp]
+// --amp trains as a mixed-precision user would: the forward under autocast
+// (f16 products, f32 accumulation), a GradScaler around backward and step
+// (whose inf/nan check reads one value back per step, as PyTorch's does).
 #include <rumus/core/device_backend.hpp>
 #include <rumus/rumus.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 using namespace rumus;
 
@@ -29,19 +33,26 @@ struct Cnn : nn::Module {
 };
 
 template <class Net>
-void run(const char* name, Device dev, std::int64_t batch, int steps) {
+void run(const char* name, Device dev, std::int64_t batch, int steps, bool amp) {
   manual_seed(0);
   Net net;
   net.to(dev);
   optim::SGD opt(net.parameters(), {.lr = 0.01, .momentum = 0.9});
+  optim::GradScaler scaler({.enabled = amp});
   std::vector<Tensor> xs, ys;
   for (int i = 0; i < 16; ++i) {
     xs.push_back(rand({batch, 1, 28, 28}, {.device = dev}));
     ys.push_back(randint(0, 10, {batch}, {.dtype = DType::i64, .device = dev}));
   }
   auto step = [&](int i) {
-    Tensor loss = cross_entropy(net.forward(xs[i % 16]), ys[i % 16]);
-    opt.step(backward(loss));
+    Tensor loss;
+    {
+      AutocastGuard amp_scope(amp);
+      loss = cross_entropy(net.forward(xs[i % 16]), ys[i % 16]);
+    }
+    GradientStore grads = backward(scaler.scale(loss));
+    scaler.step(opt, grads);
+    scaler.update();
     return loss;
   };
   for (int i = 0; i < 30; ++i) step(i);
@@ -54,19 +65,25 @@ void run(const char* name, Device dev, std::int64_t batch, int steps) {
   double l = loss.item();
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   DeviceStats s1 = device_stats(dev);
-  std::printf("rumus %s %s batch %lld: %.0f samples/s (%.0f us/step, host %.0f us/step), loss %.3f, %llu submits, "
+  std::printf("rumus %s %s%s batch %lld: %.0f samples/s (%.0f us/step, host %.0f us/step), loss %.3f, %llu submits, "
               "%llu uploads, %.1f MiB in use\n",
-              dev.str().c_str(), name, (long long)batch, steps * batch / dt, dt / steps * 1e6, host / steps * 1e6, l,
+              dev.str().c_str(), name, amp ? " amp" : "", (long long)batch, steps * batch / dt, dt / steps * 1e6, host / steps * 1e6, l,
               (unsigned long long)(s1.submits - s0.submits), (unsigned long long)(s1.host_to_device - s0.host_to_device),
               double(s1.bytes_in_use) / (1 << 20));
   std::fflush(stdout);
 }
 
 int main(int argc, char** argv) {
-  Device dev = Device::parse(argc > 1 ? argv[1] : "vulkan:0");
-  int steps = argc > 2 ? std::stoi(argv[2]) : 300;
+  std::vector<std::string> args;
+  bool amp = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--amp") amp = true;
+    else args.push_back(argv[i]);
+  }
+  Device dev = Device::parse(args.size() > 0 ? args[0] : "vulkan:0");
+  int steps = args.size() > 1 ? std::stoi(args[1]) : 300;
   for (std::int64_t batch : {64, 512}) {
-    run<Mlp>("mlp", dev, batch, steps);
-    run<Cnn>("cnn", dev, batch, steps);
+    run<Mlp>("mlp", dev, batch, steps, amp);
+    run<Cnn>("cnn", dev, batch, steps, amp);
   }
 }

@@ -194,16 +194,22 @@ int train(const example::Options& o, const LmOptions& lm) {
               o.threads, dev.str().c_str());
   std::fflush(stdout);
 
+  optim::GradScaler scaler({.enabled = o.amp});  // passes through without --amp
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), lm.steps_per_epoch);
     double loss_sum = 0;
     std::int64_t steps = 0, tokens = 0;
     for (; steps < lm.steps_per_epoch;) {
       auto [x, y] = batch_at(train_text, state.step, o.batch_size, lm.context, o.seed, dev);
-      Tensor logits = net(x);
-      Tensor loss = cross_entropy(logits.reshape({o.batch_size * lm.context, 256}), y.reshape({o.batch_size * lm.context}));
-      GradientStore grads = backward(loss);
-      opt->step(grads);
+      Tensor loss;
+      {
+        AutocastGuard amp(o.amp);  // --amp: matrix products in 16 bits, the loss in f32
+        Tensor logits = net(x);
+        loss = cross_entropy(logits.reshape({o.batch_size * lm.context, 256}), y.reshape({o.batch_size * lm.context}));
+      }
+      GradientStore grads = backward(scaler.scale(loss));
+      scaler.step(*opt, grads);  // unscaled first; skipped on inf/nan
+      scaler.update();
       sched->step();
       ++state.step;
       const double l = loss.item();

@@ -103,6 +103,8 @@ int train(const example::Options& o) {
               o.threads, dev.str().c_str());
   std::fflush(stdout);
 
+  // --amp: dynamic loss scaling for the 16-bit gradients; without it the scaler passes everything through.
+  optim::GradScaler scaler({.enabled = o.amp});
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), steps_per_epoch);
@@ -110,9 +112,14 @@ int train(const example::Options& o) {
     std::int64_t steps = 0, samples = 0;
     for (auto& [x, y] : train_loader) {
       if (steps == steps_per_epoch) break;  // --limit
-      Tensor loss = cross_entropy(net(x.to(dev)), y.to(dev));  // forward, recorded onto this thread's tape
-      GradientStore grads = backward(loss);                     // gradients of every parameter
-      opt->step(grads);                                         // no zero_grad(): gradients are not stored
+      Tensor loss;
+      {
+        AutocastGuard amp(o.amp);  // --amp: matrix products in 16 bits, the loss in f32
+        loss = cross_entropy(net(x.to(dev)), y.to(dev));  // forward, recorded onto this thread's tape
+      }
+      GradientStore grads = backward(scaler.scale(loss));  // gradients of every parameter (scaled under --amp)
+      scaler.step(*opt, grads);  // unscaled first; skipped on inf/nan. No zero_grad(): gradients are not stored
+      scaler.update();
       sched->step();
       ++state.step;
       const double l = loss.item();

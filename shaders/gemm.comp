@@ -5,7 +5,13 @@
 // Aligned shapes fetch the next K-slice into registers (vec4 loads) while the
 // current one is used; ragged ones load bounds-checked scalars straight into
 // shared memory (staging them in registers measured far slower on an H200).
+//
+// A and B may hold f16 or bf16 (IN_TYPE) and C f16 or bf16 (OUT_TYPE): they
+// are converted on load and store, and the arithmetic stays f32 (f32
+// accumulation). Specialisation constants, so the f32 pipeline compiles to the
+// same code as without them.
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_shader_16bit_storage : require
 layout(local_size_x_id = 0) in;  // (BM / 8) * (BN / 8)
 layout(constant_id = 1) const uint BM = 128;
 layout(constant_id = 2) const uint BN = 128;
@@ -13,6 +19,8 @@ layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const bool TRANS_A = false;
 layout(constant_id = 5) const bool TRANS_B = false;
 layout(constant_id = 6) const bool ALIGNED = false;  // tiles divide M, N, K; leading dims, offsets % 4 == 0
+layout(constant_id = 7) const uint IN_TYPE = 0;   // A and B: 0 f32, 1 f16, 2 bf16
+layout(constant_id = 8) const uint OUT_TYPE = 0;  // C: the same codes
 
 // Split-K: workgroup z = batch * splits + s sums K-range [s * k_chunk, (s + 1) * k_chunk)
 // and writes its own C slice (batch_c apart); the host adds the slices.
@@ -21,10 +29,67 @@ layout(constant_id = 6) const bool ALIGNED = false;  // tiles divide M, N, K; le
 
 layout(set = 0, binding = 0) readonly buffer A1 { float a1[]; };
 layout(set = 0, binding = 0) readonly buffer A4 { vec4 a4[]; };
+layout(set = 0, binding = 0) readonly buffer AH { uint16_t ah[]; };
+layout(set = 0, binding = 0) readonly buffer AH4 { uvec2 ah4[]; };
 layout(set = 0, binding = 1) readonly buffer B1 { float b1[]; };
 layout(set = 0, binding = 1) readonly buffer B4 { vec4 b4[]; };
+layout(set = 0, binding = 1) readonly buffer BH { uint16_t bh[]; };
+layout(set = 0, binding = 1) readonly buffer BH4 { uvec2 bh4[]; };
 layout(set = 0, binding = 2) buffer C1 { float c1[]; };
 layout(set = 0, binding = 2) buffer C4 { vec4 c4[]; };
+layout(set = 0, binding = 2) buffer CH { uint16_t ch[]; };
+layout(set = 0, binding = 2) buffer CH4 { uvec2 ch4[]; };
+
+// 16-bit conversions: one element, or four packed in a uvec2 (element 4i in the low half of .x).
+float from16(uint type, uint h) { return type == 1u ? unpackHalf2x16(h).x : uintBitsToFloat(h << 16); }
+vec4 from16x4(uint type, uvec2 w) {
+  if (type == 1u) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+  return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xffff0000u), uintBitsToFloat(w.y << 16),
+              uintBitsToFloat(w.y & 0xffff0000u));
+}
+uint to_bf16(float x) {
+  uint u = floatBitsToUint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;  // NaN stays NaN
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;        // round to nearest even
+}
+uint to16(uint type, float x) { return type == 1u ? packHalf2x16(vec2(x, 0.0)) & 0xffffu : to_bf16(x); }
+uvec2 to16x4(uint type, vec4 v) {
+  if (type == 1u) return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+  return uvec2(to_bf16(v.x) | (to_bf16(v.y) << 16), to_bf16(v.z) | (to_bf16(v.w) << 16));
+}
+
+float load_a(uint i) {
+  if (IN_TYPE == 0u) return a1[i];
+  return from16(IN_TYPE, uint(ah[i]));
+}
+float load_b(uint i) {
+  if (IN_TYPE == 0u) return b1[i];
+  return from16(IN_TYPE, uint(bh[i]));
+}
+vec4 load_a4(uint i4) {
+  if (IN_TYPE == 0u) return a4[i4];
+  return from16x4(IN_TYPE, ah4[i4]);
+}
+vec4 load_b4(uint i4) {
+  if (IN_TYPE == 0u) return b4[i4];
+  return from16x4(IN_TYPE, bh4[i4]);
+}
+float load_c(uint i) {
+  if (OUT_TYPE == 0u) return c1[i];
+  return from16(OUT_TYPE, uint(ch[i]));
+}
+vec4 load_c4(uint i4) {
+  if (OUT_TYPE == 0u) return c4[i4];
+  return from16x4(OUT_TYPE, ch4[i4]);
+}
+void store_c(uint i, float v) {
+  if (OUT_TYPE == 0u) c1[i] = v;
+  else ch[i] = uint16_t(to16(OUT_TYPE, v));
+}
+void store_c4(uint i4, vec4 v) {
+  if (OUT_TYPE == 0u) c4[i4] = v;
+  else ch4[i4] = to16x4(OUT_TYPE, v);
+}
 
 const uint THREADS = (BM / 8) * (BN / 8);
 const uint AS = BM / 4 + 1;  // k-major rows of vec4, padded
@@ -41,11 +106,11 @@ uint base_a, base_b, bm, bn, k_end, next_k;
 // A(m, k) and B(k, n) of this batch; zero outside the matrices.
 float get_a(uint m, uint k) {
   if (m >= pc.M || k >= k_end) return 0.0;
-  return a1[base_a + (TRANS_A ? k * pc.lda + m : m * pc.lda + k)];
+  return load_a(base_a + (TRANS_A ? k * pc.lda + m : m * pc.lda + k));
 }
 float get_b(uint k, uint n) {
   if (k >= k_end || n >= pc.N) return 0.0;
-  return b1[base_b + (TRANS_B ? n * pc.ldb + k : k * pc.ldb + n)];
+  return load_b(base_b + (TRANS_B ? n * pc.ldb + k : k * pc.ldb + n));
 }
 
 // Tile-local coordinates of fetch p: consecutive invocations walk the
@@ -59,15 +124,15 @@ void fetch(uint k0) {
     for (uint p = 0; p < LA / 4; ++p) {
       uint idx = tid + p * THREADS;
       vec4 v;
-      if (TRANS_A) { uint k = idx / (BM / 4), m = (idx % (BM / 4)) * 4; v = a4[(base_a + (k0 + k) * pc.lda + bm + m) / 4]; }
-      else { uint m = idx / (BK / 4), k = (idx % (BK / 4)) * 4; v = a4[(base_a + (bm + m) * pc.lda + k0 + k) / 4]; }
+      if (TRANS_A) { uint k = idx / (BM / 4), m = (idx % (BM / 4)) * 4; v = load_a4((base_a + (k0 + k) * pc.lda + bm + m) / 4); }
+      else { uint m = idx / (BK / 4), k = (idx % (BK / 4)) * 4; v = load_a4((base_a + (bm + m) * pc.lda + k0 + k) / 4); }
       ra[4 * p] = v.x; ra[4 * p + 1] = v.y; ra[4 * p + 2] = v.z; ra[4 * p + 3] = v.w;
     }
     for (uint p = 0; p < LB / 4; ++p) {
       uint idx = tid + p * THREADS;
       vec4 v;
-      if (TRANS_B) { uint n = idx / (BK / 4), k = (idx % (BK / 4)) * 4; v = b4[(base_b + (bn + n) * pc.ldb + k0 + k) / 4]; }
-      else { uint k = idx / (BN / 4), n = (idx % (BN / 4)) * 4; v = b4[(base_b + (k0 + k) * pc.ldb + bn + n) / 4]; }
+      if (TRANS_B) { uint n = idx / (BK / 4), k = (idx % (BK / 4)) * 4; v = load_b4((base_b + (bn + n) * pc.ldb + k0 + k) / 4); }
+      else { uint k = idx / (BN / 4), n = (idx % (BN / 4)) * 4; v = load_b4((base_b + (k0 + k) * pc.ldb + bn + n) / 4); }
       rb[4 * p] = v.x; rb[4 * p + 1] = v.y; rb[4 * p + 2] = v.z; rb[4 * p + 3] = v.w;
     }
   } else {
@@ -145,8 +210,8 @@ void main() {
         for (uint q = 0; q < 2; ++q) {
           uint at = base_c + m * pc.ldc + bn + tx * 4 + q * (BN / 2);
           vec4 v = pc.alpha * acc[2 * r + 8 * h + q];
-          if (pc.beta != 0.0) v += pc.beta * c4[at / 4];
-          c4[at / 4] = v;
+          if (pc.beta != 0.0) v += pc.beta * load_c4(at / 4);
+          store_c4(at / 4, v);
         }
       }
     }
@@ -162,7 +227,7 @@ void main() {
         vec4 v = pc.alpha * acc[2 * r + 8 * h + q];
         uint at = base_c + m * pc.ldc + n;
         [[unroll]] for (uint j = 0; j < 4; ++j) {
-          if (n + j < pc.N) c1[at + j] = pc.beta != 0.0 ? v[j] + pc.beta * c1[at + j] : v[j];
+          if (n + j < pc.N) store_c(at + j, pc.beta != 0.0 ? v[j] + pc.beta * load_c(at + j) : v[j]);
         }
       }
     }

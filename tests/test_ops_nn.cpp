@@ -120,8 +120,10 @@ TEST(NnErrors, EmbeddingDropoutJoin) {
 
 // What the CPU lacks is named by the op, not by a kernel deep inside.
 TEST(NnErrors, MissingKernelsNameTheOp) {
-  expect_error<DeviceError>([] { matmul(ones({2, 3}, {.dtype = DType::f16}), ones({3, 2}, {.dtype = DType::f16})); },
-                            "matmul: device cpu has no gemm kernel for f16 tensors");
+  const TensorOptions half{.dtype = DType::f16};
+  expect_error<DeviceError>(
+      [&] { scaled_dot_product_attention(ones({1, 2, 4}, half), ones({1, 2, 4}, half), ones({1, 2, 4}, half)); },
+      "scaled_dot_product_attention: device cpu has no attention_forward kernel for f16 tensors");
 }
 
 // ---- semantics ----

@@ -1050,7 +1050,8 @@ TEST(VulkanCoopmat, CapabilityCheckPicksThePath) {
   EXPECT_EQ(vulkan::coopmat_gemm_applies(ctx, args(a16, b16, c16)), has);
   EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, args(a32, b32, c32)));
   EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, args(a16, b32, c32)));
-  EXPECT_EQ(backend(kGpu).supports(Kernel::gemm, DType::f16), has);
+  // f16 products run everywhere: on the matrix units where the device has them, else on the plain kernel.
+  EXPECT_TRUE(backend(kGpu).supports(Kernel::gemm, DType::f16));
   std::cout << "[ coopmat  ] " << ctx.name << ": " << ctx.coopmat_shapes.size() << " cooperative-matrix shapes, "
             << (has ? "tensor-core f16 GEMM " + std::to_string(ctx.coopmat_tile->lm) + "x" +
                           std::to_string(ctx.coopmat_tile->ln) + "x" + std::to_string(ctx.coopmat_tile->lk)

@@ -31,6 +31,7 @@ struct Options {
   std::string device = "cpu";
   std::string save, checkpoint, resume, metrics;  // empty: named after the program
   std::int64_t limit = 0;              // training examples per epoch; 0: all
+  bool amp = false;                    // mixed precision: autocast + GradScaler
 };
 
 // A whole number of at least `min`, written in decimal digits only.
@@ -133,6 +134,9 @@ inline void add_options(CLI::App& app, Options& o) {
       ->type_name("N")
       ->capture_default_str()
       ->check(whole_number(0));
+  app.add_flag("--amp", o.amp,
+               "mixed precision: matrix products and convolutions in f16 (bf16 on the CPU) with f32 "
+               "accumulation, f32 parameters, dynamic loss scaling");
 }
 
 }  // namespace example

@@ -12,6 +12,8 @@
 //                laid over the new total of epochs);
 //   --threads    results do not depend on the thread count;
 //   --device     the same computation on other hardware;
+//   --amp        the same computation at another precision (the loss scale
+//                starts again from its initial value);
 //   --data       the path may move: the data itself is checked by its count
 //                and normalisation;
 //   --save, --checkpoint, --resume, --metrics: where files go.

@@ -2,6 +2,7 @@
 // Umbrella header: everything a training loop needs.
 #include "rumus/autograd/engine.hpp"
 #include "rumus/autograd/function.hpp"
+#include "rumus/autograd/autocast.hpp"
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/autograd/tape.hpp"
 #include "rumus/core/device.hpp"
@@ -17,6 +18,7 @@
 #include "rumus/core/tensor.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/attention.hpp"
+#include "rumus/ops/autocast_policy.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/conv.hpp"
 #include "rumus/ops/creation.hpp"
@@ -43,6 +45,7 @@
 #include "rumus/nn/transformer.hpp"
 #include "rumus/optim/adam.hpp"
 #include "rumus/optim/clip.hpp"
+#include "rumus/optim/grad_scaler.hpp"
 #include "rumus/optim/optimizer.hpp"
 #include "rumus/optim/rmsprop.hpp"
 #include "rumus/optim/scheduler.hpp"

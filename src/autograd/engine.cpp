@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "../backend/backend.hpp"
+#include "rumus/autograd/autocast.hpp"
 #include "rumus/autograd/tape.hpp"
 #include "rumus/core/profiler.hpp"
 
@@ -84,6 +85,7 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
                         "computed under NoGradGuard)");
   NoGradGuard no_grad;  // gradients themselves are not recorded
   detail::ProfilePhase phase("backward");
+  AutocastGuard no_autocast(false);  // backward keeps the dtypes the forward chose
   auto& tape = autograd::this_thread_tape();
   std::unordered_map<GradId, std::size_t> producer;
   producer.reserve(tape.size());

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "autocast.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/dropout.hpp"
 #include "rumus/ops/elementwise.hpp"
@@ -70,9 +71,11 @@ Layout mask_layout(const Tensor& mask, const Tensor& q, const Shape& full) {
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in, const Tensor& value_in,
+                                    const Tensor& attn_mask_in, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* generator) {
+  const auto cast = detail::autocast(kOp, query_in, key_in, value_in, attn_mask_in);
+  const Tensor &query = cast[0], &key = cast[1], &value = cast[2], &attn_mask = cast[3];
   check_operands(query, key, value);
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
     throw ValueError(fmt::format("{}: expected 0 <= dropout_p <= 1, got {}", kOp, dropout_p));

@@ -16,6 +16,7 @@
 // PyTorch's unfold-based convolution does) instead of redoing im2col.
 #include "rumus/ops/conv.hpp"
 
+#include "autocast.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/reduction.hpp"
 
@@ -142,8 +143,10 @@ Tensor direct_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bi
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dOptions& o) {
   const char* op = "conv2d";
+  const auto cast = detail::autocast(op, input_in, weight_in, bias_in);
+  const Tensor &input = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_defined(op, input);
   detail::check_defined(op, weight);
   if (input.dim() != 4)
@@ -276,8 +279,10 @@ Tensor col2im(const Tensor& cols, Size2 output_size, Size2 kernel,
   return out;
 }
 
-Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in) {
   const char* op = "linear";
+  const auto cast = detail::autocast(op, input_in, weight_in, bias_in);
+  const Tensor &input = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_defined(op, input);
   detail::check_defined(op, weight);
   check_float_pair(op, input, weight, "weight");

@@ -1,6 +1,7 @@
 // matmul/bmm: every case reduces to one strided, batched GEMM call.
 #include "rumus/ops/linalg.hpp"
 
+#include "autocast.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/reduction.hpp"
 
@@ -96,7 +97,9 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  const auto cast = detail::autocast("bmm", a_in, b_in);
+  const Tensor &a = cast[0], &b = cast[1];
   check_pair("bmm", a, b);
   if (a.dim() != 3 || b.dim() != 3 || a.shape()[0] != b.shape()[0] || a.shape()[2] != b.shape()[1])
     throw ShapeError(fmt::format("bmm: expected [B, M, K] x [B, K, N], got {} x {}", shape_str(a.shape()),
@@ -109,7 +112,9 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const auto cast = detail::autocast("matmul", a_in, b_in);
+  const Tensor &a = cast[0], &b = cast[1];
   check_pair("matmul", a, b);
   const auto da = a.dim(), db = b.dim();
   if (da == 0 || db == 0)

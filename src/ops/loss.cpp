@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "autocast.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/compare.hpp"
@@ -18,7 +19,9 @@ namespace rumus {
 using autograd::SavedTensor;
 using detail::arg;
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const auto cast = detail::autocast("mse_loss", input_in, target_in);
+  const Tensor &input = cast[0], &target = cast[1];
   detail::check_same_device("mse_loss", input, target);
   detail::check_floating("mse_loss", input);
   if (input.shape() != target.shape())
@@ -136,11 +139,12 @@ Tensor nll_impl(const char* op, const Tensor& log_probs, const Tensor& target, R
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, std::int64_t ignore_index) {
-  return nll_impl("nll_loss", log_probs, target, reduction, ignore_index, 0.0);
+  return nll_impl("nll_loss", detail::autocast("nll_loss", log_probs)[0], target, reduction, ignore_index, 0.0);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& o) {
   const char* op = "cross_entropy";
+  const Tensor logits = detail::autocast(op, logits_in)[0];
   detail::check_floating(op, logits);
   if (!(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0))
     throw Error(fmt::format("cross_entropy: expected label_smoothing in [0, 1], got {}", o.label_smoothing));
@@ -151,8 +155,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
                   o.label_smoothing);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction) {
+Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& target_in, Reduction reduction) {
   const char* op = "binary_cross_entropy_with_logits";
+  const auto cast = detail::autocast(op, logits_in, target_in);
+  const Tensor &logits = cast[0], &target = cast[1];
   detail::check_same_device(op, logits, target);
   detail::check_floating(op, logits);
   if (target.dtype() != logits.dtype())

@@ -3,6 +3,7 @@
 // only the normalised input and the inverse standard deviation.
 #include "rumus/ops/normalization.hpp"
 
+#include "autocast.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/reduction.hpp"
@@ -38,9 +39,11 @@ void check_param(const char* op, const char* what, const Tensor& x, const Tensor
 
 }  // namespace
 
-Tensor batch_norm2d(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                    const Tensor& bias, bool training, double momentum, double eps) {
+Tensor batch_norm2d(const Tensor& input_in, const Tensor& running_mean, const Tensor& running_var,
+                    const Tensor& weight_in, const Tensor& bias_in, bool training, double momentum, double eps) {
   const char* op = "batch_norm2d";
+  const auto cast = detail::autocast(op, input_in, weight_in, bias_in);
+  const Tensor &input = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_floating(op, input);
   if (input.dim() != 4)
     throw ShapeError(fmt::format("batch_norm2d: expected input of 4 dims [N, C, H, W], got {}",
@@ -106,9 +109,11 @@ Tensor batch_norm2d(const Tensor& input, const Tensor& running_mean, const Tenso
   return out;
 }
 
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
+Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps) {
   const char* op = "layer_norm";
+  const auto cast = detail::autocast(op, input_in, weight_in, bias_in);
+  const Tensor &input = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_floating(op, input);
   const auto k = std::int64_t(normalized_shape.size());
   bool fits = k >= 1 && k <= input.dim();

@@ -1,5 +1,6 @@
 #include "rumus/ops/reduction.hpp"
 
+#include "autocast.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
@@ -58,7 +59,9 @@ Tensor extremum(ReduceOp op, const char* name, const Tensor& x, std::vector<std:
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims_in, bool keepdim) {
+Tensor sum(const Tensor& x_in, const std::vector<std::int64_t>& dims_in, bool keepdim) {
+  const auto cast = detail::autocast("sum", x_in);
+  const Tensor& x = cast[0];
   detail::check_defined("sum", x);
   auto dims = dims_in;
   Shape keep_shape = detail::reduced_shape(x.shape(), dims, "sum");
@@ -81,7 +84,9 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims_in, bool keepd
   return out;
 }
 
-Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims_in, bool keepdim) {
+Tensor mean(const Tensor& x_in, const std::vector<std::int64_t>& dims_in, bool keepdim) {
+  const auto cast = detail::autocast("mean", x_in);
+  const Tensor& x = cast[0];
   detail::check_floating("mean", x);
   auto dims = dims_in;
   Shape keep_shape = detail::reduced_shape(x.shape(), dims, "mean");

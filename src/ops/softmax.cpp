@@ -1,6 +1,7 @@
 // softmax/log_softmax along any dim: the dim is moved last, one row kernel runs, the result is viewed back.
 #include "rumus/ops/softmax.hpp"
 
+#include "autocast.hpp"
 #include "op_util.hpp"
 
 namespace rumus {
@@ -33,8 +34,12 @@ Tensor softmax_impl(const char* op, const Tensor& x, std::int64_t dim, bool log)
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_impl("softmax", x, dim, false); }
-Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl("log_softmax", x, dim, true); }
+Tensor softmax(const Tensor& x, std::int64_t dim) {
+  return softmax_impl("softmax", detail::autocast("softmax", x)[0], dim, false);
+}
+Tensor log_softmax(const Tensor& x, std::int64_t dim) {
+  return softmax_impl("log_softmax", detail::autocast("log_softmax", x)[0], dim, true);
+}
 
 Tensor Tensor::softmax(std::int64_t dim) const { return rumus::softmax(*this, dim); }
 Tensor Tensor::log_softmax(std::int64_t dim) const { return rumus::log_softmax(*this, dim); }

@@ -30,8 +30,8 @@ bool CpuBackend::supports(Kernel kernel, DType dtype) const {
     case Kernel::fill: case Kernel::copy: case Kernel::where: case Kernel::reduce: case Kernel::random:
     case Kernel::binary: case Kernel::index_select:
       return true;
-    case Kernel::gemm:
-      return dtype == DType::f32 || dtype == DType::f64;
+    case Kernel::gemm:  // 16-bit operands through f32 (cpu_backend.cpp)
+      return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
     case Kernel::conv2d_forward: case Kernel::conv2d_backward_data: case Kernel::conv2d_backward_weight:
       return dtype == DType::f32;  // oneDNN; f64 convolutions are lowered to im2col + GEMM
     case Kernel::unary: case Kernel::sgd_step: case Kernel::adam_step: case Kernel::im2col: case Kernel::col2im:
@@ -209,6 +209,61 @@ void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std:
   });
 }
 
+namespace {
+
+bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+constexpr std::int64_t kParallelConvert = std::int64_t(1) << 16;  // elements; fewer convert on one thread
+
+// Elements a batched, strided operand reaches from its offset.
+std::int64_t span(std::int64_t batch, std::int64_t stride, std::int64_t rows, std::int64_t ld, std::int64_t cols) {
+  if (batch <= 0 || rows <= 0 || cols <= 0) return 0;
+  return (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
+// n elements of t from its offset, as f32 (t may be f32, f16 or bf16).
+void widen(TensorArg t, float* out, std::int64_t n) {
+  const std::int64_t off = t.layout->offset;
+  switch (t.dtype) {
+    case DType::f32: std::copy_n(data_of<float>(t) + off, n, out); break;
+    case DType::f16: {
+      const Half* p = data_of<Half>(t) + off;
+#pragma omp parallel for if (n >= kParallelConvert)
+      for (std::int64_t i = 0; i < n; ++i) out[i] = float(p[i]);
+      break;
+    }
+    case DType::bf16: {
+      const BFloat16* p = data_of<BFloat16>(t) + off;
+#pragma omp parallel for if (n >= kParallelConvert)
+      for (std::int64_t i = 0; i < n; ++i) out[i] = float(p[i]);
+      break;
+    }
+    default: throw DTypeError("gemm: cpu kernel cannot mix " + std::string(dtype_name(t.dtype)) + " with 16-bit operands");
+  }
+}
+
+void narrow(TensorArg t, const float* in, std::int64_t n) {
+  const std::int64_t off = t.layout->offset;
+  switch (t.dtype) {
+    case DType::f32: std::copy_n(in, n, data_of<float>(t) + off); break;
+    case DType::f16: {
+      Half* p = data_of<Half>(t) + off;
+#pragma omp parallel for if (n >= kParallelConvert)
+      for (std::int64_t i = 0; i < n; ++i) p[i] = Half(in[i]);
+      break;
+    }
+    case DType::bf16: {
+      BFloat16* p = data_of<BFloat16>(t) + off;
+#pragma omp parallel for if (n >= kParallelConvert)
+      for (std::int64_t i = 0; i < n; ++i) p[i] = BFloat16(in[i]);
+      break;
+    }
+    default: throw DTypeError("gemm: cpu kernel cannot write " + std::string(dtype_name(t.dtype)));
+  }
+}
+
+}  // namespace
+
 // GEMM: f32 on oneDNN, which dispatches on the instruction set the CPU really
 // has and threads on the OpenMP team rumus's loops use. oneDNN has no f64 GEMM,
 // so f64 (gradient checks, references) stays on a single-threaded OpenBLAS
@@ -217,11 +272,9 @@ void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std:
 void CpuBackend::gemm(const GemmArgs& g) {
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   const auto ta = g.trans_a ? CblasTrans : CblasNoTrans, tb = g.trans_b ? CblasTrans : CblasNoTrans;
+  // Pointers are at the operands' offsets.
   auto run = [&](auto* a, auto* b, auto* c) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(a)>>;
-    a += g.a.layout->offset;
-    b += g.b.layout->offset;
-    c += g.c.layout->offset;
     // C[i][r0:r1, c0:c1] for one batch entry.
     auto block = [&](std::int64_t i, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
       if (r0 >= r1 || c0 >= c1) return;
@@ -272,12 +325,43 @@ void CpuBackend::gemm(const GemmArgs& g) {
         }
     }
   };
+  auto at = [](auto* base, TensorArg t) { return base + t.layout->offset; };
+  if (is_16bit(g.a.dtype) || is_16bit(g.b.dtype) || is_16bit(g.c.dtype)) {
+    // 16-bit operands are widened to f32, multiplied by the f32 kernel and the
+    // result narrowed once: f32 accumulation, as the GPU kernels do.
+    const std::int64_t rows[2] = {g.trans_a ? g.k : g.m, g.trans_b ? g.n : g.k};
+    const std::int64_t cols[2] = {g.trans_a ? g.m : g.k, g.trans_b ? g.k : g.n};
+    const std::int64_t ld[2] = {g.lda, g.ldb}, stride[2] = {g.stride_a, g.stride_b};
+    const TensorArg in[2] = {g.a, g.b};
+    // Scratch from this backend's block cache: fresh pages would cost a page
+    // fault each on every call (most of the time, measured on the CNN).
+    struct Scratch {
+      CpuBackend& be;
+      std::size_t bytes;
+      float* p;
+      Scratch(CpuBackend& b, std::int64_t n)
+          : be(b), bytes(std::size_t(std::max<std::int64_t>(n, 1)) * 4), p(static_cast<float*>(b.allocate(bytes))) {}
+      ~Scratch() { be.deallocate(p, bytes); }
+    };
+    const std::int64_t spans[3] = {span(g.batch, stride[0], rows[0], ld[0], cols[0]),
+                                   span(g.batch, stride[1], rows[1], ld[1], cols[1]),
+                                   span(g.batch, g.stride_c, g.m, g.ldc, g.n)};
+    Scratch wa(*this, spans[0]), wb(*this, spans[1]), wc(*this, spans[2]);
+    widen(in[0], wa.p, spans[0]);
+    widen(in[1], wb.p, spans[1]);
+    // C is read even when beta == 0: the gaps between its rows (ldc > n) are
+    // written back, and must come back unchanged (16-bit values round-trip exactly).
+    widen(g.c, wc.p, spans[2]);
+    run(wa.p, wb.p, wc.p);
+    narrow(g.c, wc.p, spans[2]);
+    return;
+  }
   if (g.c.dtype == DType::f32)
-    run(data_of<float>(g.a), data_of<float>(g.b), data_of<float>(g.c));
+    run(at(data_of<float>(g.a), g.a), at(data_of<float>(g.b), g.b), at(data_of<float>(g.c), g.c));
   else if (g.c.dtype == DType::f64)
-    run(data_of<double>(g.a), data_of<double>(g.b), data_of<double>(g.c));
+    run(at(data_of<double>(g.a), g.a), at(data_of<double>(g.b), g.b), at(data_of<double>(g.c), g.c));
   else
-    throw DTypeError(std::string("gemm: cpu kernel supports f32 and f64, got ") +
+    throw DTypeError(std::string("gemm: cpu kernel supports f32, f64, f16 and bf16, got ") +
                      std::string(dtype_name(g.c.dtype)));
 }
 

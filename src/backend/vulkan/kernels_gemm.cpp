@@ -1,4 +1,5 @@
-// Host side of gemm.comp: tile choice and the aligned (vec4) fast path.
+// Host side of gemm.comp: tile choice, the aligned (vec4) fast path, and the
+// operand dtypes (f32, or f16/bf16 inputs with f32 accumulation).
 #include <cstdlib>
 #include <cstdio>
 
@@ -12,14 +13,27 @@ namespace rumus::vulkan {
 namespace {
 
 using push::GemmPush;
+
+// gemm.comp's IN_TYPE / OUT_TYPE codes.
+std::uint32_t type_code(DType t) { return t == DType::f16 ? 1u : t == DType::bf16 ? 2u : 0u; }
+
+// f32 x f32 -> f32, or 16-bit x 16-bit (both the same) -> f32 or that 16-bit dtype.
+void check_dtypes(const GemmArgs& g) {
+  const DType in = g.a.dtype;
+  const bool ok = g.b.dtype == in && (in == DType::f32 ? g.c.dtype == DType::f32
+                                                        : (in == DType::f16 || in == DType::bf16) &&
+                                                              (g.c.dtype == in || g.c.dtype == DType::f32));
+  if (!ok)
+    throw DTypeError("gemm: the Vulkan kernel multiplies f32 x f32 -> f32, or f16/bf16 pairs into the same dtype "
+                     "or f32, got " + std::string(dtype_name(g.a.dtype)) + " x " + std::string(dtype_name(g.b.dtype)) +
+                     " -> " + std::string(dtype_name(g.c.dtype)));
+}
 }  // namespace
 
 void VulkanBackend::gemm(const GemmArgs& g) {
-  if (coopmat_gemm_applies(*ctx_, g)) return coopmat_gemm(g);
-  if (g.a.dtype != DType::f32 || g.b.dtype != DType::f32 || g.c.dtype != DType::f32)
-    throw DTypeError("gemm: the Vulkan kernel multiplies f32 matrices, got " + std::string(dtype_name(g.a.dtype)) +
-                     " x " + std::string(dtype_name(g.b.dtype)) + " -> " + std::string(dtype_name(g.c.dtype)));
+  check_dtypes(g);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  if (coopmat_gemm_applies(*ctx_, g)) return coopmat_gemm(g);  // f16 on the matrix units
   GemmPush pc{std::uint32_t(g.m), std::uint32_t(g.n), std::uint32_t(g.k), std::uint32_t(g.lda),
               std::uint32_t(g.ldb), std::uint32_t(g.ldc), std::uint32_t(g.a.layout->offset),
               std::uint32_t(g.b.layout->offset), std::uint32_t(g.c.layout->offset), std::uint32_t(g.stride_a),
@@ -66,14 +80,15 @@ void VulkanBackend::gemm(const GemmArgs& g) {
                           pc.batch_c})
     if (v % 4) aligned = false;
   std::vector<std::uint32_t> spec = {(bm / 8) * (bn / 8), bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
-                                     aligned ? 1u : 0u};
+                                     aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype)};
   const std::uint32_t gx = std::uint32_t((g.n + bn - 1) / bn), gy = std::uint32_t((g.m + bm - 1) / bm);
   if (splits == 1) {
     Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
     launch("gemm", spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch));
     return;
   }
-  // Slices [batch, splits, m, n] (alpha applied), summed over `splits` into C.
+  // Slices [batch, splits, m, n] (alpha applied, f32 whatever C's dtype), summed over `splits` into C.
+  spec[8] = type_code(DType::f32);
   const std::int64_t mn = g.m * g.n;
   Layout parts_layout = Layout::contiguous({g.batch, std::int64_t(splits), g.m, g.n});
   Storage parts(device(), std::size_t(g.batch * splits * mn) * 4);
@@ -86,7 +101,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   Operand ops[] = {{g.a, false}, {g.b, false}, {parts_arg, true}};
   launch("gemm", spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch) * splits);
   Layout c_layout{{g.batch, 1, g.m, g.n}, {g.stride_c, 0, g.ldc, 1}, g.c.layout->offset};
-  TensorArg c_arg{g.c.storage, DType::f32, &c_layout};
+  TensorArg c_arg{g.c.storage, g.c.dtype, &c_layout};
   if (g.beta == 0) {
     reduce(ReduceOp::sum, c_arg, parts_arg);
     return;

@@ -21,6 +21,8 @@ struct ForcedTile {
 std::optional<GemmTile> VulkanBackend::gemm_tile_for(const GemmArgs& g, const GemmTile& heuristic) {
   if (auto forced = gemm_tile_override()) return forced;
   if (g.k == 0) return std::nullopt;
+  // The tuner times f32 products; 16-bit ones keep the heuristic's tile.
+  if (g.a.dtype != DType::f32 || g.b.dtype != DType::f32 || g.c.dtype != DType::f32) return std::nullopt;
   auto splits = [&](const GemmTile& t) {
     return gemm_splits_k(((g.m + t.bm - 1) / t.bm) * ((g.n + t.bn - 1) / t.bn) * g.batch, g.k);
   };

@@ -42,8 +42,8 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
   switch (kernel) {
     case Kernel::fill: case Kernel::copy: case Kernel::random: case Kernel::index_select:
       return true;
-    case Kernel::gemm:  // f16 on the matrix units where the device has them
-      return dtype == DType::f32 || (dtype == DType::f16 && ctx_->coopmat_tile.has_value());
+    case Kernel::gemm:  // 16-bit operands accumulate in f32
+      return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
     case Kernel::index_add:  // float atomics
       return dtype == DType::f32 && ctx_->float_atomics;
     case Kernel::sgd_step: case Kernel::adam_step: case Kernel::im2col: case Kernel::col2im:

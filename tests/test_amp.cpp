@@ -1,0 +1,484 @@
+// Mixed precision: the autocast scope and its policy, 16-bit GEMMs with f32
+// accumulation on every device, and GradScaler's dynamic loss scaling.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+
+#include <rumus/rumus.hpp>
+
+#include "backend/backend.hpp"  // kernel-level GEMM checks
+#include "expect_error.hpp"
+
+using namespace rumus;
+using namespace rumus::testing;
+
+namespace {
+
+bool have_vulkan() {
+  static const bool ok = [] {
+    try {
+      device_backend(Device::vulkan(0));
+      return true;
+    } catch (const DeviceError&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+// Every device of this build that the machine has.
+std::vector<Device> devices() {
+  std::vector<Device> d{Device::cpu()};
+  if (have_vulkan()) d.push_back(Device::vulkan(0));
+  return d;
+}
+
+Tensor rnd(const Shape& shape, Device device, std::uint64_t seed) {
+  Generator gen(seed);
+  return uniform(shape, -1.0, 1.0, {.device = device}, &gen);
+}
+
+// |got - want| <= atol + rtol * |want| everywhere.
+void expect_close(const Tensor& got, const Tensor& want, double atol, double rtol, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  auto g = got.to(DType::f64).cpu().to_vector<double>();
+  auto w = want.to(DType::f64).cpu().to_vector<double>();
+  for (std::size_t i = 0; i < g.size(); ++i)
+    ASSERT_LE(std::abs(g[i] - w[i]), atol + rtol * std::abs(w[i])) << what << " at " << i << ": " << g[i] << " vs " << w[i];
+}
+
+// Tolerances of a product over k terms of inputs in [-1, 1] whose inputs and
+// output are rounded to `dt` (f16: 11 significant bits, bf16: 8).
+double atol_for(DType dt, std::int64_t k) {
+  const double eps = dt == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+  return 4 * eps * std::sqrt(double(k));
+}
+double rtol_for(DType dt) { return dt == DType::f16 ? std::ldexp(1.0, -9) : std::ldexp(1.0, -6); }
+
+}  // namespace
+
+// ---- the scope ----
+
+TEST(Autocast, OffByDefaultAndRestoredByTheGuard) {
+  EXPECT_FALSE(autocast_enabled());
+  {
+    AutocastGuard on;
+    EXPECT_TRUE(autocast_enabled());
+    EXPECT_EQ(autocast_dtype(Device::cpu()), DType::bf16);
+    EXPECT_EQ(autocast_dtype(Device::vulkan(0)), DType::f16);
+  }
+  EXPECT_FALSE(autocast_enabled());
+  EXPECT_FALSE(autocast_dtype_override().has_value());
+}
+
+TEST(Autocast, NestedScopesRestoreTheOuterState) {
+  AutocastGuard outer(DType::bf16);
+  EXPECT_EQ(autocast_dtype(Device::vulkan(0)), DType::bf16);
+  {
+    AutocastGuard inner(DType::f16);
+    EXPECT_EQ(autocast_dtype(Device::cpu()), DType::f16);
+    {
+      AutocastGuard off(false);  // torch.autocast(enabled=False) inside a region
+      EXPECT_FALSE(autocast_enabled());
+      Tensor x = rnd({2, 3}, Device::cpu(), 1), w = rnd({4, 3}, Device::cpu(), 2);
+      EXPECT_EQ(linear(x, w).dtype(), DType::f32);
+    }
+    EXPECT_TRUE(autocast_enabled());
+    EXPECT_EQ(autocast_dtype(Device::cpu()), DType::f16);
+  }
+  EXPECT_EQ(autocast_dtype(Device::cpu()), DType::bf16);
+}
+
+TEST(Autocast, FunctionFormReturnsTheResultAndEndsTheScope) {
+  Tensor a = rnd({3, 4}, Device::cpu(), 3), b = rnd({4, 5}, Device::cpu(), 4);
+  Tensor out = autocast(DType::f16, [&] { return matmul(a, b); });
+  EXPECT_EQ(out.dtype(), DType::f16);
+  EXPECT_FALSE(autocast_enabled());
+  EXPECT_EQ(matmul(a, b).dtype(), DType::f32);  // disabled again: f32 as before
+}
+
+TEST(Autocast, RejectsADtypeThatIsNot16Bit) {
+  expect_error<DTypeError>([] { AutocastGuard g(DType::f32); }, "autocast: expected a dtype of f16 or bf16, got f32");
+  EXPECT_FALSE(autocast_enabled());
+}
+
+// ---- the policy ----
+
+TEST(AutocastPolicy, TableListsEachOpOnce) {
+  std::set<std::string_view> seen;
+  for (const auto& e : autocast_table()) {
+    EXPECT_TRUE(seen.insert(e.op).second) << e.op;
+    EXPECT_EQ(autocast_policy(e.op), e.policy);
+  }
+  EXPECT_EQ(autocast_policy("matmul"), AutocastPolicy::lower_precision);
+  EXPECT_EQ(autocast_policy("softmax"), AutocastPolicy::f32);
+  EXPECT_EQ(autocast_policy("relu"), AutocastPolicy::none);
+}
+
+TEST(AutocastPolicy, ProductsRunIn16BitsAndReductionsLossesNormsInF32) {
+  for (Device dev : devices()) {
+    SCOPED_TRACE(dev.str());
+    AutocastGuard on;
+    const DType low = autocast_dtype(dev);
+    Tensor x = rnd({4, 8}, dev, 5), w = rnd({6, 8}, dev, 6), b = rnd({6}, dev, 7);
+    EXPECT_EQ(linear(x, w, b).dtype(), low);
+    EXPECT_EQ(matmul(x, w.t()).dtype(), low);
+    EXPECT_EQ(bmm(x.unsqueeze(0), w.t().unsqueeze(0)).dtype(), low);
+    Tensor img = rnd({2, 3, 6, 6}, dev, 8), k = rnd({4, 3, 3, 3}, dev, 9), kb = rnd({4}, dev, 10);
+    EXPECT_EQ(conv2d(img, k, kb).dtype(), low);
+
+    Tensor h = x.to(low);  // a 16-bit activation
+    EXPECT_EQ(relu(h).dtype(), low);  // not listed: stays in its dtype
+    EXPECT_EQ(softmax(h, 1).dtype(), DType::f32);
+    EXPECT_EQ(log_softmax(h, 1).dtype(), DType::f32);
+    EXPECT_EQ(sum(h).dtype(), DType::f32);
+    EXPECT_EQ(mean(h).dtype(), DType::f32);
+    EXPECT_EQ(layer_norm(h, {8}).dtype(), DType::f32);
+    EXPECT_EQ(mse_loss(h, x).dtype(), DType::f32);
+    Tensor target = tensor(std::vector<std::int64_t>{0, 1, 2, 3}, {4}).to(dev);
+    EXPECT_EQ(cross_entropy(h, target).dtype(), DType::f32);
+    EXPECT_EQ(nll_loss(log_softmax(h, 1), target).dtype(), DType::f32);
+  }
+}
+
+TEST(AutocastPolicy, F64InputsAreLeftAlone) {
+  AutocastGuard on;
+  Tensor a = rnd({3, 4}, Device::cpu(), 11).to(DType::f64), b = rnd({4, 2}, Device::cpu(), 12).to(DType::f64);
+  EXPECT_EQ(matmul(a, b).dtype(), DType::f64);
+}
+
+TEST(AutocastPolicy, AttentionRunsInF32WhereTheDeviceHasNo16BitKernel) {
+  for (Device dev : devices()) {
+    SCOPED_TRACE(dev.str());
+    AutocastGuard on;
+    Tensor q = rnd({1, 2, 4, 8}, dev, 13), k = rnd({1, 2, 5, 8}, dev, 14), v = rnd({1, 2, 5, 8}, dev, 15);
+    const bool has16 = backend(dev).supports(Kernel::attention_forward, autocast_dtype(dev));
+    EXPECT_EQ(scaled_dot_product_attention(q, k, v).dtype(), has16 ? autocast_dtype(dev) : DType::f32);
+  }
+}
+
+// ---- results against f32 ----
+
+TEST(AutocastAccuracy, LinearMatmulConvMatchF32WithinHalfPrecision) {
+  for (Device dev : devices()) {
+    for (DType low : {DType::f16, DType::bf16}) {
+      SCOPED_TRACE(dev.str() + " " + std::string(dtype_name(low)));
+      Tensor x = rnd({33, 70}, dev, 20), w = rnd({19, 70}, dev, 21), b = rnd({19}, dev, 22);
+      Tensor img = rnd({2, 3, 9, 9}, dev, 23), k = rnd({5, 3, 3, 3}, dev, 24), kb = rnd({5}, dev, 25);
+      Tensor a3 = rnd({3, 17, 40}, dev, 26), b3 = rnd({3, 40, 12}, dev, 27);
+      Tensor lin, mm, conv, batched;
+      {
+        AutocastGuard on(low);
+        lin = linear(x, w, b);
+        mm = matmul(x, w.t());
+        conv = conv2d(img, k, kb, {.padding = {1, 1}});
+        batched = bmm(a3, b3);
+      }
+      for (const Tensor* t : {&lin, &mm, &conv, &batched}) EXPECT_EQ(t->dtype(), low);
+      expect_close(lin, linear(x, w, b), atol_for(low, 70), rtol_for(low), "linear");
+      expect_close(mm, matmul(x, w.t()), atol_for(low, 70), rtol_for(low), "matmul");
+      expect_close(conv, conv2d(img, k, kb, {.padding = {1, 1}}), atol_for(low, 27), rtol_for(low), "conv2d");
+      expect_close(batched, bmm(a3, b3), atol_for(low, 40), rtol_for(low), "bmm");
+    }
+  }
+}
+
+TEST(AutocastGradients, ReachF32ParametersInF32) {
+  for (Device dev : devices()) {
+    SCOPED_TRACE(dev.str());
+    Tensor x = rnd({8, 12}, dev, 30), w = rnd({5, 12}, dev, 31).requires_grad_(),
+           b = rnd({5}, dev, 32).requires_grad_(), k = rnd({2, 1, 3, 3}, dev, 33).requires_grad_();
+    Tensor img = rnd({2, 1, 5, 5}, dev, 34);
+    auto loss_of = [&] { return sum(square(linear(x, w, b))) + sum(conv2d(img, k)); };
+    GradientStore ref = backward(loss_of());
+    Tensor loss = autocast(DType::f16, loss_of);
+    EXPECT_EQ(loss.dtype(), DType::f32);
+    GradientStore grads = backward(loss);
+    for (const Tensor* p : {&w, &b, &k}) {
+      EXPECT_EQ(p->dtype(), DType::f32);
+      ASSERT_EQ(grads.at(*p).dtype(), DType::f32);
+      expect_close(grads.at(*p), ref.at(*p), 0.05, 0.01, "gradient");
+    }
+  }
+}
+
+// A backward function that calls a listed op (linear's bias gradient is a
+// sum) keeps the forward's dtype even when backward runs inside the scope.
+TEST(AutocastGradients, BackwardRunsWithAutocastOff) {
+  const TensorOptions half{.dtype = DType::f16};
+  Tensor x = ones({4, 3}, half), w = ones({2, 3}, half).requires_grad_(), b = ones({2}, half).requires_grad_();
+  AutocastGuard on(DType::f16);
+  GradientStore grads = backward(sum(linear(x, w, b)));
+  EXPECT_EQ(grads.at(b).dtype(), DType::f16);
+  EXPECT_EQ(grads.at(w).dtype(), DType::f16);
+  EXPECT_TRUE(autocast_enabled());  // restored after backward
+}
+
+// One SGD step of a two-layer MLP under autocast and a GradScaler lands where
+// the f32 step does; the parameters stay f32.
+TEST(AutocastGradients, MlpStepWithScalerMatchesF32Step) {
+  for (Device dev : devices()) {
+    SCOPED_TRACE(dev.str());
+    auto make = [&] {
+      return std::vector<Tensor>{rnd({32, 20}, dev, 40).mul_(0.3).requires_grad_(),
+                                 rnd({32}, dev, 41).mul_(0.1).requires_grad_(),
+                                 rnd({10, 32}, dev, 42).mul_(0.3).requires_grad_(),
+                                 rnd({10}, dev, 43).mul_(0.1).requires_grad_()};
+    };
+    Tensor x = rnd({16, 20}, dev, 44);
+    Generator gen(45);
+    Tensor y = randint(0, 10, {16}, {.dtype = DType::i64, .device = dev}, &gen);
+    auto loss_of = [&](const std::vector<Tensor>& p) {
+      return cross_entropy(linear(relu(linear(x, p[0], p[1])), p[2], p[3]), y);
+    };
+    std::vector<Tensor> ref = make(), amp = make();
+    optim::SGD ref_opt(ref, {.lr = 0.5}), amp_opt(amp, {.lr = 0.5});
+    ref_opt.step(backward(loss_of(ref)));
+
+    optim::GradScaler scaler;
+    Tensor loss = autocast([&] { return loss_of(amp); });
+    GradientStore grads = backward(scaler.scale(loss));
+    EXPECT_TRUE(scaler.step(amp_opt, grads));
+    scaler.update();
+    for (std::size_t i = 0; i < amp.size(); ++i) {
+      EXPECT_EQ(amp[i].dtype(), DType::f32);
+      const double tol = dev.is_cpu() ? 2e-2 : 5e-3;  // bf16 on the CPU, f16 on GPUs
+      expect_close(amp[i], ref[i], tol, tol, "parameter " + std::to_string(i));
+    }
+  }
+}
+
+// ---- 16-bit GEMM kernels ----
+
+namespace {
+
+TensorArg arg_of(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
+
+// C = A(m x k) B(k x n) + beta * C through the device's gemm kernel, with C's
+// rows ldc = n + 3 apart inside a buffer whose gap entries must stay put.
+void check_gemm(Device dev, DType in, DType out, std::int64_t m, std::int64_t n, std::int64_t k, bool trans_a,
+                bool trans_b, double beta) {
+  SCOPED_TRACE(dev.str() + " " + std::string(dtype_name(in)) + "->" + std::string(dtype_name(out)) + " " +
+               std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (trans_a ? " tA" : "") +
+               (trans_b ? " tB" : "") + " beta " + std::to_string(beta));
+  const std::int64_t ldc = n + 3;
+  Tensor a = rnd(trans_a ? Shape{k, m} : Shape{m, k}, dev, 50).to(in);
+  Tensor b = rnd(trans_b ? Shape{n, k} : Shape{k, n}, dev, 51).to(in);
+  Tensor cbuf = rnd({m, ldc}, dev, 52).to(out);
+  Tensor before = cbuf.cpu().to(DType::f64);
+  Tensor c = cbuf.slice(1, 0, n);
+  GemmArgs g{arg_of(a), arg_of(b), arg_of(c)};
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  g.lda = trans_a ? m : k;
+  g.ldb = trans_b ? k : n;
+  g.ldc = ldc;
+  g.beta = beta;
+  backend(dev).gemm(g);
+  // Reference in f64 from the same rounded inputs.
+  Tensor a64 = a.cpu().to(DType::f64), b64 = b.cpu().to(DType::f64);
+  if (trans_a) a64 = a64.t();
+  if (trans_b) b64 = b64.t();
+  Tensor want = add(matmul(a64, b64), before.slice(1, 0, n), beta);
+  const double eps = out == DType::f32 ? 1e-6 : out == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+  expect_close(c, want, 1e-4 * std::sqrt(double(k)) + 2 * eps, 2 * eps, "C");
+  expect_close(cbuf.slice(1, n, ldc), before.slice(1, n, ldc), 0, 0, "gap between C's rows");
+}
+
+}  // namespace
+
+TEST(Gemm16, InputsAccumulateInF32OnEveryDevice) {
+  for (Device dev : devices()) {
+    for (DType in : {DType::f16, DType::bf16}) {
+      for (DType out : {in, DType::f32}) {
+        check_gemm(dev, in, out, 37, 29, 45, false, false, 0.0);  // ragged
+        check_gemm(dev, in, out, 37, 29, 45, true, true, 1.0);
+        check_gemm(dev, in, out, 64, 64, 64, false, true, 1.0);   // aligned tiles (ldc keeps C unaligned)
+      }
+    }
+  }
+}
+
+TEST(Gemm16, AlignedAndSplitKPathsOnVulkan) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  const Device dev = Device::vulkan(0);
+  for (DType in : {DType::f16, DType::bf16}) {
+    for (DType out : {in, DType::f32}) {
+      SCOPED_TRACE(std::string(dtype_name(in)) + "->" + std::string(dtype_name(out)));
+      // Aligned: every dim a multiple of the tile, contiguous C (vec4 loads and stores).
+      Tensor a = rnd({128, 64}, dev, 60).to(in), b = rnd({64, 128}, dev, 61).to(in);
+      Tensor c = zeros({128, 128}, {.dtype = out, .device = dev});
+      {
+        GemmArgs g{arg_of(a), arg_of(b), arg_of(c)};
+        g.m = 128; g.n = 128; g.k = 64; g.lda = 64; g.ldb = 128; g.ldc = 128;
+        backend(dev).gemm(g);
+      }
+      const double eps = out == DType::f32 ? 1e-6 : out == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+      expect_close(c, matmul(a.cpu().to(DType::f64), b.cpu().to(DType::f64)), 1e-3 + 2 * eps * 8, 2 * eps, "aligned");
+      // Few output tiles, long K: split across workgroups, slices summed in f32.
+      Tensor sa = rnd({8, 2048}, dev, 62).to(in), sb = rnd({2048, 8}, dev, 63).to(in);
+      Tensor sc = full({8, 8}, 1.0, {.dtype = out, .device = dev});
+      GemmArgs g{arg_of(sa), arg_of(sb), arg_of(sc)};
+      g.m = 8; g.n = 8; g.k = 2048; g.lda = 2048; g.ldb = 8; g.ldc = 8; g.beta = 1.0;
+      backend(dev).gemm(g);
+      Tensor want = add(matmul(sa.cpu().to(DType::f64), sb.cpu().to(DType::f64)), 1.0);
+      expect_close(sc, want, 5e-3 + 2 * eps * 45, 2 * eps, "split-K");
+    }
+  }
+}
+
+TEST(Gemm16, MixedInputDtypesAreRejectedOnVulkan) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  const Device dev = Device::vulkan(0);
+  Tensor a = rnd({4, 4}, dev, 70).to(DType::f16), b = rnd({4, 4}, dev, 71), c = zeros({4, 4}, {.device = dev});
+  GemmArgs g{arg_of(a), arg_of(b), arg_of(c)};
+  g.m = g.n = g.k = g.lda = g.ldb = g.ldc = 4;
+  expect_error<DTypeError>([&] { backend(dev).gemm(g); }, "got f16 x f32 -> f32");
+}
+
+// ---- GradScaler ----
+
+namespace {
+
+// A parameter, its gradient store for a loss of sum(p * 3) scaled by `scaler`.
+struct ScaledParam {
+  Tensor p = rnd({6}, Device::cpu(), 80).requires_grad_();
+  optim::SGD opt{{p}, {.lr = 0.1}};
+  GradientStore grads(optim::GradScaler& scaler) { return backward(scaler.scale(sum(mul(p, 3.0)))); }
+};
+
+Tensor with_value_at(const Tensor& t, std::int64_t i, double v) {
+  auto values = t.to_vector<float>();
+  values[std::size_t(i)] = float(v);
+  return tensor(values, t.shape());
+}
+
+}  // namespace
+
+TEST(GradScaler, DefaultsArePyTorchs) {
+  optim::GradScaler s;
+  EXPECT_EQ(s.options().init_scale, 65536.0);
+  EXPECT_EQ(s.options().growth_factor, 2.0);
+  EXPECT_EQ(s.options().backoff_factor, 0.5);
+  EXPECT_EQ(s.options().growth_interval, 2000);
+  EXPECT_EQ(s.get_scale(), 65536.0);
+}
+
+TEST(GradScaler, ScaleMultipliesAndUnscaleRestoresTheGradients) {
+  ScaledParam su;
+  optim::GradScaler scaler;
+  Tensor loss = sum(mul(su.p, 3.0));
+  EXPECT_DOUBLE_EQ(scaler.scale(loss).item(), loss.item() * scaler.get_scale());
+  GradientStore plain = backward(sum(mul(su.p, 3.0)));
+  GradientStore grads = su.grads(scaler);
+  expect_close(grads.at(su.p), mul(plain.at(su.p), scaler.get_scale()), 0, 0, "scaled");
+  scaler.unscale_(su.opt, grads);
+  expect_close(grads.at(su.p), plain.at(su.p), 0, 0, "unscaled");
+  // step() after unscale_ does not divide again.
+  Tensor before = su.p.detach().clone();
+  EXPECT_TRUE(scaler.step(su.opt, grads));
+  expect_close(su.p, sub(before, mul(plain.at(su.p), 0.1)), 1e-6, 0, "stepped once with the true gradient");
+}
+
+TEST(GradScaler, SkipsTheStepOnInfOrNanAndBacksOff) {
+  for (double bad : {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    SCOPED_TRACE(bad);
+    ScaledParam su;
+    optim::GradScaler scaler;
+    GradientStore grads = su.grads(scaler);
+    grads.insert(su.p.grad_id(), with_value_at(grads.at(su.p), 2, bad));
+    Tensor before = su.p.detach().clone();
+    EXPECT_FALSE(scaler.step(su.opt, grads));
+    expect_close(su.p, before, 0, 0, "parameters untouched");
+    scaler.update();
+    EXPECT_EQ(scaler.get_scale(), 65536.0 * 0.5);
+    EXPECT_EQ(scaler.growth_tracker(), 0);
+  }
+}
+
+TEST(GradScaler, GrowsAfterGrowthIntervalCleanStepsInARow) {
+  ScaledParam su;
+  optim::GradScaler scaler({.init_scale = 8.0, .growth_interval = 3});
+  auto clean_step = [&] {
+    GradientStore g = su.grads(scaler);
+    EXPECT_TRUE(scaler.step(su.opt, g));
+    scaler.update();
+  };
+  clean_step();
+  clean_step();
+  EXPECT_EQ(scaler.get_scale(), 8.0);
+  EXPECT_EQ(scaler.growth_tracker(), 2);
+  // An overflow resets the count.
+  GradientStore g = su.grads(scaler);
+  g.insert(su.p.grad_id(), with_value_at(g.at(su.p), 0, std::numeric_limits<double>::infinity()));
+  EXPECT_FALSE(scaler.step(su.opt, g));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 4.0);
+  clean_step();
+  clean_step();
+  EXPECT_EQ(scaler.get_scale(), 4.0);
+  clean_step();
+  EXPECT_EQ(scaler.get_scale(), 8.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
+TEST(GradScaler, UnscaleOfAWholeStoreIsSeenByStep) {
+  ScaledParam su;
+  optim::GradScaler scaler;
+  GradientStore grads = su.grads(scaler);
+  grads.insert(su.p.grad_id(), with_value_at(grads.at(su.p), 1, std::numeric_limits<double>::quiet_NaN()));
+  scaler.unscale_(grads);
+  EXPECT_FALSE(scaler.step(su.opt, grads));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 32768.0);
+}
+
+TEST(GradScaler, MisuseIsAnError) {
+  ScaledParam su;
+  optim::GradScaler scaler;
+  GradientStore grads = su.grads(scaler);
+  scaler.unscale_(su.opt, grads);
+  expect_error<Error>([&] { scaler.unscale_(su.opt, grads); }, "already called for this optimizer");
+  scaler.step(su.opt, grads);
+  expect_error<Error>([&] { scaler.step(su.opt, grads); }, "GradScaler.step: already called");
+  scaler.update();
+  expect_error<Error>([&] { scaler.update(); }, "no gradients were unscaled or stepped");
+  GradientStore half;
+  half.insert(su.p.grad_id(), ones({6}, {.dtype = DType::f16}));
+  expect_error<DTypeError>([&] { scaler.unscale_(su.opt, half); }, "a gradient is f16");
+  expect_error<ValueError>([] { optim::GradScaler s({.backoff_factor = 1.5}); }, "expected 0 < backoff_factor < 1");
+  expect_error<ValueError>([] { optim::GradScaler s({.growth_interval = 0}); }, "expected growth_interval >= 1");
+}
+
+TEST(GradScaler, DisabledPassesThrough) {
+  ScaledParam su;
+  optim::GradScaler scaler({.enabled = false});
+  Tensor loss = sum(mul(su.p, 3.0));
+  EXPECT_EQ(scaler.scale(loss).item(), loss.item());
+  GradientStore grads = backward(loss);
+  grads.insert(su.p.grad_id(), with_value_at(grads.at(su.p), 0, std::numeric_limits<double>::infinity()));
+  EXPECT_TRUE(scaler.step(su.opt, grads));  // no checks: the optimizer sees what it is given
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 1.0);
+}
+
+TEST(GradScaler, StateDictRoundTrips) {
+  optim::GradScaler a({.init_scale = 128.0, .growth_interval = 5});
+  ScaledParam su;
+  GradientStore g = su.grads(a);
+  a.step(su.opt, g);
+  a.update();
+  optim::GradScaler b;
+  b.load_state_dict(a.state_dict());
+  EXPECT_EQ(b.get_scale(), 128.0);
+  EXPECT_EQ(b.growth_tracker(), 1);
+  StateDict bad = a.state_dict();
+  bad["scale"] = scalar_tensor(-1.0);
+  expect_error<ValueError>([&] { b.load_state_dict(bad); }, "expected a finite scale > 0, got -1");
+}
