@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "op_util.hpp"
+#include "rumus/core/capture.hpp"
 
 namespace rumus {
 
@@ -105,6 +106,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   }
 
   if (dropout_p > 0.0) {
+    // Its seed and offset would be recorded: every replay would drop the same weights.
+    check_not_capturing(kOp, "attention dropout (a random draw)");
     Generator& g = generator ? *generator : default_generator();
     p.seed = g.seed();
     p.offset = g.advance(std::uint64_t(bh * p.lq * p.lk));
