@@ -1,7 +1,9 @@
 // Training throughput of the MLP and CNN of the PyTorch CUDA baseline
 // (synthetic data already on the device, SGD momentum 0.9, cross-entropy),
-// the loss read once at the end as the baseline does.
-//   bench_vulkan_train [device (default vulkan:0)] [steps (default 300)]
+// the loss read once at the end as the baseline does. "captured" records the
+// step once (rumus::capture) and replays it, each batch first copied into the
+// step's static inputs, as the baseline's CUDA-graph variant does.
+//   bench_vulkan_train [device (default vulkan:0)] [steps (default 300)] [eager|captured|both (default both)]
 #include <rumus/core/device_backend.hpp>
 #include <rumus/rumus.hpp>
 
@@ -29,7 +31,7 @@ struct Cnn : nn::Module {
 };
 
 template <class Net>
-void run(const char* name, Device dev, std::int64_t batch, int steps) {
+void run(const char* name, Device dev, std::int64_t batch, int steps, bool captured) {
   manual_seed(0);
   Net net;
   net.to(dev);
@@ -39,7 +41,21 @@ void run(const char* name, Device dev, std::int64_t batch, int steps) {
     xs.push_back(rand({batch, 1, 28, 28}, {.device = dev}));
     ys.push_back(randint(0, 10, {batch}, {.dtype = DType::i64, .device = dev}));
   }
+  Tensor x_static = zeros({batch, 1, 28, 28}, {.device = dev});
+  Tensor y_static = zeros({batch}, {.dtype = DType::i64, .device = dev});
+  Tensor captured_loss;
+  CapturedStep graph;
+  if (captured) graph = capture(dev, [&] {
+    captured_loss = cross_entropy(net.forward(x_static), y_static);
+    opt.step(backward(captured_loss));
+  });
   auto step = [&](int i) {
+    if (captured) {
+      x_static.copy_(xs[i % 16]);
+      y_static.copy_(ys[i % 16]);
+      graph.replay();
+      return captured_loss;
+    }
     Tensor loss = cross_entropy(net.forward(xs[i % 16]), ys[i % 16]);
     opt.step(backward(loss));
     return loss;
@@ -54,9 +70,9 @@ void run(const char* name, Device dev, std::int64_t batch, int steps) {
   double l = loss.item();
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   DeviceStats s1 = device_stats(dev);
-  std::printf("rumus %s %s batch %lld: %.0f samples/s (%.0f us/step, host %.0f us/step), loss %.3f, %llu submits, "
+  std::printf("rumus %s %s %s batch %lld: %.0f samples/s (%.0f us/step, host %.0f us/step), loss %.3f, %llu submits, "
               "%llu uploads, %.1f MiB in use\n",
-              dev.str().c_str(), name, (long long)batch, steps * batch / dt, dt / steps * 1e6, host / steps * 1e6, l,
+              dev.str().c_str(), captured ? "captured" : "eager", name, (long long)batch, steps * batch / dt, dt / steps * 1e6, host / steps * 1e6, l,
               (unsigned long long)(s1.submits - s0.submits), (unsigned long long)(s1.host_to_device - s0.host_to_device),
               double(s1.bytes_in_use) / (1 << 20));
   std::fflush(stdout);
@@ -65,8 +81,15 @@ void run(const char* name, Device dev, std::int64_t batch, int steps) {
 int main(int argc, char** argv) {
   Device dev = Device::parse(argc > 1 ? argv[1] : "vulkan:0");
   int steps = argc > 2 ? std::stoi(argv[2]) : 300;
-  for (std::int64_t batch : {64, 512}) {
-    run<Mlp>("mlp", dev, batch, steps);
-    run<Cnn>("cnn", dev, batch, steps);
+  const std::string mode = argc > 3 ? argv[3] : "both";
+  if (mode != "eager" && mode != "captured" && mode != "both") {
+    std::fprintf(stderr, "bench_vulkan_train: expected mode eager, captured or both, got '%s'\n", mode.c_str());
+    return 2;
   }
+  for (std::int64_t batch : {64, 512})
+    for (bool captured : {false, true}) {
+      if ((captured && mode == "eager") || (!captured && mode == "captured")) continue;
+      run<Mlp>("mlp", dev, batch, steps, captured);
+      run<Cnn>("cnn", dev, batch, steps, captured);
+    }
 }

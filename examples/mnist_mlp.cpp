@@ -103,6 +103,22 @@ int train(const example::Options& o) {
               o.threads, dev.str().c_str());
   std::fflush(stdout);
 
+  // One training step: forward (recorded onto this thread's tape), backward
+  // (gradients of every parameter), optimizer update. No zero_grad():
+  // gradients are not stored.
+  auto train_step = [&](const Tensor& x, const Tensor& y) {
+    Tensor loss = cross_entropy(net(x), y);
+    opt->step(backward(loss));
+    return loss;
+  };
+  // On a GPU the step is recorded once (rumus::capture) and replayed for every
+  // full batch, after copying the batch into the step's fixed input tensors:
+  // the host no longer rebuilds forward, backward and update at each batch.
+  // Other batches, the CPU and RMSprop (which cannot be captured) run eagerly.
+  const bool capture_steps = !dev.is_cpu() && o.optimizer != "rmsprop";
+  Tensor x_static, y_static, loss_static;
+  CapturedStep captured_step;
+
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), steps_per_epoch);
@@ -110,9 +126,20 @@ int train(const example::Options& o) {
     std::int64_t steps = 0, samples = 0;
     for (auto& [x, y] : train_loader) {
       if (steps == steps_per_epoch) break;  // --limit
-      Tensor loss = cross_entropy(net(x.to(dev)), y.to(dev));  // forward, recorded onto this thread's tape
-      GradientStore grads = backward(loss);                     // gradients of every parameter
-      opt->step(grads);                                         // no zero_grad(): gradients are not stored
+      Tensor loss;
+      if (capture_steps && x.size(0) == o.batch_size) {
+        if (!captured_step.valid()) {
+          x_static = zeros(x.shape(), {.dtype = x.dtype(), .device = dev});
+          y_static = zeros(y.shape(), {.dtype = y.dtype(), .device = dev});
+          captured_step = capture(dev, [&] { loss_static = train_step(x_static, y_static); });
+        }
+        x_static.copy_(x);
+        y_static.copy_(y);
+        captured_step.replay();
+        loss = loss_static;
+      } else {
+        loss = train_step(x.to(dev), y.to(dev));
+      }
       sched->step();
       ++state.step;
       const double l = loss.item();
