@@ -320,6 +320,12 @@ TEST(CaptureErrors, OptimizersThatCannotBeCapturedOrAreGone) {
   CapturedStep step = capture(kGpu, [&] { sgd->step(backward(sum(mul(w, w)))); });
   sgd.reset();
   expect_error<CaptureError>([&] { step.replay(); }, "has been destroyed");
+  // Loading a state dict replaces the buffers a capture updates.
+  optim::SGD opt({w}, {.lr = 0.1, .momentum = 0.9});
+  CapturedStep stale = capture(kGpu, [&] { opt.step(backward(sum(mul(w, w)))); });
+  stale.replay();
+  opt.load_state_dict(opt.state_dict());
+  expect_error<CaptureError>([&] { stale.replay(); }, "SGD.load_state_dict replaced the state");
 }
 
 }  // namespace

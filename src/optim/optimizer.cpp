@@ -77,9 +77,13 @@ void Optimizer::step(const GradientStore& grads) {
   if (capturing && !stepped.empty()) {
     // Each replay is one step: the values of that moment (the lr a scheduler
     // set meanwhile, the step count), then the count advances, as in eager.
-    on_replay([this, alive = std::weak_ptr<int>(alive_), stepped] {
+    on_replay([this, alive = std::weak_ptr<int>(alive_), generation = state_generation_, stepped] {
       if (alive.expired())
         throw CaptureError("CapturedStep::replay: an optimizer the captured step updates has been destroyed");
+      if (generation != state_generation_)
+        throw CaptureError(fmt::format("CapturedStep::replay: {}.load_state_dict replaced the state the captured step "
+                                       "updates (capture the step again after loading)",
+                                       type_name()));
       for (auto [g, i] : stepped) {
         ParamState& state = state_[g][i];
         write_scalars(state, *step_scalars(state, groups_[g]));
@@ -189,6 +193,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
                             op, state.size(), state.size() - used));
   groups_ = std::move(groups);
   state_ = std::move(states);
+  ++state_generation_;
 }
 
 }  // namespace rumus::optim

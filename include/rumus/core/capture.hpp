@@ -36,7 +36,8 @@
 //   (their fused f32 updates), RMSprop cannot.
 // - Tensors and optimizers the step uses must outlive the CapturedStep.
 //   Optimizers advance their step counts and read the current learning rate
-//   at each replay, so schedulers that change the lr between replays work.
+//   at each replay, so schedulers that change the lr between replays work;
+//   after optimizer.load_state_dict(), capture the step again.
 //
 // On the CPU, kernels run as soon as they are called, so there is nothing to
 // record: capture() keeps the closure without running it, and replay() runs

@@ -91,6 +91,7 @@ class Optimizer {
   std::vector<Group> groups_;
   std::vector<std::vector<ParamState>> state_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // replay hooks check that the optimizer lives
+  std::uint64_t state_generation_ = 0;  // load_state_dict replaces the buffers a capture recorded
 };
 
 }  // namespace rumus::optim
