@@ -72,7 +72,6 @@ TrainResult train(Device dev, Kind kind, bool captured, int steps,
   Mlp net;
   net.to(dev);
   auto opt = make_optimizer(kind, net.parameters());
-  std::unique_ptr<optim::StepLR> sched;
   Generator gen(7);
   Tensor x = zeros({16, 20}, {.device = dev});
   Tensor y = zeros({16}, {.dtype = DType::i64, .device = dev});
@@ -128,9 +127,15 @@ TEST(CaptureReplay, AdamWMatchesEagerBitForBit) {
 TEST(CaptureReplay, LrChangedBetweenReplaysIsHonoured) {
   REQUIRE_VULKAN();
   for (Kind kind : {Kind::sgd_momentum, Kind::adam}) {
-    auto halve = [](optim::Optimizer& opt) { opt.set_lr(opt.lr() * 0.5); };
-    TrainResult eager = train(kGpu, kind, false, 4, halve);
-    TrainResult replayed = train(kGpu, kind, true, 4, halve);
+    auto with_step_lr = [&](bool captured) {
+      std::unique_ptr<optim::StepLR> sched;  // halves the lr after every step
+      return train(kGpu, kind, captured, 4, [&](optim::Optimizer& opt) {
+        if (!sched) sched = std::make_unique<optim::StepLR>(opt, 1, 0.5);
+        sched->step();
+      });
+    };
+    TrainResult eager = with_step_lr(false);
+    TrainResult replayed = with_step_lr(true);
     expect_identical(replayed, eager);
     // The schedule matters: a frozen lr would give these parameters.
     TrainResult constant = train(kGpu, kind, true, 4);
