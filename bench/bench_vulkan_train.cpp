@@ -1,10 +1,13 @@
 // Training throughput of the MLP and CNN of the PyTorch CUDA baseline
 // (synthetic data already on the device, SGD momentum 0.9, cross-entropy),
-// the loss read once at the end as the baseline does.
-//   bench_vulkan_train [device (default vulkan:0)] [steps (default 300)] [--amp]
+// the loss read once at the end as the baseline does. "captured" records the
+// step once (rumus::capture) and replays it, each batch first copied into the
+// step's static inputs, as the baseline's CUDA-graph variant does.
+//   bench_vulkan_train [device (default vulkan:0)] [steps (default 300)] [eager|captured|both (default both)] [--amp]
 // --amp trains as a mixed-precision user would: the forward under autocast
 // (f16 products, f32 accumulation), a GradScaler around backward and step
-// (whose inf/nan check reads one value back per step, as PyTorch's does).
+// (whose inf/nan check reads one value back per step, as PyTorch's does, so
+// --amp steps run eagerly).
 #include <rumus/core/device_backend.hpp>
 #include <rumus/rumus.hpp>
 
@@ -33,7 +36,7 @@ struct Cnn : nn::Module {
 };
 
 template <class Net>
-void run(const char* name, Device dev, std::int64_t batch, int steps, bool amp) {
+void run(const char* name, Device dev, std::int64_t batch, int steps, bool captured, bool amp) {
   manual_seed(0);
   Net net;
   net.to(dev);
@@ -44,7 +47,21 @@ void run(const char* name, Device dev, std::int64_t batch, int steps, bool amp) 
     xs.push_back(rand({batch, 1, 28, 28}, {.device = dev}));
     ys.push_back(randint(0, 10, {batch}, {.dtype = DType::i64, .device = dev}));
   }
+  Tensor x_static = zeros({batch, 1, 28, 28}, {.device = dev});
+  Tensor y_static = zeros({batch}, {.dtype = DType::i64, .device = dev});
+  Tensor captured_loss;
+  CapturedStep graph;
+  if (captured) graph = capture(dev, [&] {
+    captured_loss = cross_entropy(net.forward(x_static), y_static);
+    opt.step(backward(captured_loss));
+  });
   auto step = [&](int i) {
+    if (captured) {
+      x_static.copy_(xs[i % 16]);
+      y_static.copy_(ys[i % 16]);
+      graph.replay();
+      return captured_loss;
+    }
     Tensor loss;
     {
       AutocastGuard amp_scope(amp);
@@ -65,9 +82,9 @@ void run(const char* name, Device dev, std::int64_t batch, int steps, bool amp) 
   double l = loss.item();
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   DeviceStats s1 = device_stats(dev);
-  std::printf("rumus %s %s%s batch %lld: %.0f samples/s (%.0f us/step, host %.0f us/step), loss %.3f, %llu submits, "
+  std::printf("rumus %s %s %s%s batch %lld: %.0f samples/s (%.0f us/step, host %.0f us/step), loss %.3f, %llu submits, "
               "%llu uploads, %.1f MiB in use\n",
-              dev.str().c_str(), name, amp ? " amp" : "", (long long)batch, steps * batch / dt, dt / steps * 1e6, host / steps * 1e6, l,
+              dev.str().c_str(), captured ? "captured" : "eager", name, amp ? " amp" : "", (long long)batch, steps * batch / dt, dt / steps * 1e6, host / steps * 1e6, l,
               (unsigned long long)(s1.submits - s0.submits), (unsigned long long)(s1.host_to_device - s0.host_to_device),
               double(s1.bytes_in_use) / (1 << 20));
   std::fflush(stdout);
@@ -82,8 +99,19 @@ int main(int argc, char** argv) {
   }
   Device dev = Device::parse(args.size() > 0 ? args[0] : "vulkan:0");
   int steps = args.size() > 1 ? std::stoi(args[1]) : 300;
-  for (std::int64_t batch : {64, 512}) {
-    run<Mlp>("mlp", dev, batch, steps, amp);
-    run<Cnn>("cnn", dev, batch, steps, amp);
+  const std::string mode = args.size() > 2 ? args[2] : (amp ? "eager" : "both");
+  if (mode != "eager" && mode != "captured" && mode != "both") {
+    std::fprintf(stderr, "bench_vulkan_train: expected mode eager, captured or both, got '%s'\n", mode.c_str());
+    return 2;
   }
+  if (amp && mode != "eager") {
+    std::fprintf(stderr, "bench_vulkan_train: --amp runs eager steps only (the scaler reads back every step)\n");
+    return 2;
+  }
+  for (std::int64_t batch : {64, 512})
+    for (bool captured : {false, true}) {
+      if ((captured && mode == "eager") || (!captured && mode == "captured")) continue;
+      run<Mlp>("mlp", dev, batch, steps, captured, amp);
+      run<Cnn>("cnn", dev, batch, steps, captured, amp);
+    }
 }

@@ -113,6 +113,29 @@ int train(const example::Options& o) {
 
   // --amp: dynamic loss scaling for the 16-bit gradients; without it the scaler passes everything through.
   optim::GradScaler scaler({.enabled = o.amp});
+  // One training step: forward (recorded onto this thread's tape), backward
+  // (gradients of every parameter), optimizer update. No zero_grad():
+  // gradients are not stored.
+  auto train_step = [&](const Tensor& x, const Tensor& y) {
+    Tensor loss;
+    {
+      AutocastGuard amp(o.amp);  // --amp: matrix products in 16 bits, the loss in f32
+      loss = cross_entropy(net(x), y);
+    }
+    GradientStore grads = backward(scaler.scale(loss));  // scaled under --amp
+    scaler.step(*opt, grads);  // unscaled first; skipped on inf/nan
+    scaler.update();
+    return loss;
+  };
+  // On a GPU the step is recorded once (rumus::capture) and replayed for every
+  // full batch, after copying the batch into the step's fixed input tensors:
+  // the host no longer rebuilds forward, backward and update at each batch.
+  // Other batches, the CPU, RMSprop (which cannot be captured) and --amp (the
+  // scaler reads its inf/nan check back every step) run eagerly.
+  const bool capture_steps = !dev.is_cpu() && o.optimizer != "rmsprop" && !o.amp;
+  Tensor x_static, y_static, loss_static;
+  CapturedStep captured_step;
+
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), steps_per_epoch);
@@ -121,13 +144,19 @@ int train(const example::Options& o) {
     for (auto& [x, y] : train_loader) {
       if (steps == steps_per_epoch) break;  // --limit
       Tensor loss;
-      {
-        AutocastGuard amp(o.amp);  // --amp: matrix products in 16 bits, the loss in f32
-        loss = cross_entropy(net(x.to(dev)), y.to(dev));  // forward, recorded onto this thread's tape
+      if (capture_steps && x.size(0) == o.batch_size) {
+        if (!captured_step.valid()) {
+          x_static = zeros(x.shape(), {.dtype = x.dtype(), .device = dev});
+          y_static = zeros(y.shape(), {.dtype = y.dtype(), .device = dev});
+          captured_step = capture(dev, [&] { loss_static = train_step(x_static, y_static); });
+        }
+        x_static.copy_(x);
+        y_static.copy_(y);
+        captured_step.replay();
+        loss = loss_static;
+      } else {
+        loss = train_step(x.to(dev), y.to(dev));
       }
-      GradientStore grads = backward(scaler.scale(loss));  // gradients of every parameter (scaled under --amp)
-      scaler.step(*opt, grads);  // unscaled first; skipped on inf/nan. No zero_grad(): gradients are not stored
-      scaler.update();
       sched->step();
       ++state.step;
       const double l = loss.item();

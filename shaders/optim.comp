@@ -6,6 +6,9 @@ layout(constant_id = 2) const bool MOMENTUM = false;
 layout(constant_id = 3) const bool NESTEROV = false;
 layout(constant_id = 4) const bool FIRST = false;      // SGD: momentum buffer starts as the gradient
 layout(constant_id = 5) const bool DECOUPLED = false;  // AdamW
+// The per-step values come from binding 4 (lr, first / lr, c1, c2, first),
+// written before each run, so a captured step replays with current values.
+layout(constant_id = 6) const bool SCALARS = false;
 
 #include "rumus_codes.glsl"
 #define PUSH_OPTIM
@@ -15,28 +18,35 @@ layout(set = 0, binding = 0) buffer P { float p[]; };
 layout(set = 0, binding = 1) readonly buffer G { float g[]; };
 layout(set = 0, binding = 2) buffer M { float m[]; };
 layout(set = 0, binding = 3) buffer V { float v[]; };
+layout(set = 0, binding = 4) readonly buffer S { float s[]; };
 
 void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  const float lr = SCALARS ? s[pc.off_s] : pc.lr;
+  const float c1 = SCALARS ? s[pc.off_s + 1] : pc.c1;
+  const float c2 = SCALARS ? s[pc.off_s + 2] : pc.c2;
+  // SGD: the momentum buffer starts as the gradient; Adam: the moments start at zero (not read).
+  const bool first = SCALARS ? s[pc.off_s + (KIND == OPTIMIZER_SGD ? 1 : 3)] != 0.0 : FIRST;
   for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
     float w = p[pc.off_p + i];
     float d = g[pc.off_g + i];
     if (KIND == OPTIMIZER_SGD) {
       if (pc.weight_decay != 0.0) d += pc.weight_decay * w;
       if (MOMENTUM) {
-        float b = FIRST ? d : pc.momentum * m[pc.off_m + i] + (1.0 - pc.dampening) * d;
+        float b = first ? d : pc.momentum * m[pc.off_m + i] + (1.0 - pc.dampening) * d;
         m[pc.off_m + i] = b;
         d = NESTEROV ? d + pc.momentum * b : b;
       }
-      p[pc.off_p + i] = w - pc.lr * d;
+      p[pc.off_p + i] = w - lr * d;
     } else {
-      if (DECOUPLED) w *= 1.0 - pc.lr * pc.weight_decay;
+      if (DECOUPLED) w *= 1.0 - lr * pc.weight_decay;
       else if (pc.weight_decay != 0.0) d += pc.weight_decay * w;
-      float mi = pc.beta1 * m[pc.off_m + i] + (1.0 - pc.beta1) * d;
-      float vi = pc.beta2 * v[pc.off_v + i] + (1.0 - pc.beta2) * d * d;
+      // Zero moments give exactly these values: beta * 0 + x == x.
+      float mi = first ? (1.0 - pc.beta1) * d : pc.beta1 * m[pc.off_m + i] + (1.0 - pc.beta1) * d;
+      float vi = first ? (1.0 - pc.beta2) * d * d : pc.beta2 * v[pc.off_v + i] + (1.0 - pc.beta2) * d * d;
       m[pc.off_m + i] = mi;
       v[pc.off_v + i] = vi;
-      p[pc.off_p + i] = w - pc.lr / pc.c1 * mi / (sqrt(vi / pc.c2) + pc.eps);
+      p[pc.off_p + i] = w - lr / c1 * mi / (sqrt(vi / c2) + pc.eps);
     }
   }
 }

@@ -58,7 +58,7 @@ RUMUS_PUSH_BLOCK(RandomPush) {
 #ifdef PUSH_OPTIM
 RUMUS_PUSH_BLOCK(OptimPush) {
   uint n;
-  int off_p, off_g, off_m, off_v;
+  int off_p, off_g, off_m, off_v, off_s;  // off_s: the per-step scalars (SCALARS)
   float lr, momentum, dampening, weight_decay, beta1, beta2, eps, c1, c2;  // c1, c2: bias corrections
 } RUMUS_PUSH_END
 #endif

@@ -7,11 +7,15 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KIND = 0;  // RANDOM_*
 layout(constant_id = 2) const uint DT_OUT = 0;
+// Seed and counter from binding 1 (seed lo, hi, counter lo, hi), written
+// before each run: a captured draw takes fresh numbers at every replay.
+layout(constant_id = 3) const bool STATE = false;
 
 #define PUSH_RANDOM
 #include "push_constants.h"
 
 TENSOR(0)
+layout(set = 0, binding = 1) readonly buffer State { uint state[]; };
 
 uvec4 philox(uvec2 key, uvec2 counter) {
   uint c0 = counter.x, c1 = counter.y, c2 = 0u, c3 = 0u, k0 = key.x, k1 = key.y;
@@ -33,9 +37,11 @@ uvec4 philox(uvec2 key, uvec2 counter) {
 float uniform24(uint r) { return float(r >> 8) * (1.0 / 16777216.0); }
 
 uvec4 draw(uint i) {
+  const uvec2 key = STATE ? uvec2(state[0], state[1]) : uvec2(pc.seed_lo, pc.seed_hi);
+  const uvec2 counter = STATE ? uvec2(state[2], state[3]) : uvec2(pc.counter_lo, pc.counter_hi);
   uint carry;
-  uint lo = uaddCarry(pc.counter_lo, i, carry);
-  return philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(lo, pc.counter_hi + carry));
+  uint lo = uaddCarry(counter.x, i, carry);
+  return philox(key, uvec2(lo, counter.y + carry));
 }
 
 void main() {
@@ -49,9 +55,7 @@ void main() {
     return;
   }
   for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
-    uint carry;
-    uint lo = uaddCarry(pc.counter_lo, i, carry);
-    uvec4 r = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(lo, pc.counter_hi + carry));
+    uvec4 r = draw(i);
     uint o = pc.offset_out + i;
     if (KIND == RANDOM_UNIFORM) {
       store0(DT_OUT, o, pc.a + (pc.b - pc.a) * uniform24(r.x));

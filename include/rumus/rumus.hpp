@@ -5,6 +5,7 @@
 #include "rumus/autograd/autocast.hpp"
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/autograd/tape.hpp"
+#include "rumus/core/capture.hpp"
 #include "rumus/core/device.hpp"
 #include "rumus/core/device_backend.hpp"
 #include "rumus/core/dtype.hpp"

@@ -66,16 +66,22 @@ struct GemmArgs {
 };
 
 // Fused optimizer updates, elementwise over one parameter (all operands share
-// its shape and are dense). `step` counts from 1.
+// its shape and are dense). `step` counts from 1. `scalars`, when its storage
+// is not null, is a dense f32[4] on the device holding the per-step values
+// (SGD: lr, first; Adam: lr, 1 - beta1^step, 1 - beta2^step, first) that a
+// device may read at run time instead of the fields, so a captured step
+// replays with the values of each replay. The fields hold the same values.
 struct SgdKernelArgs {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false;
   bool first = false;  // momentum buffer not yet initialised: it becomes the gradient
+  TensorArg scalars{nullptr, DType::f32, nullptr};
 };
 struct AdamKernelArgs {
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   bool decoupled = false;  // AdamW: decay the parameter, not the gradient
   std::int64_t step = 1;
+  TensorArg scalars{nullptr, DType::f32, nullptr};
 };
 
 // Geometry of a 2-D convolution window sweep (NCHW), shared by im2col and col2im.
@@ -135,8 +141,12 @@ class Backend : public DeviceBackend {
   // out keeps in's rank with 1 in every reduced dim; arg* write i64.
   virtual void reduce(ReduceOp op, TensorArg out, TensorArg in) = 0;
   virtual void gemm(const GemmArgs& args) = 0;
-  virtual void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
-                      double b) = 0;
+  // `state`, when its storage is not null: a dense 4-element i32 tensor at
+  // offset 0 holding (seed lo, seed hi, offset lo, offset hi), which a device
+  // may read at run time instead of seed/offset (which hold the same values),
+  // so a captured draw takes the numbers each replay writes there.
+  virtual void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a, double b,
+                      TensorArg state) = 0;
 
   // param -= lr * update, with momentum_buf (ignored when momentum == 0) updated in place.
   virtual void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) = 0;

@@ -54,9 +54,9 @@ class ProfilingBackend final : public Backend {
   void gemm(const GemmArgs& args) override {
     timed("gemm", {}, [&] { inner_.gemm(args); });
   }
-  void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
-              double b) override {
-    timed("random", {}, [&] { inner_.random(kind, out, seed, offset, a, b); });
+  void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a, double b,
+              TensorArg state) override {
+    timed("random", {}, [&] { inner_.random(kind, out, seed, offset, a, b, state); });
   }
   void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) override {
     timed("sgd_step", {}, [&] { inner_.sgd_step(s, param, grad, buf); });

@@ -11,6 +11,7 @@
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/linalg.hpp"
 #include "rumus/ops/softmax.hpp"
+#include "rumus/core/capture.hpp"
 
 namespace rumus {
 
@@ -123,6 +124,8 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
   }
 
   if (dropout_p > 0.0) {
+    // Its seed and offset would be recorded: every replay would drop the same weights.
+    check_not_capturing(kOp, "attention dropout (a random draw)");
     Generator& g = generator ? *generator : default_generator();
     p.seed = g.seed();
     p.offset = g.advance(std::uint64_t(bh * p.lq * p.lk));

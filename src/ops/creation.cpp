@@ -5,8 +5,31 @@
 #include <cmath>
 
 #include "op_util.hpp"
+#include "rumus/core/capture.hpp"
 
 namespace rumus {
+
+// Captured draws take fresh numbers at every replay, the ones eager calls
+// would take: before each replay the generator advances as an eager draw
+// advances it, and the seed and offset go to a small device tensor the
+// kernel reads.
+void detail::random_kernel(const char* op, RandomKind kind, const Tensor& out, double a, double b, Generator& g) {
+  Backend& be = kernels(op, Kernel::random, out);
+  const std::uint64_t n = std::uint64_t(out.numel());
+  if (!is_capturing() || out.device().is_cpu()) {
+    const std::uint64_t seed = g.seed(), offset = g.advance(n);
+    be.random(kind, arg(out), seed, offset, a, b, TensorArg{nullptr, DType::i32, nullptr});
+    return;
+  }
+  Tensor state = alloc({4}, DType::i32, out.device());
+  on_replay([&g, n, state]() mutable {
+    const std::uint64_t seed = g.seed(), offset = g.advance(n);
+    const std::uint32_t words[4] = {std::uint32_t(seed), std::uint32_t(seed >> 32), std::uint32_t(offset),
+                                    std::uint32_t(offset >> 32)};
+    device_backend(state.device()).write(state.storage(), 0, words, sizeof words);
+  });
+  be.random(kind, arg(out), g.seed(), 0, a, b, arg(state));  // seed and offset here are unused: `state` is read
+}
 
 using detail::alloc;
 using detail::arg;
@@ -19,10 +42,7 @@ Tensor finish(Tensor t, const TensorOptions& o) {
 Tensor random_tensor(RandomKind kind, const Shape& shape, double a, double b, TensorOptions o, Generator* gen,
                      const char* op) {
   Tensor t = alloc(shape, o.dtype, o.device);
-  Generator& g = gen ? *gen : default_generator();
-  std::uint64_t seed = g.seed();
-  std::uint64_t offset = g.advance(std::uint64_t(t.numel()));
-  detail::kernels(op, Kernel::random, t).random(kind, arg(t), seed, offset, a, b);
+  detail::random_kernel(op, kind, t, a, b, gen ? *gen : default_generator());
   return finish(t, o);
 }
 void check_float_option(const char* op, DType dt) {

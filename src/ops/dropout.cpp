@@ -13,10 +13,8 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
   // The mask holds 1 / (1 - p) where kept, drawn in one pass; p == 1 drops
   // everything (PyTorch returns zeros), without 0 * inf.
   Tensor mask = detail::alloc(input.shape(), input.dtype(), input.device(), "dropout");
-  Generator& gen = generator ? *generator : default_generator();
-  const std::uint64_t seed = gen.seed(), offset = gen.advance(std::uint64_t(mask.numel()));
-  detail::kernels("dropout", Kernel::random, mask)
-      .random(RandomKind::bernoulli, detail::arg(mask), seed, offset, 1.0 - p, p == 1.0 ? 0.0 : 1.0 / (1.0 - p));
+  detail::random_kernel("dropout", RandomKind::bernoulli, mask, 1.0 - p, p == 1.0 ? 0.0 : 1.0 / (1.0 - p),
+                        generator ? *generator : default_generator());
   Tensor out = detail::binary_kernel(BinaryOp::mul, "dropout", input.detach(), mask, input.dtype());
   if (autograd::needs_grad({&input}))
     autograd::record("dropout", {input}, out, [sm = autograd::SavedTensor(mask)](const Tensor& g) {

@@ -4,13 +4,29 @@
 
 #include "../backend/profiling_backend.hpp"
 #include "rumus/core/profiler.hpp"
+#include "rumus/core/capture.hpp"
 
 namespace rumus::detail {
+
+namespace {
+// Kernels a capture could not replay faithfully (core/capture.hpp). CPU
+// kernels run at once, like the closure's other host code: their results
+// reach the device only through uploads, which the device refuses.
+void check_capturable(std::string_view op, const Tensor& t) {
+  const Device dev = capturing_device();
+  if (t.device().is_cpu()) return;
+  if (t.device() != dev)
+    throw CaptureError(fmt::format("{}: a kernel on {} inside a capture on {}: it would not run at replay (keep "
+                                   "the captured step on one device)",
+                                   op, t.device().str(), dev.str()));
+}
+}  // namespace
 
 Backend& kernels(std::string_view op, Kernel kernel, const Tensor& t) { return kernels(op, {kernel}, t); }
 
 Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, const Tensor& t) {
   Backend& be = backend(t.device());
+  if (is_capturing()) check_capturable(op, t);
   for (Kernel k : needed)
     if (!be.supports(k, t.dtype()))
       throw DeviceError(fmt::format("{}: device {} has no {} kernel for {} tensors", op, t.device().str(), name_of(k),

@@ -4,6 +4,7 @@
 
 #include "rumus/autograd/tape.hpp"
 #include "../backend/backend.hpp"
+#include "rumus/core/generator.hpp"
 #include "rumus/core/tensor.hpp"
 
 namespace rumus::detail {
@@ -14,6 +15,12 @@ inline TensorArg arg(const Tensor& t, const Layout& l) { return {t.storage_ptr()
 // kernel of `needed`) on t's dtype; otherwise the op's one DeviceError.
 Backend& kernels(std::string_view op, Kernel kernel, const Tensor& t);
 Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, const Tensor& t);
+
+// Fills the fresh contiguous `out` with draws of `kind` from `gen` (random.comp's
+// parameters a, b). Inside a capture the draw takes fresh numbers at each
+// replay (the generator advances before each one, as an eager call would);
+// `gen` must then outlive the capture.
+void random_kernel(const char* op, RandomKind kind, const Tensor& out, double a, double b, Generator& gen);
 
 // The range check of gathered indices (contiguous i64): on the CPU, throws
 // ShapeError "{op}: {what} {i} is out of range for a dim of size {n}". Other

@@ -8,6 +8,9 @@
 
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/core/profiler.hpp"
+#include "rumus/core/capture.hpp"
+#include "rumus/core/device_backend.hpp"
+#include "rumus/core/error.hpp"
 #include "rumus/ops/creation.hpp"
 
 namespace rumus::optim {
@@ -33,9 +36,21 @@ void Optimizer::set_lr(double lr) {
   for (auto& g : groups_) g.lr = lr;
 }
 
+void Optimizer::write_scalars(ParamState& state, const std::array<float, 4>& values) {
+  if (state.scalars_valid && state.scalars_written == values) return;  // one upload per change, not per replay
+  device_backend(state.scalars.device())
+      .write(state.scalars.storage(), state.scalars.offset() * sizeof(float), values.data(), sizeof values);
+  state.scalars_written = values;
+  state.scalars_valid = true;
+}
+
+Tensor Optimizer::captured_scalars(const ParamState& state) { return is_capturing() ? state.scalars : Tensor(); }
+
 void Optimizer::step(const GradientStore& grads) {
   NoGradGuard no_grad;
   detail::ProfilePhase phase("step");
+  const bool capturing = is_capturing();
+  std::vector<std::pair<std::size_t, std::size_t>> stepped;  // (group, index), when capturing
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];
     for (std::size_t i = 0; i < group.params.size(); ++i) {
@@ -45,9 +60,36 @@ void Optimizer::step(const GradientStore& grads) {
       if (grad.shape() != p.shape())
         throw ShapeError(fmt::format("{}.step: gradient of shape {} for a parameter of shape {}", type_name(),
                                      shape_str(grad.shape()), shape_str(p.shape())));
-      update(p, grad, state_[g][i], group);
-      ++state_[g][i].step;
+      ParamState& state = state_[g][i];
+      if (capturing) {
+        if (!step_scalars(state, group))
+          throw CaptureError(fmt::format("{}.step: this optimizer cannot be captured (its update would freeze the "
+                                         "learning rate and step); use SGD, Adam or AdamW",
+                                         type_name()));
+        // Written before each replay (an upload now would replay the same bytes).
+        if (!state.scalars.defined()) state.scalars = empty({4}, {.dtype = DType::f32, .device = p.device()});
+      }
+      update(p, grad, state, group);
+      if (capturing) stepped.emplace_back(g, i);
+      else ++state.step;
     }
+  }
+  if (capturing && !stepped.empty()) {
+    // Each replay is one step: the values of that moment (the lr a scheduler
+    // set meanwhile, the step count), then the count advances, as in eager.
+    on_replay([this, alive = std::weak_ptr<int>(alive_), generation = state_generation_, stepped] {
+      if (alive.expired())
+        throw CaptureError("CapturedStep::replay: an optimizer the captured step updates has been destroyed");
+      if (generation != state_generation_)
+        throw CaptureError(fmt::format("CapturedStep::replay: {}.load_state_dict replaced the state the captured step "
+                                       "updates (capture the step again after loading)",
+                                       type_name()));
+      for (auto [g, i] : stepped) {
+        ParamState& state = state_[g][i];
+        write_scalars(state, *step_scalars(state, groups_[g]));
+        ++state.step;
+      }
+    });
   }
 }
 
@@ -151,6 +193,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
                             op, state.size(), state.size() - used));
   groups_ = std::move(groups);
   state_ = std::move(states);
+  ++state_generation_;
 }
 
 }  // namespace rumus::optim

@@ -18,15 +18,27 @@ std::vector<std::string> SGD::buffer_names() const {
   return {};
 }
 
+namespace {
+// The momentum buffer starts as the gradient on the first update.
+bool first_update(const std::map<std::string, Tensor>& buffers, std::int64_t step) {
+  return step == 0 || !buffers.count("momentum_buffer");
+}
+}  // namespace
+
+std::optional<std::array<float, 4>> SGD::step_scalars(const ParamState& state, const Group& group) const {
+  const bool first = options.momentum != 0 && first_update(state.buffers, state.step);
+  return std::array<float, 4>{float(group.lr), first ? 1.0f : 0.0f, 0, 0};
+}
+
 void SGD::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {
   SgdStep step{.lr = group.lr, .momentum = options.momentum, .dampening = options.dampening,
-               .weight_decay = group.weight_decay, .nesterov = options.nesterov};
+               .weight_decay = group.weight_decay, .nesterov = options.nesterov, .scalars = captured_scalars(state)};
   Tensor unused;
   Tensor* buffer = &unused;
   if (options.momentum != 0) {
+    step.first = first_update(state.buffers, state.step);
     auto it = state.buffers.find("momentum_buffer");
-    step.first = it == state.buffers.end();
-    if (step.first) it = state.buffers.emplace("momentum_buffer", empty_like(p)).first;
+    if (it == state.buffers.end()) it = state.buffers.emplace("momentum_buffer", empty_like(p)).first;
     buffer = &it->second;
   }
   sgd_step_(p, grad, *buffer, step);

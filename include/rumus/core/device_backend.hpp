@@ -4,6 +4,7 @@
 // live behind this interface in the library (src/backend/).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "rumus/core/device.hpp"
 #include "rumus/core/export.hpp"
@@ -25,6 +26,16 @@ struct DeviceStats {
   std::uint64_t submits = 0;          // command-buffer submissions
 };
 
+// Device work recorded by capture() (core/capture.hpp); a CapturedStep owns it.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  // Throws CaptureError when the work cannot be replayed now (called before
+  // the replay hooks, so a refused replay changes no host state).
+  virtual void check_replay() const {}
+  virtual void replay() = 0;
+};
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
@@ -37,6 +48,14 @@ class DeviceBackend {
   virtual void read(const Storage& src, std::size_t byte_offset, void* dst, std::size_t nbytes) = 0;
   virtual void synchronize() {}
   virtual DeviceStats stats() const { return {}; }
+
+  // Capture: a device that queues its work records the kernels called on the
+  // capturing thread between begin_capture() and end_capture() instead of
+  // running them. A device that runs kernels at once (the CPU) answers false.
+  virtual bool can_capture() const { return false; }
+  virtual void begin_capture() {}
+  virtual std::unique_ptr<CapturedWork> end_capture() { return nullptr; }
+  virtual void abort_capture() {}  // the closure threw: drop what was recorded
 };
 
 // The backend of `device`, created on first use and alive for the process.

@@ -22,6 +22,8 @@ class IoError : public Error { public: using Error::Error; };
 class ValueError : public Error { public: using Error::Error; };
 // An allocation the device cannot satisfy; ops name themselves, the shape and the dtype.
 class OutOfMemoryError : public Error { public: using Error::Error; };
+// Work a captured step cannot record or replay faithfully (core/capture.hpp).
+class CaptureError : public Error { public: using Error::Error; };
 
 }  // namespace rumus
 

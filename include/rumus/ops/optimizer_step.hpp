@@ -11,15 +11,26 @@ RUMUS_API_BEGIN
 namespace rumus {
 
 // PyTorch's hyper-parameters of one update. `step` counts from 1.
+//
+// `scalars` (optional): a contiguous f32 tensor of 4 elements on the
+// parameter's device holding this update's per-step values, which a device
+// kernel then reads at run time: SGD (lr, first ? 1 : 0, 0, 0), Adam (lr,
+// 1 - beta1^step, 1 - beta2^step, step == 1 ? 1 : 0; with first set the
+// moments are taken as zero, not read). A captured step (core/capture.hpp)
+// replays with whatever the tensor holds at each replay; the optimizers
+// keep it up to date. The other fields must hold the same values (the CPU
+// reads those).
 struct SgdStep {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false;
   bool first = false;  // momentum buffer not yet initialised: it becomes the gradient
+  Tensor scalars;
 };
 struct AdamStep {
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   bool decoupled = false;  // AdamW: decay the parameter, not the gradient
   std::int64_t step = 1;
+  Tensor scalars;
 };
 
 // SGD with momentum/dampening/nesterov/weight decay (PyTorch's formulation).

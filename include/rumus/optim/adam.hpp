@@ -25,6 +25,7 @@ class Adam : public Optimizer {
   Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
 
  private:
   bool decoupled_;

@@ -2,7 +2,9 @@
 // Optimizers update parameters in place from a GradientStore; there are no
 // .grad fields to clear. Each subclass keeps its update math in update().
 #include <cstdint>
+#include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,7 +43,9 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // Parameters without a gradient in `grads` are left untouched (as PyTorch
-  // skips parameters whose .grad is None).
+  // skips parameters whose .grad is None). Inside capture() (core/capture.hpp)
+  // the update is recorded, and each replay advances the step counts and
+  // uses the learning rate of that moment; call step() once per capture.
   void step(const GradientStore& grads);
 
   std::vector<Group>& param_groups() { return groups_; }
@@ -60,17 +64,34 @@ class Optimizer {
   struct ParamState {
     std::int64_t step = 0;            // updates done so far, before this one
     std::map<std::string, Tensor> buffers;
+    // For captured updates (optimizers with step_scalars()): the values the
+    // fused kernel reads at run time, written before each replay when they
+    // changed. Eager updates pass them as push constants instead.
+    Tensor scalars;
+    std::array<float, 4> scalars_written{};
+    bool scalars_valid = false;
   };
+  // state.scalars inside a capture, else undefined (the update's fields are used).
+  static Tensor captured_scalars(const ParamState& state);
   Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name);
   // Updates `param` in place, with recording off; state.step counts earlier updates.
   virtual void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) = 0;
   // The buffers update() keeps per parameter (with this optimizer's options):
   // a loaded state with step > 0 must have all of them, and no others.
   virtual std::vector<std::string> buffer_names() const { return {}; }
+  // The per-step values this optimizer's fused kernel reads from
+  // ParamState::scalars (see ops/optimizer_step.hpp); nullopt: none, and the
+  // optimizer cannot be captured.
+  virtual std::optional<std::array<float, 4>> step_scalars(const ParamState&, const Group&) const {
+    return std::nullopt;
+  }
 
  private:
+  static void write_scalars(ParamState& state, const std::array<float, 4>& values);
   std::vector<Group> groups_;
   std::vector<std::vector<ParamState>> state_;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // replay hooks check that the optimizer lives
+  std::uint64_t state_generation_ = 0;  // load_state_dict replaces the buffers a capture recorded
 };
 
 }  // namespace rumus::optim

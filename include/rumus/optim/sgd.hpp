@@ -25,6 +25,7 @@ class SGD : public Optimizer {
  protected:
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
   std::vector<std::string> buffer_names() const override;
+  std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
 };
 
 }  // namespace rumus::optim

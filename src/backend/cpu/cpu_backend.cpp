@@ -159,7 +159,7 @@ void CpuBackend::where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) 
 }
 
 void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
-                        double b) {
+                        double b, TensorArg /*state: the CPU runs at once, with seed and offset*/) {
   // Contiguous output: element i (in logical order) draws counter offset + i.
   if (!out.layout->is_contiguous()) throw Error("random: cpu kernel needs a contiguous output");
   std::int64_t n = out.layout->numel();

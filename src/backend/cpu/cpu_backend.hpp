@@ -28,8 +28,8 @@ class CpuBackend final : public Backend {
   void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
   void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
   void gemm(const GemmArgs& args) override;
-  void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
-              double b) override;
+  void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a, double b,
+              TensorArg state) override;
 
   void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) override;
   void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) override;

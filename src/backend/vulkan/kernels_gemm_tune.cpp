@@ -34,6 +34,8 @@ std::optional<GemmTile> VulkanBackend::gemm_tile_for(const GemmArgs& g, const Ge
   for (const GemmTile& t : gemm_tile_candidates())
     if (!splits(t)) candidates.push_back(t);
   const std::string key = gemm_shape_class(g.m, g.n, g.k, g.batch, g.trans_a, g.trans_b);
+  // Timing waits for the device, which a capture cannot: an earlier choice or the heuristic.
+  if (capturing_) return tuner_->cached(key);
   return tuner_->choose(key, candidates, [&](const GemmTile& t) { return time_gemm_tile(g, t); });
 }
 

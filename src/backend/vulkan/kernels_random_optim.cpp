@@ -1,6 +1,7 @@
 // Host side of random.comp (Philox, same stream as the CPU) and optim.comp.
 #include <cmath>
 
+#include "rumus/core/capture.hpp"
 #include "rumus/core/error.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
@@ -17,7 +18,7 @@ bool dense_f32(TensorArg t) { return t.dtype == DType::f32 && t.layout->is_conti
 }  // namespace
 
 void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
-                           double b) {
+                           double b, TensorArg state) {
   if (!out.layout->is_contiguous()) throw Error("random: the Vulkan kernel needs a contiguous output");
   const std::int64_t n = out.layout->numel();
   if (n == 0) return;
@@ -34,31 +35,44 @@ void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, s
     pc.low_lo = std::int32_t(std::uint32_t(std::uint64_t(low)));
     pc.low_hi = std::int32_t(std::uint32_t(std::uint64_t(low) >> 32));
   }
-  Operand ops[] = {{out, true}};
-  launch("random", {kLocal, std::uint32_t(kind), std::uint32_t(out.dtype)}, ops, &pc, sizeof pc,
+  const bool from_state = state.storage != nullptr;
+  Operand ops[] = {{out, true}, {from_state ? state : out, false}};
+  launch("random", {kLocal, std::uint32_t(kind), std::uint32_t(out.dtype), from_state}, ops, &pc, sizeof pc,
          groups_for(n, kLocal));
 }
 
 void VulkanBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
   const bool momentum = s.momentum != 0;
-  if (!dense_f32(param) || !dense_f32(grad) || (momentum && !dense_f32(buf)))
+  if (!dense_f32(param) || !dense_f32(grad) || (momentum && !dense_f32(buf))) {
+    check_not_capturing("sgd_step_", "an SGD update of a non-f32 or strided parameter (its lr would be frozen)");
     return composed_sgd_step(*this, s, param, grad, buf);  // composed from pointwise kernels, still on the device
+  }
+  const bool scalars = s.scalars.storage != nullptr;
+  if (!scalars) check_not_capturing("sgd_step_", "an SGD update without a scalars tensor (its lr would be frozen)");
   OptimPush pc{std::uint32_t(param.layout->numel()), std::int32_t(param.layout->offset),
                std::int32_t(grad.layout->offset), std::int32_t(momentum ? buf.layout->offset : 0), 0,
+               std::int32_t(scalars ? s.scalars.layout->offset : 0),
                float(s.lr), float(s.momentum), float(s.dampening), float(s.weight_decay), 0, 0, 0, 1, 1};
-  Operand ops[] = {{param, true}, {grad, false}, {momentum ? buf : param, momentum}, {param, false}};
-  launch("optim", {kLocal, std::uint32_t(OptimizerKind::sgd), momentum, s.nesterov, s.first, 0}, ops, &pc, sizeof pc, groups_for(pc.n, kLocal));
+  Operand ops[] = {{param, true}, {grad, false}, {momentum ? buf : param, momentum}, {param, false},
+                   {scalars ? s.scalars : param, false}};
+  launch("optim", {kLocal, std::uint32_t(OptimizerKind::sgd), momentum, s.nesterov, !scalars && s.first, 0, scalars}, ops, &pc,
+         sizeof pc, groups_for(pc.n, kLocal));
 }
 
 void VulkanBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
-  if (!dense_f32(param) || !dense_f32(grad) || !dense_f32(m) || !dense_f32(v))
+  if (!dense_f32(param) || !dense_f32(grad) || !dense_f32(m) || !dense_f32(v)) {
+    check_not_capturing("adam_step_", "an Adam update of a non-f32 or strided parameter (its lr and step would be frozen)");
     return composed_adam_step(*this, s, param, grad, m, v);
+  }
+  const bool scalars = s.scalars.storage != nullptr;
+  if (!scalars) check_not_capturing("adam_step_", "an Adam update without a scalars tensor (its lr and step would be frozen)");
   OptimPush pc{std::uint32_t(param.layout->numel()), std::int32_t(param.layout->offset),
                std::int32_t(grad.layout->offset), std::int32_t(m.layout->offset), std::int32_t(v.layout->offset),
-               float(s.lr), 0, 0, float(s.weight_decay), float(s.beta1), float(s.beta2), float(s.eps),
+               std::int32_t(scalars ? s.scalars.layout->offset : 0), float(s.lr), 0, 0, float(s.weight_decay), float(s.beta1), float(s.beta2), float(s.eps),
                float(1.0 - std::pow(s.beta1, double(s.step))), float(1.0 - std::pow(s.beta2, double(s.step)))};
-  Operand ops[] = {{param, true}, {grad, false}, {m, true}, {v, true}};
-  launch("optim", {kLocal, std::uint32_t(OptimizerKind::adam), 0, 0, 0, s.decoupled}, ops, &pc, sizeof pc, groups_for(pc.n, kLocal));
+  Operand ops[] = {{param, true}, {grad, false}, {m, true}, {v, true}, {scalars ? s.scalars : param, false}};
+  launch("optim", {kLocal, std::uint32_t(OptimizerKind::adam), 0, 0, 0, s.decoupled, scalars}, ops, &pc, sizeof pc,
+         groups_for(pc.n, kLocal));
 }
 
 }  // namespace rumus::vulkan

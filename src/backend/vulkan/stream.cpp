@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "rumus/core/error.hpp"
@@ -36,6 +37,7 @@ Stream::~Stream() {
     wait_all();
   } catch (...) {
   }
+  for (vk::Fence f : spare_fences_) ctx_.device.destroyFence(f);
   for (auto& b : idle_) {
     ctx_.device.destroyFence(b.fence);
     if (b.queries) ctx_.device.destroyQueryPool(b.queries);
@@ -44,6 +46,7 @@ Stream::~Stream() {
 }
 
 vk::CommandBuffer Stream::current() {
+  if (capturing_) return capture_cmd_;
   if (active_) return recording_.cmd;
   completed_serial();  // recycles finished batches into idle_
   if (idle_.empty()) {
@@ -106,6 +109,7 @@ void Stream::dispatch(vk::Pipeline pipeline, vk::PipelineLayout layout, std::spa
   cmd.pushDescriptorSetKHR(vk::PipelineBindPoint::eCompute, layout, 0, std::uint32_t(bindings.size()), writes);
   cmd.pushConstants(layout, vk::ShaderStageFlagBits::eCompute, 0, push_bytes, push);
   cmd.dispatch(gx, gy, gz);
+  if (capturing_) return;  // one buffer per capture; no timestamps in it
   if (profile_) {
     recording_.labels.push_back(label ? *label : "?");
     cmd.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, recording_.queries,
@@ -121,6 +125,7 @@ void Stream::copy(const Allocation& src, std::size_t src_offset, const Allocatio
   order(access);
   vk::BufferCopy region{.srcOffset = src.offset + src_offset, .dstOffset = dst.offset + dst_offset, .size = nbytes};
   cmd.copyBuffer(src.buffer, dst.buffer, region);
+  if (capturing_) return;
   if (++commands_ >= kBatchLimit) submit();
 }
 
@@ -130,8 +135,7 @@ void Stream::timestamp(vk::QueryPool pool, std::uint32_t query) {
   cmd.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, pool, query);
 }
 
-void Stream::submit() {
-  if (!active_) return;
+void Stream::throttle() {
   // The host may run ahead of the GPU by a few batches, not more: memory freed
   // meanwhile is reused only when the batches that used it finish.
   if (in_flight_.size() >= kMaxInFlight) {
@@ -139,6 +143,11 @@ void Stream::submit() {
     if (r != vk::Result::eSuccess) throw DeviceError("vulkan: waiting for the GPU failed on " + ctx_.name);
     completed_serial();
   }
+}
+
+void Stream::submit() {
+  if (!active_) return;
+  throttle();
   recording_.cmd.end();
   ctx_.queue.submit(vk::SubmitInfo{.commandBufferCount = 1, .pCommandBuffers = &recording_.cmd}, recording_.fence);
   in_flight_.push_back(recording_);
@@ -152,8 +161,12 @@ std::uint64_t Stream::completed_serial() {
     Batch b = in_flight_.front();
     in_flight_.pop_front();
     ctx_.device.resetFences(b.fence);
-    if (profile_) collect_profile(b);
     completed_ = b.serial;
+    if (b.captured) {
+      spare_fences_.push_back(b.fence);
+      continue;
+    }
+    if (profile_) collect_profile(b);
     idle_.push_back(b);
   }
   return completed_;
@@ -179,6 +192,63 @@ void Stream::wait_all() {
       std::fprintf(stderr, "  %9.3f ms  %s\n", rows[i].first, rows[i].second.c_str());
     profile_totals_.clear();
   }
+}
+
+void Stream::begin_capture() {
+  submit();
+  capture_cmd_ = ctx_.device.allocateCommandBuffers(
+      {.commandPool = pool_, .level = vk::CommandBufferLevel::ePrimary, .commandBufferCount = 1})[0];
+  // Replays may be queued while an earlier one still runs; its first barrier orders them.
+  capture_cmd_.begin(vk::CommandBufferBeginInfo{.flags = vk::CommandBufferUsageFlagBits::eSimultaneousUse});
+  full_barrier(capture_cmd_);  // work submitted before a replay may write what it reads
+  read_.clear();
+  written_.clear();
+  capturing_ = true;
+}
+
+vk::CommandBuffer Stream::end_capture() {
+  // Work submitted after a replay may read what it wrote: eager batches start with a barrier.
+  capture_cmd_.end();
+  capturing_ = false;
+  read_.clear();
+  written_.clear();
+  return std::exchange(capture_cmd_, vk::CommandBuffer{});
+}
+
+void Stream::abort_capture() {
+  if (!capturing_) return;
+  capture_cmd_.end();
+  ctx_.device.freeCommandBuffers(pool_, capture_cmd_);
+  capture_cmd_ = vk::CommandBuffer{};
+  capturing_ = false;
+  read_.clear();
+  written_.clear();
+}
+
+std::uint64_t Stream::replay(vk::CommandBuffer captured) {
+  submit();  // eager work recorded before the replay (new inputs) runs first
+  throttle();
+  completed_serial();
+  Batch b;
+  b.cmd = captured;
+  b.captured = true;
+  if (spare_fences_.empty()) {
+    b.fence = ctx_.device.createFence({});
+  } else {
+    b.fence = spare_fences_.back();
+    spare_fences_.pop_back();
+  }
+  b.serial = next_serial_;
+  ctx_.queue.submit(vk::SubmitInfo{.commandBufferCount = 1, .pCommandBuffers = &b.cmd}, b.fence);
+  in_flight_.push_back(b);
+  ++next_serial_;
+  ++submits_;
+  return b.serial;
+}
+
+void Stream::free_captured(vk::CommandBuffer captured, std::uint64_t last_serial) {
+  if (last_serial > completed_serial()) wait_all();
+  ctx_.device.freeCommandBuffers(pool_, captured);
 }
 
 void Stream::collect_profile(Batch& b) {

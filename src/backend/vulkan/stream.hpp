@@ -45,6 +45,17 @@ class Stream {
   void wait_all();        // submit, then wait for everything
   std::uint64_t submits() const { return submits_; }
 
+  // Capture: submits what is recorded, then records into a persistent command
+  // buffer that is never submitted by the stream itself.
+  void begin_capture();
+  vk::CommandBuffer end_capture();  // the recorded buffer; eager recording resumes
+  void abort_capture();
+  bool capturing() const { return capturing_; }
+  // Submits the recorded eager work, then `captured`; returns its serial.
+  std::uint64_t replay(vk::CommandBuffer captured);
+  // Frees a captured buffer once its last replay (serial) has finished.
+  void free_captured(vk::CommandBuffer captured, std::uint64_t last_serial);
+
  private:
   struct Batch {
     vk::CommandBuffer cmd;
@@ -52,10 +63,12 @@ class Stream {
     std::uint64_t serial;
     vk::QueryPool queries;            // profiling only
     std::vector<std::string> labels;  // one per timestamp
+    bool captured = false;            // a capture's buffer: its owner frees it
   };
   // RUMUS_VULKAN_PROFILE=1: a timestamp after every dispatch; the gaps between
   // consecutive ones are summed per label and printed to stderr at each wait.
   void collect_profile(Batch& b);
+  void throttle();  // waits while kMaxInFlight submissions are pending
   vk::CommandBuffer current();
   // Inserts a barrier when this access conflicts with one since the last barrier.
   void order(std::span<const Binding> access);
@@ -67,6 +80,9 @@ class Stream {
   std::deque<Batch> in_flight_;
   Batch recording_{};
   bool active_ = false;
+  bool capturing_ = false;
+  vk::CommandBuffer capture_cmd_;
+  std::vector<vk::Fence> spare_fences_;  // of finished replays
   std::uint32_t commands_ = 0;
   std::uint64_t next_serial_ = 1, completed_ = 0, submits_ = 0;
   std::unordered_set<std::uint64_t> read_, written_;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "rumus/core/capture.hpp"
 #include "rumus/core/error.hpp"
 
 namespace rumus::vulkan {
@@ -121,17 +122,114 @@ void VulkanBackend::release_finished() {
 void* VulkanBackend::allocate(std::size_t nbytes) {
   std::lock_guard lk(mu_);
   release_finished();
-  return memory_->allocate(nbytes);
+  Allocation* a = memory_->allocate(nbytes);
+  // Memory a capture creates stays its own: replays write it again.
+  if (capturing_ && std::this_thread::get_id() == capture_thread_) recording_used_.insert(a);
+  return a;
 }
 
 void VulkanBackend::deallocate(void* data, std::size_t) {
   std::lock_guard lk(mu_);
-  memory_->release(static_cast<Allocation*>(data), stream_->recording_serial());
+  release(static_cast<Allocation*>(data));
+}
+
+void VulkanBackend::release(Allocation* a) {
+  if (pins_.count(a) || (capturing_ && recording_used_.count(a))) {
+    orphans_.insert(a);  // a live capture still reads or writes it
+    return;
+  }
+  memory_->release(a, stream_->recording_serial());
+}
+
+void VulkanBackend::check_capture(const char* op, const char* what) {
+  if (!capturing_) return;
+  if (std::this_thread::get_id() != capture_thread_)
+    throw CaptureError(fmt::format("{}: {} on {} from another thread while a capture records on it (wait until "
+                                   "capture() returns)",
+                                   op, what, device().str()));
+  check_not_capturing(op, what);
+}
+
+// Capture: kernels go into a persistent command buffer (Stream::begin_capture);
+// every allocation the capture binds or creates is pinned until the
+// CapturedWork is destroyed, so replays never touch reused memory.
+class VulkanCapturedWork final : public CapturedWork {
+ public:
+  VulkanCapturedWork(VulkanBackend& be, vk::CommandBuffer cmd, std::vector<Allocation*> used, bool gathers)
+      : be_(be), cmd_(cmd), used_(std::move(used)), gathers_(gathers) {}
+  ~VulkanCapturedWork() override {
+    std::lock_guard lk(be_.mu_);
+    try {
+      be_.stream_->free_captured(cmd_, last_serial_);
+    } catch (...) {
+    }
+    be_.unpin(used_);
+  }
+  void check_replay() const override {
+    std::lock_guard lk(be_.mu_);
+    be_.check_capture("CapturedStep::replay", "a replay");
+  }
+  void replay() override {
+    std::lock_guard lk(be_.mu_);
+    be_.check_capture("CapturedStep::replay", "a replay");
+    last_serial_ = be_.stream_->replay(cmd_);
+    if (gathers_) be_.index_kernels_pending_ = true;  // check the fault record at the next wait
+  }
+
+ private:
+  VulkanBackend& be_;
+  vk::CommandBuffer cmd_;
+  std::vector<Allocation*> used_;
+  bool gathers_;
+  std::uint64_t last_serial_ = 0;
+};
+
+void VulkanBackend::begin_capture() {
+  std::lock_guard lk(mu_);
+  if (capturing_)
+    throw CaptureError(fmt::format("capture: {} is already recording a capture on another thread", device().str()));
+  stream_->begin_capture();
+  capturing_ = true;
+  capture_thread_ = std::this_thread::get_id();
+  recording_used_.clear();
+  recording_gathers_ = false;
+}
+
+std::unique_ptr<CapturedWork> VulkanBackend::end_capture() {
+  std::lock_guard lk(mu_);
+  vk::CommandBuffer cmd = stream_->end_capture();
+  capturing_ = false;
+  std::vector<Allocation*> used(recording_used_.begin(), recording_used_.end());
+  recording_used_.clear();
+  for (Allocation* a : used) ++pins_[a];
+  return std::make_unique<VulkanCapturedWork>(*this, cmd, std::move(used), recording_gathers_);
+}
+
+void VulkanBackend::abort_capture() {
+  std::lock_guard lk(mu_);
+  stream_->abort_capture();  // nothing of it was submitted
+  capturing_ = false;
+  // Tensors the closure freed wait in orphans_: release those no other capture pins.
+  for (Allocation* a : recording_used_)
+    if (!pins_.count(a) && orphans_.erase(a)) memory_->release(a, stream_->recording_serial());
+  recording_used_.clear();
+}
+
+void VulkanBackend::unpin(const std::vector<Allocation*>& used) {
+  for (Allocation* a : used) {
+    auto it = pins_.find(a);
+    if (it != pins_.end() && --it->second > 0) continue;
+    if (it != pins_.end()) pins_.erase(it);
+    // Freed by its tensor meanwhile: reusable once the work queued so far is done.
+    if (orphans_.erase(a)) memory_->release(a, stream_->recording_serial());
+  }
 }
 
 void VulkanBackend::write(Storage& dst, std::size_t off, const void* src, std::size_t n) {
   if (n == 0) return;
   std::lock_guard lk(mu_);
+  check_capture("upload", fmt::format("a host-to-device copy of {} bytes (it would replay the same bytes: copy "
+                                      "new inputs into static tensors before replay())", n).c_str());
   // Staged and recorded in order with the kernels: no submission needed here.
   Allocation* stage = staging_->allocate(n);
   std::memcpy(stage->mapped, src, n);
@@ -143,6 +241,8 @@ void VulkanBackend::write(Storage& dst, std::size_t off, const void* src, std::s
 void VulkanBackend::read(const Storage& src, std::size_t off, void* dst, std::size_t n) {
   if (n == 0) return;
   std::lock_guard lk(mu_);
+  check_capture("host read", fmt::format("a device-to-host copy of {} bytes (item(), to(cpu), to_vector(): the "
+                                         "values exist only after replay())", n).c_str());
   Allocation* stage = staging_->allocate(n);
   stream_->copy(*static_cast<Allocation*>(src.data()), off, *stage, 0, n);
   staging_->release(stage, stream_->recording_serial());
@@ -156,6 +256,7 @@ void VulkanBackend::read(const Storage& src, std::size_t off, void* dst, std::si
 
 void VulkanBackend::synchronize() {
   std::lock_guard lk(mu_);
+  check_capture("synchronize", "a wait for the device (nothing recorded runs before replay())");
   Allocation* fault = queue_index_fault_read();
   stream_->wait_all();
   release_finished();
@@ -172,7 +273,8 @@ TensorArg VulkanBackend::index_fault_operand() {
     fill({index_fault_.get(), DType::i32, &kIndexFaultLayout}, 0);
   }
   std::lock_guard lk(mu_);
-  index_kernels_pending_ = true;
+  // Captured gathers run at replay: the record is checked after each replay.
+  (capturing_ ? recording_gathers_ : index_kernels_pending_) = true;
   return {index_fault_.get(), DType::i32, &kIndexFaultLayout};
 }
 
@@ -218,6 +320,7 @@ void VulkanBackend::launch(const std::string& shader, const std::vector<std::uin
                            std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
   std::lock_guard lk(mu_);
   if (operands.size() > kMaxBindings) throw Error(shader + ": more operands than the pipeline layout's bindings");
+  if (capturing_ && std::this_thread::get_id() != capture_thread_) check_capture(shader.c_str(), "a kernel");
   Binding bindings[kMaxBindings];
   const std::uint32_t used = std::max<std::uint32_t>(kMinBindings, std::uint32_t(operands.size()));
   // Unused slots alias operand 0 so every binding the shader declares is valid.
@@ -225,6 +328,8 @@ void VulkanBackend::launch(const std::string& shader, const std::vector<std::uin
     const Operand& o = operands[i < operands.size() ? i : 0];
     bindings[i] = {static_cast<const Allocation*>(o.arg.storage->data()), i < operands.size() && o.written};
   }
+  if (capturing_)
+    for (std::uint32_t i = 0; i < used; ++i) recording_used_.insert(const_cast<Allocation*>(bindings[i].allocation));
   vk::Pipeline p = pipelines_->get(shader, spec);
   if (profiling_) {
     std::string label = shader + "/" + std::to_string(spec.size() > 1 ? spec[1] : 0) + " grid " +

@@ -4,6 +4,9 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "allocator.hpp"
@@ -37,8 +40,8 @@ class VulkanBackend final : public Backend {
   void where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) override;
   void reduce(ReduceOp op, TensorArg out, TensorArg in) override;
   void gemm(const GemmArgs& args) override;
-  void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
-              double b) override;
+  void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a, double b,
+              TensorArg state) override;
   void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
   void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
 
@@ -72,8 +75,13 @@ class VulkanBackend final : public Backend {
     std::swap(t, tuner_);
     return t;
   }
+  bool can_capture() const override { return true; }
+  void begin_capture() override;
+  std::unique_ptr<CapturedWork> end_capture() override;
+  void abort_capture() override;
 
  private:
+  friend class VulkanCapturedWork;
   struct Operand {
     TensorArg arg;
     bool written;
@@ -94,6 +102,12 @@ class VulkanBackend final : public Backend {
   // One candidate's best time of a few runs on a scratch C, by GPU timestamps;
   // nothing when the queue has no timestamps.
   std::optional<double> time_gemm_tile(const GemmArgs& g, const GemmTile& tile);
+  // With mu_ held: throws CaptureError when `op` cannot run now because a
+  // capture is recording on this device (host transfers; other threads).
+  void check_capture(const char* op, const char* what);
+  // With mu_ held: releases `a` unless a capture pins it.
+  void release(Allocation* a);
+  void unpin(const std::vector<Allocation*>& used);
 
   // The record a gather kernel leaves when it meets an index outside [0, n)
   // (binding 3 of index_select.comp and index_add.comp).
@@ -119,9 +133,18 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<GemmTuner> tuner_;
   mutable std::mutex mu_;  // one recording stream per device; callers may be on any thread
   std::uint64_t uploads_ = 0, downloads_ = 0;
-  bool profiling_ = false;
+  bool profiling_ = false;  // RUMUS_VULKAN_PROFILE: label dispatches for the stream's timestamps
   std::shared_ptr<Storage> index_fault_;
-  bool index_kernels_pending_ = false;  // RUMUS_VULKAN_PROFILE: label dispatches for the stream's timestamps
+  bool index_kernels_pending_ = false;
+  // Capture: the recording thread; allocations the capture binds or creates
+  // (recording_used_), and how many live captures pin each allocation. A
+  // pinned allocation freed by its tensor waits in orphans_ until unpinned.
+  bool capturing_ = false;
+  std::thread::id capture_thread_;
+  std::unordered_set<Allocation*> recording_used_;
+  bool recording_gathers_ = false;
+  std::unordered_map<Allocation*, int> pins_;
+  std::unordered_set<Allocation*> orphans_;
 };
 
 // The Vulkan provider: the instance's physical devices in rumus order.

@@ -1,0 +1,336 @@
+// Step capture and replay (core/capture.hpp): replayed training steps give
+// bit for bit the parameters of eager steps (SGD momentum, Adam, AdamW, an lr
+// schedule), memory the capture uses stays reserved, the CPU fallback runs
+// the closure at replay, and every rule break is a CaptureError.
+// The Vulkan tests run on any Vulkan device (CI: lavapipe); they skip without one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include <rumus/rumus.hpp>
+
+#include "expect_error.hpp"
+
+using namespace rumus;
+using namespace rumus::testing;
+
+namespace {
+
+const Device kGpu = Device::vulkan(0);
+
+bool have_vulkan() {
+  static const bool ok = [] {
+    try {
+      device_backend(kGpu);
+      return true;
+    } catch (const DeviceError&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+#define REQUIRE_VULKAN() \
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers for lavapipe)"
+
+struct Mlp : nn::Module {
+  nn::Linear fc1{20, 32}, fc2{32, 5};
+  Mlp() { register_modules({{"fc1", fc1}, {"fc2", fc2}}); }
+  Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
+};
+
+enum class Kind { sgd_momentum, adam, adamw };
+
+std::unique_ptr<optim::Optimizer> make_optimizer(Kind kind, std::vector<Tensor> params) {
+  switch (kind) {
+    case Kind::sgd_momentum:
+      return std::make_unique<optim::SGD>(std::move(params),
+                                          optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3});
+    case Kind::adam:
+      return std::make_unique<optim::Adam>(std::move(params), optim::AdamOptions{.lr = 1e-2});
+    case Kind::adamw:
+      return std::make_unique<optim::AdamW>(std::move(params), optim::AdamWOptions{.lr = 1e-2});
+  }
+  return nullptr;
+}
+
+struct TrainResult {
+  std::vector<std::vector<float>> params;
+  std::vector<float> losses;
+  double step_count = 0;  // the optimizer's count for the first parameter
+};
+
+// `steps` training steps on fresh batches, eager or through one capture and
+// its replays (each batch copied into the static inputs first). `schedule`,
+// if set, runs after every step (an lr scheduler).
+TrainResult train(Device dev, Kind kind, bool captured, int steps,
+          const std::function<void(optim::Optimizer&)>& schedule = {}) {
+  manual_seed(0);
+  Mlp net;
+  net.to(dev);
+  auto opt = make_optimizer(kind, net.parameters());
+  Generator gen(7);
+  Tensor x = zeros({16, 20}, {.device = dev});
+  Tensor y = zeros({16}, {.dtype = DType::i64, .device = dev});
+  Tensor loss;
+  auto body = [&] {
+    loss = cross_entropy(net.forward(x), y);
+    opt->step(backward(loss));
+  };
+  CapturedStep step;
+  if (captured) step = capture(dev, body);
+  TrainResult run;
+  for (int i = 0; i < steps; ++i) {
+    x.copy_(randn({16, 20}, {}, &gen));
+    y.copy_(randint(0, 5, {16}, {.dtype = DType::i64}, &gen));
+    if (captured) step.replay();
+    else body();
+    run.losses.push_back(float(loss.item()));
+    if (schedule) schedule(*opt);
+  }
+  for (auto& p : net.parameters()) run.params.push_back(p.to_vector<float>());
+  run.step_count = opt->state_dict().at("state.0.0.step").item();
+  return run;
+}
+
+void expect_identical(const TrainResult& replayed, const TrainResult& eager) {
+  EXPECT_EQ(replayed.losses, eager.losses);
+  ASSERT_EQ(replayed.params.size(), eager.params.size());
+  for (std::size_t i = 0; i < eager.params.size(); ++i)
+    EXPECT_EQ(replayed.params[i], eager.params[i]) << "parameter " << i << " differs from eager steps";
+  EXPECT_EQ(replayed.step_count, eager.step_count);
+}
+
+TEST(CaptureReplay, SgdMomentumMatchesEagerBitForBit) {
+  REQUIRE_VULKAN();
+  TrainResult eager = train(kGpu, Kind::sgd_momentum, false, 5);
+  TrainResult replayed = train(kGpu, Kind::sgd_momentum, true, 5);
+  expect_identical(replayed, eager);
+  EXPECT_EQ(replayed.step_count, 5);
+  EXPECT_NE(replayed.params[0], train(kGpu, Kind::sgd_momentum, false, 0).params[0]) << "the replays updated nothing";
+}
+
+TEST(CaptureReplay, AdamMatchesEagerBitForBit) {
+  REQUIRE_VULKAN();
+  expect_identical(train(kGpu, Kind::adam, true, 5), train(kGpu, Kind::adam, false, 5));
+}
+
+TEST(CaptureReplay, AdamWMatchesEagerBitForBit) {
+  REQUIRE_VULKAN();
+  expect_identical(train(kGpu, Kind::adamw, true, 4), train(kGpu, Kind::adamw, false, 4));
+}
+
+// An lr scheduler between replays: the captured update reads the new lr.
+TEST(CaptureReplay, LrChangedBetweenReplaysIsHonoured) {
+  REQUIRE_VULKAN();
+  for (Kind kind : {Kind::sgd_momentum, Kind::adam}) {
+    auto with_step_lr = [&](bool captured) {
+      std::unique_ptr<optim::StepLR> sched;  // halves the lr after every step
+      return train(kGpu, kind, captured, 4, [&](optim::Optimizer& opt) {
+        if (!sched) sched = std::make_unique<optim::StepLR>(opt, 1, 0.5);
+        sched->step();
+      });
+    };
+    TrainResult eager = with_step_lr(false);
+    TrainResult replayed = with_step_lr(true);
+    expect_identical(replayed, eager);
+    // The schedule matters: a frozen lr would give these parameters.
+    TrainResult constant = train(kGpu, kind, true, 4);
+    EXPECT_NE(replayed.params[0], constant.params[0]);
+  }
+}
+
+// Eager steps before and after replays share the optimizer's state.
+TEST(CaptureReplay, EagerAndReplayedStepsInterleave) {
+  REQUIRE_VULKAN();
+  for (Kind kind : {Kind::sgd_momentum, Kind::adam}) {
+    auto run = [&](bool captured) {
+      manual_seed(0);
+      Mlp net;
+      net.to(kGpu);
+      auto opt = make_optimizer(kind, net.parameters());
+      Tensor x = randn({16, 20}).to(kGpu);
+      Tensor y = randint(0, 5, {16}, {.dtype = DType::i64}).to(kGpu);
+      auto body = [&] { opt->step(backward(cross_entropy(net.forward(x), y))); };
+      body();  // eager first step
+      CapturedStep step;
+      if (captured) step = capture(kGpu, body);
+      for (int i = 0; i < 3; ++i) captured ? step.replay() : body();
+      body();  // eager again (a last, partial batch)
+      std::vector<std::vector<float>> out;
+      for (auto& p : net.parameters()) out.push_back(p.to_vector<float>());
+      return out;
+    };
+    EXPECT_EQ(run(true), run(false));
+  }
+}
+
+// capture() runs none of the device work; each replay runs it once.
+TEST(CaptureReplay, CaptureRecordsAndReplayRuns) {
+  REQUIRE_VULKAN();
+  Tensor counter = zeros({4}, {.device = kGpu});
+  CapturedStep step = capture(kGpu, [&] { counter.add_(ones({4}, {.device = kGpu})); });
+  EXPECT_EQ(counter.to_vector<float>(), std::vector<float>(4, 0.0f));
+  for (int i = 0; i < 3; ++i) step.replay();
+  EXPECT_EQ(counter.to_vector<float>(), std::vector<float>(4, 3.0f));
+  EXPECT_EQ(step.replays(), 3u);
+  EXPECT_EQ(step.device(), kGpu);
+}
+
+// Temporaries the closure frees, and outputs the caller drops, stay reserved:
+// later allocations do not reuse them, so replays never write into other
+// tensors (which the allocator would hand those ranges to otherwise).
+TEST(CaptureReplay, MemoryOfTheCaptureStaysReserved) {
+  REQUIRE_VULKAN();
+  Tensor x = full({1000}, 2.0, {.device = kGpu});
+  Tensor out;
+  CapturedStep step = capture(kGpu, [&] {
+    Tensor t = mul(x, x);       // freed when the closure returns
+    out = add(exp(neg(t)), t);  // exp(-4) + 4
+  });
+  std::vector<Tensor> others;
+  auto allocate_others = [&] {
+    synchronize(kGpu);  // every freed range is reusable now
+    for (int i = 0; i < 20; ++i) others.push_back(full({1000}, -1.0 - double(others.size()), {.device = kGpu}));
+  };
+  allocate_others();
+  step.replay();
+  const float want = std::exp(-4.0f) + 4.0f;
+  for (float v : out.to_vector<float>()) ASSERT_FLOAT_EQ(v, want);
+  out = Tensor();  // the capture still writes its memory
+  allocate_others();
+  step.replay();
+  for (std::size_t i = 0; i < others.size(); ++i)
+    ASSERT_EQ(others[i].to_vector<float>(), std::vector<float>(1000, -1.0f - float(i))) << "tensor " << i;
+}
+
+// On the CPU, capture() keeps the closure and replay() runs it.
+TEST(CaptureReplay, CpuReplayRunsTheClosure) {
+  int runs = 0;
+  Tensor counter = zeros({2});
+  CapturedStep step = capture(Device::cpu(), [&] {
+    ++runs;
+    counter.add_(ones({2}));
+    EXPECT_FALSE(is_capturing());
+  });
+  EXPECT_EQ(runs, 0);
+  step.replay();
+  step.replay();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(counter.to_vector<float>(), std::vector<float>(2, 2.0f));
+  expect_identical(train(Device::cpu(), Kind::adam, true, 3), train(Device::cpu(), Kind::adam, false, 3));
+}
+
+TEST(CaptureErrors, HostReadsInside) {
+  REQUIRE_VULKAN();
+  Tensor x = ones({3}, {.device = kGpu});
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { sum(x).item(); }); }, "host read");
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { x.to(Device::cpu()); }); }, "item(), to(cpu)");
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { synchronize(kGpu); }); }, "synchronize");
+  // The device records eagerly again afterwards.
+  EXPECT_EQ(sum(x).item(), 3.0);
+}
+
+TEST(CaptureErrors, UploadsInside) {
+  REQUIRE_VULKAN();
+  Tensor x = zeros({3}, {.device = kGpu});
+  Tensor host = ones({3});
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { x.copy_(host); }); }, "upload");
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { tensor({1.0, 2.0}).to(kGpu); }); },
+                             "copy new inputs into static tensors");
+}
+
+// Random draws inside a capture take fresh numbers at each replay: the same
+// ones eager calls would have taken from the generator.
+TEST(CaptureReplay, RandomDrawsMatchEagerDraws) {
+  REQUIRE_VULKAN();
+  auto draws = [](bool captured) {
+    manual_seed(3);
+    Generator own(11);
+    Tensor x = ones({64}, {.device = kGpu});
+    Tensor a, b;
+    auto body = [&] {
+      a = dropout(x, 0.5, true);
+      b = randn({8}, {.device = kGpu}, &own);
+    };
+    CapturedStep step;
+    if (captured) step = capture(kGpu, body);
+    std::vector<std::vector<float>> out;
+    for (int i = 0; i < 3; ++i) {
+      captured ? step.replay() : body();
+      out.push_back(a.to_vector<float>());
+      out.push_back(b.to_vector<float>());
+    }
+    return out;
+  };
+  auto eager = draws(false), replayed = draws(true);
+  EXPECT_EQ(replayed, eager);
+  EXPECT_NE(replayed[0], replayed[2]) << "each replay draws new numbers";
+}
+
+TEST(CaptureErrors, AttentionDropoutInside) {
+  REQUIRE_VULKAN();
+  Tensor q = ones({1, 1, 4, 8}, {.device = kGpu});
+  expect_error<CaptureError>(
+      [&] { capture(kGpu, [&] { scaled_dot_product_attention(q, q, q, {}, 0.1); }); }, "attention dropout");
+}
+
+TEST(CaptureErrors, NestingAndReplayInside) {
+  REQUIRE_VULKAN();
+  Tensor x = zeros({2}, {.device = kGpu});
+  CapturedStep inner = capture(kGpu, [&] { x.add_(x); });
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { capture(kGpu, [] {}); }); }, "capture: nested capture");
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { inner.replay(); }); }, "replay: replaying a step");
+  expect_error<CaptureError>([&] { CapturedStep().replay(); }, "the step is empty");
+  // Nested inside a CPU replay too.
+  CapturedStep cpu = capture(Device::cpu(), [&] { capture(Device::cpu(), [] {}); });
+  expect_error<CaptureError>([&] { cpu.replay(); }, "nested capture");
+}
+
+TEST(CaptureErrors, OtherDevicesAndThreads) {
+  REQUIRE_VULKAN();
+  Tensor x = zeros({2}, {.device = kGpu});
+  CapturedStep other = capture(kGpu, [&] { x.add_(x); });
+  std::string replay_error, kernel_error;
+  CapturedStep step = capture(kGpu, [&] {
+    std::thread t([&] {
+      try {
+        other.replay();
+      } catch (const CaptureError& e) {
+        replay_error = e.what();
+      }
+      try {
+        Tensor y = ones({2}, {.device = kGpu});
+      } catch (const CaptureError& e) {
+        kernel_error = e.what();
+      }
+    });
+    t.join();
+  });
+  EXPECT_NE(replay_error.find("from another thread while a capture records"), std::string::npos) << replay_error;
+  EXPECT_NE(kernel_error.find("from another thread"), std::string::npos) << kernel_error;
+  EXPECT_EQ(other.replays(), 0u);
+}
+
+TEST(CaptureErrors, OptimizersThatCannotBeCapturedOrAreGone) {
+  REQUIRE_VULKAN();
+  Tensor w = ones({3}, {.device = kGpu}).requires_grad_();
+  optim::RMSprop rms({w});
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { rms.step(backward(sum(mul(w, w)))); }); },
+                             "RMSprop.step: this optimizer cannot be captured");
+  auto sgd = std::make_unique<optim::SGD>(std::vector<Tensor>{w}, optim::SGDOptions{.lr = 0.1});
+  CapturedStep step = capture(kGpu, [&] { sgd->step(backward(sum(mul(w, w)))); });
+  sgd.reset();
+  expect_error<CaptureError>([&] { step.replay(); }, "has been destroyed");
+  // Loading a state dict replaces the buffers a capture updates.
+  optim::SGD opt({w}, {.lr = 0.1, .momentum = 0.9});
+  CapturedStep stale = capture(kGpu, [&] { opt.step(backward(sum(mul(w, w)))); });
+  stale.replay();
+  opt.load_state_dict(opt.state_dict());
+  expect_error<CaptureError>([&] { stale.replay(); }, "SGD.load_state_dict replaced the state");
+}
+
+}  // namespace
