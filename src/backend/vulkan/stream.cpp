@@ -84,7 +84,7 @@ void Stream::order(std::span<const Binding> access) {
     if (written_.count(k) || (b.written && read_.count(k))) conflict = true;
   }
   if (conflict) {
-    full_barrier(recording_.cmd);
+    full_barrier(capturing_ ? capture_cmd_ : recording_.cmd);  // into the buffer being recorded
     read_.clear();
     written_.clear();
   }

@@ -77,7 +77,9 @@ std::unique_ptr<GemmTuner> make_gemm_tuner(const Context& ctx) {
   std::filesystem::path dir = cache_directory(), file;
   if (!dir.empty()) file = dir / "vulkan" / fmt::format("gemm_tiles_{:04x}_{:04x}.txt", p.vendorID, p.deviceID);
   const char* env = std::getenv("RUMUS_VULKAN_GEMM_TUNE");
-  const bool enabled = env && *env ? *env != '0' : p.deviceType != vk::PhysicalDeviceType::eCpu;
+  // Opt-in: tuning stalls the stream at the first product of each shape class
+  // and measured gains were small (bench/RESULTS.md).
+  const bool enabled = env && *env && *env != '0';
   auto tuner = std::make_unique<GemmTuner>(id, file, enabled);
   if (std::string why = tuner->problem(); !why.empty()) std::fprintf(stderr, "rumus: vulkan: %s\n", why.c_str());
   return tuner;

@@ -67,8 +67,7 @@ class VulkanBackend final : public Backend {
 
   DeviceStats stats() const override;
 
-  // The f32 GEMM's tile tuner (enabled by RUMUS_VULKAN_GEMM_TUNE=1, or by
-  // default on hardware devices; =0 turns it off).
+  // The f32 GEMM's tile tuner (off unless RUMUS_VULKAN_GEMM_TUNE=1).
   GemmTuner& gemm_tuner() { return *tuner_; }
   // Puts another tuner in its place (tests: a cache file of their own); returns the old one.
   std::unique_ptr<GemmTuner> replace_gemm_tuner(std::unique_ptr<GemmTuner> t) {
