@@ -152,4 +152,13 @@ std::optional<GemmTile> GemmTuner::choose(const std::string& key, const std::vec
   return best;
 }
 
+std::int64_t gemm_split_k_min() {
+  static const std::int64_t k = [] {
+    const char* env = std::getenv("RUMUS_VULKAN_GEMM_SPLIT_K_MIN");
+    const long long v = env ? std::atoll(env) : 0;
+    return v >= 16 ? std::int64_t(v) : std::int64_t(256);  // bench/RESULTS.md: 1024 left small-batch MLP steps on 8 workgroups
+  }();
+  return k;
+}
+
 }  // namespace rumus::vulkan

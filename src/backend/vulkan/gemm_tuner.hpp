@@ -27,7 +27,11 @@ bool is_gemm_tile_candidate(const GemmTile& t);
 // Whether the f32 GEMM splits K across workgroups (few output tiles, long K):
 // then it also allocates and sums partial products, which GPU timestamps of
 // the kernels do not show, so the tuner leaves such shapes alone.
-inline bool gemm_splits_k(std::int64_t tiles, std::int64_t k) { return tiles < 132 && k >= 1024; }
+// The shortest K that is split when the output has few tiles (256;
+// RUMUS_VULKAN_GEMM_SPLIT_K_MIN=k for experiments); each slice then takes at
+// least a quarter of it.
+std::int64_t gemm_split_k_min();
+inline bool gemm_splits_k(std::int64_t tiles, std::int64_t k) { return tiles < 132 && k >= gemm_split_k_min(); }
 
 // A tile forced on the calling thread (while the tuner times a candidate, and
 // in tests); when set, the f32 GEMM uses it instead of any other choice.

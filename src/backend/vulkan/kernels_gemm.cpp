@@ -59,7 +59,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   // split K across workgroups so the whole GPU works, then add the slices.
   std::uint32_t splits = 1;
   if (gemm_splits_k(tiles(bm, bn), g.k)) {
-    std::int64_t want = std::min<std::int64_t>((264 + tiles(bm, bn) - 1) / tiles(bm, bn), g.k / 256);
+    std::int64_t want = std::min<std::int64_t>((264 + tiles(bm, bn) - 1) / tiles(bm, bn), g.k / (gemm_split_k_min() / 4));
     std::int64_t chunk = ((g.k + want - 1) / want + bk - 1) / bk * bk;
     splits = std::uint32_t((g.k + chunk - 1) / chunk);
     pc.k_chunk = std::uint32_t(chunk);
