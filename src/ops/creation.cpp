@@ -16,7 +16,7 @@ namespace rumus {
 void detail::random_kernel(const char* op, RandomKind kind, const Tensor& out, double a, double b, Generator& g) {
   Backend& be = kernels(op, Kernel::random, out);
   const std::uint64_t n = std::uint64_t(out.numel());
-  if (!is_capturing() || out.device().is_cpu()) {
+  if (!is_capturing() || !be.can_capture()) {  // a device that cannot capture runs the closure at each replay
     const std::uint64_t seed = g.seed(), offset = g.advance(n);
     be.random(kind, arg(out), seed, offset, a, b, TensorArg{nullptr, DType::i32, nullptr});
     return;
