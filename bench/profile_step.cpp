@@ -1,6 +1,7 @@
 // Where one training step's time goes, op by op: the examples' MLP and CNN at
-// batch 64 (SGD with momentum) under rumus::Profiler, after warm-up steps.
-// Run: build/release/bench/profile_step [mlp|cnn] [steps] [device]
+// batch 64 (SGD with momentum), and char_lm's GPT at batch 32, context 128
+// (AdamW), under rumus::Profiler, after warm-up steps.
+// Run: build/release/bench/profile_step [mlp|cnn|gpt|both] [steps] [device]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -54,6 +55,30 @@ void profile(const char* name, int steps, Device device, double lr) {
               device.str().c_str(), prof.elapsed_ms() / steps, prof.table(40).c_str());
 }
 
+void profile_gpt(int steps, Device device) {
+  manual_seed(0);
+  const std::int64_t batch = 32, context = 128;
+  nn::GPT net(nn::GPTConfig{});
+  net.to(device);
+  Tensor tokens = randint(0, 256, {batch, context + 1}, {.dtype = DType::i64}).to(device);
+  Tensor x = tokens.narrow(1, 0, context), y = tokens.narrow(1, 1, context).contiguous().reshape({batch * context});
+  optim::AdamW opt(net.parameters(), {.lr = 1e-3, .weight_decay = 0.05});
+  auto step = [&] {
+    Tensor loss = cross_entropy(net.forward(x).reshape({batch * context, 256}), y);
+    GradientStore grads = backward(loss);
+    opt.step(grads);
+    return loss;
+  };
+  for (int i = 0; i < 3; ++i) step();
+  synchronize(device);
+  Profiler prof;
+  for (int i = 0; i < steps; ++i) step();
+  synchronize(device);
+  std::printf("GPT (char_lm), batch %lld, context %lld, %d steps on %s: %.3f ms per step, %.0f tokens/s\n%s\n",
+              static_cast<long long>(batch), static_cast<long long>(context), steps, device.str().c_str(),
+              prof.elapsed_ms() / steps, batch * context * steps / (prof.elapsed_ms() / 1000), prof.table(40).c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,4 +87,5 @@ int main(int argc, char** argv) {
   const Device device = argc > 3 ? Device::parse(argv[3]) : Device::cpu();
   if (which == "mlp" || which == "both") profile<Mlp>("MLP", steps, device, 0.05);
   if (which == "cnn" || which == "both") profile<Cnn>("CNN", steps, device, 0.02);
+  if (which == "gpt") profile_gpt(steps, device);
 }

@@ -1,6 +1,7 @@
 // Op table gradchecks (f64, finite differences) and the ops' error cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -113,6 +114,52 @@ TEST(OpValues, LargeParallelReductionsMatchSerial) {
   EXPECT_NEAR(col.to_vector<double>()[7], [&] { double s = 0; for (int i = 0; i < 300; ++i) s += v[i * 500 + 7]; return s; }(), 1e-9);
   Tensor y = add(x, x.t().contiguous().t());
   EXPECT_EQ(y.to_vector<double>()[1234], 2 * v[1234]);
+}
+
+TEST(OpValues, ColumnSumsOfContiguousRowsMatchPerColumnSums) {
+  // Sums over leading dims of a contiguous input take the row-accumulating
+  // path: many columns (blocks of columns per thread), few columns (partial
+  // rows per thread), tiny inputs (serial), and a reduced middle dim (the
+  // general walk), each against sums taken column by column here.
+  struct Case {
+    Shape shape;
+    std::vector<std::int64_t> dims;
+  };
+  const Case cases[] = {{{700, 1000}, {0}},  {{40000, 3}, {0}},  {{7, 5}, {0}},
+                        {{6, 50, 70}, {0, 1}}, {{9, 1, 4000}, {0}}, {{30, 40, 50}, {1}}};
+  for (const Case& c : cases) {
+    for (DType dt : {DType::f64, DType::f32, DType::i64}) {
+      Tensor x = dt == DType::i64 ? randint(-50, 50, c.shape, {.dtype = DType::i64})
+                                  : rand(c.shape, {.dtype = DType::f64}).to(dt);
+      Tensor s = sum(x, c.dims), m = dt == DType::i64 ? Tensor() : mean(x, c.dims);
+      std::vector<double> v = x.to(DType::f64).to_vector<double>();
+      // out[o] gathers every input element whose kept coordinates are o's.
+      std::vector<double> want(std::size_t(s.numel()), 0.0);
+      std::vector<std::int64_t> count(want.size(), 0);
+      for (std::int64_t i = 0; i < x.numel(); ++i) {
+        std::int64_t rest = i, o = 0, mul = 1;
+        for (std::size_t d = c.shape.size(); d-- > 0;) {
+          const std::int64_t idx = rest % c.shape[d];
+          rest /= c.shape[d];
+          if (std::find(c.dims.begin(), c.dims.end(), std::int64_t(d)) != c.dims.end()) continue;
+          o += idx * mul;
+          mul *= c.shape[d];
+        }
+        want[std::size_t(o)] += v[std::size_t(i)];
+        ++count[std::size_t(o)];
+      }
+      std::vector<double> got = s.to(DType::f64).to_vector<double>();
+      ASSERT_EQ(got.size(), want.size());
+      const double tol = dt == DType::f32 ? 1e-4 : 1e-9;
+      for (std::size_t o = 0; o < want.size(); ++o) {
+        ASSERT_NEAR(got[o], want[o], tol * std::max(1.0, std::abs(want[o])))
+            << shape_str(c.shape) << " sum, out " << o;
+        if (m.defined())
+          ASSERT_NEAR(m.to(DType::f64).to_vector<double>()[o], want[o] / double(count[o]), tol)
+              << shape_str(c.shape) << " mean, out " << o;
+      }
+    }
+  }
 }
 
 TEST(OpValues, TypePromotion) {

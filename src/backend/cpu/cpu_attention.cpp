@@ -14,6 +14,7 @@
 #include "../philox.hpp"
 #include "cpu_backend.hpp"
 #include "cpu_loops.hpp"
+#include "isa.hpp"
 
 namespace rumus::cpu {
 
@@ -53,18 +54,37 @@ struct RowRules {
 template <class A>
 constexpr A kNegInf = -std::numeric_limits<A>::infinity();
 
-// Scaled, masked scores of row i against keys [j0, j1) into s; -inf where masked.
+// Key tiles are transposed once into [c][j] (c < d, j < kKeyTile) so that a
+// row's scores, and dO . v, run as vector updates over j: a dot product per
+// key would be a chain of dependent adds the compiler may not reorder.
 template <class T, class A>
-void row_scores(const RowRules& r, std::int64_t bh, std::int64_t i, const T* qi, const T* kb, std::int64_t j0,
-                std::int64_t j1, A* s) {
-  const std::int64_t d = r.p.d;
+RUMUS_INLINE inline void transpose_tile(const T* rows, std::int64_t j0, std::int64_t j1, std::int64_t d, A* t) {
+  for (std::int64_t j = j0; j < j1; ++j) {
+    const T* r = rows + j * d;
+    for (std::int64_t c = 0; c < d; ++c) t[c * kKeyTile + (j - j0)] = A(r[c]);
+  }
+}
+
+// out[j] = x . t[:, j] for j < n, over a transposed tile t.
+template <class T, class A>
+RUMUS_INLINE inline void dots_with_tile(const T* x, const A* t, std::int64_t d, std::int64_t n, A* out) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = 0;
+  for (std::int64_t c = 0; c < d; ++c) {
+    const A xc = A(x[c]);
+    const A* tc = t + c * kKeyTile;
+    for (std::int64_t j = 0; j < n; ++j) out[j] += xc * tc[j];
+  }
+}
+
+// Scaled, masked scores of row i against keys [j0, j1) (transposed in kt) into s; -inf where masked.
+template <class T, class A>
+RUMUS_INLINE inline void row_scores(const RowRules& r, std::int64_t bh, std::int64_t i, const T* qi, const A* kt,
+                                    std::int64_t j0, std::int64_t j1, A* s) {
   const A scale = A(r.p.scale);
   const std::int64_t jend = std::min(j1, r.key_end(i));
-  for (std::int64_t j = j0; j < jend; ++j) {
-    const T* kj = kb + j * d;
-    A dot = 0;
-    for (std::int64_t c = 0; c < d; ++c) dot += A(qi[c]) * A(kj[c]);
-    s[j - j0] = dot * scale;
+  if (jend > j0) {
+    dots_with_tile<T, A>(qi, kt, r.p.d, jend - j0, s);
+    for (std::int64_t j = 0; j < jend - j0; ++j) s[j] *= scale;
   }
   for (std::int64_t j = std::max(jend, j0); j < j1; ++j) s[j - j0] = kNegInf<A>;
   if (r.has_mask) {
@@ -84,7 +104,8 @@ void row_scores(const RowRules& r, std::int64_t bh, std::int64_t i, const T* qi,
 
 // Dropout multipliers of row i for keys [j0, j1): 0 or 1 / (1 - p).
 template <class A>
-void row_dropout(const AttentionParams& p, std::int64_t bh, std::int64_t i, std::int64_t j0, std::int64_t j1, A* z) {
+RUMUS_INLINE inline void row_dropout(const AttentionParams& p, std::int64_t bh, std::int64_t i, std::int64_t j0,
+                                     std::int64_t j1, A* z) {
   const A keep = p.dropout_p >= 1.0 ? A(0) : A(1) / A(1 - p.dropout_p);
   const std::uint64_t base = p.offset + std::uint64_t((bh * p.lq + i) * p.lk);
   const std::uint32_t threshold = dropout_threshold(p.dropout_p);
@@ -106,10 +127,10 @@ void forward_impl(const AttentionParams& p, TensorArg out, TensorArg lse, Tensor
   const std::int64_t work = bh_count * q_tiles;
   _Pragma("omp parallel if (work > 1 && bh_count * p.lq * p.lk * d > kParallelGrain)")
   {
-    std::vector<A> s(kKeyTile), z(kKeyTile), acc(std::size_t(kQueryTile * dv));
+    std::vector<A> s(kKeyTile), z(kKeyTile), acc(std::size_t(kQueryTile * dv)), kt(std::size_t(d * kKeyTile));
     std::vector<A> mx(kQueryTile), sum(kQueryTile);
     _Pragma("omp for schedule(dynamic, 1)")
-    for (std::int64_t w = 0; w < work; ++w) {
+    for (std::int64_t w = 0; w < work; ++w) with_isa([&]() RUMUS_INLINE {
       const std::int64_t bh = w / q_tiles, i0 = (w % q_tiles) * kQueryTile, i1 = std::min(p.lq, i0 + kQueryTile);
       const T* kh = kb + bh * p.lk * d;
       const T* vh = vb + bh * p.lk * dv;
@@ -119,9 +140,10 @@ void forward_impl(const AttentionParams& p, TensorArg out, TensorArg lse, Tensor
       const std::int64_t last_key = p.causal ? std::min(p.lk, i1) : p.lk;
       for (std::int64_t j0 = 0; j0 < last_key; j0 += kKeyTile) {
         const std::int64_t j1 = std::min(p.lk, j0 + kKeyTile);
+        transpose_tile<T, A>(kh, j0, std::min(j1, last_key), d, kt.data());
         for (std::int64_t i = i0; i < i1; ++i) {
           const std::int64_t r = i - i0;
-          row_scores<T, A>(rules, bh, i, qb + (bh * p.lq + i) * d, kh, j0, j1, s.data());
+          row_scores<T, A>(rules, bh, i, qb + (bh * p.lq + i) * d, kt.data(), j0, j1, s.data());
           A tile_max = kNegInf<A>;
           for (std::int64_t j = 0; j < j1 - j0; ++j) tile_max = std::max(tile_max, s[j]);
           if (tile_max == kNegInf<A>) continue;  // every key of this tile masked for this row
@@ -156,38 +178,40 @@ void forward_impl(const AttentionParams& p, TensorArg out, TensorArg lse, Tensor
           lb[bh * p.lq + i] = T(kNegInf<A>);
         }
       }
-    }
+    });
   }
 }
 
 // One (i, j-tile) step of backward shared by both sweeps: probabilities P,
 // their dropped form P~ (for dV) and dS = P~' (dP - D) with dP = dO . v.
+// kt and vt hold the tile's keys and values transposed (see transpose_tile).
 template <class T, class A>
 struct TileGrad {
-  std::vector<A> s, z, pd, ds;
-  TileGrad() : s(kKeyTile), z(kKeyTile), pd(kKeyTile), ds(kKeyTile) {}
+  std::vector<A> s, z, dp, pd, ds;
+  TileGrad() : s(kKeyTile), z(kKeyTile), dp(kKeyTile), pd(kKeyTile), ds(kKeyTile) {}
 
   // Returns false when row i has no live key in this tile.
-  bool compute(const AttentionParams& p, const RowRules& rules, std::int64_t bh, std::int64_t i, const T* qi,
-               const T* kh, const T* vh, const T* doi, A lse_i, A delta_i, std::int64_t j0, std::int64_t j1) {
+  RUMUS_INLINE bool compute(const AttentionParams& p, const RowRules& rules, std::int64_t bh, std::int64_t i,
+                            const T* qi, const A* kt, const A* vt, const T* doi, A lse_i, A delta_i, std::int64_t j0,
+                            std::int64_t j1) {
     if (lse_i == kNegInf<A>) return false;
-    row_scores<T, A>(rules, bh, i, qi, kh, j0, j1, s.data());
+    row_scores<T, A>(rules, bh, i, qi, kt, j0, j1, s.data());
     const bool dropout = p.dropout_p > 0;
     if (dropout) row_dropout<A>(p, bh, i, j0, j1, z.data());
+    const std::int64_t live = std::min(j1, rules.key_end(i)) - j0;
+    if (live <= 0) return false;
+    dots_with_tile<T, A>(doi, vt, p.dv, live, dp.data());
     bool any = false;
     for (std::int64_t j = 0; j < j1 - j0; ++j) {
-      const A pr = s[j] == kNegInf<A> ? A(0) : std::exp(s[j] - lse_i);
+      const A pr = j >= live || s[j] == kNegInf<A> ? A(0) : std::exp(s[j] - lse_i);
       if (pr == A(0)) {
         pd[j] = ds[j] = 0;
         continue;
       }
       any = true;
-      const T* vj = vh + (j0 + j) * p.dv;
-      A dp = 0;
-      for (std::int64_t c = 0; c < p.dv; ++c) dp += A(doi[c]) * A(vj[c]);
       const A zj = dropout ? z[j] : A(1);
       pd[j] = pr * zj;
-      ds[j] = pr * (dp * zj - delta_i);
+      ds[j] = pr * (dp[j] * zj - delta_i);
     }
     return any;
   }
@@ -220,11 +244,14 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
   _Pragma("omp parallel if (parallel)")
   {
     TileGrad<T, A> tg;
+    std::vector<A> kt(std::size_t(d * kKeyTile)), vt(std::size_t(dv * kKeyTile));
     _Pragma("omp for schedule(dynamic, 1)")
-    for (std::int64_t w = 0; w < bh_count * k_tiles; ++w) {
+    for (std::int64_t w = 0; w < bh_count * k_tiles; ++w) with_isa([&]() RUMUS_INLINE {
       const std::int64_t bh = w / k_tiles, j0 = (w % k_tiles) * kKeyTile, j1 = std::min(p.lk, j0 + kKeyTile);
       const T* kh = kb + bh * p.lk * d;
       const T* vh = vb + bh * p.lk * dv;
+      transpose_tile<T, A>(kh, j0, j1, d, kt.data());
+      transpose_tile<T, A>(vh, j0, j1, dv, vt.data());
       T* gk = gkb + bh * p.lk * d;
       T* gv = gvb + bh * p.lk * dv;
       std::fill(gk + j0 * d, gk + j1 * d, T(0));
@@ -234,7 +261,8 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
         const std::int64_t row = bh * p.lq + i;
         const T* qi = qb + row * d;
         const T* doi = gob + row * dv;
-        if (!tg.compute(p, rules, bh, i, qi, kh, vh, doi, A(lb[row]), delta[std::size_t(row)], j0, j1)) continue;
+        if (!tg.compute(p, rules, bh, i, qi, kt.data(), vt.data(), doi, A(lb[row]), delta[std::size_t(row)], j0, j1))
+          continue;
         for (std::int64_t j = 0; j < j1 - j0; ++j) {
           if (tg.pd[j] != A(0)) {
             T* gvj = gv + (j0 + j) * dv;
@@ -247,7 +275,7 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
           }
         }
       }
-    }
+    });
   }
 
   // Sweep 2: each query tile owns its rows of dQ and visits the keys it sees.
@@ -255,31 +283,38 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
   _Pragma("omp parallel if (parallel)")
   {
     TileGrad<T, A> tg;
-    std::vector<A> acc(static_cast<std::size_t>(d));
+    std::vector<A> acc(std::size_t(kQueryTile * d)), kt(std::size_t(d * kKeyTile)), vt(std::size_t(dv * kKeyTile));
     _Pragma("omp for schedule(dynamic, 1)")
-    for (std::int64_t w = 0; w < bh_count * q_tiles; ++w) {
+    for (std::int64_t w = 0; w < bh_count * q_tiles; ++w) with_isa([&]() RUMUS_INLINE {
       const std::int64_t bh = w / q_tiles, i0 = (w % q_tiles) * kQueryTile, i1 = std::min(p.lq, i0 + kQueryTile);
       const T* kh = kb + bh * p.lk * d;
       const T* vh = vb + bh * p.lk * dv;
-      for (std::int64_t i = i0; i < i1; ++i) {
-        const std::int64_t row = bh * p.lq + i;
-        std::fill(acc.begin(), acc.end(), A(0));
-        const std::int64_t last_key = rules.key_end(i);
-        for (std::int64_t j0 = 0; j0 < last_key; j0 += kKeyTile) {
-          const std::int64_t j1 = std::min(p.lk, j0 + kKeyTile);
-          if (!tg.compute(p, rules, bh, i, qb + row * d, kh, vh, gob + row * dv, A(lb[row]), delta[std::size_t(row)],
-                          j0, j1))
+      std::fill(acc.begin(), acc.end(), A(0));
+      const std::int64_t last_key = p.causal ? std::min(p.lk, i1) : p.lk;
+      for (std::int64_t j0 = 0; j0 < last_key; j0 += kKeyTile) {
+        const std::int64_t j1 = std::min(p.lk, j0 + kKeyTile);
+        transpose_tile<T, A>(kh, j0, std::min(j1, last_key), d, kt.data());
+        transpose_tile<T, A>(vh, j0, std::min(j1, last_key), dv, vt.data());
+        for (std::int64_t i = i0; i < i1; ++i) {
+          const std::int64_t row = bh * p.lq + i;
+          if (!tg.compute(p, rules, bh, i, qb + row * d, kt.data(), vt.data(), gob + row * dv, A(lb[row]),
+                          delta[std::size_t(row)], j0, j1))
             continue;
+          A* ai = acc.data() + (i - i0) * d;
           for (std::int64_t j = 0; j < j1 - j0; ++j) {
             if (tg.ds[j] == A(0)) continue;
             const T* kj = kh + (j0 + j) * d;
-            for (std::int64_t c = 0; c < d; ++c) acc[std::size_t(c)] += tg.ds[j] * A(kj[c]);
+            const A f = tg.ds[j];
+            for (std::int64_t c = 0; c < d; ++c) ai[c] += f * A(kj[c]);
           }
         }
-        T* gq = gqb + row * d;
-        for (std::int64_t c = 0; c < d; ++c) gq[c] = T(acc[std::size_t(c)] * scale);
       }
-    }
+      for (std::int64_t i = i0; i < i1; ++i) {
+        T* gq = gqb + (bh * p.lq + i) * d;
+        const A* ai = acc.data() + (i - i0) * d;
+        for (std::int64_t c = 0; c < d; ++c) gq[c] = T(ai[c] * scale);
+      }
+    });
   }
 }
 

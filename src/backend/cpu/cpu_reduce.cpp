@@ -1,4 +1,5 @@
 // CPU reductions: sum, mean, max, min over any set of dims; argmax/argmin over one dim.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -39,6 +40,19 @@ void walk(const StridedIter<1>& it, std::int64_t base, F&& f) {
     }
     if (d < 0) return;
   }
+}
+
+// Every reduced dim comes before every kept dim of size > 1: a contiguous
+// input is then [R, K] with R the reduced and K the kept elements.
+bool reduces_leading_dims(const Shape& out, const Shape& in) {
+  bool kept_seen = false;
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    if (in[d] == 1) continue;
+    const bool reduced = out[d] == 1;
+    if (reduced && kept_seen) return false;
+    kept_seen = kept_seen || !reduced;
+  }
+  return kept_seen;
 }
 
 }  // namespace
@@ -118,6 +132,49 @@ void CpuBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
       A total = 0;
       for (A p : partial) total += p;
       write(lo.offset, op == ReduceOp::mean ? A(total / A(n_red)) : total);
+      return;
+    }
+    if (!is_arg && (op == ReduceOp::sum || op == ReduceOp::mean) && n_out > 1 &&
+        reduces_leading_dims(lo.shape, li.shape) && li.is_contiguous() && lo.is_contiguous()) {
+      // [R, K] -> [K] (bias gradients, column sums): whole rows are added into
+      // a block of accumulators, instead of one strided column walk per output.
+      const std::int64_t rows = n_red, cols = n_out;
+      const T* in_rows = x + li.offset;
+      T* o = data_of<T>(out) + lo.offset;
+      const A div = op == ReduceOp::mean ? A(rows) : A(1);
+      const int threads = omp_get_max_threads();
+      const bool parallel = rows * cols >= kParallelGrain && threads > 1;
+      constexpr std::int64_t kBlock = 256;
+      if (!parallel || cols >= kBlock * threads) {
+        const std::int64_t blocks = (cols + kBlock - 1) / kBlock;
+        _Pragma("omp parallel for if (parallel) schedule(static)")
+        for (std::int64_t b = 0; b < blocks; ++b) {
+          const std::int64_t k0 = b * kBlock, n = std::min(kBlock, cols - k0);
+          A acc[kBlock] = {};
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const T* row = in_rows + r * cols + k0;
+            for (std::int64_t k = 0; k < n; ++k) acc[k] += A(load(row[k]));
+          }
+          for (std::int64_t k = 0; k < n; ++k) o[k0 + k] = store<T>(op == ReduceOp::mean ? A(acc[k] / div) : acc[k]);
+        }
+        return;
+      }
+      // Few columns: each thread sums a range of rows, then the partial rows are added in thread order.
+      std::vector<A> partial(std::size_t(threads * cols), A(0));
+      _Pragma("omp parallel")
+      {
+        A* mine = partial.data() + std::size_t(omp_get_thread_num() * cols);
+        _Pragma("omp for schedule(static)")
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const T* row = in_rows + r * cols;
+          for (std::int64_t k = 0; k < cols; ++k) mine[k] += A(load(row[k]));
+        }
+      }
+      for (std::int64_t k = 0; k < cols; ++k) {
+        A total = 0;
+        for (int t = 0; t < threads; ++t) total += partial[std::size_t(t * cols + k)];
+        o[k] = store<T>(op == ReduceOp::mean ? A(total / div) : total);
+      }
       return;
     }
     const bool parallel = n_out > 1 && n_out * n_red >= kParallelGrain;
