@@ -162,6 +162,38 @@ TEST(OpValues, ColumnSumsOfContiguousRowsMatchPerColumnSums) {
   }
 }
 
+TEST(OpValues, FloatMathStaysWithinUlpsOfDouble) {
+  // f32 exp, log, tanh and GELU (forward and gradient) over wide sweeps, long
+  // enough for the vectorised loops, against the same ops in f64.
+  const std::int64_t n = 4099;
+  std::vector<double> wide(n), positive(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    wide[std::size_t(i)] = -30.0 + 60.0 * double(i) / double(n - 1);
+    positive[std::size_t(i)] = std::pow(10.0, -30.0 + 60.0 * double(i) / double(n - 1));
+  }
+  auto check = [&](const char* what, const std::vector<double>& in, auto&& op, double rel, double abs_per_x) {
+    Tensor x64 = tensor(in, {n}), x32 = x64.to(DType::f32);
+    std::vector<double> xs = x32.to(DType::f64).to_vector<double>();  // the inputs f32 holds
+    std::vector<double> want = op(x32.to(DType::f64)).template to_vector<double>();
+    std::vector<double> got = op(x32).to(DType::f64).template to_vector<double>();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double w = double(float(want[i]));
+      const double tol = rel * std::abs(w) + abs_per_x * std::max(1.0, std::abs(xs[i])) + 1e-37;
+      ASSERT_NEAR(got[i], w, tol) << what << " at x = " << xs[i];
+    }
+  };
+  const double ulps4 = 4.0 / 8388608.0;
+  check("exp", wide, [](const Tensor& t) { return exp(t); }, ulps4, 0.0);
+  check("log", positive, [](const Tensor& t) { return log(t); }, ulps4, 0.0);
+  check("tanh", wide, [](const Tensor& t) { return tanh(t); }, ulps4, 0.0);
+  // GELU's 1 + erf(x / sqrt 2) cancels for negative x in any f32 arithmetic: bound it absolutely.
+  check("gelu", wide, [](const Tensor& t) { return gelu(t); }, ulps4, 1e-6);
+  check("gelu gradient", wide, [](const Tensor& t) {
+    Tensor x = t.detach().requires_grad_(true);
+    return backward(sum(gelu(x))).get(x);
+  }, ulps4, 1e-6);
+}
+
 TEST(OpValues, TypePromotion) {
   Tensor i = tensor(std::vector<std::int64_t>{1, 2, 3});
   Tensor f = tensor({0.5, 0.5, 0.5});

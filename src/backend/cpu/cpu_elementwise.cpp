@@ -7,6 +7,19 @@
 #include "cpu_loops.hpp"
 #include "isa.hpp"
 
+#if defined(__x86_64__) && defined(__GLIBC__) && !defined(__clang__)
+// glibc's vector math library (libmvec, linked through -lm) has SIMD forms of
+// these functions (within 4 ulp). Declared SIMD-callable, the float loops
+// below that call them vectorise instead of calling once per element; double
+// keeps the scalar functions, which gradchecks compare against.
+extern "C" {
+__attribute__((simd("notinbranch"))) float expf(float) noexcept;
+__attribute__((simd("notinbranch"))) float logf(float) noexcept;
+__attribute__((simd("notinbranch"))) float erff(float) noexcept;
+__attribute__((simd("notinbranch"))) float tanhf(float) noexcept;
+}
+#endif
+
 namespace rumus::cpu {
 
 namespace {
