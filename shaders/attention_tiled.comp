@@ -40,7 +40,7 @@ shared float tile_b[TILE * D_MAX];
 shared float tile_lse[TILE];
 shared float tile_delta[TILE];
 
-uint philox_x(uvec2 key, uvec2 counter) {
+uvec4 philox(uvec2 key, uvec2 counter) {
   uint c0 = counter.x, c1 = counter.y, c2 = 0u, c3 = 0u, k0 = key.x, k1 = key.y;
   for (int round = 0; round < 10; ++round) {
     uint hi0, lo0, hi1, lo1;
@@ -54,14 +54,15 @@ uint philox_x(uvec2 key, uvec2 counter) {
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  return c0;
+  return uvec4(c0, c1, c2, c3);
 }
 
 float dropout_factor(uint bh, uint i, uint j) {
   if (pc.dropout_threshold == 0u) return 1.0;
-  uint64_t counter = (uint64_t(pc.counter_hi) << 32 | uint64_t(pc.counter_lo)) +
-                     (uint64_t(bh) * uint64_t(pc.lq) + uint64_t(i)) * uint64_t(pc.lk) + uint64_t(j);
-  uint r = philox_x(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)));
+  // Four consecutive weights per draw: weight e takes word e % 4 of counter offset + e / 4.
+  const uint64_t e = (uint64_t(bh) * uint64_t(pc.lq) + uint64_t(i)) * uint64_t(pc.lk) + uint64_t(j);
+  const uint64_t counter = (uint64_t(pc.counter_hi) << 32 | uint64_t(pc.counter_lo)) + (e >> 2);
+  const uint r = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)))[uint(e & 3ul)];
   return (r >> 8) >= pc.dropout_threshold ? pc.keep_scale : 0.0;
 }
 

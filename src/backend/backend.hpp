@@ -108,10 +108,11 @@ struct Pool2dParams {
 // scores; -inf for a row with every key masked). `mask`, when its storage is
 // not null, is a 4-D view [batch, heads, lq, lk] (stride 0 on broadcast dims):
 // u8 = keep where nonzero, floating = added to the scores. causal keeps
-// key j <= query i. With dropout_p > 0, weight (bh, i, j) is kept when the
-// top 24 bits of philox(seed, offset + (bh * lq + i) * lk + j).x are
-// >= dropout_threshold(dropout_p), and scaled by 1 / (1 - dropout_p);
-// backward regenerates the same mask. An integer test, so devices agree exactly.
+// key j <= query i. With dropout_p > 0, weight e = (bh * lq + i) * lk + j is
+// kept when the top 24 bits of word e % 4 of philox(seed, offset + e / 4) are
+// >= dropout_threshold(dropout_p) (four weights per draw, as bernoulli), and
+// scaled by 1 / (1 - dropout_p); backward regenerates the same mask. An
+// integer test, so devices agree exactly.
 struct AttentionParams {
   std::int64_t batch = 1, heads = 1, lq = 0, lk = 0, d = 0, dv = 0;
   double scale = 1.0;

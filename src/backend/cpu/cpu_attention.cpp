@@ -65,15 +65,17 @@ RUMUS_INLINE inline void transpose_tile(const T* rows, std::int64_t j0, std::int
   }
 }
 
-// out[j] = x . t[:, j] for j < n, over a transposed tile t.
+// out[j] = x . t[:, j] for j < n, over a transposed tile t. The sums run over
+// the whole tile width, a constant, so they stay in vector registers.
 template <class T, class A>
 RUMUS_INLINE inline void dots_with_tile(const T* x, const A* t, std::int64_t d, std::int64_t n, A* out) {
-  for (std::int64_t j = 0; j < n; ++j) out[j] = 0;
+  A acc[kKeyTile] = {};
   for (std::int64_t c = 0; c < d; ++c) {
     const A xc = A(x[c]);
     const A* tc = t + c * kKeyTile;
-    for (std::int64_t j = 0; j < n; ++j) out[j] += xc * tc[j];
+    for (std::int64_t j = 0; j < kKeyTile; ++j) acc[j] += xc * tc[j];
   }
+  for (std::int64_t j = 0; j < n; ++j) out[j] = acc[j];
 }
 
 // Scaled, masked scores of row i against keys [j0, j1) (transposed in kt) into s; -inf where masked.
@@ -102,15 +104,19 @@ RUMUS_INLINE inline void row_scores(const RowRules& r, std::int64_t bh, std::int
   }
 }
 
-// Dropout multipliers of row i for keys [j0, j1): 0 or 1 / (1 - p).
+// Dropout multipliers of row i for keys [j0, j1): 0 or 1 / (1 - p), four
+// consecutive weights per Philox draw (see AttentionParams).
 template <class A>
 RUMUS_INLINE inline void row_dropout(const AttentionParams& p, std::int64_t bh, std::int64_t i, std::int64_t j0,
                                      std::int64_t j1, A* z) {
   const A keep = p.dropout_p >= 1.0 ? A(0) : A(1) / A(1 - p.dropout_p);
-  const std::uint64_t base = p.offset + std::uint64_t((bh * p.lq + i) * p.lk);
   const std::uint32_t threshold = dropout_threshold(p.dropout_p);
-  for (std::int64_t j = j0; j < j1; ++j)
-    z[j - j0] = (philox::draw(p.seed, base + std::uint64_t(j))[0] >> 8) >= threshold ? keep : A(0);
+  std::uint64_t e = std::uint64_t((bh * p.lq + i) * p.lk + j0);
+  for (std::int64_t j = j0; j < j1;) {
+    const auto r = philox::draw(p.seed, p.offset + e / 4);
+    for (unsigned w = unsigned(e % 4); w < 4 && j < j1; ++w, ++j, ++e)
+      z[j - j0] = (r[w] >> 8) >= threshold ? keep : A(0);
+  }
 }
 
 template <class T>
