@@ -96,7 +96,14 @@ void CpuBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
         A acc = 0;
         walk(red_it, base, [&](std::int64_t off, std::int64_t n, std::int64_t st) {
           if (st == 1) {
-            for (std::int64_t i = 0; i < n; ++i) acc += A(load(x[off + i]));
+            // Eight independent partial sums: one running sum is a chain of
+            // dependent adds, which the compiler may not reorder.
+            A part[8] = {};
+            std::int64_t i = 0;
+            for (; i + 8 <= n; i += 8)
+              for (int k = 0; k < 8; ++k) part[k] += A(load(x[off + i + k]));
+            for (; i < n; ++i) part[0] += A(load(x[off + i]));
+            acc += ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
           } else {
             for (std::int64_t i = 0; i < n; ++i) acc += A(load(x[off + i * st]));
           }
