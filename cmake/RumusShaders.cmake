@@ -11,8 +11,29 @@ function(rumus_embed_shaders out_var)
   list(APPEND shader_includes ${gen_dir}/rumus_codes.glsl)
   set(words_files "")
   set(table "")
+  # Shaders whose arithmetic type is REAL (shaders/common.glsl) are compiled a
+  # second time with -DRUMUS_F64 as <name>_f64: double arithmetic for f64 tensors.
+  set(f64_variants elementwise reduce softmax conv pool random index_add)
+  set(variants "")
   foreach(src IN LISTS shader_sources)
     get_filename_component(name ${src} NAME_WE)
+    list(APPEND variants "${name}|${src}|")
+    if(name IN_LIST f64_variants)
+      list(APPEND variants "${name}_f64|${src}|-DRUMUS_F64")
+    endif()
+    if(name STREQUAL "index_add")  # f64 by compare-and-swap, for devices without 64-bit float atomics
+      list(APPEND variants "${name}_f64cas|${src}|-DRUMUS_F64_CAS")
+    endif()
+  endforeach()
+  foreach(variant IN LISTS variants)
+    string(REPLACE "|" ";" parts "${variant}")
+    list(GET parts 0 name)
+    list(GET parts 1 src)
+    list(LENGTH parts nparts)
+    set(defines "")
+    if(nparts GREATER 2)
+      list(GET parts 2 defines)
+    endif()
     set(words ${gen_dir}/${name}.spv.inc)
     # spirv-opt of Debian 12's shaderc (2022.4) crashes on the cooperative-matrix
     # shader; drivers optimise SPIR-V themselves, so it goes in unoptimised.
@@ -23,9 +44,9 @@ function(rumus_embed_shaders out_var)
     # -mfmt=num writes the SPIR-V as comma-separated 32-bit words, ready to #include.
     add_custom_command(
       OUTPUT ${words}
-      COMMAND ${GLSLC_EXECUTABLE} --target-env=vulkan1.2 ${optimise} -mfmt=num -I${PROJECT_SOURCE_DIR}/shaders -I${gen_dir} ${src} -o ${words}
+      COMMAND ${GLSLC_EXECUTABLE} --target-env=vulkan1.2 ${optimise} ${defines} -mfmt=num -I${PROJECT_SOURCE_DIR}/shaders -I${gen_dir} ${src} -o ${words}
       DEPENDS ${src} ${shader_includes}
-      COMMENT "glslc ${name}.comp"
+      COMMENT "glslc ${name}"
       VERBATIM)
     list(APPEND words_files ${words})
     string(APPEND table "  {\"${name}\", []{ static const std::uint32_t w[] = {\n#include \"${name}.spv.inc\"\n  }; return std::span<const std::uint32_t>(w); }()},\n")

@@ -32,30 +32,59 @@ uint sat_u8(float x) {
   return uint(x);
 }
 
+// REAL is the arithmetic type: float, or double in the f64 variant of a shader
+// (compiled again with -DRUMUS_F64 as <name>_f64). Literals without the lf
+// suffix are float: constants not exact in float need one of each.
+#ifdef RUMUS_F64
+#define REAL double
+int sat_i32(double x) {
+  if (x != x) return 0;
+  if (x >= 2147483648.0lf) return 0x7fffffff;
+  if (x < -2147483648.0lf) return int(0x80000000u);
+  return int(x);
+}
+uint sat_u8(double x) {
+  if (!(x > 0.0lf)) return 0u;  // NaN too
+  if (x >= 255.0lf) return 255u;
+  return uint(x);
+}
+REAL real_inf() { return packDouble2x32(uvec2(0u, 0x7ff00000u)); }
+REAL real_nan() { return packDouble2x32(uvec2(0u, 0x7ff80000u)); }
+#include "math_f64.glsl"
+REAL exp_r(REAL x) { return exp_d(x); }
+REAL log_r(REAL x) { return log_d(x); }
+#else
+#define REAL float
+REAL real_inf() { return uintBitsToFloat(0x7f800000u); }
+REAL real_nan() { return uintBitsToFloat(0x7fc00000u); }
+REAL exp_r(REAL x) { return exp(x); }
+REAL log_r(REAL x) { return log(x); }
+#endif
+
 // TENSOR(B) declares binding B as float/uint/u16/u8 arrays plus loadB/storeB,
-// which convert through float (the arithmetic type of every kernel).
+// which convert through REAL (the arithmetic type of every kernel).
 #define TENSOR(B)                                                                  \
   layout(set = 0, binding = B) buffer T##B##f { float v[]; } t##B##f;              \
   layout(set = 0, binding = B) buffer T##B##u { uint v[]; } t##B##u;               \
   layout(set = 0, binding = B) buffer T##B##h { uint16_t v[]; } t##B##h;           \
   layout(set = 0, binding = B) buffer T##B##b { uint8_t v[]; } t##B##b;            \
-  float load##B(uint dt, uint i) {                                                 \
-    if (dt == DT_F32) return t##B##f.v[i];                                         \
-    if (dt == DT_F64) return float(packDouble2x32(uvec2(t##B##u.v[2 * i], t##B##u.v[2 * i + 1]))); \
-    if (dt == DT_F16) return unpackHalf2x16(uint(t##B##h.v[i])).x;                 \
-    if (dt == DT_BF16) return uintBitsToFloat(uint(t##B##h.v[i]) << 16);           \
-    if (dt == DT_I32) return float(int(t##B##u.v[i]));                             \
-    if (dt == DT_I64) return float(packInt2x32(ivec2(t##B##u.v[2 * i], t##B##u.v[2 * i + 1]))); \
-    return float(uint(t##B##b.v[i]));                                              \
+  REAL load##B(uint dt, uint i) {                                                  \
+    if (dt == DT_F32) return REAL(t##B##f.v[i]);                                   \
+    if (dt == DT_F64) return REAL(packDouble2x32(uvec2(t##B##u.v[2 * i], t##B##u.v[2 * i + 1]))); \
+    if (dt == DT_F16) return REAL(unpackHalf2x16(uint(t##B##h.v[i])).x);           \
+    if (dt == DT_BF16) return REAL(uintBitsToFloat(uint(t##B##h.v[i]) << 16));     \
+    if (dt == DT_I32) return REAL(int(t##B##u.v[i]));                              \
+    if (dt == DT_I64) return REAL(packInt2x32(ivec2(t##B##u.v[2 * i], t##B##u.v[2 * i + 1]))); \
+    return REAL(uint(t##B##b.v[i]));                                               \
   }                                                                                \
-  void store##B(uint dt, uint i, float x) {                                        \
-    if (dt == DT_F32) { t##B##f.v[i] = x; return; }                                \
+  void store##B(uint dt, uint i, REAL x) {                                         \
+    if (dt == DT_F32) { t##B##f.v[i] = float(x); return; }                         \
     if (dt == DT_F64) { uvec2 w = unpackDouble2x32(double(x)); t##B##u.v[2 * i] = w.x; t##B##u.v[2 * i + 1] = w.y; return; } \
-    if (dt == DT_F16) { t##B##h.v[i] = uint16_t(packHalf2x16(vec2(x, 0.0)) & 0xffffu); return; } \
-    if (dt == DT_BF16) { t##B##h.v[i] = float_to_bf16(x); return; }               \
+    if (dt == DT_F16) { t##B##h.v[i] = uint16_t(packHalf2x16(vec2(float(x), 0.0)) & 0xffffu); return; } \
+    if (dt == DT_BF16) { t##B##h.v[i] = float_to_bf16(float(x)); return; }        \
     if (dt == DT_I32) { t##B##u.v[i] = uint(sat_i32(x)); return; }                 \
     if (dt == DT_I64) { ivec2 w = unpackInt2x32(sat_i64(double(x))); t##B##u.v[2 * i] = uint(w.x); t##B##u.v[2 * i + 1] = uint(w.y); return; } \
     t##B##b.v[i] = uint8_t(uint(sat_i32(x)));  /* u8 arithmetic wraps, as on the CPU */ \
   }
 
-bool is_nan_f(float x) { return x != x; }
+bool is_nan_f(REAL x) { return x != x; }

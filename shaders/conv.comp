@@ -25,7 +25,7 @@ void main() {
       uint ch = r / kk, kh = (r % kk) / pc.kernel_w, kw = r % pc.kernel_w;
       int ih = int(oh * pc.stride_h + kh * pc.dilation_h) - pc.pad_h;
       int iw = int(ow * pc.stride_w + kw * pc.dilation_w) - pc.pad_w;
-      float v = 0.0;
+      REAL v = 0.0;
       if (ih >= 0 && ih < int(pc.height) && iw >= 0 && iw < int(pc.width))
         v = load1(DT, pc.in_offset + int(n) * pc.in_stride[0] + int(ch) * pc.in_stride[1] + ih * pc.in_stride[2] +
                           iw * pc.in_stride[3]);
@@ -35,7 +35,7 @@ void main() {
       uint iw = i % pc.width, t = i / pc.width;
       uint ih = t % pc.height; t /= pc.height;
       uint ch = t % pc.channels, n = t / pc.channels;
-      float acc = 0.0;
+      REAL acc = 0.0;
       for (uint kh = 0; kh < pc.kernel_h; ++kh) {
         int th = int(ih) + pc.pad_h - int(kh * pc.dilation_h);
         if (th < 0 || th % int(pc.stride_h) != 0) continue;

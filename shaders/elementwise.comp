@@ -22,18 +22,28 @@ TENSOR(2)
 TENSOR(3)
 
 
+#ifdef RUMUS_F64
+const double SQRT1_2 = 0.70710678118654752440lf, INV_SQRT_2PI = 0.39894228040143267794lf,
+             SQRT_2_OVER_PI = 0.79788456080286535588lf, GELU_C = 0.044715lf;
+#else
 const float SQRT1_2 = 0.70710678118654752440, INV_SQRT_2PI = 0.39894228040143267794,
-            SQRT_2_OVER_PI = 0.79788456080286535588;
+            SQRT_2_OVER_PI = 0.79788456080286535588, GELU_C = 0.044715;
+#endif
 
-float erf_approx(float x) {  // Abramowitz & Stegun 7.1.26, |error| < 1.5e-7
+// The scalar parameters: float, or the doubles' words in the f64 variant.
+#ifdef RUMUS_F64
+REAL param0() { return packDouble2x32(uvec2(pc.p0_lo, pc.p0_hi)); }
+REAL param1() { return packDouble2x32(uvec2(pc.p1_lo, pc.p1_hi)); }
+REAL erf_of(REAL x) { return erf_d(x); }
+REAL tanh_of(REAL x) { return tanh_d(x); }
+REAL pow_of(REAL x, REAL y) { return pow_d(x, y); }
+#else
+REAL param0() { return pc.p0; }
+REAL param1() { return pc.p1; }
+float erf_of(float x) {  // Abramowitz & Stegun 7.1.26, |error| < 1.5e-7
   float t = 1.0 / (1.0 + 0.3275911 * abs(x));
   float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
   return x < 0.0 ? -y : y;
-}
-float sigmoid_of(float x) {
-  if (x >= 0.0) return 1.0 / (1.0 + exp(-x));
-  float e = exp(x);
-  return e / (1.0 + e);
 }
 float tanh_of(float x) { return tanh(clamp(x, -15.0, 15.0)); }  // some drivers overflow exp for large |x|
 float pow_of(float x, float y) {  // C semantics: negative bases need integer exponents
@@ -44,39 +54,45 @@ float pow_of(float x, float y) {  // C semantics: negative bases need integer ex
   float r = pow(-x, y);
   return mod(y, 2.0) == 1.0 ? -r : r;
 }
-bool is_nan(float x) { return x != x; }
+#endif
+REAL sigmoid_of(REAL x) {
+  if (x >= 0.0) return 1.0 / (1.0 + exp_r(-x));
+  REAL e = exp_r(x);
+  return e / (1.0 + e);
+}
+bool is_nan(REAL x) { return x != x; }
 
-float unary(float x) {
+REAL unary(REAL x) {
   switch (OP) {
     case UNARY_NEG: return -x;
-    case UNARY_EXP: return exp(x);
-    case UNARY_LOG: return log(x);
+    case UNARY_EXP: return exp_r(x);
+    case UNARY_LOG: return log_r(x);
     case UNARY_SQRT: return sqrt(x);
     case UNARY_ABS: return abs(x);
     case UNARY_RELU: return x > 0.0 ? x : 0.0;
     case UNARY_SIGMOID: return sigmoid_of(x);
     case UNARY_TANH: return tanh_of(x);
-    case UNARY_GELU: return 0.5 * x * (1.0 + erf_approx(x * SQRT1_2));
-    case UNARY_GELU_TANH: return 0.5 * x * (1.0 + tanh_of(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+    case UNARY_GELU: return 0.5 * x * (1.0 + erf_of(x * SQRT1_2));
+    case UNARY_GELU_TANH: return 0.5 * x * (1.0 + tanh_of(SQRT_2_OVER_PI * (x + GELU_C * x * x * x)));
     case UNARY_SILU: return x * sigmoid_of(x);
     case UNARY_HARDSWISH: return x <= -3.0 ? 0.0 : x >= 3.0 ? x : x * (x + 3.0) / 6.0;
-    case UNARY_LEAKY_RELU: return x > 0.0 ? x : x * pc.p0;
-    case UNARY_POW_SCALAR: return pow_of(x, pc.p0);
+    case UNARY_LEAKY_RELU: return x > 0.0 ? x : x * param0();
+    case UNARY_POW_SCALAR: return pow_of(x, param0());
     case UNARY_CLAMP:
-      if (!is_nan(pc.p0) && x < pc.p0) x = pc.p0;
-      if (!is_nan(pc.p1) && x > pc.p1) x = pc.p1;
+      if (!is_nan(param0()) && x < param0()) x = param0();
+      if (!is_nan(param1()) && x > param1()) x = param1();
       return x;
-    case UNARY_SIGN: return sign(x);
+    case UNARY_SIGN: return REAL((x > 0.0 ? 1 : 0) - (x < 0.0 ? 1 : 0));
     case UNARY_SQUARE: return x * x;
     case UNARY_RECIPROCAL: return 1.0 / x;
     case UNARY_RSQRT: return 1.0 / sqrt(x);
-    case UNARY_ADD_SCALAR: return x + pc.p0;
-    case UNARY_MUL_SCALAR: return x * pc.p0;
+    case UNARY_ADD_SCALAR: return x + param0();
+    case UNARY_MUL_SCALAR: return x * param0();
   }
   return 0.0;
 }
 
-float binary(float a, float b) {
+REAL binary(REAL a, REAL b) {
   switch (OP) {
     case BINARY_ADD: return a + b;
     case BINARY_SUB: return a - b;
@@ -95,22 +111,22 @@ float binary(float a, float b) {
     case BINARY_SIGMOID_BACKWARD: return a * b * (1.0 - b);
     case BINARY_TANH_BACKWARD: return a * (1.0 - b * b);
     case BINARY_GELU_BACKWARD: {
-      float cdf = 0.5 * (1.0 + erf_approx(b * SQRT1_2));
-      float pdf = INV_SQRT_2PI * exp(-0.5 * b * b);
+      REAL cdf = 0.5 * (1.0 + erf_of(b * SQRT1_2));
+      REAL pdf = INV_SQRT_2PI * exp_r(-0.5 * b * b);
       return a * (cdf + b * pdf);
     }
     case BINARY_GELU_TANH_BACKWARD: {
-      float t = tanh_of(SQRT_2_OVER_PI * (b + 0.044715 * b * b * b));
-      float dinner = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * b * b);
+      REAL t = tanh_of(SQRT_2_OVER_PI * (b + GELU_C * b * b * b));
+      REAL dinner = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * b * b);
       return a * (0.5 * (1.0 + t) + 0.5 * b * (1.0 - t * t) * dinner);
     }
     case BINARY_SILU_BACKWARD: {
-      float s = sigmoid_of(b);
+      REAL s = sigmoid_of(b);
       return a * s * (1.0 + b * (1.0 - s));
     }
     case BINARY_HARDSWISH_BACKWARD: return b < -3.0 ? 0.0 : b <= 3.0 ? a * (b / 3.0 + 0.5) : a;
-    case BINARY_LEAKY_RELU_BACKWARD: return b > 0.0 ? a : a * pc.p0;
-    case BINARY_CLAMP_BACKWARD: return (is_nan(pc.p0) || b >= pc.p0) && (is_nan(pc.p1) || b <= pc.p1) ? a : 0.0;
+    case BINARY_LEAKY_RELU_BACKWARD: return b > 0.0 ? a : a * param0();
+    case BINARY_CLAMP_BACKWARD: return (is_nan(param0()) || b >= param0()) && (is_nan(param1()) || b <= param1()) ? a : 0.0;
     case BINARY_ABS_BACKWARD: return b > 0.0 ? a : (b < 0.0 ? -a : 0.0);
   }
   return 0.0;
@@ -135,7 +151,7 @@ void main() {
     }
     if (KIND == POINTWISE_FILL) {
       if (DT_OUT == DT_U8) t0b.v[o0] = uint8_t(sat_u8(pc.p0));  // a value, not arithmetic: saturates
-      else store0(DT_OUT, o0, pc.p0);
+      else store0(DT_OUT, o0, REAL(pc.p0));
     } else if (KIND == POINTWISE_FILL64) {  // p0, p1 hold the bits
       t0u.v[2 * o0] = floatBitsToUint(pc.p0);
       t0u.v[2 * o0 + 1] = floatBitsToUint(pc.p1);
@@ -152,7 +168,7 @@ void main() {
         else w = uvec2(unpackInt2x32(sat_i64(packDouble2x32(w))));
         t0u.v[2 * o0] = w.x; t0u.v[2 * o0 + 1] = w.y;
       } else if (DT_OUT == DT_F64 || DT_OUT == DT_I64) {
-        float x = load1(DT_A, o1);
+        REAL x = load1(DT_A, o1);
         if (DT_A == DT_I32) {  // exact for every i32
           int v = int(t1u.v[o1]);
           uvec2 w = DT_OUT == DT_F64 ? unpackDouble2x32(double(v)) : uvec2(unpackInt2x32(int64_t(v)));

@@ -1,17 +1,46 @@
 #version 450
-// Row scatter-add along the middle dim of contiguous 3-D f32 views:
+// Row scatter-add along the middle dim of contiguous 3-D f32 (f64) views:
 // out[o, index[o', j], k] += src[o, j, k]. Rows may repeat, so float atomics
 // (VK_EXT_shader_atomic_float); rows outside [0, n) are skipped and recorded
 // in the fault record, which the host checks at its next wait.
+// The f64 variants add doubles: by atomicAdd (shaderBufferFloat64AtomicAdd), or
+// (RUMUS_F64_CAS) by a compare-and-swap loop on the 64-bit words for devices
+// with 64-bit integer atomics only.
+#ifdef RUMUS_F64_CAS
+#define RUMUS_F64
+#extension GL_EXT_shader_atomic_int64 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#else
 #extension GL_EXT_shader_atomic_float : require
+#endif
 
 layout(local_size_x_id = 0) in;
 
 #define PUSH_INDEX
 #include "push_constants.h"
 
+#if defined(RUMUS_F64_CAS)
+layout(set = 0, binding = 0) buffer Out { uint64_t out_[]; };
+layout(set = 0, binding = 1) readonly buffer Src { double src[]; };
+void add_to(int at, double v) {
+  uint64_t seen = out_[at], expected;
+  do {
+    expected = seen;
+    seen = atomicCompSwap(out_[at], expected, doubleBitsToUint64(uint64BitsToDouble(expected) + v));
+  } while (seen != expected);
+}
+#elif defined(RUMUS_F64)
+layout(set = 0, binding = 0) buffer Out { double out_[]; };
+layout(set = 0, binding = 1) readonly buffer Src { double src[]; };
+#else
 layout(set = 0, binding = 0) buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer Src { float src[]; };
+#endif
+#if defined(RUMUS_F64) && !defined(RUMUS_F64_CAS)
+void add_to(int at, double v) { atomicAdd(out_[at], v); }
+#elif !defined(RUMUS_F64)
+void add_to(int at, float v) { atomicAdd(out_[at], v); }
+#endif
 layout(set = 0, binding = 2) readonly buffer Index { uint index[]; };  // i64 as word pairs
 layout(set = 0, binding = 3) buffer Fault { uint seen; int index; uint n; uint kernel; } fault;
 
@@ -26,6 +55,6 @@ void main() {
       if (atomicExchange(fault.seen, 1u) == 0u) { fault.index = row; fault.n = pc.n; fault.kernel = 2u; }
       continue;
     }
-    atomicAdd(out_[pc.off_big + int((o * pc.n + uint(row)) * pc.inner + k)], src[pc.off_small + int(i)]);
+    add_to(pc.off_big + int((o * pc.n + uint(row)) * pc.inner + k), src[pc.off_small + int(i)]);
   }
 }

@@ -17,22 +17,22 @@ TENSOR(1)  // forward: in; backward: grad_out
 TENSOR(2)  // indices (i64), max only
 
 // The input window of output (oh, ow), clipped, and its divisor (as the CPU kernel).
-void avg_window(uint oh, uint ow, out int h0, out int h1, out int w0, out int w1, out float divisor) {
+void avg_window(uint oh, uint ow, out int h0, out int h1, out int w0, out int w1, out REAL divisor) {
   if (KIND == POOL_ADAPTIVE_AVG) {
     h0 = int(oh * pc.height / pc.out_h);
     h1 = int(((oh + 1) * pc.height + pc.out_h - 1) / pc.out_h);
     w0 = int(ow * pc.width / pc.out_w);
     w1 = int(((ow + 1) * pc.width + pc.out_w - 1) / pc.out_w);
-    divisor = float((h1 - h0) * (w1 - w0));
+    divisor = REAL((h1 - h0) * (w1 - w0));
     return;
   }
   int ph0 = int(oh * pc.stride_h) - pc.pad_h, pw0 = int(ow * pc.stride_w) - pc.pad_w;
   int ph1 = min(ph0 + int(pc.kernel_h), int(pc.height) + pc.pad_h);
   int pw1 = min(pw0 + int(pc.kernel_w), int(pc.width) + pc.pad_w);
-  float padded = float((ph1 - ph0) * (pw1 - pw0));
+  REAL padded = REAL((ph1 - ph0) * (pw1 - pw0));
   h0 = max(ph0, 0); w0 = max(pw0, 0);
   h1 = min(ph1, int(pc.height)); w1 = min(pw1, int(pc.width));
-  divisor = pc.count_include_pad != 0 ? padded : float((h1 - h0) * (w1 - w0));
+  divisor = pc.count_include_pad != 0 ? padded : REAL((h1 - h0) * (w1 - w0));
 }
 
 void forward(uint i) {
@@ -40,7 +40,7 @@ void forward(uint i) {
   uint oh = t % pc.out_h, plane = t / pc.out_h;
   int src = pc.off1 + int(plane * pc.height * pc.width);
   if (KIND == POOL_MAX) {
-    float best = 0.0;
+    REAL best = 0.0;
     int best_i = -1;
     int h0 = int(oh * pc.stride_h) - pc.pad_h, w0 = int(ow * pc.stride_w) - pc.pad_w;
     for (uint kh = 0; kh < pc.kernel_h; ++kh) {
@@ -49,14 +49,14 @@ void forward(uint i) {
       for (uint kw = 0; kw < pc.kernel_w; ++kw) {
         int iw = w0 + int(kw * pc.dilation_w);
         if (iw < 0 || iw >= int(pc.width)) continue;
-        float v = load1(DT, src + ih * int(pc.width) + iw);
+        REAL v = load1(DT, src + ih * int(pc.width) + iw);
         if (best_i < 0 || (!is_nan_f(best) && (v > best || is_nan_f(v)))) {  // NaN wins
           best = v;
           best_i = ih * int(pc.width) + iw;
         }
       }
     }
-    if (best_i < 0) best = uintBitsToFloat(0xff800000u);
+    if (best_i < 0) best = -real_inf();
     store0(DT, pc.off0 + int(i), best);
     int at = pc.off2 + int(i);
     t2u.v[2 * at] = uint(best_i);
@@ -64,9 +64,9 @@ void forward(uint i) {
     return;
   }
   int h0, h1, w0, w1;
-  float divisor;
+  REAL divisor;
   avg_window(oh, ow, h0, h1, w0, w1, divisor);
-  float acc = 0.0;
+  REAL acc = 0.0;
   for (int ih = h0; ih < h1; ++ih)
     for (int iw = w0; iw < w1; ++iw) acc += load1(DT, src + ih * int(pc.width) + iw);
   store0(DT, pc.off0 + int(i), acc / divisor);
@@ -76,7 +76,7 @@ void backward(uint i) {
   int iw = int(i % pc.width), t = int(i / pc.width);
   int ih = t % int(pc.height), plane = t / int(pc.height);
   int go = pc.off1 + plane * int(pc.out_h * pc.out_w);
-  float acc = 0.0;
+  REAL acc = 0.0;
   if (KIND == POOL_ADAPTIVE_AVG) {
     // Adaptive windows are monotone in the output index: scan the few that may contain ih / iw.
     int oh0 = max(0, ih * int(pc.out_h) / int(pc.height) - 1), oh1 = min(int(pc.out_h), (ih + 1) * int(pc.out_h) / int(pc.height) + 2);
@@ -84,7 +84,7 @@ void backward(uint i) {
     for (int oh = oh0; oh < oh1; ++oh)
       for (int ow = ow0; ow < ow1; ++ow) {
         int h0, h1, w0, w1;
-        float divisor;
+        REAL divisor;
         avg_window(oh, ow, h0, h1, w0, w1, divisor);
         if (ih >= h0 && ih < h1 && iw >= w0 && iw < w1) acc += load1(DT, go + oh * int(pc.out_w) + ow) / divisor;
       }
@@ -104,7 +104,7 @@ void backward(uint i) {
           if (int(t2u.v[2 * at]) == ih * int(pc.width) + iw) acc += load1(DT, go + o);
         } else {
           int h0, h1, w0, w1;
-          float divisor;
+          REAL divisor;
           avg_window(oh, ow, h0, h1, w0, w1, divisor);
           if (ih >= h0 && ih < h1 && iw >= w0 && iw < w1) acc += load1(DT, go + o) / divisor;
         }

@@ -21,6 +21,7 @@ RUMUS_PUSH_BLOCK(PointwisePush) {
   uint shape[PW_DIMS];
   int offset[4];
   int stride[4 * PW_DIMS];  // operand k, dim d at k * PW_DIMS + d
+  uint p0_lo, p0_hi, p1_lo, p1_hi;  // p0, p1 as doubles (the f64 variant reads these)
 } RUMUS_PUSH_END
 #endif
 
@@ -45,6 +46,15 @@ RUMUS_PUSH_BLOCK(GemmPush) {
 } RUMUS_PUSH_END
 #endif
 
+// The f64 GEMM (gemm_f64.comp): alpha and beta as the words of doubles.
+#ifdef PUSH_GEMM_F64
+RUMUS_PUSH_BLOCK(GemmF64Push) {
+  uint M, N, K, lda, ldb, ldc;
+  uint offset_a, offset_b, offset_c, batch_a, batch_b, batch_c;
+  uint alpha_lo, alpha_hi, beta_lo, beta_hi;
+} RUMUS_PUSH_END
+#endif
+
 #ifdef PUSH_RANDOM
 RUMUS_PUSH_BLOCK(RandomPush) {
   uint n, offset_out;
@@ -52,6 +62,7 @@ RUMUS_PUSH_BLOCK(RandomPush) {
   float a, b;
   uint range_lo, range_hi;  // randint: b - a as a 64-bit integer; bernoulli: 24-bit threshold
   int low_lo, low_hi;       // randint: a as a 64-bit integer
+  uint a_lo, a_hi, b_lo, b_hi;  // a, b as doubles (the f64 variant reads these)
 } RUMUS_PUSH_END
 #endif
 

@@ -34,6 +34,15 @@ uvec4 philox(uvec2 key, uvec2 counter) {
   return uvec4(c0, c1, c2, c3);
 }
 
+// The affine parameters: the f64 variant maps with doubles, as the CPU does for f64.
+#ifdef RUMUS_F64
+REAL param_a() { return packDouble2x32(uvec2(pc.a_lo, pc.a_hi)); }
+REAL param_b() { return packDouble2x32(uvec2(pc.b_lo, pc.b_hi)); }
+#else
+REAL param_a() { return pc.a; }
+REAL param_b() { return pc.b; }
+#endif
+
 float uniform24(uint r) { return float(r >> 8) * (1.0 / 16777216.0); }
 
 uvec4 draw(uint i) {
@@ -50,7 +59,7 @@ void main() {
     for (uint q = gl_GlobalInvocationID.x; q < (pc.n + 3u) / 4u; q += step) {
       uvec4 r = draw(q);
       for (uint j = 0u; j < 4u && 4u * q + j < pc.n; ++j)
-        store0(DT_OUT, pc.offset_out + 4u * q + j, (r[j] >> 8) < pc.range_lo ? pc.b : 0.0);
+        store0(DT_OUT, pc.offset_out + 4u * q + j, (r[j] >> 8) < pc.range_lo ? param_b() : REAL(0.0));
     }
     return;
   }
@@ -58,10 +67,12 @@ void main() {
     uvec4 r = draw(i);
     uint o = pc.offset_out + i;
     if (KIND == RANDOM_UNIFORM) {
-      store0(DT_OUT, o, pc.a + (pc.b - pc.a) * uniform24(r.x));
+      store0(DT_OUT, o, param_a() + (param_b() - param_a()) * REAL(uniform24(r.x)));
     } else if (KIND == RANDOM_NORMAL) {
       float u1 = 1.0 - uniform24(r.x), u2 = uniform24(r.y);
-      store0(DT_OUT, o, pc.a + pc.b * sqrt(-2.0 * log(u1)) * cos(6.28318530717958647692 * u2));
+      // The standard normal in float, as the CPU draws it for every dtype.
+      float z = sqrt(-2.0 * log(u1)) * cos(6.28318530717958647692 * u2);
+      store0(DT_OUT, o, param_a() + param_b() * REAL(z));
     } else {
       uint64_t bits = (uint64_t(r.x) << 32) | uint64_t(r.y);
       uint64_t range = (uint64_t(pc.range_hi) << 32) | uint64_t(pc.range_lo);
@@ -73,7 +84,7 @@ void main() {
       } else if (DT_OUT == DT_I32) {
         t0u.v[o] = uint(int(v));
       } else {
-        store0(DT_OUT, o, float(v));
+        store0(DT_OUT, o, REAL(v));
       }
     }
   }

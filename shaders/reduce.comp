@@ -15,7 +15,7 @@ layout(constant_id = 4) const bool PER_GROUP = false;
 TENSOR(0)
 TENSOR(1)
 
-float nan_f() { return uintBitsToFloat(0x7fc00000u); }
+REAL nan_f() { return real_nan(); }
 
 // Input offset of reduced element r (walking only the reduced dims).
 int reduced_offset(uint r) {
@@ -41,19 +41,19 @@ void output_offsets(uint o, out int base_in, out int off_out) {
   }
 }
 
-float combine(float acc, float v) {
+REAL combine(REAL acc, REAL v) {
   if (OP == REDUCE_SUM || OP == REDUCE_MEAN) return acc + v;
   if (is_nan_f(acc) || is_nan_f(v)) return nan_f();
   return OP == REDUCE_MAX ? max(acc, v) : min(acc, v);
 }
-float identity() {
-  if (OP == REDUCE_MAX) return uintBitsToFloat(0xff800000u);
-  if (OP == REDUCE_MIN) return uintBitsToFloat(0x7f800000u);
+REAL identity() {
+  if (OP == REDUCE_MAX) return -real_inf();
+  if (OP == REDUCE_MIN) return real_inf();
   return 0.0;
 }
-float finish(float acc) { return OP == REDUCE_MEAN ? acc / float(pc.n_red) : acc; }
+REAL finish(REAL acc) { return OP == REDUCE_MEAN ? acc / REAL(pc.n_red) : acc; }
 
-shared float partial[gl_WorkGroupSize.x];
+shared REAL partial[gl_WorkGroupSize.x];
 
 void main() {
   if (PER_GROUP) {
@@ -61,7 +61,7 @@ void main() {
     if (o >= pc.n_out) return;  // uniform per group
     int base, off_out;
     output_offsets(o, base, off_out);
-    float acc = identity();
+    REAL acc = identity();
     for (uint r = gl_LocalInvocationID.x; r < pc.n_red; r += gl_WorkGroupSize.x)
       acc = combine(acc, load1(DT_IN, base + reduced_offset(r)));
     partial[gl_LocalInvocationID.x] = acc;
@@ -80,17 +80,17 @@ void main() {
     output_offsets(o, base, off_out);
     if (OP == REDUCE_ARGMAX || OP == REDUCE_ARGMIN) {
       // One reduced dim: the first extreme wins; NaN counts as the extreme.
-      float best = load1(DT_IN, base);
+      REAL best = load1(DT_IN, base);
       uint best_i = 0;
       for (uint r = 1; r < pc.n_red; ++r) {
-        float v = load1(DT_IN, base + reduced_offset(r));
+        REAL v = load1(DT_IN, base + reduced_offset(r));
         bool better = OP == REDUCE_ARGMAX ? v > best : v < best;
         if (better || (is_nan_f(v) && !is_nan_f(best))) { best = v; best_i = r; }
       }
       t0u.v[2 * off_out] = best_i;
       t0u.v[2 * off_out + 1] = 0u;
     } else {
-      float acc = identity();
+      REAL acc = identity();
       for (uint r = 0; r < pc.n_red; ++r) acc = combine(acc, load1(DT_IN, base + reduced_offset(r)));
       store0(DT_OUT, off_out, finish(acc));
     }

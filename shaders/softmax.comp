@@ -15,28 +15,28 @@ TENSOR(0)  // forward: out; backward: grad_in
 TENSOR(1)  // forward: in; backward: grad_out
 TENSOR(2)  // backward: forward output
 
-shared float red[gl_WorkGroupSize.x];
+shared REAL red[gl_WorkGroupSize.x];
 
-float reduce_sum(float v) {
+REAL reduce_sum(REAL v) {
   red[gl_LocalInvocationID.x] = v;
   barrier();
   for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
     if (gl_LocalInvocationID.x < s) red[gl_LocalInvocationID.x] += red[gl_LocalInvocationID.x + s];
     barrier();
   }
-  float r = red[0];
+  REAL r = red[0];
   barrier();
   return r;
 }
 
-float reduce_max(float v) {
+REAL reduce_max(REAL v) {
   red[gl_LocalInvocationID.x] = v;
   barrier();
   for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
     if (gl_LocalInvocationID.x < s) red[gl_LocalInvocationID.x] = max(red[gl_LocalInvocationID.x], red[gl_LocalInvocationID.x + s]);
     barrier();
   }
-  float r = red[0];
+  REAL r = red[0];
   barrier();
   return r;
 }
@@ -47,31 +47,31 @@ void main() {
   const uint lid = gl_LocalInvocationID.x, n = gl_WorkGroupSize.x;
   const int base = int(row * pc.cols);
   if (!BACKWARD) {
-    float mx = uintBitsToFloat(0xff800000u);
+    REAL mx = -real_inf();
     for (uint c = lid; c < pc.cols; c += n) mx = max(mx, load1(DT, pc.off1 + base + int(c)));
     mx = reduce_max(mx);
     if (isinf(mx) && mx < 0.0) mx = 0.0;  // an all -inf row stays finite until the division
-    float s = 0.0;
-    for (uint c = lid; c < pc.cols; c += n) s += exp(load1(DT, pc.off1 + base + int(c)) - mx);
+    REAL s = 0.0;
+    for (uint c = lid; c < pc.cols; c += n) s += exp_r(load1(DT, pc.off1 + base + int(c)) - mx);
     s = reduce_sum(s);
     if (LOG) {
-      float lse = mx + log(s);
+      REAL lse = mx + log_r(s);
       for (uint c = lid; c < pc.cols; c += n) store0(DT, pc.off0 + base + int(c), load1(DT, pc.off1 + base + int(c)) - lse);
     } else {
-      float inv = 1.0 / s;
+      REAL inv = 1.0 / s;
       for (uint c = lid; c < pc.cols; c += n)
-        store0(DT, pc.off0 + base + int(c), exp(load1(DT, pc.off1 + base + int(c)) - mx) * inv);
+        store0(DT, pc.off0 + base + int(c), exp_r(load1(DT, pc.off1 + base + int(c)) - mx) * inv);
     }
   } else {
-    float s = 0.0;
+    REAL s = 0.0;
     for (uint c = lid; c < pc.cols; c += n) {
-      float g = load1(DT, pc.off1 + base + int(c));
+      REAL g = load1(DT, pc.off1 + base + int(c));
       s += LOG ? g : g * load2(DT, pc.off2 + base + int(c));
     }
     s = reduce_sum(s);
     for (uint c = lid; c < pc.cols; c += n) {
-      float g = load1(DT, pc.off1 + base + int(c)), y = load2(DT, pc.off2 + base + int(c));
-      store0(DT, pc.off0 + base + int(c), LOG ? g - exp(y) * s : y * (g - s));
+      REAL g = load1(DT, pc.off1 + base + int(c)), y = load2(DT, pc.off2 + base + int(c));
+      store0(DT, pc.off0 + base + int(c), LOG ? g - exp_r(y) * s : y * (g - s));
     }
   }
 }

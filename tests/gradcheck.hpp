@@ -8,18 +8,19 @@
 
 namespace rumus::testing {
 
-// Checks d sum(fn(views) * w) / d base for every input, w a fixed random weight.
-inline void gradcheck(const OpCase& op, Layouting how, std::uint64_t seed = 1) {
+// Checks d sum(fn(views) * w) / d base for every input, w a fixed random weight,
+// with the inputs (and so the op's kernels, forward and backward) on `device`.
+inline void gradcheck(const OpCase& op, Layouting how, std::uint64_t seed = 1, Device device = Device::cpu()) {
   autograd::clear_tape();  // an earlier failing case may have thrown mid-forward
   std::vector<Input> inputs;
   std::vector<Tensor> views;
   for (std::size_t i = 0; i < op.shapes.size(); ++i) {
     auto values = sample_values(op.shapes[i], op.low, op.high, seed + i);
-    inputs.push_back(make_input(values, op.shapes[i], how, DType::f64, Device::cpu()));
+    inputs.push_back(make_input(values, op.shapes[i], how, DType::f64, device));
     views.push_back(inputs.back().view);
   }
   Tensor out = op.fn(views);
-  Tensor w = tensor(sample_values(out.shape(), -1, 1, seed + 100), out.shape()).to(DType::f64);
+  Tensor w = tensor(sample_values(out.shape(), -1, 1, seed + 100), out.shape()).to(DType::f64).to(device);
   GradientStore grads = backward(sum(mul(out, w)));
   ASSERT_EQ(autograd::tape_size(), 0u) << "backward left entries on the tape";
 
@@ -31,15 +32,22 @@ inline void gradcheck(const OpCase& op, Layouting how, std::uint64_t seed = 1) {
                                                : std::vector<double>(std::size_t(base.numel()), 0.0);
     ASSERT_EQ(std::int64_t(a.size()), base.numel());
     NoGradGuard no_grad;
-    auto* data = static_cast<double*>(base.storage().data()) + base.offset();
     auto loss = [&] { return sum(mul(op.fn(views), w)).item(); };
+    // Element j of the (contiguous) base set in place: through the host
+    // pointer on the CPU, by a one-element fill elsewhere.
+    const std::vector<double> values = base.to_vector<double>();
+    Tensor flat = base.detach().reshape({base.numel()});
+    auto set = [&](std::int64_t j, double v) {
+      if (device.is_cpu()) static_cast<double*>(base.storage().data())[base.offset() + j] = v;
+      else flat.slice(0, j, j + 1).fill_(v);
+    };
     for (std::int64_t j = 0; j < base.numel(); ++j) {
-      double saved = data[j];
-      data[j] = saved + eps;
+      double saved = values[std::size_t(j)];
+      set(j, saved + eps);
       double up = loss();
-      data[j] = saved - eps;
+      set(j, saved - eps);
       double down = loss();
-      data[j] = saved;
+      set(j, saved);
       double numeric = (up - down) / (2 * eps);
       EXPECT_NEAR(a[j], numeric, 1e-6 + 1e-5 * std::abs(numeric))
           << op.name << " (" << layouting_name(how) << "): input " << i << ", element " << j;

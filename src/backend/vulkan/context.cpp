@@ -119,12 +119,14 @@ Context::Context(int index) {
   };
   need(f10.shaderInt64, "shaderInt64");
   need(f10.shaderFloat64, "shaderFloat64");
+  float64 = f10.shaderFloat64;
   need(f11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
   need(f12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
 
   vk::PhysicalDeviceFeatures2 want10{.features = {.shaderFloat64 = true, .shaderInt64 = true}};
   vk::PhysicalDeviceVulkan11Features want11{.storageBuffer16BitAccess = true};
-  vk::PhysicalDeviceVulkan12Features want12{.storageBuffer8BitAccess = true};
+  int64_atomics = f12.shaderBufferInt64Atomics;
+  vk::PhysicalDeviceVulkan12Features want12{.storageBuffer8BitAccess = true, .shaderBufferInt64Atomics = int64_atomics};
   want10.pNext = &want11;
   want11.pNext = &want12;
   vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT want_atomic{.shaderBufferFloat32AtomicAdd = true};
@@ -132,7 +134,9 @@ Context::Context(int index) {
   if (has_atomic_float) {
     auto af = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>();
     float_atomics = af.get<vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>().shaderBufferFloat32AtomicAdd;
+    float64_atomics = float_atomics && af.get<vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>().shaderBufferFloat64AtomicAdd;
   }
+  want_atomic.shaderBufferFloat64AtomicAdd = float64_atomics;
   void** chain_end = &want12.pNext;
   if (float_atomics) {
     *chain_end = &want_atomic;

@@ -34,6 +34,9 @@ class Context {
   vk::PhysicalDeviceMemoryProperties memory;
   std::uint32_t subgroup_size = 32;
   bool float_atomics = false;  // VK_EXT_shader_atomic_float: shaderBufferFloat32AtomicAdd
+  bool float64_atomics = false;  // the same extension's shaderBufferFloat64AtomicAdd (f64 index_add)
+  bool int64_atomics = false;    // shaderBufferInt64Atomics: f64 index_add by compare-and-swap otherwise
+  bool float64 = false;          // shaderFloat64: double arithmetic in the kernels' f64 variants
   // VK_NV_cooperative_matrix (enabled with shaderFloat16 when present): the
   // shapes the device offers, and the tensor-core GEMM's tile if one fits.
   std::vector<CoopMatShape> coopmat_shapes;

@@ -17,22 +17,41 @@ using push::GemmPush;
 // gemm.comp's IN_TYPE / OUT_TYPE codes.
 std::uint32_t type_code(DType t) { return t == DType::f16 ? 1u : t == DType::bf16 ? 2u : 0u; }
 
-// f32 x f32 -> f32, or 16-bit x 16-bit (both the same) -> f32 or that 16-bit dtype.
+// f32 x f32 -> f32, f64 x f64 -> f64, or 16-bit x 16-bit (both the same) -> f32 or that 16-bit dtype.
 void check_dtypes(const GemmArgs& g) {
   const DType in = g.a.dtype;
-  const bool ok = g.b.dtype == in && (in == DType::f32 ? g.c.dtype == DType::f32
-                                                        : (in == DType::f16 || in == DType::bf16) &&
-                                                              (g.c.dtype == in || g.c.dtype == DType::f32));
+  const bool ok = g.b.dtype == in && (in == DType::f32 || in == DType::f64
+                                          ? g.c.dtype == in
+                                          : (in == DType::f16 || in == DType::bf16) &&
+                                                (g.c.dtype == in || g.c.dtype == DType::f32));
   if (!ok)
-    throw DTypeError("gemm: the Vulkan kernel multiplies f32 x f32 -> f32, or f16/bf16 pairs into the same dtype "
-                     "or f32, got " + std::string(dtype_name(g.a.dtype)) + " x " + std::string(dtype_name(g.b.dtype)) +
-                     " -> " + std::string(dtype_name(g.c.dtype)));
+    throw DTypeError("gemm: the Vulkan kernel multiplies f32 x f32 -> f32, f64 x f64 -> f64, or f16/bf16 pairs into "
+                     "the same dtype or f32, got " + std::string(dtype_name(g.a.dtype)) + " x " +
+                     std::string(dtype_name(g.b.dtype)) + " -> " + std::string(dtype_name(g.c.dtype)));
+}
+
+// gemm_f64.comp: one 32 x 32 tile of C per workgroup, no split K or tuning.
+void push_f64_gemm(const GemmArgs& g, push::GemmF64Push& pc) {
+  pc = {std::uint32_t(g.m), std::uint32_t(g.n), std::uint32_t(g.k), std::uint32_t(g.lda), std::uint32_t(g.ldb),
+        std::uint32_t(g.ldc), std::uint32_t(g.a.layout->offset), std::uint32_t(g.b.layout->offset),
+        std::uint32_t(g.c.layout->offset), std::uint32_t(g.stride_a), std::uint32_t(g.stride_b),
+        std::uint32_t(g.stride_c), 0, 0, 0, 0};
+  push::split_double(g.k == 0 ? 0.0 : g.alpha, pc.alpha_lo, pc.alpha_hi);  // k == 0: C = beta * C
+  push::split_double(g.beta, pc.beta_lo, pc.beta_hi);
 }
 }  // namespace
 
 void VulkanBackend::gemm(const GemmArgs& g) {
   check_dtypes(g);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  if (g.a.dtype == DType::f64) {
+    push::GemmF64Push pc;
+    push_f64_gemm(g, pc);
+    Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
+    launch("gemm_f64", {g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u}, ops, &pc, sizeof pc,
+           std::uint32_t((g.n + 31) / 32), std::uint32_t((g.m + 31) / 32), std::uint32_t(g.batch));
+    return;
+  }
   if (coopmat_gemm_applies(*ctx_, g)) return coopmat_gemm(g);  // f16 on the matrix units
   GemmPush pc{std::uint32_t(g.m), std::uint32_t(g.n), std::uint32_t(g.k), std::uint32_t(g.lda),
               std::uint32_t(g.ldb), std::uint32_t(g.ldc), std::uint32_t(g.a.layout->offset),

@@ -49,7 +49,7 @@ void VulkanBackend::im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in
   if (total == 0) return;
   ConvPush pc = conv_push(g, in, cols, total);
   Operand ops[] = {{cols, true}, {in, false}};
-  launch("conv", {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
+  launch(shader_for("conv", in.dtype), {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
 }
 
 void VulkanBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) {
@@ -58,7 +58,7 @@ void VulkanBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg col
   if (total == 0) return;
   ConvPush pc = conv_push(g, out, cols, total);
   Operand ops[] = {{out, true}, {cols, false}};
-  launch("conv", {kLocal, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
+  launch(shader_for("conv", out.dtype), {kLocal, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
 }
 
 void VulkanBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) {
@@ -72,7 +72,7 @@ void VulkanBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorA
   pc.off1 = std::int32_t(in.layout->offset);
   pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
   Operand ops[] = {{out, true}, {in, false}, {max ? indices : out, max}};
-  launch("pool", {kLocal, std::uint32_t(p.kind), 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+  launch(shader_for("pool", in.dtype), {kLocal, std::uint32_t(p.kind), 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
          groups_for(total, kLocal));
 }
 
@@ -87,7 +87,7 @@ void VulkanBackend::pool2d_backward(const Pool2dParams& p, TensorArg grad_in, Te
   pc.off1 = std::int32_t(grad_out.layout->offset);
   pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {max ? indices : grad_out, false}};
-  launch("pool", {kLocal, std::uint32_t(p.kind), 1, std::uint32_t(grad_in.dtype)}, ops, &pc, sizeof pc,
+  launch(shader_for("pool", grad_in.dtype), {kLocal, std::uint32_t(p.kind), 1, std::uint32_t(grad_in.dtype)}, ops, &pc, sizeof pc,
          groups_for(total, kLocal));
 }
 
@@ -100,7 +100,7 @@ void VulkanBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
                  std::int32_t(in.layout->offset), 0};
   Operand ops[] = {{out, true}, {in, false}};
   std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
-  launch("softmax", {row_group(cols), log, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, gx, gy);
+  launch(shader_for("softmax", in.dtype), {row_group(cols), log, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, gx, gy);
 }
 
 void VulkanBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) {
@@ -113,7 +113,7 @@ void VulkanBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, Tens
                  std::int32_t(grad_out.layout->offset), std::int32_t(out.layout->offset)};
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {out, false}};
   std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
-  launch("softmax", {row_group(cols), log, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, gx, gy);
+  launch(shader_for("softmax", out.dtype), {row_group(cols), log, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, gx, gy);
 }
 
 namespace {
@@ -145,7 +145,10 @@ void VulkanBackend::index_add(TensorArg out, TensorArg index, TensorArg src) {
   IndexPush pc = index_push("index_add", out, src, index);
   if (pc.total == 0) return;
   Operand ops[] = {{out, true}, {src, false}, {index, false}, {index_fault_operand(), true}};
-  launch("index_add", {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
+  // f64 without 64-bit float atomics: the variant that adds by compare-and-swap.
+  const std::string shader = out.dtype == DType::f64 && !ctx_->float64_atomics ? "index_add_f64cas"
+                                                                               : shader_for("index_add", out.dtype);
+  launch(shader, {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
 }
 
 }  // namespace rumus::vulkan

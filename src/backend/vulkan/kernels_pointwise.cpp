@@ -27,6 +27,8 @@ void VulkanBackend::pointwise(const char* op_name, PointwiseKind kind, std::uint
   pc.n = std::uint32_t(n);
   pc.p0 = float(p0);
   pc.p1 = float(p1);
+  push::split_double(p0, pc.p0_lo, pc.p0_hi);
+  push::split_double(p1, pc.p1_lo, pc.p1_hi);
   if (bits) {  // raw words instead of floats
     std::memcpy(&pc.p0, &bits[0], 4);
     std::memcpy(&pc.p1, &bits[1], 4);
@@ -55,10 +57,14 @@ void VulkanBackend::pointwise(const char* op_name, PointwiseKind kind, std::uint
   pc.n = std::uint32_t(per_dispatch);
   std::uint32_t dt[4] = {0, 0, 0, 0};
   std::array<Operand, 4> ops{};
+  DType widest = args[0].dtype;  // a 64-bit operand selects the double-precision variant
   for (std::size_t i = 0; i < k; ++i) {
     dt[i] = std::uint32_t(args[i].dtype);
     ops[i] = {args[i], i == 0};
+    if (args[i].dtype == DType::f64 || args[i].dtype == DType::i64) widest = args[i].dtype;
   }
+  const bool raw = kind == PointwiseKind::fill || kind == PointwiseKind::fill64 || kind == PointwiseKind::raw_copy;
+  const std::string shader = raw ? std::string("elementwise") : shader_for("elementwise", widest);
   std::vector<std::uint32_t> spec = {kLocal,     op,           dt[0], dt[1], dt[2], dt[3], contiguous ? 1u : 0u,
                                      elem_bytes, std::uint32_t(kind)};
   std::int64_t outer_count = n / per_dispatch;
@@ -70,7 +76,7 @@ void VulkanBackend::pointwise(const char* op_name, PointwiseKind kind, std::uint
       r /= size[d];
       for (std::size_t i = 0; i < k; ++i) pc.offset[i] += std::int32_t(idx * stride[i][d]);
     }
-    launch("elementwise", spec, std::span(ops.data(), k), &pc, sizeof pc, groups_for(per_dispatch, kLocal));
+    launch(shader, spec, std::span(ops.data(), k), &pc, sizeof pc, groups_for(per_dispatch, kLocal));
   }
 }
 

@@ -23,7 +23,9 @@ void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, s
   const std::int64_t n = out.layout->numel();
   if (n == 0) return;
   RandomPush pc{std::uint32_t(n), std::uint32_t(out.layout->offset), std::uint32_t(seed), std::uint32_t(seed >> 32),
-                std::uint32_t(offset), std::uint32_t(offset >> 32), float(a), float(b), 0, 0, 0, 0};
+                std::uint32_t(offset), std::uint32_t(offset >> 32), float(a), float(b), 0, 0, 0, 0, 0, 0, 0, 0};
+  push::split_double(a, pc.a_lo, pc.a_hi);
+  push::split_double(b, pc.b_lo, pc.b_hi);
   if (kind == RandomKind::bernoulli) {
     // Draw k (24 bits) gives 1 when k / 2^24 < a, i.e. k < ceil(a * 2^24): the CPU's test, exactly.
     pc.range_lo = std::uint32_t(std::clamp(std::ceil(a * 16777216.0), 0.0, 16777216.0));
@@ -37,7 +39,7 @@ void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, s
   }
   const bool from_state = state.storage != nullptr;
   Operand ops[] = {{out, true}, {from_state ? state : out, false}};
-  launch("random", {kLocal, std::uint32_t(kind), std::uint32_t(out.dtype), from_state}, ops, &pc, sizeof pc,
+  launch(shader_for("random", out.dtype), {kLocal, std::uint32_t(kind), std::uint32_t(out.dtype), from_state}, ops, &pc, sizeof pc,
          groups_for(n, kLocal));
 }
 

@@ -53,12 +53,13 @@ void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
   std::vector<std::uint32_t> spec = {kLocal, std::uint32_t(op), std::uint32_t(out.dtype), std::uint32_t(in.dtype),
                                      per_group ? 1u : 0u};
   Operand ops[] = {{out, true}, {in, false}};
+  const std::string shader = shader_for("reduce", out.dtype == DType::f64 ? out.dtype : in.dtype);
   if (per_group) {
     std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(n_out, 65535));
     std::uint32_t gy = std::uint32_t((n_out + gx - 1) / gx);
-    launch("reduce", spec, ops, &pc, sizeof pc, gx, gy);
+    launch(shader, spec, ops, &pc, sizeof pc, gx, gy);
   } else {
-    launch("reduce", spec, ops, &pc, sizeof pc, groups_for(n_out, kLocal));
+    launch(shader, spec, ops, &pc, sizeof pc, groups_for(n_out, kLocal));
   }
 }
 

@@ -2,6 +2,7 @@
 // The push-constant structs of every shader, from the one list in
 // shaders/push_constants.h that the shaders include too.
 #include <cstdint>
+#include <cstring>
 
 #include "pipelines.hpp"
 
@@ -12,6 +13,7 @@ using uint = std::uint32_t;
 #define PUSH_POINTWISE
 #define PUSH_REDUCE
 #define PUSH_GEMM
+#define PUSH_GEMM_F64
 #define PUSH_RANDOM
 #define PUSH_OPTIM
 #define PUSH_CONV
@@ -23,8 +25,16 @@ using uint = std::uint32_t;
 #include "push_constants.h"
 
 static_assert(sizeof(PointwisePush) <= kPushBytes && sizeof(ReducePush) <= kPushBytes &&
-              sizeof(GemmPush) <= kPushBytes && sizeof(RandomPush) <= kPushBytes && sizeof(OptimPush) <= kPushBytes &&
+              sizeof(GemmPush) <= kPushBytes && sizeof(GemmF64Push) <= kPushBytes && sizeof(RandomPush) <= kPushBytes && sizeof(OptimPush) <= kPushBytes &&
               sizeof(ConvPush) <= kPushBytes && sizeof(ConvIgemmPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes &&
               sizeof(IndexPush) <= kPushBytes && sizeof(AttentionPush) <= kPushBytes);
+
+// The two words of a double, for the f64 kernels' push constants.
+inline void split_double(double v, uint& lo, uint& hi) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  lo = uint(bits);
+  hi = uint(bits >> 32);
+}
 
 }  // namespace rumus::vulkan::push

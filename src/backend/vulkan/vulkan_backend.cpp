@@ -40,25 +40,35 @@ detail::DeviceProvider provider() {
 }
 
 bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
+  // f64 arithmetic runs in double (the kernels' _f64 variants): only where the device has it.
+  if (dtype == DType::f64 && !ctx_->float64) {
+    return kernel == Kernel::fill || kernel == Kernel::copy || kernel == Kernel::index_select;
+  }
   switch (kernel) {
     case Kernel::fill: case Kernel::copy: case Kernel::random: case Kernel::index_select:
       return true;
-    case Kernel::gemm:  // 16-bit operands accumulate in f32
-      return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
-    case Kernel::index_add:  // float atomics
-      return dtype == DType::f32 && ctx_->float_atomics;
+    case Kernel::gemm:  // 16-bit operands accumulate in f32; f64 in double (gemm_f64.comp)
+      return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
+    case Kernel::index_add:  // float atomics; f64 also by compare-and-swap on 64-bit integers
+      return (dtype == DType::f32 && ctx_->float_atomics) ||
+             (dtype == DType::f64 && (ctx_->float64_atomics || ctx_->int64_atomics));
     case Kernel::sgd_step: case Kernel::adam_step: case Kernel::im2col: case Kernel::col2im:
     case Kernel::pool2d_forward: case Kernel::pool2d_backward: case Kernel::softmax_forward:
     case Kernel::softmax_backward:
-      return is_floating(dtype) && dtype != DType::f64;
+      return is_floating(dtype);
     case Kernel::unary: case Kernel::binary: case Kernel::where: case Kernel::reduce:
-      return dtype != DType::f64;  // arithmetic runs in f32: f64 would lose precision silently
+      return true;
     case Kernel::conv2d_forward: case Kernel::conv2d_backward_data: case Kernel::conv2d_backward_weight:
       return dtype == DType::f32;  // implicit GEMM (conv_igemm.comp); other dtypes lower to im2col + GEMM
     case Kernel::attention_forward: case Kernel::attention_backward:
       return dtype == DType::f32;
   }
   return false;
+}
+
+std::string VulkanBackend::shader_for(const char* shader, DType dtype) {
+  if (dtype == DType::f64 || dtype == DType::i64) return std::string(shader) + "_f64";
+  return shader;
 }
 
 namespace {
