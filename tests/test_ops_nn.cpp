@@ -366,6 +366,44 @@ TEST(NnConv2d, LibraryKernelsAgreeWithLowering) {
   }
 }
 
+// The CPU keeps inputs it has reordered for its convolution kernels and reuses
+// them for the next pass over the same bytes; every pass must still see the
+// tensor it is given: after another forward, after an in-place update, and
+// for a new tensor that takes a freed tensor's memory.
+TEST(NnConv2d, ReusedReordersFollowTheirTensors) {
+  const Shape xs{4, 32, 12, 12}, ws{16, 32, 3, 3};
+  auto reference = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv2d(x.to(DType::f64), w.to(DType::f64), b.to(DType::f64), {.padding = {1, 1}});
+  };
+  auto expect_close = [](const Tensor& got, const Tensor& want, const char* what) {
+    const double err = max(abs(sub(got.to(DType::f64), want))).item();
+    EXPECT_LT(err, 1e-4 * (1 + max(abs(want)).item())) << what;
+  };
+  Tensor x1 = random_tensor(xs, 31).requires_grad_(), x2 = random_tensor(xs, 32).requires_grad_();
+  Tensor w = random_tensor(ws, 33).requires_grad_(), b = random_tensor({16}, 34).requires_grad_();
+  Tensor y1 = conv2d(x1, w, b, {.padding = {1, 1}});
+  Tensor y2 = conv2d(x2, w, b, {.padding = {1, 1}});  // a second forward before the first backward
+  Tensor gy = random_tensor(y1.shape(), 35);
+  GradientStore g1 = backward(sum(mul(y1, gy)));
+  Tensor x1r = x1.detach().to(DType::f64).requires_grad_(), wr = w.detach().to(DType::f64).requires_grad_();
+  GradientStore r1 = backward(sum(mul(conv2d(x1r, wr, b.detach().to(DType::f64), {.padding = {1, 1}}),
+                                      gy.to(DType::f64))));
+  expect_close(g1.at(w), r1.at(wr), "weight gradient of the first forward");
+  expect_close(g1.at(x1), r1.at(x1r), "input gradient of the first forward");
+  expect_close(y2, reference(x2, w, b), "second forward");
+
+  NoGradGuard no_grad;
+  w.mul_(-0.5);  // in place: the next forward must not use the weights reordered before
+  expect_close(conv2d(x1, w, b, {.padding = {1, 1}}), reference(x1, w, b), "forward after an in-place update");
+  x1.add_(1.0);
+  expect_close(conv2d(x1, w, b, {.padding = {1, 1}}), reference(x1, w, b), "forward after an in-place input update");
+  for (std::uint64_t seed = 40; seed < 43; ++seed) {
+    // Each input is freed before the next is made, which can then take its memory.
+    Tensor x = random_tensor(xs, seed);
+    expect_close(conv2d(x, w, b, {.padding = {1, 1}}), reference(x, w, b), "forward of a new tensor");
+  }
+}
+
 TEST(NnRealShapes, MaxPool2d) {
   Tensor x = random_tensor({64, 64, 24, 24}, 9).requires_grad_();
   Tensor y = max_pool2d(x, 2);

@@ -3,7 +3,11 @@
 //
 // rumus tensors are plain NCHW. oneDNN picks the memory format its fastest
 // kernel wants for the CPU it runs on (blocked, e.g. nChw16c on AVX-512), and
-// each call reorders into and out of it. A plan per shape keeps the primitives,
+// each call reorders into and out of it. An input reordered for one pass is
+// kept and reused by the next pass that reads the same bytes in the same format
+// (the forward's input by backward-weights, the output gradient of
+// backward-data by backward-weights), which saves two of the CNN's nine
+// activation-sized reorders per step. A plan per shape keeps the primitives,
 // the reorders and the scratch buffers, so a training step that repeats its
 // shapes builds nothing after the first one. Plans are per thread: a plan owns
 // buffers, and oneDNN primitives may run concurrently only with their own.
@@ -39,6 +43,14 @@ struct Operand {
   memory::desc plain, wanted;
   std::optional<memory> buffer;  // the wanted format, when it differs
   std::optional<dnnl::reorder> to_wanted, to_plain;
+  // Which bytes `buffer` holds a reordered copy of: storage id and version
+  // name them exactly (an address can be reused by another tensor).
+  struct Source {
+    std::uint64_t storage = 0, version = 0;
+    const void* data = nullptr;
+    bool operator==(const Source&) const = default;
+  };
+  std::optional<Source> held;
 
   void prepare(const memory::desc& plain_md, const memory::desc& wanted_md, bool input, bool output) {
     plain = plain_md;
@@ -49,15 +61,24 @@ struct Operand {
     if (input) to_wanted.emplace(dnnl::reorder::primitive_desc(e, plain, e, wanted));
     if (output) to_plain.emplace(dnnl::reorder::primitive_desc(e, wanted, e, plain));
   }
-  // The memory the primitive reads, converted from `data` when needed.
-  memory in(void* data, dnnl::stream& s) {
+  // The memory the primitive reads, converted from `t` unless the buffer
+  // already holds its converted bytes.
+  memory in(TensorArg t, dnnl::stream& s) {
+    void* data = data_of<float>(t) + t.layout->offset;
     memory user(plain, onednn::engine(), data);
     if (!buffer) return user;
+    const Source source{t.storage->id(), t.storage->version(), data};
+    if (held == source) return *buffer;
+    held.reset();  // in case the reorder fails
     to_wanted->execute(s, user, *buffer);
+    held = source;
     return *buffer;
   }
   // The memory the primitive writes; finish() moves it into `data`.
-  memory out(void* data) { return buffer ? *buffer : memory(plain, onednn::engine(), data); }
+  memory out(void* data) {
+    held.reset();
+    return buffer ? *buffer : memory(plain, onednn::engine(), data);
+  }
   void finish(void* data, dnnl::stream& s) {
     if (!buffer) return;
     memory user(plain, onednn::engine(), data);
@@ -113,9 +134,13 @@ std::unique_ptr<ConvPlan> make_plan(const Conv2dGeometry& g, std::int64_t oc, st
   return p;
 }
 
+std::map<ConvKey, std::unique_ptr<ConvPlan>>& plans() {
+  thread_local std::map<ConvKey, std::unique_ptr<ConvPlan>> p;
+  return p;
+}
+
 ConvPlan& plan_for(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, bool bias) {
-  thread_local std::map<ConvKey, std::unique_ptr<ConvPlan>> plans;
-  auto& slot = plans[key_of(g, oc, groups, bias)];
+  auto& slot = plans()[key_of(g, oc, groups, bias)];
   if (!slot) {
     std::lock_guard lock(onednn::creation_mutex());
     slot = onednn::checked("conv2d", [&] { return make_plan(g, oc, groups, bias); });
@@ -133,8 +158,8 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::i
   ConvPlan& p = plan_for(g, oc, groups, has_bias);
   onednn::checked("conv2d", [&] {
     dnnl::stream& s = onednn::stream();
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.f_src.in(ptr(in), s)},
-                                         {DNNL_ARG_WEIGHTS, p.f_weights.in(ptr(weight), s)},
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.f_src.in(in, s)},
+                                         {DNNL_ARG_WEIGHTS, p.f_weights.in(weight, s)},
                                          {DNNL_ARG_DST, p.f_dst.out(ptr(out))}};
     if (has_bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, onednn::engine(), ptr(bias)));
     p.forward.execute(s, args);
@@ -145,9 +170,11 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::i
 
 void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
                                       TensorArg grad_in, TensorArg grad_out, TensorArg weight) {
-  // The plan of the forward pass that made grad_out; its bias does not matter here,
-  // so look for either.
-  ConvPlan& p = plan_for(g, oc, groups, false);
+  // The plan of the forward pass that made grad_out (its bias does not matter
+  // here): the one with a bias if there is one, whose backward-weights pass
+  // can then reuse the gradient reordered here.
+  const auto with_bias = plans().find(key_of(g, oc, groups, true));
+  ConvPlan& p = with_bias != plans().end() ? *with_bias->second : plan_for(g, oc, groups, false);
   onednn::checked("conv2d backward", [&] {
     if (!p.backward_data) {
       std::lock_guard lock(onednn::creation_mutex());
@@ -161,8 +188,8 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, 
       p.d_diff_dst.prepare(p.dst, pd.diff_dst_desc(), true, false);
     }
     dnnl::stream& s = onednn::stream();
-    p.backward_data->execute(s, {{DNNL_ARG_DIFF_DST, p.d_diff_dst.in(ptr(grad_out), s)},
-                                 {DNNL_ARG_WEIGHTS, p.d_weights.in(ptr(weight), s)},
+    p.backward_data->execute(s, {{DNNL_ARG_DIFF_DST, p.d_diff_dst.in(grad_out, s)},
+                                 {DNNL_ARG_WEIGHTS, p.d_weights.in(weight, s)},
                                  {DNNL_ARG_DIFF_SRC, p.d_diff_src.out(ptr(grad_in))}});
     p.d_diff_src.finish(ptr(grad_in), s);
     s.wait();
@@ -190,8 +217,12 @@ void CpuBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t oc
       p.w_diff_weights.prepare(p.weights, pd.diff_weights_desc(), false, true);
     }
     dnnl::stream& s = onednn::stream();
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.w_src.in(ptr(in), s)},
-                                         {DNNL_ARG_DIFF_DST, p.w_diff_dst.in(ptr(grad_out), s)},
+    // The forward's reordered input and backward-data's reordered gradient,
+    // when this pass wants the same formats and they still hold these bytes.
+    Operand& src = p.w_src.wanted == p.f_src.wanted ? p.f_src : p.w_src;
+    Operand& diff_dst = p.backward_data && p.w_diff_dst.wanted == p.d_diff_dst.wanted ? p.d_diff_dst : p.w_diff_dst;
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src.in(in, s)},
+                                         {DNNL_ARG_DIFF_DST, diff_dst.in(grad_out, s)},
                                          {DNNL_ARG_DIFF_WEIGHTS, p.w_diff_weights.out(ptr(grad_weight))}};
     if (has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(p.bias, onednn::engine(), ptr(grad_bias)));
     p.backward_weights->execute(s, args);
