@@ -404,6 +404,68 @@ TEST(NnConv2d, ReusedReordersFollowTheirTensors) {
   }
 }
 
+// conv2d_relu and linear_relu against relu() of the unfused op, in f32 (the
+// CPU fuses the convolution's ReLU into oneDNN's kernel), forward and every
+// gradient, on dense and strided inputs and at the CNN's second layer.
+TEST(NnFusedRelu, AgreesWithTheComposition) {
+  struct Case {
+    Shape x, w;
+    Conv2dOptions o;
+    bool bias, strided;
+  };
+  const std::vector<Case> cases{{{2, 3, 5, 6}, {4, 3, 3, 2}, {}, true, false},
+                                {{2, 4, 7, 6}, {6, 2, 3, 3}, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2}, false, true},
+                                {{8, 32, 26, 26}, {64, 32, 3, 3}, {}, true, false}};
+  std::uint64_t seed = 60;
+  auto compare = [](const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), want[i].shape()) << "output " << i;
+      const double err = max(abs(sub(got[i], want[i]))).item();
+      EXPECT_LT(err, 1e-5 * (1 + max(abs(want[i])).item())) << "output " << i;
+    }
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w));
+    Tensor x = random_tensor(c.x, ++seed), w = random_tensor(c.w, ++seed);
+    if (c.strided) x = x.transpose(2, 3).contiguous().transpose(2, 3);
+    Tensor b = c.bias ? random_tensor({c.w[0]}, ++seed) : Tensor();
+    auto run = [&](bool fused) {
+      Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_();
+      Tensor br = c.bias ? b.detach().requires_grad_() : Tensor();
+      Tensor y = fused ? conv2d_relu(xr, wr, br, c.o) : relu(conv2d(xr, wr, br, c.o));
+      GradientStore g = backward(sum(mul(y, random_tensor(y.shape(), 99))));
+      std::vector<Tensor> r{y, g.at(xr), g.at(wr)};
+      if (c.bias) r.push_back(g.at(br));
+      return r;
+    };
+    compare(run(true), run(false));
+  }
+  Tensor x = random_tensor({6, 4, 20}, 70).transpose(1, 2), w = random_tensor({16, 4}, 71), b = random_tensor({16}, 72);
+  auto run = [&](bool fused) {
+    Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_(), br = b.detach().requires_grad_();
+    Tensor y = fused ? linear_relu(xr, wr, br) : relu(linear(xr, wr, br));
+    GradientStore g = backward(sum(mul(y, random_tensor(y.shape(), 73))));
+    return std::vector<Tensor>{y, g.at(xr), g.at(wr), g.at(br)};
+  };
+  compare(run(true), run(false));
+}
+
+TEST(NnFusedRelu, ErrorsNameTheFusedOp) {
+  expect_error<ShapeError>([] { conv2d_relu(zeros({3, 28, 28}), zeros({32, 3, 3, 3})); },
+                           "conv2d_relu: expected input of 4 dims [N, C, H, W], got [3, 28, 28]");
+  expect_error<ShapeError>([] { conv2d_relu(zeros({1, 3, 8, 8}), zeros({4, 3, 3, 3}), zeros({5})); },
+                           "conv2d_relu: expected bias of shape [4], got [5]");
+  expect_error<ShapeError>([] { conv2d_relu(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.stride = {0, 1}}); },
+                           "conv2d_relu: expected stride >= 1, got [0, 1]");
+  expect_error<DTypeError>([] { conv2d_relu(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}, {.dtype = DType::f64})); },
+                           "conv2d_relu: weight dtype f64 differs from input dtype f32");
+  expect_error<ShapeError>([] { linear_relu(zeros({4, 5}), zeros({3, 6})); },
+                           "linear_relu: input [4, 5] does not end in the weight's in_features 6 (weight [3, 6])");
+  expect_error<ShapeError>([] { linear_relu(zeros({4, 5}), zeros({3, 5}), zeros({4})); },
+                           "linear_relu: expected bias of shape [3], got [4]");
+}
+
 TEST(NnRealShapes, MaxPool2d) {
   Tensor x = random_tensor({64, 64, 24, 24}, 9).requires_grad_();
   Tensor y = max_pool2d(x, 2);

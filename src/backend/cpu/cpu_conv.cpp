@@ -1,5 +1,6 @@
-// CPU convolutions on oneDNN (f32): forward with the bias fused, backward-data,
-// and backward-weights with the bias gradient fused.
+// CPU convolutions on oneDNN (f32): forward with the bias (and for conv2d_relu
+// the ReLU, as a post-op) fused, backward-data, and backward-weights with the
+// bias gradient fused.
 //
 // rumus tensors are plain NCHW. oneDNN picks the memory format its fastest
 // kernel wants for the CPU it runs on (blocked, e.g. nChw16c on AVX-512), and
@@ -91,6 +92,11 @@ struct ConvPlan {
   memory::dims strides, dilates, pad_l, pad_r;
   dnnl::convolution_forward::primitive_desc forward_pd;
   dnnl::convolution_forward forward;
+  // The forward with a ReLU post-op, in the same formats (so the backward
+  // passes and reorders are shared); built on first use, absent if oneDNN
+  // has no such kernel, and then the ReLU is a loop of our own.
+  std::optional<dnnl::convolution_forward> forward_relu;
+  bool forward_relu_tried = false;
   Operand f_src, f_weights, f_dst;
   // Built on the first backward pass.
   std::optional<dnnl::convolution_backward_data> backward_data;
@@ -139,6 +145,28 @@ std::map<ConvKey, std::unique_ptr<ConvPlan>>& plans() {
   return p;
 }
 
+void build_forward_relu(ConvPlan& p) {
+  p.forward_relu_tried = true;
+  const auto& f = p.forward_pd;
+  const auto d = p.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                              dnnl::algorithm::convolution_direct, f.src_desc(),
+                                                              f.weights_desc(), p.bias, f.dst_desc(), p.strides,
+                                                              p.dilates, p.pad_l, p.pad_r)
+                            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                              dnnl::algorithm::convolution_direct, f.src_desc(),
+                                                              f.weights_desc(), f.dst_desc(), p.strides, p.dilates,
+                                                              p.pad_l, p.pad_r);
+  dnnl::post_ops ops;
+  ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  try {
+    p.forward_relu.emplace(dnnl::convolution_forward::primitive_desc(d, attr, onednn::engine()));
+  } catch (const dnnl::error& e) {
+    if (e.status != dnnl_unimplemented) throw;
+  }
+}
+
 ConvPlan& plan_for(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, bool bias) {
   auto& slot = plans()[key_of(g, oc, groups, bias)];
   if (!slot) {
@@ -153,19 +181,26 @@ void* ptr(TensorArg t) { return data_of<float>(t) + t.layout->offset; }
 }  // namespace
 
 void CpuBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, TensorArg out,
-                                TensorArg in, TensorArg weight, TensorArg bias) {
+                                TensorArg in, TensorArg weight, TensorArg bias, bool relu) {
   const bool has_bias = bias.storage != nullptr;
   ConvPlan& p = plan_for(g, oc, groups, has_bias);
-  onednn::checked("conv2d", [&] {
+  const char* op = relu ? "conv2d_relu" : "conv2d";
+  onednn::checked(op, [&] {
+    if (relu && !p.forward_relu_tried) {
+      std::lock_guard lock(onednn::creation_mutex());
+      build_forward_relu(p);
+    }
+    const bool fused = relu && p.forward_relu;
     dnnl::stream& s = onednn::stream();
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.f_src.in(in, s)},
                                          {DNNL_ARG_WEIGHTS, p.f_weights.in(weight, s)},
                                          {DNNL_ARG_DST, p.f_dst.out(ptr(out))}};
     if (has_bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, onednn::engine(), ptr(bias)));
-    p.forward.execute(s, args);
+    (fused ? *p.forward_relu : p.forward).execute(s, args);
     p.f_dst.finish(ptr(out), s);
     s.wait();
   });
+  if (relu && !p.forward_relu) unary(UnaryOp::relu, out, out, 0, 0);
 }
 
 void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
