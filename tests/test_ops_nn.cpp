@@ -5,6 +5,7 @@
 #include "expect_error.hpp"
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include <rumus/rumus.hpp>
@@ -464,6 +465,51 @@ TEST(NnFusedRelu, ErrorsNameTheFusedOp) {
                            "linear_relu: input [4, 5] does not end in the weight's in_features 6 (weight [3, 6])");
   expect_error<ShapeError>([] { linear_relu(zeros({4, 5}), zeros({3, 5}), zeros({4})); },
                            "linear_relu: expected bias of shape [3], got [4]");
+}
+
+// 2x2, stride-2 max pooling against a naive loop, values and gradient, in f32
+// (the CPU's specialised loop) and f64: odd sizes (a last row and column in no
+// window), ceil_mode (a last window partly off the plane), ties (the first
+// wins), NaN (the first NaN wins) and +inf beside -inf.
+TEST(NnPooling, MaxPool2x2AgreesWithANaiveLoop) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (const bool ceil : {false, true})
+    for (const DType dt : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(std::string(ceil ? "ceil_mode " : "") + std::string(dtype_name(dt)));
+      const std::int64_t planes = 6, H = 7, W = 9;
+      std::vector<float> X = random_tensor({planes, H, W}, 80).to_vector<float>();
+      X[0] = X[1] = X[W] = X[W + 1] = 0.5f;  // a tie: the first element wins
+      X[2] = 1.0f, X[3] = nan, X[W + 2] = nan, X[W + 3] = 2.0f;  // the first NaN wins
+      X[4] = inf, X[5] = -inf;  // their sum is NaN, but the maximum is +inf
+      X[2 * W + 6] = -inf, X[2 * W + 7] = -inf, X[3 * W + 6] = -inf, X[3 * W + 7] = -inf;
+      X[H * W + 4 * W + 8] = nan;  // in the ceil_mode window off the plane's edge
+      Tensor x = tensor(X, {2, 3, H, W}).to(dt).requires_grad_();
+      Tensor y = max_pool2d(x, {.kernel = {2, 2}, .ceil_mode = ceil});
+      const std::int64_t OH = ceil ? (H + 1) / 2 : H / 2, OW = ceil ? (W + 1) / 2 : W / 2;
+      ASSERT_EQ(y.shape(), (Shape{2, 3, OH, OW}));
+      Tensor gy = random_tensor(y.shape(), 81).to(dt);
+      const std::vector<double> GX = backward(sum(mul(y, gy))).at(x).to(DType::f64).to_vector<double>();
+      const std::vector<double> Y = y.to(DType::f64).to_vector<double>(), G = gy.to(DType::f64).to_vector<double>();
+      std::vector<double> ref_gx(X.size(), 0.0);
+      for (std::int64_t p = 0; p < planes; ++p)
+        for (std::int64_t oh = 0; oh < OH; ++oh)
+          for (std::int64_t ow = 0; ow < OW; ++ow) {
+            std::int64_t best = -1;
+            for (std::int64_t h = 2 * oh; h < std::min(2 * oh + 2, H); ++h)
+              for (std::int64_t w = 2 * ow; w < std::min(2 * ow + 2, W); ++w) {
+                const std::int64_t at = (p * H + h) * W + w;
+                if (best < 0 || (!std::isnan(X[best]) && (X[at] > X[best] || std::isnan(X[at])))) best = at;
+              }
+            const std::int64_t o = (p * OH + oh) * OW + ow;
+            if (std::isnan(X[best])) {
+              ASSERT_TRUE(std::isnan(Y[o])) << "output " << o;
+            } else {
+              ASSERT_EQ(Y[o], double(X[best])) << "output " << o;
+            }
+            ref_gx[best] += G[o];
+          }
+      EXPECT_EQ(GX, ref_gx);
+    }
 }
 
 TEST(NnRealShapes, MaxPool2d) {
