@@ -405,6 +405,39 @@ TEST(NnConv2d, ReusedReordersFollowTheirTensors) {
   }
 }
 
+// A convolution reading another's output takes the blocked copy the first one
+// kept where it is still that tensor: not when the output is its own (same
+// shapes, same kernel plan), nor after an in-place update.
+TEST(NnConv2d, ChainedConvolutionsReadTheirInputs) {
+  auto f64 = [](const Tensor& t) { return t.detach().to(DType::f64).requires_grad_(); };
+  auto expect_close = [](const Tensor& got, const Tensor& want, const char* what) {
+    const double err = max(abs(sub(got.to(DType::f64), want))).item();
+    EXPECT_LT(err, 1e-4 * (1 + max(abs(want)).item())) << what;
+  };
+  const Conv2dOptions pad{.padding = {1, 1}};
+  Tensor x = random_tensor({4, 16, 10, 10}, 90).requires_grad_();
+  Tensor w1 = random_tensor({16, 16, 3, 3}, 91).requires_grad_(), b1 = random_tensor({16}, 92).requires_grad_();
+  Tensor w2 = random_tensor({16, 16, 3, 3}, 93).requires_grad_(), b2 = random_tensor({16}, 94).requires_grad_();
+  Tensor w3 = random_tensor({32, 16, 3, 3}, 95).requires_grad_();
+  Tensor y1 = conv2d_relu(x, w1, b1, pad);
+  Tensor y2 = conv2d_relu(y1, w2, b2, pad);  // same shapes as the first: reads what that one writes
+  Tensor y3 = conv2d(y2, w3);                // reads the second's output
+  Tensor gy = random_tensor(y3.shape(), 96);
+  GradientStore g = backward(sum(mul(y3, gy)));
+  Tensor xr = f64(x), w1r = f64(w1), b1r = f64(b1), w2r = f64(w2), b2r = f64(b2), w3r = f64(w3);
+  Tensor y1r = conv2d_relu(xr, w1r, b1r, pad), y2r = conv2d_relu(y1r, w2r, b2r, pad), y3r = conv2d(y2r, w3r);
+  GradientStore gr = backward(sum(mul(y3r, gy.to(DType::f64))));
+  expect_close(y2, y2r, "second output");
+  expect_close(y3, y3r, "third output");
+  expect_close(g.at(x), gr.at(xr), "input gradient");
+  expect_close(g.at(w1), gr.at(w1r), "first weight gradient");
+  expect_close(g.at(w2), gr.at(w2r), "second weight gradient");
+  expect_close(g.at(w3), gr.at(w3r), "third weight gradient");
+  NoGradGuard no_grad;
+  y2.mul_(-1.0);  // in place: the copy of y2 the second convolution kept is stale
+  expect_close(conv2d(y2, w3), conv2d(y2.to(DType::f64), w3r.detach()), "after an in-place update");
+}
+
 // conv2d_relu and linear_relu against relu() of the unfused op, in f32 (the
 // CPU fuses the convolution's ReLU into oneDNN's kernel), forward and every
 // gradient, on dense and strided inputs and at the CNN's second layer.

@@ -8,12 +8,15 @@
 // kept and reused by the next pass that reads the same bytes in the same format
 // (the forward's input by backward-weights, the output gradient of
 // backward-data by backward-weights), which saves two of the CNN's nine
-// activation-sized reorders per step. A plan per shape keeps the primitives,
+// activation-sized reorders per step. A forward's output stays available in
+// its blocked format too, so a convolution that reads it next (conv2d_relu
+// feeding a convolution) takes it without a reorder. A plan per shape keeps the primitives,
 // the reorders and the scratch buffers, so a training step that repeats its
 // shapes builds nothing after the first one. Plans are per thread: a plan owns
 // buffers, and oneDNN primitives may run concurrently only with their own.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -38,20 +41,33 @@ ConvKey key_of(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, bo
           g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, oc, groups, bias ? 1 : 0, 0};
 }
 
+// Which bytes a tensor argument names: storage id and version name them
+// exactly (an address can be reused by another tensor).
+struct Source {
+  std::uint64_t storage = 0, version = 0;
+  const void* data = nullptr;
+  bool operator==(const Source&) const = default;
+};
+
+Source source_of(TensorArg t) {
+  return {t.storage->id(), t.storage->version(), data_of<float>(t) + t.layout->offset};
+}
+
+struct Operand;
+// This thread's forward outputs whose blocked buffer may still hold a copy of
+// the output tensor (the plans live as long as the thread).
+std::vector<const Operand*>& forward_outputs() {
+  thread_local std::vector<const Operand*> outputs;
+  return outputs;
+}
+
 // A user buffer in its plain format, and the primitive's view of it: when the
 // primitive wants another format, a reorder and a buffer of its own.
 struct Operand {
   memory::desc plain, wanted;
   std::optional<memory> buffer;  // the wanted format, when it differs
   std::optional<dnnl::reorder> to_wanted, to_plain;
-  // Which bytes `buffer` holds a reordered copy of: storage id and version
-  // name them exactly (an address can be reused by another tensor).
-  struct Source {
-    std::uint64_t storage = 0, version = 0;
-    const void* data = nullptr;
-    bool operator==(const Source&) const = default;
-  };
-  std::optional<Source> held;
+  std::optional<Source> held;  // which bytes `buffer` holds a converted copy of
 
   void prepare(const memory::desc& plain_md, const memory::desc& wanted_md, bool input, bool output) {
     plain = plain_md;
@@ -62,28 +78,38 @@ struct Operand {
     if (input) to_wanted.emplace(dnnl::reorder::primitive_desc(e, plain, e, wanted));
     if (output) to_plain.emplace(dnnl::reorder::primitive_desc(e, wanted, e, plain));
   }
-  // The memory the primitive reads, converted from `t` unless the buffer
-  // already holds its converted bytes.
-  memory in(TensorArg t, dnnl::stream& s) {
+  // The memory the primitive reads, converted from `t` unless this buffer, or
+  // the buffer of a forward output other than `writing` (the operand this
+  // call writes), already holds its converted bytes.
+  memory in(TensorArg t, dnnl::stream& s, const Operand* writing) {
     void* data = data_of<float>(t) + t.layout->offset;
     memory user(plain, onednn::engine(), data);
     if (!buffer) return user;
-    const Source source{t.storage->id(), t.storage->version(), data};
+    const Source source = source_of(t);
     if (held == source) return *buffer;
+    for (const Operand* o : forward_outputs())
+      if (o != writing && o->held == source && o->wanted == wanted) return *o->buffer;
     held.reset();  // in case the reorder fails
     to_wanted->execute(s, user, *buffer);
     held = source;
     return *buffer;
   }
-  // The memory the primitive writes; finish() moves it into `data`.
+  // The memory the primitive writes; finish() moves it into `t`.
   memory out(void* data) {
     held.reset();
     return buffer ? *buffer : memory(plain, onednn::engine(), data);
   }
-  void finish(void* data, dnnl::stream& s) {
+  void finish(TensorArg t, dnnl::stream& s) {
     if (!buffer) return;
-    memory user(plain, onednn::engine(), data);
+    memory user(plain, onednn::engine(), data_of<float>(t) + t.layout->offset);
     to_plain->execute(s, *buffer, user);
+  }
+  // After finish(): the buffer is a copy of `t` that later convolutions may read.
+  void keep_as_copy_of(TensorArg t) {
+    if (!buffer) return;
+    if (std::find(forward_outputs().begin(), forward_outputs().end(), this) == forward_outputs().end())
+      forward_outputs().push_back(this);
+    held = source_of(t);
   }
 };
 
@@ -192,13 +218,15 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::i
     }
     const bool fused = relu && p.forward_relu;
     dnnl::stream& s = onednn::stream();
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.f_src.in(in, s)},
-                                         {DNNL_ARG_WEIGHTS, p.f_weights.in(weight, s)},
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.f_src.in(in, s, &p.f_dst)},
+                                         {DNNL_ARG_WEIGHTS, p.f_weights.in(weight, s, &p.f_dst)},
                                          {DNNL_ARG_DST, p.f_dst.out(ptr(out))}};
     if (has_bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, onednn::engine(), ptr(bias)));
     (fused ? *p.forward_relu : p.forward).execute(s, args);
-    p.f_dst.finish(ptr(out), s);
+    p.f_dst.finish(out, s);
     s.wait();
+    // Unless our own loop still changes `out` below.
+    if (fused || !relu) p.f_dst.keep_as_copy_of(out);
   });
   if (relu && !p.forward_relu) unary(UnaryOp::relu, out, out, 0, 0);
 }
@@ -223,10 +251,10 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, 
       p.d_diff_dst.prepare(p.dst, pd.diff_dst_desc(), true, false);
     }
     dnnl::stream& s = onednn::stream();
-    p.backward_data->execute(s, {{DNNL_ARG_DIFF_DST, p.d_diff_dst.in(grad_out, s)},
-                                 {DNNL_ARG_WEIGHTS, p.d_weights.in(weight, s)},
+    p.backward_data->execute(s, {{DNNL_ARG_DIFF_DST, p.d_diff_dst.in(grad_out, s, &p.d_diff_src)},
+                                 {DNNL_ARG_WEIGHTS, p.d_weights.in(weight, s, &p.d_diff_src)},
                                  {DNNL_ARG_DIFF_SRC, p.d_diff_src.out(ptr(grad_in))}});
-    p.d_diff_src.finish(ptr(grad_in), s);
+    p.d_diff_src.finish(grad_in, s);
     s.wait();
   });
 }
@@ -256,12 +284,12 @@ void CpuBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t oc
     // when this pass wants the same formats and they still hold these bytes.
     Operand& src = p.w_src.wanted == p.f_src.wanted ? p.f_src : p.w_src;
     Operand& diff_dst = p.backward_data && p.w_diff_dst.wanted == p.d_diff_dst.wanted ? p.d_diff_dst : p.w_diff_dst;
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src.in(in, s)},
-                                         {DNNL_ARG_DIFF_DST, diff_dst.in(grad_out, s)},
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src.in(in, s, &p.w_diff_weights)},
+                                         {DNNL_ARG_DIFF_DST, diff_dst.in(grad_out, s, &p.w_diff_weights)},
                                          {DNNL_ARG_DIFF_WEIGHTS, p.w_diff_weights.out(ptr(grad_weight))}};
     if (has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(p.bias, onednn::engine(), ptr(grad_bias)));
     p.backward_weights->execute(s, args);
-    p.w_diff_weights.finish(ptr(grad_weight), s);
+    p.w_diff_weights.finish(grad_weight, s);
     s.wait();
   });
 }
