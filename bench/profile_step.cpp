@@ -1,7 +1,9 @@
 // Where one training step's time goes, op by op: the examples' MLP and CNN at
 // batch 64 (SGD with momentum), and char_lm's GPT at batch 32, context 128
-// (AdamW), under rumus::Profiler, after warm-up steps.
-// Run: build/release/bench/profile_step [mlp|cnn|gpt|both] [steps] [device]
+// (AdamW), under rumus::Profiler, after warm-up steps. mlp_fused and
+// cnn_fused are the MLP and CNN with their ReLUs fused into the layers before
+// them (nn::LinearReLU, nn::ConvReLU2d).
+// Run: build/release/bench/profile_step [mlp|cnn|mlp_fused|cnn_fused|gpt|both] [steps] [device]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -28,6 +30,27 @@ struct Cnn : nn::Module {
   Tensor forward(const Tensor& x) override {
     Tensor h = drop1(max_pool2d(relu(conv2(relu(conv1(x)))), 2)).flatten(1);
     return fc2(drop2(relu(fc1(h))));
+  }
+};
+
+struct MlpFused : nn::Module {
+  nn::LinearReLU fc1{784, 512}, fc2{512, 512};
+  nn::Linear fc3{512, 10};
+  MlpFused() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}}); }
+  Tensor forward(const Tensor& x) override { return fc3(fc2(fc1(x.flatten(1)))); }
+};
+
+struct CnnFused : nn::Module {
+  nn::ConvReLU2d conv1{1, 32, 3}, conv2{32, 64, 3};
+  nn::Dropout drop1{0.25}, drop2{0.5};
+  nn::LinearReLU fc1{9216, 128};
+  nn::Linear fc2{128, 10};
+  CnnFused() {
+    register_modules({{"conv1", conv1}, {"conv2", conv2}, {"drop1", drop1}, {"drop2", drop2}, {"fc1", fc1}, {"fc2", fc2}});
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = drop1(max_pool2d(conv2(conv1(x)), 2)).flatten(1);
+    return fc2(drop2(fc1(h)));
   }
 };
 
@@ -87,5 +110,7 @@ int main(int argc, char** argv) {
   const Device device = argc > 3 ? Device::parse(argv[3]) : Device::cpu();
   if (which == "mlp" || which == "both") profile<Mlp>("MLP", steps, device, 0.05);
   if (which == "cnn" || which == "both") profile<Cnn>("CNN", steps, device, 0.02);
+  if (which == "mlp_fused") profile<MlpFused>("MLP, fused ReLUs", steps, device, 0.05);
+  if (which == "cnn_fused") profile<CnnFused>("CNN, fused ReLUs", steps, device, 0.02);
   if (which == "gpt") profile_gpt(steps, device);
 }

@@ -25,16 +25,22 @@ using namespace rumus;
 
 // The model. Its state-dict names ("conv1.weight", "fc2.bias", ...) are the
 // ones an identical PyTorch module would use.
+//
+// The layers followed by a ReLU are ConvReLU2d and LinearReLU: the layer and
+// its ReLU in one op, with the unfused layer's parameters and names. On the
+// CPU the convolutions' ReLU runs inside oneDNN's kernel, and the second
+// convolution reads the first one's output in the kernel's own layout.
 struct Cnn : nn::Module {
-  nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};
+  nn::ConvReLU2d conv1{1, 32, 3}, conv2{32, 64, 3};
   nn::Dropout drop1{0.25}, drop2{0.5};
-  nn::Linear fc1{9216, 128}, fc2{128, 10};
+  nn::LinearReLU fc1{9216, 128};
+  nn::Linear fc2{128, 10};
   Cnn() {
     register_modules({{"conv1", conv1}, {"conv2", conv2}, {"drop1", drop1}, {"drop2", drop2}, {"fc1", fc1}, {"fc2", fc2}});
   }
   Tensor forward(const Tensor& x) override {
-    Tensor h = drop1(max_pool2d(relu(conv2(relu(conv1(x)))), 2)).flatten(1);
-    return fc2(drop2(relu(fc1(h))));
+    Tensor h = drop1(max_pool2d(conv2(conv1(x)), 2)).flatten(1);
+    return fc2(drop2(fc1(h)));
   }
   std::string type_name() const override { return "Cnn"; }
 };

@@ -24,11 +24,14 @@
 using namespace rumus;
 
 // The model. Its state-dict names ("fc1.weight", "fc3.bias", ...) are the
-// ones an identical PyTorch module would use.
+// ones an identical PyTorch module would use. The hidden layers are
+// LinearReLU: Linear with its ReLU in one op (same parameters and names as
+// Linear), which saves the ReLU's own output tensor.
 struct Mlp : nn::Module {
-  nn::Linear fc1{784, 512}, fc2{512, 512}, fc3{512, 10};
+  nn::LinearReLU fc1{784, 512}, fc2{512, 512};
+  nn::Linear fc3{512, 10};
   Mlp() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}}); }
-  Tensor forward(const Tensor& x) override { return fc3(relu(fc2(relu(fc1(x.flatten(1)))))); }
+  Tensor forward(const Tensor& x) override { return fc3(fc2(fc1(x.flatten(1)))); }
   std::string type_name() const override { return "Mlp"; }
 };
 

@@ -283,3 +283,23 @@ TEST(Module, PrintsLikePyTorch) {
   EXPECT_EQ(nn::Embedding(10, 4, 0).pretty_print(), "Embedding(10, 4, padding_idx=0)");
   EXPECT_EQ(nn::LayerNorm({8}).pretty_print(), "LayerNorm((8,), eps=1e-05, elementwise_affine=true)");
 }
+
+// The fused layers hold Conv2d's and Linear's parameters under the same names:
+// a state dict saved from the unfused layers loads into them one to one, and
+// they compute ReLU of the unfused layer.
+TEST(Layers, FusedReluLayersKeepTheUnfusedNamesAndValues) {
+  manual_seed(3);
+  nn::Conv2d conv(3, 8, 3, {.padding = {1, 1}});
+  nn::Linear fc(12, 5);
+  nn::ConvReLU2d conv_relu(3, 8, 3, {.padding = {1, 1}});
+  nn::LinearReLU fc_relu(12, 5);
+  EXPECT_EQ(names(conv_relu.named_parameters()), names(conv.named_parameters()));
+  EXPECT_EQ(names(fc_relu.named_parameters()), names(fc.named_parameters()));
+  conv_relu.load_state_dict(conv.state_dict());
+  fc_relu.load_state_dict(fc.state_dict());
+  Tensor x = randn({2, 3, 6, 6}), v = randn({4, 12});
+  EXPECT_EQ(conv_relu(x).to_vector<float>(), relu(conv(x)).to_vector<float>());
+  EXPECT_EQ(fc_relu(v).to_vector<float>(), relu(fc(v)).to_vector<float>());
+  EXPECT_EQ(conv_relu.pretty_print(), "ConvReLU2d(3, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))");
+  EXPECT_EQ(fc_relu.pretty_print(), "LinearReLU(in_features=12, out_features=5, bias=true)");
+}

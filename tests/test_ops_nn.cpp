@@ -5,6 +5,7 @@
 #include "expect_error.hpp"
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include <rumus/rumus.hpp>
@@ -364,6 +365,184 @@ TEST(NnConv2d, LibraryKernelsAgreeWithLowering) {
       EXPECT_LT(err, 1e-4 * scale) << "output " << i;
     }
   }
+}
+
+// The CPU keeps inputs it has reordered for its convolution kernels and reuses
+// them for the next pass over the same bytes; every pass must still see the
+// tensor it is given: after another forward, after an in-place update, and
+// for a new tensor that takes a freed tensor's memory.
+TEST(NnConv2d, ReusedReordersFollowTheirTensors) {
+  const Shape xs{4, 32, 12, 12}, ws{16, 32, 3, 3};
+  auto reference = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv2d(x.to(DType::f64), w.to(DType::f64), b.to(DType::f64), {.padding = {1, 1}});
+  };
+  auto expect_close = [](const Tensor& got, const Tensor& want, const char* what) {
+    const double err = max(abs(sub(got.to(DType::f64), want))).item();
+    EXPECT_LT(err, 1e-4 * (1 + max(abs(want)).item())) << what;
+  };
+  Tensor x1 = random_tensor(xs, 31).requires_grad_(), x2 = random_tensor(xs, 32).requires_grad_();
+  Tensor w = random_tensor(ws, 33).requires_grad_(), b = random_tensor({16}, 34).requires_grad_();
+  Tensor y1 = conv2d(x1, w, b, {.padding = {1, 1}});
+  Tensor y2 = conv2d(x2, w, b, {.padding = {1, 1}});  // a second forward before the first backward
+  Tensor gy = random_tensor(y1.shape(), 35);
+  GradientStore g1 = backward(sum(mul(y1, gy)));
+  Tensor x1r = x1.detach().to(DType::f64).requires_grad_(), wr = w.detach().to(DType::f64).requires_grad_();
+  GradientStore r1 = backward(sum(mul(conv2d(x1r, wr, b.detach().to(DType::f64), {.padding = {1, 1}}),
+                                      gy.to(DType::f64))));
+  expect_close(g1.at(w), r1.at(wr), "weight gradient of the first forward");
+  expect_close(g1.at(x1), r1.at(x1r), "input gradient of the first forward");
+  expect_close(y2, reference(x2, w, b), "second forward");
+
+  NoGradGuard no_grad;
+  w.mul_(-0.5);  // in place: the next forward must not use the weights reordered before
+  expect_close(conv2d(x1, w, b, {.padding = {1, 1}}), reference(x1, w, b), "forward after an in-place update");
+  x1.add_(1.0);
+  expect_close(conv2d(x1, w, b, {.padding = {1, 1}}), reference(x1, w, b), "forward after an in-place input update");
+  for (std::uint64_t seed = 40; seed < 43; ++seed) {
+    // Each input is freed before the next is made, which can then take its memory.
+    Tensor x = random_tensor(xs, seed);
+    expect_close(conv2d(x, w, b, {.padding = {1, 1}}), reference(x, w, b), "forward of a new tensor");
+  }
+}
+
+// A convolution reading another's output takes the blocked copy the first one
+// kept where it is still that tensor: not when the output is its own (same
+// shapes, same kernel plan), nor after an in-place update.
+TEST(NnConv2d, ChainedConvolutionsReadTheirInputs) {
+  auto f64 = [](const Tensor& t) { return t.detach().to(DType::f64).requires_grad_(); };
+  auto expect_close = [](const Tensor& got, const Tensor& want, const char* what) {
+    const double err = max(abs(sub(got.to(DType::f64), want))).item();
+    EXPECT_LT(err, 1e-4 * (1 + max(abs(want)).item())) << what;
+  };
+  const Conv2dOptions pad{.padding = {1, 1}};
+  Tensor x = random_tensor({4, 16, 10, 10}, 90).requires_grad_();
+  Tensor w1 = random_tensor({16, 16, 3, 3}, 91).requires_grad_(), b1 = random_tensor({16}, 92).requires_grad_();
+  Tensor w2 = random_tensor({16, 16, 3, 3}, 93).requires_grad_(), b2 = random_tensor({16}, 94).requires_grad_();
+  Tensor w3 = random_tensor({32, 16, 3, 3}, 95).requires_grad_();
+  Tensor y1 = conv2d_relu(x, w1, b1, pad);
+  Tensor y2 = conv2d_relu(y1, w2, b2, pad);  // same shapes as the first: reads what that one writes
+  Tensor y3 = conv2d(y2, w3);                // reads the second's output
+  Tensor gy = random_tensor(y3.shape(), 96);
+  GradientStore g = backward(sum(mul(y3, gy)));
+  Tensor xr = f64(x), w1r = f64(w1), b1r = f64(b1), w2r = f64(w2), b2r = f64(b2), w3r = f64(w3);
+  Tensor y1r = conv2d_relu(xr, w1r, b1r, pad), y2r = conv2d_relu(y1r, w2r, b2r, pad), y3r = conv2d(y2r, w3r);
+  GradientStore gr = backward(sum(mul(y3r, gy.to(DType::f64))));
+  expect_close(y2, y2r, "second output");
+  expect_close(y3, y3r, "third output");
+  expect_close(g.at(x), gr.at(xr), "input gradient");
+  expect_close(g.at(w1), gr.at(w1r), "first weight gradient");
+  expect_close(g.at(w2), gr.at(w2r), "second weight gradient");
+  expect_close(g.at(w3), gr.at(w3r), "third weight gradient");
+  NoGradGuard no_grad;
+  y2.mul_(-1.0);  // in place: the copy of y2 the second convolution kept is stale
+  expect_close(conv2d(y2, w3), conv2d(y2.to(DType::f64), w3r.detach()), "after an in-place update");
+}
+
+// conv2d_relu and linear_relu against relu() of the unfused op, in f32 (the
+// CPU fuses the convolution's ReLU into oneDNN's kernel), forward and every
+// gradient, on dense and strided inputs and at the CNN's second layer.
+TEST(NnFusedRelu, AgreesWithTheComposition) {
+  struct Case {
+    Shape x, w;
+    Conv2dOptions o;
+    bool bias, strided;
+  };
+  const std::vector<Case> cases{{{2, 3, 5, 6}, {4, 3, 3, 2}, {}, true, false},
+                                {{2, 4, 7, 6}, {6, 2, 3, 3}, {.stride = {2, 1}, .padding = {1, 1}, .groups = 2}, false, true},
+                                {{8, 32, 26, 26}, {64, 32, 3, 3}, {}, true, false}};
+  std::uint64_t seed = 60;
+  auto compare = [](const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), want[i].shape()) << "output " << i;
+      const double err = max(abs(sub(got[i], want[i]))).item();
+      EXPECT_LT(err, 1e-5 * (1 + max(abs(want[i])).item())) << "output " << i;
+    }
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w));
+    Tensor x = random_tensor(c.x, ++seed), w = random_tensor(c.w, ++seed);
+    if (c.strided) x = x.transpose(2, 3).contiguous().transpose(2, 3);
+    Tensor b = c.bias ? random_tensor({c.w[0]}, ++seed) : Tensor();
+    auto run = [&](bool fused) {
+      Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_();
+      Tensor br = c.bias ? b.detach().requires_grad_() : Tensor();
+      Tensor y = fused ? conv2d_relu(xr, wr, br, c.o) : relu(conv2d(xr, wr, br, c.o));
+      GradientStore g = backward(sum(mul(y, random_tensor(y.shape(), 99))));
+      std::vector<Tensor> r{y, g.at(xr), g.at(wr)};
+      if (c.bias) r.push_back(g.at(br));
+      return r;
+    };
+    compare(run(true), run(false));
+  }
+  Tensor x = random_tensor({6, 4, 20}, 70).transpose(1, 2), w = random_tensor({16, 4}, 71), b = random_tensor({16}, 72);
+  auto run = [&](bool fused) {
+    Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_(), br = b.detach().requires_grad_();
+    Tensor y = fused ? linear_relu(xr, wr, br) : relu(linear(xr, wr, br));
+    GradientStore g = backward(sum(mul(y, random_tensor(y.shape(), 73))));
+    return std::vector<Tensor>{y, g.at(xr), g.at(wr), g.at(br)};
+  };
+  compare(run(true), run(false));
+}
+
+TEST(NnFusedRelu, ErrorsNameTheFusedOp) {
+  expect_error<ShapeError>([] { conv2d_relu(zeros({3, 28, 28}), zeros({32, 3, 3, 3})); },
+                           "conv2d_relu: expected input of 4 dims [N, C, H, W], got [3, 28, 28]");
+  expect_error<ShapeError>([] { conv2d_relu(zeros({1, 3, 8, 8}), zeros({4, 3, 3, 3}), zeros({5})); },
+                           "conv2d_relu: expected bias of shape [4], got [5]");
+  expect_error<ShapeError>([] { conv2d_relu(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.stride = {0, 1}}); },
+                           "conv2d_relu: expected stride >= 1, got [0, 1]");
+  expect_error<DTypeError>([] { conv2d_relu(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}, {.dtype = DType::f64})); },
+                           "conv2d_relu: weight dtype f64 differs from input dtype f32");
+  expect_error<ShapeError>([] { linear_relu(zeros({4, 5}), zeros({3, 6})); },
+                           "linear_relu: input [4, 5] does not end in the weight's in_features 6 (weight [3, 6])");
+  expect_error<ShapeError>([] { linear_relu(zeros({4, 5}), zeros({3, 5}), zeros({4})); },
+                           "linear_relu: expected bias of shape [3], got [4]");
+}
+
+// 2x2, stride-2 max pooling against a naive loop, values and gradient, in f32
+// (the CPU's specialised loop) and f64: odd sizes (a last row and column in no
+// window), ceil_mode (a last window partly off the plane), ties (the first
+// wins), NaN (the first NaN wins) and +inf beside -inf.
+TEST(NnPooling, MaxPool2x2AgreesWithANaiveLoop) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (const bool ceil : {false, true})
+    for (const DType dt : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(std::string(ceil ? "ceil_mode " : "") + std::string(dtype_name(dt)));
+      const std::int64_t planes = 6, H = 7, W = 9;
+      std::vector<float> X = random_tensor({planes, H, W}, 80).to_vector<float>();
+      X[0] = X[1] = X[W] = X[W + 1] = 0.5f;  // a tie: the first element wins
+      X[2] = 1.0f, X[3] = nan, X[W + 2] = nan, X[W + 3] = 2.0f;  // the first NaN wins
+      X[4] = inf, X[5] = -inf;  // their sum is NaN, but the maximum is +inf
+      X[2 * W + 6] = -inf, X[2 * W + 7] = -inf, X[3 * W + 6] = -inf, X[3 * W + 7] = -inf;
+      X[H * W + 4 * W + 8] = nan;  // in the ceil_mode window off the plane's edge
+      Tensor x = tensor(X, {2, 3, H, W}).to(dt).requires_grad_();
+      Tensor y = max_pool2d(x, {.kernel = {2, 2}, .ceil_mode = ceil});
+      const std::int64_t OH = ceil ? (H + 1) / 2 : H / 2, OW = ceil ? (W + 1) / 2 : W / 2;
+      ASSERT_EQ(y.shape(), (Shape{2, 3, OH, OW}));
+      Tensor gy = random_tensor(y.shape(), 81).to(dt);
+      const std::vector<double> GX = backward(sum(mul(y, gy))).at(x).to(DType::f64).to_vector<double>();
+      const std::vector<double> Y = y.to(DType::f64).to_vector<double>(), G = gy.to(DType::f64).to_vector<double>();
+      std::vector<double> ref_gx(X.size(), 0.0);
+      for (std::int64_t p = 0; p < planes; ++p)
+        for (std::int64_t oh = 0; oh < OH; ++oh)
+          for (std::int64_t ow = 0; ow < OW; ++ow) {
+            std::int64_t best = -1;
+            for (std::int64_t h = 2 * oh; h < std::min(2 * oh + 2, H); ++h)
+              for (std::int64_t w = 2 * ow; w < std::min(2 * ow + 2, W); ++w) {
+                const std::int64_t at = (p * H + h) * W + w;
+                if (best < 0 || (!std::isnan(X[best]) && (X[at] > X[best] || std::isnan(X[at])))) best = at;
+              }
+            const std::int64_t o = (p * OH + oh) * OW + ow;
+            if (std::isnan(X[best])) {
+              ASSERT_TRUE(std::isnan(Y[o])) << "output " << o;
+            } else {
+              ASSERT_EQ(Y[o], double(X[best])) << "output " << o;
+            }
+            ref_gx[best] += G[o];
+          }
+      EXPECT_EQ(GX, ref_gx);
+    }
 }
 
 TEST(NnRealShapes, MaxPool2d) {

@@ -1044,7 +1044,7 @@ TEST(VulkanConv, KernelsOverwriteOutputsAtOffsets) {
     Tensor dx = x.to(dev), dw = w.to(dev), db = b.to(dev), dgo = go.to(dev);
     Tensor out = at_offset(dev, {2, 6, 6, 5}), gin = at_offset(dev, {2, 4, 6, 5}), gw = at_offset(dev, {6, 2, 3, 3}),
            gb = at_offset(dev, {6});
-    be.conv2d_forward(g, oc, groups, arg_of(out), arg_of(dx), arg_of(dw), arg_of(db));
+    be.conv2d_forward(g, oc, groups, arg_of(out), arg_of(dx), arg_of(dw), arg_of(db), false);
     be.conv2d_backward_data(g, oc, groups, arg_of(gin), arg_of(dgo), arg_of(dw));
     be.conv2d_backward_weight(g, oc, groups, arg_of(gw), arg_of(gb), arg_of(dgo), arg_of(dx));
     results[d] = {out.cpu(), gin.cpu(), gw.cpu(), gb.cpu()};

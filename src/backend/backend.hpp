@@ -166,8 +166,9 @@ class Backend : public DeviceBackend {
   // library of their own; where supports() says no, ops lower the convolution
   // to im2col + GEMM instead. Weights are [OC, C/groups, KH, KW]; a bias or
   // grad_bias whose storage is null is absent. Every output is overwritten.
+  // `relu`: the forward writes max(0, convolution + bias) (conv2d_relu).
   virtual void conv2d_forward(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
-                              TensorArg out, TensorArg in, TensorArg weight, TensorArg bias) = 0;
+                              TensorArg out, TensorArg in, TensorArg weight, TensorArg bias, bool relu) = 0;
   virtual void conv2d_backward_data(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
                                     TensorArg grad_in, TensorArg grad_out, TensorArg weight) = 0;
   virtual void conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,

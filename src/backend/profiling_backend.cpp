@@ -71,8 +71,9 @@ class ProfilingBackend final : public Backend {
     timed("col2im", {}, [&] { inner_.col2im(g, out, cols); });
   }
   void conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, TensorArg out, TensorArg in,
-                      TensorArg weight, TensorArg bias) override {
-    timed("conv2d_forward", {}, [&] { inner_.conv2d_forward(g, oc, groups, out, in, weight, bias); });
+                      TensorArg weight, TensorArg bias, bool relu) override {
+    timed(relu ? "conv2d_relu_forward" : "conv2d_forward", {},
+          [&] { inner_.conv2d_forward(g, oc, groups, out, in, weight, bias, relu); });
   }
   void conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, TensorArg grad_in,
                             TensorArg grad_out, TensorArg weight) override {

@@ -27,7 +27,9 @@ const Rule kRules[] = {
     {"matmul", lower, Kernel::gemm},
     {"bmm", lower, Kernel::gemm},
     {"linear", lower, Kernel::gemm},
+    {"linear_relu", lower, Kernel::gemm},
     {"conv2d", lower, Kernel::gemm},  // lowered to im2col + GEMM where no direct kernel takes 16 bits
+    {"conv2d_relu", lower, Kernel::gemm},
     {"scaled_dot_product_attention", lower, Kernel::attention_forward},
     // Reductions, normalisations and losses: f32, where 16 bits lose range or precision.
     {"sum", f32},

@@ -18,6 +18,7 @@
 
 #include "autocast.hpp"
 #include "op_util.hpp"
+#include "rumus/ops/activation.hpp"
 #include "rumus/ops/reduction.hpp"
 
 namespace rumus {
@@ -101,25 +102,32 @@ void check_float_pair(const char* op, const Tensor& x, const Tensor& w, const ch
 }
 
 // The device's own convolution kernels, on dense NCHW operands; the forward
-// keeps the input and the weight for the backward pass.
-Tensor direct_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dGeometry& g,
-                     std::int64_t oc, std::int64_t groups) {
-  Backend& be = detail::kernels("conv2d", Kernel::conv2d_forward, input);
+// keeps the input and the weight for the backward pass, and with `relu` (the
+// ReLU fused into the forward kernel) its output, through which the gradient
+// passes first.
+Tensor direct_conv2d(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                     const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, bool relu) {
+  Backend& be = detail::kernels(op, Kernel::conv2d_forward, input);
   const DType dt = input.dtype();
   const TensorArg no_bias{nullptr, dt, nullptr};
   Tensor x = input.detach().contiguous(), w = weight.detach().contiguous();
   Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor out = detail::alloc({g.batch, oc, g.out_h, g.out_w}, dt, input.device());
   if (out.numel() == 0) return out;
-  be.conv2d_forward(g, oc, groups, arg(out), arg(x), arg(w), b.defined() ? arg(b) : no_bias);
+  be.conv2d_forward(g, oc, groups, arg(out), arg(x), arg(w), b.defined() ? arg(b) : no_bias, relu);
   if (autograd::needs_grad({&input, &weight, &bias})) {
     const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-    autograd::record("conv2d", {input, weight, bias}, out,
-                     [g, oc, groups, gx, gw, gb, no_bias, sx = SavedTensor(gw ? x : Tensor()),
-                      sw = SavedTensor(gx ? w : Tensor())](const Tensor& grad) {
-                       Backend& be = detail::kernels(
-                           "conv2d", {Kernel::conv2d_backward_data, Kernel::conv2d_backward_weight}, grad);
-                       Tensor go = grad.contiguous();
+    autograd::record(op, {input, weight, bias}, out,
+                     [op, g, oc, groups, gx, gw, gb, no_bias, sx = SavedTensor(gw ? x : Tensor()),
+                      sw = SavedTensor(gx ? w : Tensor()),
+                      sy = SavedTensor(relu ? out.detach() : Tensor())](const Tensor& grad) {
+                       Backend& be =
+                           detail::kernels(op, {Kernel::conv2d_backward_data, Kernel::conv2d_backward_weight}, grad);
+                       // Through the ReLU: zero where its output is (relu_backward reads y > 0 as x > 0).
+                       Tensor go = sy.defined()
+                                       ? detail::binary_kernel(BinaryOp::relu_backward, op, grad, sy.get(),
+                                                               grad.dtype(), 0, 0)
+                                       : grad.contiguous();
                        std::vector<Tensor> grads(3);
                        if (gx) {
                          grads[0] = detail::alloc({g.batch, g.channels, g.height, g.width}, go.dtype(), go.device());
@@ -143,36 +151,40 @@ Tensor direct_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bi
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dOptions& o) {
-  const char* op = "conv2d";
+namespace {
+
+// conv2d, and with `relu` conv2d_relu: fused where the device's convolution
+// kernels can apply the ReLU, else composed of the convolution and relu().
+Tensor conv2d_impl(const char* op, const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in,
+                   const Conv2dOptions& o, bool relu) {
   const auto cast = detail::autocast(op, input_in, weight_in, bias_in);
   const Tensor &input = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_defined(op, input);
   detail::check_defined(op, weight);
   if (input.dim() != 4)
-    throw ShapeError(fmt::format("conv2d: expected input of 4 dims [N, C, H, W], got {}", shape_str(input.shape())));
+    throw ShapeError(fmt::format("{}: expected input of 4 dims [N, C, H, W], got {}", op, shape_str(input.shape())));
   if (weight.dim() != 4)
-    throw ShapeError(fmt::format("conv2d: expected weight of 4 dims [OC, C/groups, KH, KW], got {}",
+    throw ShapeError(fmt::format("{}: expected weight of 4 dims [OC, C/groups, KH, KW], got {}", op,
                                  shape_str(weight.shape())));
   check_float_pair(op, input, weight, "weight");
   const std::int64_t n = input.shape()[0], c = input.shape()[1], oc = weight.shape()[0], groups = o.groups;
-  if (groups < 1) throw ShapeError(fmt::format("conv2d: expected groups >= 1, got {}", groups));
+  if (groups < 1) throw ShapeError(fmt::format("{}: expected groups >= 1, got {}", op, groups));
   if (c % groups != 0 || oc % groups != 0)
-    throw ShapeError(fmt::format("conv2d: input channels {} and output channels {} must both be divisible by groups {}",
+    throw ShapeError(fmt::format("{}: input channels {} and output channels {} must both be divisible by groups {}", op,
                                  c, oc, groups));
   if (weight.shape()[1] * groups != c)
-    throw ShapeError(fmt::format("conv2d: weight {} expects {} input channels ({} per group, groups {}), input {} has {}",
+    throw ShapeError(fmt::format("{}: weight {} expects {} input channels ({} per group, groups {}), input {} has {}", op,
                                  shape_str(weight.shape()), weight.shape()[1] * groups, weight.shape()[1], groups,
                                  shape_str(input.shape()), c));
   if (bias.defined()) {
     check_float_pair(op, input, bias, "bias");
     if (bias.shape() != Shape{oc})
-      throw ShapeError(fmt::format("conv2d: expected bias of shape [{}], got {}", oc, shape_str(bias.shape())));
+      throw ShapeError(fmt::format("{}: expected bias of shape [{}], got {}", op, oc, shape_str(bias.shape())));
   }
   const Conv2dGeometry g =
       geometry(op, n, c, input.shape()[2], input.shape()[3], {weight.shape()[2], weight.shape()[3]}, o);
   if (backend(input.device()).supports(Kernel::conv2d_forward, input.dtype()))
-    return direct_conv2d(input, weight, bias, g, oc, groups);
+    return direct_conv2d(op, input, weight, bias, g, oc, groups, relu);
   const std::int64_t l = g.out_h * g.out_w, nl = n * l, kg = weight.shape()[1] * g.kernel_h * g.kernel_w,
                      ocg = oc / groups;
   const DType dt = input.dtype();
@@ -180,7 +192,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   Backend& be = detail::kernels(op, {Kernel::im2col, Kernel::gemm, Kernel::binary, Kernel::copy}, input);
 
   Tensor out = detail::alloc({n, oc, g.out_h, g.out_w}, dt, dev);
-  if (out.numel() == 0) return out;
+  if (out.numel() == 0) return relu ? rumus::relu(out) : out;
   Tensor cols = detail::alloc({kg * groups, n, l}, dt, dev);
   const Layout cols_nkl = cols_as_nkl(g);
   be.im2col(g, arg(cols, cols_nkl), arg(input));
@@ -231,7 +243,17 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
           return grads;
         });
   }
-  return out;
+  return relu ? rumus::relu(out) : out;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+  return conv2d_impl("conv2d", input, weight, bias, o, false);
+}
+
+Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+  return conv2d_impl("conv2d_relu", input, weight, bias, o, true);
 }
 
 Tensor im2col(const Tensor& input, Size2 kernel, const Conv2dOptions& o) {
@@ -279,48 +301,67 @@ Tensor col2im(const Tensor& cols, Size2 output_size, Size2 kernel,
   return out;
 }
 
-Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const char* op = "linear";
+namespace {
+
+// linear, and with `relu` linear_relu: the ReLU applied in place to the GEMM's
+// output (no second tensor) and undone in the same backward node.
+Tensor linear_impl(const char* op, const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, bool relu) {
   const auto cast = detail::autocast(op, input_in, weight_in, bias_in);
   const Tensor &input = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_defined(op, input);
   detail::check_defined(op, weight);
   check_float_pair(op, input, weight, "weight");
   if (weight.dim() != 2)
-    throw ShapeError(fmt::format("linear: expected weight of 2 dims [out, in], got {}", shape_str(weight.shape())));
+    throw ShapeError(fmt::format("{}: expected weight of 2 dims [out, in], got {}", op, shape_str(weight.shape())));
   if (input.dim() < 1 || input.shape().back() != weight.shape()[1])
-    throw ShapeError(fmt::format("linear: input {} does not end in the weight's in_features {} (weight {})",
-                                 shape_str(input.shape()), weight.shape()[1], shape_str(weight.shape())));
+    throw ShapeError(fmt::format("{}: input {} does not end in the weight's in_features {} (weight {})",
+                                 op, shape_str(input.shape()), weight.shape()[1], shape_str(weight.shape())));
   const std::int64_t in_f = weight.shape()[1], out_f = weight.shape()[0];
   if (bias.defined()) {
     check_float_pair(op, input, bias, "bias");
     if (bias.shape() != Shape{out_f})
-      throw ShapeError(fmt::format("linear: expected bias of shape [{}], got {}", out_f, shape_str(bias.shape())));
+      throw ShapeError(fmt::format("{}: expected bias of shape [{}], got {}", op, out_f, shape_str(bias.shape())));
   }
   Tensor x2 = input.detach().reshape({-1, in_f});
   const std::int64_t m = x2.shape()[0];
   Tensor out2 = detail::alloc({m, out_f}, input.dtype(), input.device());
   if (bias.defined() && out2.numel() > 0) {
-    detail::kernels("linear", Kernel::copy, out2).copy(arg(out2), arg(bias, detail::broadcast_layout(bias, out2.shape())));
+    detail::kernels(op, Kernel::copy, out2).copy(arg(out2), arg(bias, detail::broadcast_layout(bias, out2.shape())));
     detail::gemm_into(out2, x2, weight.detach().t(), 1.0);  // bias fused as GEMM's beta = 1
   } else {
     detail::gemm_into(out2, x2, weight.detach().t(), 0.0);
   }
+  if (relu && out2.numel() > 0) detail::kernels(op, Kernel::unary, out2).unary(UnaryOp::relu, arg(out2), arg(out2), 0, 0);
   Shape out_shape = input.shape();
   out_shape.back() = out_f;
   Tensor out(out2.storage_ptr(), Layout::contiguous(out_shape), out2.dtype());
   if (autograd::needs_grad({&input, &weight, &bias})) {
     const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-    autograd::record("linear", {input, weight, bias}, out,
-                     [gx, gw, gb, in_shape = input.shape(), out_f, sx = SavedTensor(gw ? x2 : Tensor()),
-                      sw = SavedTensor(gx ? weight.detach() : Tensor())](const Tensor& grad) {
-                       Tensor g2 = grad.reshape({-1, out_f});
+    autograd::record(op, {input, weight, bias}, out,
+                     [op, gx, gw, gb, in_shape = input.shape(), out_f, sx = SavedTensor(gw ? x2 : Tensor()),
+                      sw = SavedTensor(gx ? weight.detach() : Tensor()),
+                      sy = SavedTensor(relu ? out.detach() : Tensor())](const Tensor& grad) {
+                       // Through the ReLU first: zero where its output is.
+                       Tensor g2 = (sy.defined() ? detail::binary_kernel(BinaryOp::relu_backward, op, grad, sy.get(),
+                                                                         grad.dtype(), 0, 0)
+                                                 : grad)
+                                       .reshape({-1, out_f});
                        return std::vector<Tensor>{gx ? detail::gemm(g2, sw.get()).view(in_shape) : Tensor(),
                                                   gw ? detail::gemm(g2.t(), sx.get()) : Tensor(),
                                                   gb ? sum(g2, {0}) : Tensor()};
                      });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  return linear_impl("linear", input, weight, bias, false);
+}
+
+Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  return linear_impl("linear_relu", input, weight, bias, true);
 }
 
 Tensor add_channel_bias(const Tensor& input, const Tensor& bias) {

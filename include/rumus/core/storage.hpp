@@ -25,6 +25,10 @@ class Storage {
   void* data() const { return data_; }
   DeviceBackend& backend() const { return *backend_; }
 
+  // Never reused by another Storage of this process, unlike the address: with
+  // version(), it names these exact bytes, so a backend may keep data derived
+  // from them (e.g. a reordered copy) and know when it is stale.
+  std::uint64_t id() const { return id_; }
   std::uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -33,6 +37,7 @@ class Storage {
   std::size_t nbytes_;
   DeviceBackend* backend_;
   void* data_;
+  std::uint64_t id_;
   std::atomic<std::uint64_t> version_{0};
 };
 

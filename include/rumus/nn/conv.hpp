@@ -20,6 +20,15 @@ class Conv2d : public Module {
   Tensor weight, bias;
 };
 
+// Conv2d followed by ReLU as one op (conv2d_relu; torch.ao.nn.intrinsic.ConvReLU2d).
+// Same parameters under the same names as Conv2d, so state dicts carry over.
+class ConvReLU2d : public Conv2d {
+ public:
+  using Conv2d::Conv2d;
+  Tensor forward(const Tensor& x) override { return conv2d_relu(x, weight, bias, options); }
+  std::string type_name() const override { return "ConvReLU2d"; }
+};
+
 }  // namespace rumus::nn
 
 RUMUS_API_END

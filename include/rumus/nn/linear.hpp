@@ -17,6 +17,15 @@ class Linear : public Module {
   Tensor weight, bias;
 };
 
+// Linear followed by ReLU as one op (linear_relu; torch.ao.nn.intrinsic.LinearReLU).
+// Same parameters under the same names as Linear, so state dicts carry over.
+class LinearReLU : public Linear {
+ public:
+  using Linear::Linear;
+  Tensor forward(const Tensor& x) override { return linear_relu(x, weight, bias); }
+  std::string type_name() const override { return "LinearReLU"; }
+};
+
 }  // namespace rumus::nn
 
 RUMUS_API_END

@@ -19,6 +19,10 @@ struct Conv2dOptions {
 
 // input [N, C, H, W], weight [OC, C/groups, KH, KW], bias [OC] or undefined.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+// relu(conv2d(...)) as one op (torch.ao.nn.intrinsic's ConvReLU2d): on the
+// CPU the ReLU runs inside the convolution kernel, elsewhere after it.
+Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+                   const Conv2dOptions& options = {});
 
 // [N, C, H, W] -> [N, C*KH*KW, OH*OW] (torch.nn.functional.unfold); col2im is its adjoint (fold).
 Tensor im2col(const Tensor& input, Size2 kernel, const Conv2dOptions& options = {});
@@ -27,6 +31,8 @@ Tensor col2im(const Tensor& cols, Size2 output_size, Size2 kernel,
 
 // x [.., in] @ weight[out, in]^T + bias[out]: one op, bias gradient by row-sum.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {});
+// relu(linear(...)) as one op (LinearReLU): the ReLU in place on the product.
+Tensor linear_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = {});
 // x [N, C, ...] + bias [C] broadcast over the channel dim.
 Tensor add_channel_bias(const Tensor& input, const Tensor& bias);
 

@@ -35,7 +35,7 @@ class CpuBackend final : public Backend {
   void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) override;
   // oneDNN's convolutions (f32): cpu_conv.cpp.
   void conv2d_forward(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups, TensorArg out,
-                      TensorArg in, TensorArg weight, TensorArg bias) override;
+                      TensorArg in, TensorArg weight, TensorArg bias, bool relu) override;
   void conv2d_backward_data(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
                             TensorArg grad_in, TensorArg grad_out, TensorArg weight) override;
   void conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,

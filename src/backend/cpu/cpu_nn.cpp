@@ -165,7 +165,9 @@ void CpuBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg 
       const std::int64_t H = p.height, W = p.width, OH = p.out_h, OW = p.out_w, KH = p.kernel_h, KW = p.kernel_w,
                          SH = p.stride_h, SW = p.stride_w, PH = p.pad_h, PW = p.pad_w, DH = p.dilation_h,
                          DW = p.dilation_w;
-      const bool plain2x2 = KH == 2 && KW == 2 && SH == 2 && SW == 2 && PH == 0 && PW == 0 && DH == 1 && DW == 1;
+      // Every window inside the plane too: ceil_mode can add a last one that runs off its edge.
+      const bool plain2x2 = KH == 2 && KW == 2 && SH == 2 && SW == 2 && PH == 0 && PW == 0 && DH == 1 && DW == 1 &&
+                            2 * OH <= H && 2 * OW <= W;
       _Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
       for (std::int64_t plane = 0; plane < p.planes; ++plane) {
         const T* src = x + plane * hw;

@@ -96,7 +96,7 @@ void over_column_tiles(ConvIgemmPush& pc, std::uint32_t tiles_n, Dispatch&& disp
 }  // namespace
 
 void VulkanBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, TensorArg out,
-                                   TensorArg in, TensorArg weight, TensorArg bias) {
+                                   TensorArg in, TensorArg weight, TensorArg bias, bool relu) {
   const char* op = "conv2d_forward";
   require_dense_f32(op, out, "output");
   require_dense_f32(op, in, "input");
@@ -120,6 +120,8 @@ void VulkanBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std
   check_grid(op, gy, gz);
   over_column_tiles(pc, tiles_along(pc.N, t.bn),
                     [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+  // A fused ReLU is a second kernel here, in place on the output.
+  if (relu) unary(UnaryOp::relu, out, out, 0, 0);
 }
 
 void VulkanBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,

@@ -48,7 +48,7 @@ class VulkanBackend final : public Backend {
   void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) override;
   void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) override;
   void conv2d_forward(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups, TensorArg out,
-                      TensorArg in, TensorArg weight, TensorArg bias) override;
+                      TensorArg in, TensorArg weight, TensorArg bias, bool relu) override;
   void conv2d_backward_data(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
                             TensorArg grad_in, TensorArg grad_out, TensorArg weight) override;
   void conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
