@@ -3,7 +3,8 @@
 // im2col lowering, with the column matrix gathered from the image while each
 // shared-memory tile is loaded, so no column buffer ever exists.
 // Per group g (workgroup z), with KK = KH * KW:
-//   MODE 0, forward:          out[OCg, N*OH*OW] = W[OCg, Cg*KK] @ cols[Cg*KK, N*OH*OW], + bias;
+//   MODE 0, forward:          out[OCg, N*OH*OW] = W[OCg, Cg*KK] @ cols[Cg*KK, N*OH*OW], + bias, then
+//                             the ReLU of conv2d_relu when RELU;
 //   MODE 1, backward data:    gin[Cg, N*H*W] = W^T[Cg, OCg*KK] @ G[OCg*KK, N*H*W], where G holds, for
 //                             each input pixel, the output gradient at the positions whose window
 //                             saw it through (kh, kw), zero elsewhere: a gather, so no col2im and no
@@ -24,6 +25,7 @@ layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint MODE = 0;
 layout(constant_id = 5) const bool HAS_BIAS = false;
 layout(constant_id = 6) const bool UNIT_STRIDE = false;  // stride 1 on both axes: MODE 1 gathers without dividing
+layout(constant_id = 7) const bool RELU = false;         // MODE 0: max(0, convolution + bias) (conv2d_relu)
 
 #define PUSH_CONV_IGEMM
 #include "push_constants.h"
@@ -221,7 +223,9 @@ void main() {
         uint n = bn + tx * 4 + q * (BN / 2);
         vec4 v = acc[2 * r + 8 * h + q];
         [[unroll]] for (uint j = 0; j < 4; ++j) {
-          if (n + j < pc.N) out_[out_index(m, n + j, split)] = v[j] + bias;
+          // x > 0 ? x : 0, as the CPU's ReLU (NaN gives 0).
+          const float r = v[j] + bias;
+          if (n + j < pc.N) out_[out_index(m, n + j, split)] = RELU && !(r > 0.0) ? 0.0 : r;
         }
       }
     }

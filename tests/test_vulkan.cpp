@@ -915,6 +915,7 @@ struct ConvCase {
   Conv2dOptions o;
   bool bias;
   int view;  // the input as 0: contiguous, 1: channels-last storage permuted to NCHW, 2: every other column
+  bool relu = false;  // conv2d_relu
 };
 
 std::string conv_case_name(const ConvCase& k) {
@@ -940,7 +941,7 @@ ConvRun run_conv(const ConvCase& k, Device dev) {
   Tensor b = k.bias ? uniform({k.oc}, -1, 1, {}, &gen).to(dev).requires_grad_() : Tensor();
   Tensor x = k.view == 1 ? base.permute({0, 3, 1, 2}) : k.view == 2 ? base.slice(3, 1, 2 * k.w, 2) : base;
   ConvRun r;
-  r.out = conv2d(x, w, b, k.o);
+  r.out = k.relu ? conv2d_relu(x, w, b, k.o) : conv2d(x, w, b, k.o);
   Tensor seed = uniform(r.out.shape(), -1, 1, {}, &gen).to(dev);
   GradientStore g = backward(r.out, seed);
   r.grad_x = g.get(base);
@@ -960,6 +961,27 @@ void expect_conv_matches_cpu(const ConvCase& k, double tol) {
 }
 
 }  // namespace
+
+// conv2d_relu applies its ReLU in the implicit GEMM's epilogue: outputs and
+// gradients (through the saved output) match the CPU's, and a NaN output
+// becomes 0 as relu() makes it on this device.
+TEST(VulkanConv, FusedReluInTheEpilogueMatchesCpu) {
+  REQUIRE_VULKAN();
+  for (bool bias : {false, true})
+    for (int view : {0, 2}) {
+      ConvCase k{2, 5, 10, 9, 70, 3, 3, {.padding = {1, 1}}, bias, view, true};
+      expect_conv_matches_cpu(k, 1e-4);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  std::vector<double> values = uniform({1, 2, 6, 6}, -1, 1).to(DType::f64).to_vector<double>();
+  values[36 + 2 * 6 + 3] = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = tensor(values, {1, 2, 6, 6}).to(DType::f32);
+  Tensor w = uniform({3, 2, 3, 3}, -1, 1), b = uniform({3}, -1, 1);
+  Tensor fused = conv2d_relu(x.to(kGpu), w.to(kGpu), b.to(kGpu));
+  Tensor composed = relu(conv2d(x.to(kGpu), w.to(kGpu), b.to(kGpu)));
+  EXPECT_EQ(sum(isfinite(fused)).item(), double(fused.numel())) << "a NaN convolution output goes through ReLU as 0";
+  EXPECT_EQ(sum(ne(fused, composed)).item(), 0.0) << "the epilogue's ReLU is relu()'s";
+}
 
 TEST(VulkanConv, DirectKernelsForF32Only) {
   REQUIRE_VULKAN();

@@ -67,9 +67,11 @@ Tile choose_tile(std::int64_t m, std::int64_t n, std::int64_t groups) {
   return {bm, bn, bm == 64 && bn == 64 ? 16u : 8u, count(bm, bn)};
 }
 
-std::vector<std::uint32_t> igemm_spec(const Tile& t, Mode mode, bool has_bias, const Conv2dGeometry& g) {
+std::vector<std::uint32_t> igemm_spec(const Tile& t, Mode mode, bool has_bias, const Conv2dGeometry& g,
+                                      bool relu = false) {
   const bool unit_stride = g.stride_h == 1 && g.stride_w == 1;
-  return {(t.bm / 8) * (t.bn / 8), t.bm, t.bn, t.bk, std::uint32_t(mode), has_bias ? 1u : 0u, unit_stride ? 1u : 0u};
+  return {(t.bm / 8) * (t.bn / 8), t.bm, t.bn, t.bk, std::uint32_t(mode), has_bias ? 1u : 0u, unit_stride ? 1u : 0u,
+          relu ? 1u : 0u};
 }
 
 std::uint32_t tiles_along(std::int64_t extent, std::uint32_t tile) { return std::uint32_t((extent + tile - 1) / tile); }
@@ -115,13 +117,12 @@ void VulkanBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std
   if (pc.M == 0 || pc.N == 0) return;
   const Tile t = choose_tile(pc.M, pc.N, groups);
   Operand ops[] = {{out, true}, {in, false}, {weight, false}, {has_bias ? bias : weight, false}};
-  const auto spec = igemm_spec(t, kForward, has_bias, g);
+  // conv2d_relu: the ReLU is applied in the kernel's epilogue, with the bias.
+  const auto spec = igemm_spec(t, kForward, has_bias, g, relu);
   const std::uint32_t gy = tiles_along(pc.M, t.bm), gz = std::uint32_t(groups);
   check_grid(op, gy, gz);
   over_column_tiles(pc, tiles_along(pc.N, t.bn),
                     [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
-  // A fused ReLU is a second kernel here, in place on the output.
-  if (relu) unary(UnaryOp::relu, out, out, 0, 0);
 }
 
 void VulkanBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
