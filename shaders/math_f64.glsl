@@ -110,8 +110,11 @@ void log_dd(double x, out double hi, out double lo) {
   precise double bv = h - a;
   precise double l = ((a - (h - bv)) + (t - bv)) + (t_lo + de * LN2_LO);
   precise double h2 = h + l;
+  // Through a precise temporary: an out parameter cannot be declared precise,
+  // and a compiler free to reassociate l - (h2 - h) loses the low part.
+  precise double low = l - (h2 - h);
   hi = h2;
-  lo = l - (h2 - h);
+  lo = low;
 }
 
 double log_d(double x) {
