@@ -22,6 +22,9 @@ class Storage {
   Device device() const { return device_; }
   std::size_t nbytes() const { return nbytes_; }
   // Host pointer on the CPU; an opaque backend handle on other devices.
+  // The raw bytes. Code that writes them other than through rumus's ops must
+  // call bump_version() afterwards: backends may keep copies derived from
+  // these bytes (a convolution's reordered input, see id()) until it does.
   void* data() const { return data_; }
   DeviceBackend& backend() const { return *backend_; }
 
