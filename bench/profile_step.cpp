@@ -54,6 +54,18 @@ struct CnnFused : nn::Module {
   }
 };
 
+// Runs `warmup` steps, then `steps` under a Profiler: milliseconds per step, and its table.
+template <class Step>
+double timed_steps(Step& step, int warmup, int steps, Device device, std::string& table) {
+  for (int i = 0; i < warmup; ++i) step();
+  synchronize(device);
+  Profiler prof;
+  for (int i = 0; i < steps; ++i) step();
+  synchronize(device);
+  table = prof.table(40);
+  return prof.elapsed_ms() / steps;
+}
+
 template <class Net>
 void profile(const char* name, int steps, Device device, double lr) {
   manual_seed(0);
@@ -63,19 +75,16 @@ void profile(const char* name, int steps, Device device, double lr) {
   Net net;
   net.to(device);
   optim::SGD opt(net.parameters(), {.lr = lr, .momentum = 0.9});
+  std::string table;
   auto step = [&] {
     Tensor loss = cross_entropy(net.forward(images), labels);
     GradientStore grads = backward(loss);
     opt.step(grads);
     return loss;
   };
-  for (int i = 0; i < 5; ++i) step();
-  synchronize(device);
-  Profiler prof;
-  for (int i = 0; i < steps; ++i) step();
-  synchronize(device);
+  const double ms = timed_steps(step, 5, steps, device, table);
   std::printf("%s, batch %lld, %d steps on %s: %.3f ms per step\n%s\n", name, static_cast<long long>(batch), steps,
-              device.str().c_str(), prof.elapsed_ms() / steps, prof.table(40).c_str());
+              device.str().c_str(), ms, table.c_str());
 }
 
 void profile_gpt(int steps, Device device) {
@@ -92,14 +101,11 @@ void profile_gpt(int steps, Device device) {
     opt.step(grads);
     return loss;
   };
-  for (int i = 0; i < 3; ++i) step();
-  synchronize(device);
-  Profiler prof;
-  for (int i = 0; i < steps; ++i) step();
-  synchronize(device);
+  std::string table;
+  const double ms = timed_steps(step, 3, steps, device, table);
   std::printf("GPT (char_lm), batch %lld, context %lld, %d steps on %s: %.3f ms per step, %.0f tokens/s\n%s\n",
-              static_cast<long long>(batch), static_cast<long long>(context), steps, device.str().c_str(),
-              prof.elapsed_ms() / steps, batch * context * steps / (prof.elapsed_ms() / 1000), prof.table(40).c_str());
+              static_cast<long long>(batch), static_cast<long long>(context), steps, device.str().c_str(), ms,
+              double(batch * context) / (ms / 1000), table.c_str());
 }
 
 }  // namespace
