@@ -304,6 +304,25 @@ TEST(FusedSteps, MatchTheComposedKernels) {
   }
 }
 
+// A state entry whose gradient stays zero decays into the subnormal range,
+// where 0.9 times the smallest subnormal rounds back to itself and arithmetic
+// is slow on many CPUs; the fused steps store it as zero instead.
+TEST(FusedSteps, StateThatDecaysBelowTheSmallestNormalBecomesZero) {
+  const std::int64_t n = 40000;  // above the size that is split across threads
+  Tensor p = ones({n}), buf = empty({n}), m = zeros({n}), v = zeros({n});
+  sgd_step_(p, full({n}, 1e-36), buf, {.lr = 0.1, .momentum = 0.9, .first = true});
+  adam_step_(p, full({n}, 1e-35), m, v, {.lr = 0.1, .step = 1});
+  ASSERT_GT(buf.to_vector<float>()[0], 0.0f);  // 1e-36 and 1e-36 are normal floats
+  ASSERT_GT(m.to_vector<float>()[0], 0.0f);
+  for (std::int64_t step = 2; step <= 100; ++step) {  // 0.9^100 takes both below 1e-40
+    sgd_step_(p, zeros({n}), buf, {.lr = 0.1, .momentum = 0.9});
+    adam_step_(p, zeros({n}), m, v, {.lr = 0.1, .step = step});
+  }
+  for (const Tensor& state : {buf, m, v})
+    for (float x : state.to_vector<float>()) ASSERT_EQ(x, 0.0f);
+  for (float x : p.to_vector<float>()) ASSERT_EQ(x, 1.0f);
+}
+
 TEST(FusedSteps, RejectMismatchedState) {
   Tensor p = zeros({3}), g = zeros({3}), buf = zeros({4});
   EXPECT_THROW(sgd_step_(p, g, buf, {.lr = 0.1, .momentum = 0.9}), ShapeError);

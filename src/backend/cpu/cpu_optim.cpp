@@ -1,6 +1,7 @@
 // Fused optimizer updates: one pass over parameter, gradient and state,
 // vectorised for the CPU's widest instructions (isa.hpp).
 #include <cmath>
+#include <limits>
 
 #include "cpu_backend.hpp"
 #include "cpu_loops.hpp"
@@ -30,6 +31,18 @@ void split_across_threads(std::int64_t n, F&& fn) {
   }
 }
 
+// Optimizer state is stored as zero once it falls below the smallest normal
+// number. A state entry whose gradient stays zero (the weights of a dead ReLU
+// unit) decays geometrically into the subnormal range and stays there: 0.9
+// times the smallest subnormal rounds back to itself. Many x86 CPUs run
+// arithmetic on subnormals about a hundred times slower, and a step that
+// carried such a buffer ran at two thirds of the speed. The value dropped is
+// below 1e-38 (f32), far under anything the parameter update can resolve.
+template <class T>
+[[gnu::always_inline]] inline T flush_subnormal(T x) {
+  return std::abs(x) < std::numeric_limits<T>::min() ? T(0) : x;
+}
+
 template <class T>
 struct SgdLoop {
   T* p;
@@ -56,13 +69,13 @@ template <class T>
     }
   } else if (a.nesterov) {
     for (std::int64_t i = begin; i < end; ++i) {
-      const T d = g[i] + wd * p[i], m = mom * b[i] + damp * d;
+      const T d = g[i] + wd * p[i], m = flush_subnormal(mom * b[i] + damp * d);
       b[i] = m;
       p[i] -= lr * (d + mom * m);
     }
   } else {
     for (std::int64_t i = begin; i < end; ++i) {
-      const T m = mom * b[i] + damp * (g[i] + wd * p[i]);
+      const T m = flush_subnormal(mom * b[i] + damp * (g[i] + wd * p[i]));
       b[i] = m;
       p[i] -= lr * m;
     }
@@ -88,8 +101,8 @@ template <class T>
   const T coupled_wd = a.coupled_wd, decay = a.decay;
   for (std::int64_t i = begin; i < end; ++i) {
     const T d = g[i] + coupled_wd * p[i];
-    const T mi = b1 * pm[i] + (T(1) - b1) * d;
-    const T vi = b2 * pv[i] + (T(1) - b2) * d * d;
+    const T mi = flush_subnormal(b1 * pm[i] + (T(1) - b1) * d);
+    const T vi = flush_subnormal(b2 * pv[i] + (T(1) - b2) * d * d);
     pm[i] = mi;
     pv[i] = vi;
     p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_c2 + eps);
