@@ -66,8 +66,9 @@ void expect_same(const Grads& a, const Grads& b, double tol, const std::string& 
   EXPECT_LT(max_abs_diff(a.dv, b.dv), tol) << what << " dv";
 }
 
-// Shapes crossing the CPU tiles (32 queries, 64 keys) with ragged ends.
-constexpr std::int64_t kB = 2, kH = 3, kLq = 37, kLk = 70, kD = 8, kDv = 5;
+// Shapes crossing the CPU tiles (64 queries, 64 keys) with ragged ends; few
+// heads, so the CPU backward splits each head's key tiles into parts.
+constexpr std::int64_t kB = 2, kH = 3, kLq = 77, kLk = 70, kD = 8, kDv = 5;
 
 TEST(Attention, MatchesUnfusedWithoutMask) {
   Tensor q = random_tensor({kB, kH, kLq, kD}, 1), k = random_tensor({kB, kH, kLk, kD}, 2),
@@ -197,6 +198,38 @@ TEST(Attention, DropoutKeepsOrZeroesWeightsAndReplaysInBackward) {
     return matmul(w, c);
   });
   expect_same(fused, ref, 1e-10, "dropout");
+}
+
+// 32 heads: one backward work item per head on the CPU (no parts), causal
+// rows over three key tiles; and dropout's gradients do not depend on how
+// many threads computed them.
+TEST(Attention, ManyHeadsMatchUnfusedAndAgreeAcrossThreadCounts) {
+  const std::int64_t B = 4, H = 8, L = 130, D = 16;
+  Tensor q = random_tensor({B, H, L, D}, 31), k = random_tensor({B, H, L, D}, 32), v = random_tensor({B, H, L, D}, 33),
+         seed = random_tensor({B, H, L, D}, 34);
+  Tensor bias = additive_from_keep(causal_keep(L, L), DType::f64);
+  Grads fused = run(q, k, v, seed, [](auto& a, auto& b, auto& c) {
+    return scaled_dot_product_attention(a, b, c, {}, 0.0, true);
+  });
+  Grads ref = run(q, k, v, seed, [&](auto& a, auto& b, auto& c) { return unfused(a, b, c, bias, 0.25); });
+  expect_same(fused, ref, 1e-10, "32 heads, causal");
+
+  const int threads = num_threads();
+  for (std::int64_t batch : {B, std::int64_t(1)}) {  // 32 heads, and 8 (whose key tiles are split into parts)
+    auto dropped = [&] {
+      auto f32 = [&](const Tensor& t) { return t.narrow(0, 0, batch).to(DType::f32); };
+      Generator gen(9);
+      return run(f32(q), f32(k), f32(v), f32(seed), [&](auto& a, auto& b, auto& c) {
+        return scaled_dot_product_attention(a, b, c, {}, 0.1, true, std::nullopt, &gen);
+      });
+    };
+    set_num_threads(1);
+    Grads one = dropped();
+    set_num_threads(2);
+    Grads two = dropped();
+    set_num_threads(threads);
+    expect_same(one, two, 1e-30, "batch " + std::to_string(batch) + ", one thread against two (bit for bit)");
+  }
 }
 
 TEST(Attention, Errors) {
