@@ -504,6 +504,42 @@ TEST(NnFusedRelu, ErrorsNameTheFusedOp) {
 // (the CPU's specialised loop) and f64: odd sizes (a last row and column in no
 // window), ceil_mode (a last window partly off the plane), ties (the first
 // wins), NaN (the first NaN wins) and +inf beside -inf.
+// layer_norm runs as one CPU kernel each way; its values and gradients
+// against the formula written with plain ops, over enough rows that the
+// weight and bias gradients are summed in several blocks.
+TEST(NnLayerNorm, CpuKernelMatchesTheFormulaOnManyRows) {
+  manual_seed(4);
+  const std::int64_t rows = 1000, d = 37;
+  Tensor x0 = randn({10, rows / 10, d}, {.dtype = DType::f64}) * 3.0 + 1.5;
+  Tensor w0 = randn({d}, {.dtype = DType::f64}), b0 = randn({d}, {.dtype = DType::f64});
+  Tensor seed = randn({10, rows / 10, d}, {.dtype = DType::f64});
+  for (int affine = 0; affine < 3; ++affine) {  // weight and bias, weight only, neither
+    auto grads = [&](bool fused) {
+      Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+      Tensor wt = affine < 2 ? w : Tensor(), bt = affine < 1 ? b : Tensor();
+      Tensor y;
+      if (fused) {
+        y = layer_norm(x, {d}, wt, bt, 1e-5);
+      } else {
+        Tensor centred = x - mean(x, {2}, true);
+        y = centred / sqrt(mean(centred * centred, {2}, true) + 1e-5);
+        if (wt.defined()) y = y * wt;
+        if (bt.defined()) y = y + bt;
+      }
+      GradientStore g = backward(y, seed);
+      return std::vector<Tensor>{y.detach(), g.get(x), affine < 2 ? g.get(w) : zeros({1}),
+                                 affine < 1 ? g.get(b) : zeros({1})};
+    };
+    auto fused = grads(true), formula = grads(false);
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      auto a = fused[i].contiguous().to_vector<double>(), r = formula[i].contiguous().to_vector<double>();
+      ASSERT_EQ(a.size(), r.size());
+      for (std::size_t j = 0; j < a.size(); ++j)
+        ASSERT_NEAR(a[j], r[j], 1e-10 * std::max(1.0, std::abs(r[j]))) << "affine " << affine << " tensor " << i;
+    }
+  }
+}
+
 TEST(NnPooling, MaxPool2x2AgreesWithANaiveLoop) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   for (const bool ceil : {false, true})

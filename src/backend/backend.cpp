@@ -6,6 +6,8 @@
 #include <cmath>
 #include <memory>
 
+#include "rumus/core/error.hpp"
+
 namespace rumus {
 
 #define RUMUS_NAME_ENTRY(name) #name,
@@ -26,6 +28,14 @@ std::string_view name_of(Kernel kernel) {
   return names[static_cast<int>(kernel)];
 }
 #undef RUMUS_NAME_ENTRY
+
+void Backend::layer_norm_forward(TensorArg, TensorArg, TensorArg, TensorArg, TensorArg, TensorArg, double) {
+  throw DeviceError("layer_norm_forward: this backend has no kernel (ops compose the layer norm instead)");
+}
+void Backend::layer_norm_backward(TensorArg, TensorArg, TensorArg, TensorArg, TensorArg, TensorArg, TensorArg,
+                                  TensorArg) {
+  throw DeviceError("layer_norm_backward: this backend has no kernel (ops compose the layer norm instead)");
+}
 
 namespace {
 

@@ -38,7 +38,7 @@ enum class OptimizerKind : std::uint8_t { RUMUS_OPTIMIZER_KINDS(RUMUS_ENUM_ENTRY
   X(fill) X(copy) X(unary) X(binary) X(where) X(reduce) X(gemm) X(random) X(sgd_step) X(adam_step)         \
   X(im2col) X(col2im) X(pool2d_forward) X(pool2d_backward) X(softmax_forward) X(softmax_backward)           \
   X(index_select) X(index_add) X(conv2d_forward) X(conv2d_backward_data) X(conv2d_backward_weight)  \
-  X(attention_forward) X(attention_backward)
+  X(attention_forward) X(attention_backward) X(layer_norm_forward) X(layer_norm_backward)
 enum class Kernel : std::uint8_t { RUMUS_KERNELS(RUMUS_ENUM_ENTRY) };
 #undef RUMUS_ENUM_ENTRY
 
@@ -206,6 +206,18 @@ class Backend : public DeviceBackend {
   virtual void attention_backward(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
                                   TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v, TensorArg out,
                                   TensorArg lse, TensorArg mask) = 0;
+
+  // Layer normalisation over the last dim of contiguous [rows, d] views, in
+  // one pass per row. Optional: where supports() says no (the default), ops
+  // compose it from the elementwise kernels and reductions. A weight, bias,
+  // grad_weight or grad_bias ([d]) whose storage is null is absent.
+  // Forward: out = (x - mean) * invstd * weight + bias, writing mean and
+  // invstd ([rows]) for backward. Backward overwrites grad_x, grad_weight
+  // (sum over rows of grad_out * xhat) and grad_bias (sum of grad_out).
+  virtual void layer_norm_forward(TensorArg out, TensorArg mean, TensorArg invstd, TensorArg x, TensorArg weight,
+                                  TensorArg bias, double eps);
+  virtual void layer_norm_backward(TensorArg grad_x, TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
+                                   TensorArg x, TensorArg mean, TensorArg invstd, TensorArg weight);
 };
 
 // The kernel table of `device`'s backend (every built-in provider makes a Backend).

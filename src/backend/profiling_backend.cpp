@@ -112,6 +112,15 @@ class ProfilingBackend final : public Backend {
     timed("attention_backward", {},
           [&] { inner_.attention_backward(p, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, mask); });
   }
+  void layer_norm_forward(TensorArg out, TensorArg mean, TensorArg invstd, TensorArg x, TensorArg weight,
+                          TensorArg bias, double eps) override {
+    timed("layer_norm_forward", {}, [&] { inner_.layer_norm_forward(out, mean, invstd, x, weight, bias, eps); });
+  }
+  void layer_norm_backward(TensorArg grad_x, TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
+                           TensorArg x, TensorArg mean, TensorArg invstd, TensorArg weight) override {
+    timed("layer_norm_backward", {},
+          [&] { inner_.layer_norm_backward(grad_x, grad_weight, grad_bias, grad_out, x, mean, invstd, weight); });
+  }
 
  private:
   template <class F>

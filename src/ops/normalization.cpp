@@ -1,6 +1,7 @@
 // Batch and layer normalisation. The forward runs as untaped tensor ops; one
 // node per call carries the closed-form backward (also tensor ops), which saves
-// only the normalised input and the inverse standard deviation.
+// only the normalised input and the inverse standard deviation. A device with
+// layer-norm kernels (the CPU) runs layer_norm as one kernel each way instead.
 #include "rumus/ops/normalization.hpp"
 
 #include "autocast.hpp"
@@ -35,6 +36,47 @@ void check_param(const char* op, const char* what, const Tensor& x, const Tensor
   if (p.shape() != shape)
     throw ShapeError(fmt::format("{}: expected {} of shape {}, got {}", op, what, shape_str(shape),
                                  shape_str(p.shape())));
+}
+
+// layer_norm on the device's own kernels: one pass each way; saves the input,
+// the row means and the inverse standard deviations.
+Tensor fused_layer_norm(const char* op, const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+                        const Tensor& bias, double eps, std::int64_t d) {
+  Tensor x = input.detach().contiguous().reshape({-1, d});
+  const std::int64_t rows = x.shape()[0];
+  Tensor out = detail::alloc(x.shape(), x.dtype(), x.device(), op);
+  Tensor mean = detail::alloc({rows}, x.dtype(), x.device(), op), invstd = detail::alloc({rows}, x.dtype(), x.device(), op);
+  Tensor w = weight.defined() ? weight.detach().contiguous().reshape({d}) : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous().reshape({d}) : Tensor();
+  auto optional = [](const Tensor& t, const Tensor& like) {
+    return t.defined() ? detail::arg(t) : TensorArg{nullptr, like.dtype(), &like.layout()};
+  };
+  detail::kernels(op, {Kernel::layer_norm_forward, Kernel::layer_norm_backward}, x)
+      .layer_norm_forward(detail::arg(out), detail::arg(mean), detail::arg(invstd), detail::arg(x), optional(w, x),
+                          optional(b, x), eps);
+  Tensor result = out.view(input.shape());
+  if (autograd::needs_grad({&input, &weight, &bias})) {
+    const bool gx = input.requires_grad(), gw = weight.defined() && weight.requires_grad(),
+               gb = bias.defined() && bias.requires_grad();
+    autograd::record(op, {input, weight, bias}, result,
+                     [op, gx, gw, gb, d, optional, in_shape = input.shape(), normalized_shape, sx = SavedTensor(x),
+                      sm = SavedTensor(mean), si = SavedTensor(invstd), sw = SavedTensor(w)](const Tensor& grad) {
+                       const Tensor& x = sx.get();
+                       Tensor g = grad.contiguous().reshape({-1, d});
+                       Tensor dx = gx ? detail::alloc(x.shape(), x.dtype(), x.device(), op) : Tensor();
+                       Tensor dw = gw ? detail::alloc({d}, x.dtype(), x.device(), op) : Tensor();
+                       Tensor db = gb ? detail::alloc({d}, x.dtype(), x.device(), op) : Tensor();
+                       Tensor w = sw.defined() ? sw.get() : Tensor();
+                       detail::kernels(op, Kernel::layer_norm_backward, x)
+                           .layer_norm_backward(optional(dx, x), optional(dw, x), optional(db, x), detail::arg(g),
+                                                detail::arg(x), detail::arg(sm.get()), detail::arg(si.get()),
+                                                optional(w, x));
+                       return std::vector<Tensor>{gx ? dx.view(in_shape) : Tensor(),
+                                                  gw ? dw.view(normalized_shape) : Tensor(),
+                                                  gb ? db.view(normalized_shape) : Tensor()};
+                     });
+  }
+  return result;
 }
 
 }  // namespace
@@ -125,6 +167,10 @@ Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const T
   check_param(op, "weight", input, weight, normalized_shape);
   check_param(op, "bias", input, bias, normalized_shape);
   const std::int64_t d = numel_of(normalized_shape);
+  Backend& be = backend(input.device());
+  if (input.numel() > 0 && be.supports(Kernel::layer_norm_forward, input.dtype()) &&
+      be.supports(Kernel::layer_norm_backward, input.dtype()))
+    return fused_layer_norm(op, input, normalized_shape, weight, bias, eps, d);
   const std::vector<std::int64_t> dims{1};
   Tensor xhat, invstd, out;
   {

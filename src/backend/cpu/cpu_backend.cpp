@@ -39,6 +39,7 @@ bool CpuBackend::supports(Kernel kernel, DType dtype) const {
     case Kernel::softmax_backward: case Kernel::index_add:
       return is_floating(dtype);
     case Kernel::attention_forward: case Kernel::attention_backward:
+    case Kernel::layer_norm_forward: case Kernel::layer_norm_backward:
       return dtype == DType::f32 || dtype == DType::f64;
   }
   return false;

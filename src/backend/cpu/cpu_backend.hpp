@@ -51,6 +51,10 @@ class CpuBackend final : public Backend {
   void attention_backward(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
                           TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v, TensorArg out, TensorArg lse,
                           TensorArg mask) override;
+  void layer_norm_forward(TensorArg out, TensorArg mean, TensorArg invstd, TensorArg x, TensorArg weight,
+                          TensorArg bias, double eps) override;
+  void layer_norm_backward(TensorArg grad_x, TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
+                           TensorArg x, TensorArg mean, TensorArg invstd, TensorArg weight) override;
 
  private:
   mutable std::mutex cache_mu_;
