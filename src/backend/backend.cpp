@@ -36,6 +36,9 @@ void Backend::layer_norm_backward(TensorArg, TensorArg, TensorArg, TensorArg, Te
                                   TensorArg) {
   throw DeviceError("layer_norm_backward: this backend has no kernel (ops compose the layer norm instead)");
 }
+void Backend::dropout_forward(TensorArg, TensorArg, TensorArg, std::uint64_t, std::uint64_t, double, double) {
+  throw DeviceError("dropout_forward: this backend has no kernel (ops draw the mask and multiply instead)");
+}
 
 namespace {
 

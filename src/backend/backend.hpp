@@ -38,7 +38,8 @@ enum class OptimizerKind : std::uint8_t { RUMUS_OPTIMIZER_KINDS(RUMUS_ENUM_ENTRY
   X(fill) X(copy) X(unary) X(binary) X(where) X(reduce) X(gemm) X(random) X(sgd_step) X(adam_step)         \
   X(im2col) X(col2im) X(pool2d_forward) X(pool2d_backward) X(softmax_forward) X(softmax_backward)           \
   X(index_select) X(index_add) X(conv2d_forward) X(conv2d_backward_data) X(conv2d_backward_weight)  \
-  X(attention_forward) X(attention_backward) X(layer_norm_forward) X(layer_norm_backward)
+  X(attention_forward) X(attention_backward) X(layer_norm_forward) X(layer_norm_backward) \
+  X(dropout_forward)
 enum class Kernel : std::uint8_t { RUMUS_KERNELS(RUMUS_ENUM_ENTRY) };
 #undef RUMUS_ENUM_ENTRY
 
@@ -218,6 +219,11 @@ class Backend : public DeviceBackend {
                                   TensorArg bias, double eps);
   virtual void layer_norm_backward(TensorArg grad_x, TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
                                    TensorArg x, TensorArg mean, TensorArg invstd, TensorArg weight);
+  // Dropout's forward in one pass over contiguous operands: mask as
+  // random(bernoulli, keep, scale, seed, offset) draws it, and out = in * mask.
+  // Optional, as layer norm's.
+  virtual void dropout_forward(TensorArg out, TensorArg mask, TensorArg in, std::uint64_t seed, std::uint64_t offset,
+                               double keep, double scale);
 };
 
 // The kernel table of `device`'s backend (every built-in provider makes a Backend).

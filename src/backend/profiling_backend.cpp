@@ -121,6 +121,10 @@ class ProfilingBackend final : public Backend {
     timed("layer_norm_backward", {},
           [&] { inner_.layer_norm_backward(grad_x, grad_weight, grad_bias, grad_out, x, mean, invstd, weight); });
   }
+  void dropout_forward(TensorArg out, TensorArg mask, TensorArg in, std::uint64_t seed, std::uint64_t offset,
+                       double keep, double scale) override {
+    timed("dropout_forward", {}, [&] { inner_.dropout_forward(out, mask, in, seed, offset, keep, scale); });
+  }
 
  private:
   template <class F>

@@ -2,6 +2,7 @@
 #include "rumus/ops/dropout.hpp"
 
 #include "op_util.hpp"
+#include "rumus/core/capture.hpp"
 #include "rumus/ops/creation.hpp"
 
 namespace rumus {
@@ -13,9 +14,22 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
   // The mask holds 1 / (1 - p) where kept, drawn in one pass; p == 1 drops
   // everything (PyTorch returns zeros), without 0 * inf.
   Tensor mask = detail::alloc(input.shape(), input.dtype(), input.device(), "dropout");
-  detail::random_kernel("dropout", RandomKind::bernoulli, mask, 1.0 - p, p == 1.0 ? 0.0 : 1.0 / (1.0 - p),
-                        generator ? *generator : default_generator());
-  Tensor out = detail::binary_kernel(BinaryOp::mul, "dropout", input.detach(), mask, input.dtype());
+  const double keep = 1.0 - p, scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  Generator& gen = generator ? *generator : default_generator();
+  Backend& be = backend(input.device());
+  Tensor out;
+  if (be.supports(Kernel::dropout_forward, input.dtype()) && !(is_capturing() && be.can_capture())) {
+    // Draw and multiply in one pass (the CPU), from the numbers random_kernel would take.
+    Tensor x = input.detach().contiguous();
+    out = detail::alloc(input.shape(), input.dtype(), input.device(), "dropout");
+    const std::uint64_t seed = gen.seed(), offset = gen.advance(std::uint64_t(input.numel()));
+    if (input.numel() > 0)
+      detail::kernels("dropout", Kernel::dropout_forward, x)
+          .dropout_forward(detail::arg(out), detail::arg(mask), detail::arg(x), seed, offset, keep, scale);
+  } else {
+    detail::random_kernel("dropout", RandomKind::bernoulli, mask, keep, scale, gen);
+    out = detail::binary_kernel(BinaryOp::mul, "dropout", input.detach(), mask, input.dtype());
+  }
   if (autograd::needs_grad({&input}))
     autograd::record("dropout", {input}, out, [sm = autograd::SavedTensor(mask)](const Tensor& g) {
       return std::vector<Tensor>{detail::binary_kernel(BinaryOp::mul, "dropout", g, sm.get(), g.dtype())};

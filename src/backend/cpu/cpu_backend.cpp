@@ -41,6 +41,8 @@ bool CpuBackend::supports(Kernel kernel, DType dtype) const {
     case Kernel::attention_forward: case Kernel::attention_backward:
     case Kernel::layer_norm_forward: case Kernel::layer_norm_backward:
       return dtype == DType::f32 || dtype == DType::f64;
+    case Kernel::dropout_forward:
+      return dtype == DType::f32;
   }
   return false;
 }
@@ -159,6 +161,27 @@ void CpuBackend::where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) 
   });
 }
 
+namespace {
+// bernoulli_f32 over [0, n) in chunks that start on whole draws, across the team.
+void bernoulli_chunks(float* o, std::int64_t n, std::uint64_t seed, std::uint64_t offset, std::uint32_t limit,
+                      float value, const float* x, float* y) {
+  const std::int64_t chunk = 16384, chunks = (n + chunk - 1) / chunk;
+  _Pragma("omp parallel for if (chunks > 1) schedule(dynamic, 1)")
+  for (std::int64_t c = 0; c < chunks; ++c)
+    bernoulli_f32(o, c * chunk, std::min(n, (c + 1) * chunk), seed, offset, limit, value, x, y);
+}
+}  // namespace
+
+void CpuBackend::dropout_forward(TensorArg out, TensorArg mask, TensorArg in, std::uint64_t seed,
+                                 std::uint64_t offset, double keep, double scale) {
+  for (TensorArg t : {out, mask, in})
+    if (!t.layout->is_contiguous() || t.dtype != DType::f32)
+      throw Error("dropout_forward: cpu kernel needs contiguous f32 operands");
+  bernoulli_chunks(data_of<float>(mask) + mask.layout->offset, out.layout->numel(), seed, offset,
+                   std::uint32_t(std::ceil(keep * 16777216.0)), float(scale), data_of<float>(in) + in.layout->offset,
+                   data_of<float>(out) + out.layout->offset);
+}
+
 void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
                         double b, TensorArg /*state: the CPU runs at once, with seed and offset*/) {
   // Contiguous output: element i (in logical order) draws counter offset + i.
@@ -167,18 +190,14 @@ void CpuBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std:
   if (kind == RandomKind::bernoulli) {
     // b where uniform24(r) < a, decided on the 24-bit integer; four elements per draw.
     const auto limit = std::uint32_t(std::ceil(a * 16777216.0));
-    const std::int64_t chunk = 16384, chunks = (n + chunk - 1) / chunk;  // chunks start on whole draws
     if (out.dtype == DType::f32) {
-      float* o = data_of<float>(out) + out.layout->offset;
-      _Pragma("omp parallel for if (chunks > 1) schedule(dynamic, 1)")
-      for (std::int64_t c = 0; c < chunks; ++c)
-        bernoulli_f32(o, c * chunk, std::min(n, (c + 1) * chunk), seed, offset, limit, float(b));
+      bernoulli_chunks(data_of<float>(out) + out.layout->offset, n, seed, offset, limit, float(b), nullptr, nullptr);
       return;
     }
     RUMUS_DISPATCH_ALL(out.dtype, "random", [&] {
       scalar_t* o = data_of<scalar_t>(out) + out.layout->offset;
       const scalar_t hit = store<scalar_t>(b), miss = store<scalar_t>(0.0);
-      _Pragma("omp parallel for if (chunks > 1) schedule(dynamic, 1)")
+      _Pragma("omp parallel for if (n > 16384) schedule(static)")
       for (std::int64_t i = 0; i < n; i += 4) {
         const auto r = philox::draw(seed, offset + std::uint64_t(i / 4));
         for (std::int64_t j = 0; j < 4 && i + j < n; ++j) o[i + j] = (r[j] >> 8) < limit ? hit : miss;

@@ -55,6 +55,8 @@ class CpuBackend final : public Backend {
                           TensorArg bias, double eps) override;
   void layer_norm_backward(TensorArg grad_x, TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
                            TensorArg x, TensorArg mean, TensorArg invstd, TensorArg weight) override;
+  void dropout_forward(TensorArg out, TensorArg mask, TensorArg in, std::uint64_t seed, std::uint64_t offset,
+                       double keep, double scale) override;
 
  private:
   mutable std::mutex cache_mu_;
