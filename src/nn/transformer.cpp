@@ -50,15 +50,22 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   if (key.shape()[0] != n || value.shape()[0] != n || value.shape()[1] != s)
     throw ShapeError(fmt::format("MultiheadAttention: key and value must share the batch and length, got {}, {} and {}",
                                  shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape())));
-  // One product per projection, on rows of in_proj_weight. A single product
-  // for self-attention would have to be split into q, k and v, and each
-  // split's gradient be zero-filled at the full size and summed: three times
-  // the traffic of the gradient of the projections (measured slower on the CPU).
-  auto project = [&](const Tensor& x, std::int64_t i) {
-    Tensor b = in_proj_bias.defined() ? in_proj_bias.narrow(0, i * e, e) : Tensor();
-    return linear(x, in_proj_weight.narrow(0, i * e, e), b).reshape({n, x.shape()[1], h, head_dim}).transpose(1, 2);
-  };
-  Tensor q = project(query, 0), k = project(key, 1), v = project(value, 2);
+  Tensor q, k, v;
+  if (&query == &key && &key == &value) {
+    // Self-attention: one projection, then split into heads.
+    Tensor qkv = linear(query, in_proj_weight, in_proj_bias).reshape({n, l, 3, h, head_dim}).permute({2, 0, 3, 1, 4});
+    q = qkv.select(0, 0);
+    k = qkv.select(0, 1);
+    v = qkv.select(0, 2);
+  } else {
+    auto project = [&](const Tensor& x, std::int64_t i) {
+      Tensor b = in_proj_bias.defined() ? in_proj_bias.narrow(0, i * e, e) : Tensor();
+      return linear(x, in_proj_weight.narrow(0, i * e, e), b).reshape({n, x.shape()[1], h, head_dim}).transpose(1, 2);
+    };
+    q = project(query, 0);
+    k = project(key, 1);
+    v = project(value, 2);
+  }
 
   // PyTorch's MultiheadAttention masks mark what is *not* attended; SDPA's mark what is.
   Tensor mask;
