@@ -500,10 +500,6 @@ TEST(NnFusedRelu, ErrorsNameTheFusedOp) {
                            "linear_relu: expected bias of shape [3], got [4]");
 }
 
-// 2x2, stride-2 max pooling against a naive loop, values and gradient, in f32
-// (the CPU's specialised loop) and f64: odd sizes (a last row and column in no
-// window), ceil_mode (a last window partly off the plane), ties (the first
-// wins), NaN (the first NaN wins) and +inf beside -inf.
 // layer_norm runs as one CPU kernel each way; its values and gradients
 // against the formula written with plain ops, over enough rows that the
 // weight and bias gradients are summed in several blocks.
@@ -540,6 +536,10 @@ TEST(NnLayerNorm, CpuKernelMatchesTheFormulaOnManyRows) {
   }
 }
 
+// 2x2, stride-2 max pooling against a naive loop, values and gradient, in f32
+// (the CPU's specialised loop) and f64: odd sizes (a last row and column in no
+// window), ceil_mode (a last window partly off the plane), ties (the first
+// wins), NaN (the first NaN wins) and +inf beside -inf.
 TEST(NnPooling, MaxPool2x2AgreesWithANaiveLoop) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   for (const bool ceil : {false, true})

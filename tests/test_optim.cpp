@@ -312,7 +312,7 @@ TEST(FusedSteps, StateThatDecaysBelowTheSmallestNormalBecomesZero) {
   Tensor p = ones({n}), buf = empty({n}), m = zeros({n}), v = zeros({n});
   sgd_step_(p, full({n}, 1e-36), buf, {.lr = 0.1, .momentum = 0.9, .first = true});
   adam_step_(p, full({n}, 1e-35), m, v, {.lr = 0.1, .step = 1});
-  ASSERT_GT(buf.to_vector<float>()[0], 0.0f);  // 1e-36 and 1e-36 are normal floats
+  ASSERT_GT(buf.to_vector<float>()[0], 0.0f);  // both start at 1e-36, a normal float
   ASSERT_GT(m.to_vector<float>()[0], 0.0f);
   for (std::int64_t step = 2; step <= 100; ++step) {  // 0.9^100 takes both below 1e-40
     sgd_step_(p, zeros({n}), buf, {.lr = 0.1, .momentum = 0.9});

@@ -45,7 +45,8 @@ Tensor fused_layer_norm(const char* op, const Tensor& input, const Shape& normal
   Tensor x = input.detach().contiguous().reshape({-1, d});
   const std::int64_t rows = x.shape()[0];
   Tensor out = detail::alloc(x.shape(), x.dtype(), x.device(), op);
-  Tensor mean = detail::alloc({rows}, x.dtype(), x.device(), op), invstd = detail::alloc({rows}, x.dtype(), x.device(), op);
+  Tensor mean = detail::alloc({rows}, x.dtype(), x.device(), op);
+  Tensor invstd = detail::alloc({rows}, x.dtype(), x.device(), op);
   Tensor w = weight.defined() ? weight.detach().contiguous().reshape({d}) : Tensor();
   Tensor b = bias.defined() ? bias.detach().contiguous().reshape({d}) : Tensor();
   auto optional = [](const Tensor& t, const Tensor& like) {

@@ -1,17 +1,13 @@
 // CPU kernels of fused scaled dot-product attention (flash-attention-2
 // style), in tiles of kQueryTile query rows by kKeyTile keys whose products
-// are small matrix products (oneDNN's sgemm, OpenBLAS's dgemm; inside the
-// parallel loops both run on the calling thread). Forward: per block of query
-// rows, key tiles with an online softmax (running max and sum), so no
-// [lq, lk] buffer exists; only the row logsumexp is kept for backward.
+// are small matrix products on the calling thread (cpu_gemm.hpp). Forward:
+// per block of query rows, key tiles with an online softmax (running max and
+// sum), so no [lq, lk] buffer exists; only the row logsumexp is kept for backward.
 // Backward recomputes each tile's probabilities from q, k and the logsumexp
 // and takes dV, dK and dQ from it in one pass. A work item owns the key tiles
 // of one (batch, head), so no two threads write the same dK or dV row; with
 // few heads a head's key tiles are split into parts whose dQ are summed in a
 // fixed order after, so results do not depend on the number of threads.
-#include <cblas.h>
-#include <oneapi/dnnl/dnnl.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -20,6 +16,7 @@
 
 #include "../philox.hpp"
 #include "cpu_backend.hpp"
+#include "cpu_gemm.hpp"
 #include "cpu_loops.hpp"
 #include "isa.hpp"
 #include "vector_math.hpp"
@@ -40,20 +37,6 @@ T* base_of(TensorArg t) { return data_of<T>(t) + t.layout->offset; }
 
 void require_contiguous(TensorArg t) {
   if (!t.layout->is_contiguous()) throw Error("scaled_dot_product_attention: cpu kernel needs contiguous operands");
-}
-
-// C = alpha op(A) op(B) + beta C, row-major, on the calling thread. The
-// arguments are valid by construction (positive sizes, leading dimensions at
-// least the row lengths), the only failure either library reports.
-void tile_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-               std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  (void)dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-// OpenBLAS is kept to one thread (as in CpuBackend::gemm): the callers are the team's threads.
-void tile_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
-               std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blasint(m), blasint(n),
-              blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
 }
 
 // Reads the optional mask and the causal rule for one (bh, i) row.
@@ -151,7 +134,7 @@ void forward_impl(const AttentionParams& p, TensorArg out, TensorArg lse, Tensor
       const std::int64_t last_key = p.causal ? std::min(p.lk, i1) : p.lk;
       for (std::int64_t j0 = 0; j0 < last_key; j0 += kKeyTile) {
         const std::int64_t j1 = std::min(p.lk, j0 + kKeyTile), cols = j1 - j0;
-        tile_gemm(false, true, rows, cols, d, T(p.scale), qi, d, kh + j0 * d, d, T(0), s.data(), kKeyTile);
+        gemm_on_this_thread(false, true, rows, cols, d, T(p.scale), qi, d, kh + j0 * d, d, T(0), s.data(), kKeyTile);
         with_isa([&]() RUMUS_INLINE {
           for (std::int64_t r = 0; r < rows; ++r) {
             const std::int64_t i = i0 + r;
@@ -181,7 +164,8 @@ void forward_impl(const AttentionParams& p, TensorArg out, TensorArg lse, Tensor
             }
           }
         });
-        tile_gemm(false, false, rows, dv, cols, T(1), s.data(), kKeyTile, vh + j0 * dv, dv, T(1), acc.data(), dv);
+        gemm_on_this_thread(false, false, rows, dv, cols, T(1), s.data(), kKeyTile, vh + j0 * dv, dv, T(1),
+                            acc.data(), dv);
       }
       for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t row = bh * p.lq + i0 + r;
@@ -250,8 +234,8 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
           const std::int64_t i1 = std::min(p.lq, i0 + kQueryTile), rows = i1 - i0;
           const T* qi = qb + (bh * p.lq + i0) * d;
           const T* doi = gob + (bh * p.lq + i0) * dv;
-          tile_gemm(false, true, rows, cols, d, scale, qi, d, kh + j0 * d, d, T(0), s.data(), kKeyTile);
-          tile_gemm(false, true, rows, cols, dv, T(1), doi, dv, vh + j0 * dv, dv, T(0), ds.data(), kKeyTile);
+          gemm_on_this_thread(false, true, rows, cols, d, scale, qi, d, kh + j0 * d, d, T(0), s.data(), kKeyTile);
+          gemm_on_this_thread(false, true, rows, cols, dv, T(1), doi, dv, vh + j0 * dv, dv, T(0), ds.data(), kKeyTile);
           with_isa([&]() RUMUS_INLINE {
             for (std::int64_t r = 0; r < rows; ++r) {
               const std::int64_t i = i0 + r, row = bh * p.lq + i;
@@ -276,9 +260,10 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
               }
             }
           });
-          tile_gemm(true, false, cols, dv, rows, T(1), s.data(), kKeyTile, doi, dv, T(1), gv.data(), dv);
-          tile_gemm(true, false, cols, d, rows, T(1), ds.data(), kKeyTile, qi, d, T(1), gk.data(), d);
-          tile_gemm(false, false, rows, d, cols, T(1), ds.data(), kKeyTile, kh + j0 * d, d, T(1), gq + i0 * d, d);
+          gemm_on_this_thread(true, false, cols, dv, rows, T(1), s.data(), kKeyTile, doi, dv, T(1), gv.data(), dv);
+          gemm_on_this_thread(true, false, cols, d, rows, T(1), ds.data(), kKeyTile, qi, d, T(1), gk.data(), d);
+          gemm_on_this_thread(false, false, rows, d, cols, T(1), ds.data(), kKeyTile, kh + j0 * d, d, T(1),
+                              gq + i0 * d, d);
         }
         std::copy(gk.begin(), gk.begin() + cols * d, gkb + (bh * p.lk + j0) * d);
         std::copy(gv.begin(), gv.begin() + cols * dv, gvb + (bh * p.lk + j0) * dv);
@@ -303,7 +288,7 @@ void CpuBackend::attention_forward(const AttentionParams& p, TensorArg out, Tens
   for (TensorArg t : {out, lse, q, k, v}) require_contiguous(t);
   if (q.dtype == DType::f32) return forward_impl<float>(p, out, lse, q, k, v, mask);
   if (q.dtype == DType::f64) {
-    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+    openblas_single_threaded();
     return forward_impl<double>(p, out, lse, q, k, v, mask);
   }
   throw DTypeError(std::string("scaled_dot_product_attention: cpu kernel supports f32 and f64, got ") +
@@ -316,7 +301,7 @@ void CpuBackend::attention_backward(const AttentionParams& p, TensorArg grad_q, 
   for (TensorArg t : {grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse}) require_contiguous(t);
   if (q.dtype == DType::f32) return backward_impl<float>(p, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, mask);
   if (q.dtype == DType::f64) {
-    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+    openblas_single_threaded();
     return backward_impl<double>(p, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, mask);
   }
   throw DTypeError(std::string("scaled_dot_product_attention: cpu kernel supports f32 and f64, got ") +

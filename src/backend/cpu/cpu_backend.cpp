@@ -13,6 +13,7 @@
 #include "../../core/openmp_environment.hpp"
 #include "../philox.hpp"
 #include "cpu_bernoulli.hpp"
+#include "cpu_gemm.hpp"
 #include "cpu_loops.hpp"
 
 namespace rumus::cpu {
@@ -289,9 +290,27 @@ void narrow(TensorArg t, const float* in, std::int64_t n) {
 // so f64 (gradient checks, references) stays on a single-threaded OpenBLAS
 // whose calls are split across the team here (by batch entry, else by column
 // or row blocks of C).
-void CpuBackend::gemm(const GemmArgs& g) {
+void gemm_on_this_thread(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                         const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+                         std::int64_t ldc) {
+  const dnnl_status_t st =
+      dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (st != dnnl_success) throw DeviceError("gemm: oneDNN sgemm failed with status " + std::to_string(int(st)));
+}
+
+void gemm_on_this_thread(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
+                         const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c,
+                         std::int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, blasint(m),
+              blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
+}
+
+void openblas_single_threaded() {
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-  const auto ta = g.trans_a ? CblasTrans : CblasNoTrans, tb = g.trans_b ? CblasTrans : CblasNoTrans;
+}
+
+void CpuBackend::gemm(const GemmArgs& g) {
+  openblas_single_threaded();
   // Pointers are at the operands' offsets.
   auto run = [&](auto* a, auto* b, auto* c) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(a)>>;
@@ -301,13 +320,8 @@ void CpuBackend::gemm(const GemmArgs& g) {
       const T* pa = a + i * g.stride_a + (g.trans_a ? r0 : r0 * g.lda);
       const T* pb = b + i * g.stride_b + (g.trans_b ? c0 * g.ldb : c0);
       T* pc = c + i * g.stride_c + r0 * g.ldc + c0;
-      if constexpr (std::is_same_v<T, float>) {
-        const dnnl_status_t st = dnnl_sgemm(g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', r1 - r0, c1 - c0, g.k,
-                                            float(g.alpha), pa, g.lda, pb, g.ldb, float(g.beta), pc, g.ldc);
-        if (st != dnnl_success) throw DeviceError("gemm: oneDNN sgemm failed with status " + std::to_string(int(st)));
-      } else {
-        cblas_dgemm(CblasRowMajor, ta, tb, r1 - r0, c1 - c0, g.k, g.alpha, pa, g.lda, pb, g.ldb, g.beta, pc, g.ldc);
-      }
+      gemm_on_this_thread(g.trans_a, g.trans_b, r1 - r0, c1 - c0, g.k, T(g.alpha), pa, g.lda, pb, g.ldb, T(g.beta),
+                          pc, g.ldc);
     };
     const int threads = omp_get_max_threads();
     if constexpr (std::is_same_v<T, float>) {

@@ -122,7 +122,8 @@ void backward(TensorArg gx_a, TensorArg gw_a, TensorArg gb_a, TensorArg g_a, Ten
 
 void require_dense(const char* op, std::initializer_list<TensorArg> args) {
   for (const TensorArg& a : args)
-    if (a.storage && !a.layout->is_contiguous()) throw Error(std::string(op) + ": cpu kernel needs contiguous operands");
+    if (a.storage && !a.layout->is_contiguous())
+      throw Error(std::string(op) + ": cpu kernel needs contiguous operands");
 }
 
 }  // namespace

@@ -62,8 +62,8 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
       return dtype == DType::f32;  // implicit GEMM (conv_igemm.comp); other dtypes lower to im2col + GEMM
     case Kernel::attention_forward: case Kernel::attention_backward:
       return dtype == DType::f32;
-    case Kernel::layer_norm_forward: case Kernel::layer_norm_backward:
-      return false;  // composed from the elementwise kernels and reductions
+    case Kernel::layer_norm_forward: case Kernel::layer_norm_backward: case Kernel::dropout_forward:
+      return false;  // optional fused kernels: ops compose them from the others
   }
   return false;
 }
