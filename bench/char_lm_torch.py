@@ -133,6 +133,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--amp", action="store_true", help="f16 autocast with a gradient scaler (as char_lm --amp)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -144,18 +145,21 @@ def main():
     net = GPT(a.context, a.d_model, a.heads, a.layers, a.dropout).to(device)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=a.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(a.steps, 1))
+    scaler = torch.amp.GradScaler(device.type, enabled=a.amp)
     params = sum(p.numel() for p in net.parameters())
     print(f"char_lm_torch: torch {torch.__version__}, {params} parameters, {len(text)} bytes of text "
-          f"({len(val)} held out), {a.threads} threads, device {device}", flush=True)
+          f"({len(val)} held out), {a.threads} threads, device {device}{', amp' if a.amp else ''}", flush=True)
 
     tokens = 0
     start = time.perf_counter()
     for step in range(a.steps):
         x, y = batch_at(train, step, a.batch_size, a.context, a.seed, device)
-        loss = F.cross_entropy(net(x).reshape(-1, 256), y.reshape(-1))
+        with torch.autocast(device.type, dtype=torch.float16, enabled=a.amp):
+            loss = F.cross_entropy(net(x).reshape(-1, 256), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
         sched.step()
         tokens += a.batch_size * a.context
         if (step + 1) % 100 == 0 or step + 1 == a.steps:

@@ -845,6 +845,77 @@ TEST(VulkanAttention, TiledAndWideKernelsAgreeWithCpu) {
   }
 }
 
+// The f16 kernel on the matrix units (where the device has 16x16x16 shapes)
+// against the CPU's f32 kernel on the same f16-rounded inputs: ragged lengths
+// past one workgroup, d != dv, head dims 16 to 128, both mask kinds, the
+// causal rule with lq != lk, and dropout drawing the same weights. Errors are
+// measured against each result's largest magnitude (f16 P and dS carry about
+// three digits). Heads wider than 128 are refused in f16 and stay f32 under autocast.
+TEST(VulkanAttention, F16MatrixUnitKernelAgreesWithF32Cpu) {
+  REQUIRE_VULKAN();
+  if (!backend(kGpu).supports(Kernel::attention_forward, DType::f16))
+    GTEST_SKIP() << "the device has no 16x16x16 f16 cooperative-matrix shape";
+  struct Case {
+    std::int64_t lq, lk, d, dv;
+    bool causal;
+    int mask;  // 0 none, 1 float, 2 u8 padding
+    double dropout;
+  };
+  const Case cases[] = {{130, 97, 24, 40, false, 1, 0.0}, {70, 70, 64, 64, true, 0, 0.0},
+                        {65, 33, 16, 16, true, 0, 0.3},   {200, 150, 128, 128, false, 2, 0.1},
+                        {257, 257, 64, 64, true, 0, 0.1}, {20, 300, 96, 32, false, 0, 0.0}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "lq " << c.lq << " lk " << c.lk << " d " << c.d << " dv " << c.dv);
+    Generator gen(5);
+    const std::int64_t B = 2, H = 2;
+    auto half_rounded = [](const Tensor& t) { return t.to(DType::f16).to(DType::f32); };
+    Tensor q = half_rounded(randn({B, H, c.lq, c.d}, {}, &gen)), k = half_rounded(randn({B, H, c.lk, c.d}, {}, &gen));
+    Tensor v = half_rounded(randn({B, H, c.lk, c.dv}, {}, &gen));
+    Tensor seed = half_rounded(randn({B, H, c.lq, c.dv}, {}, &gen));
+    Tensor mask;
+    if (c.mask == 1) mask = randn({B, 1, c.lq, c.lk}, {}, &gen);
+    if (c.mask == 2) {
+      std::vector<std::uint8_t> keep(std::size_t(B * c.lk), 1);
+      for (std::int64_t j = c.lk - 20; j < c.lk; ++j) keep[std::size_t(c.lk + j)] = 0;  // padding in batch 1
+      mask = tensor(keep, {B, 1, 1, c.lk});
+    }
+    std::vector<Tensor> results[2];
+    for (int dev = 0; dev < 2; ++dev) {
+      const Device where = dev ? kGpu : Device::cpu();
+      const DType dt = dev ? DType::f16 : DType::f32;
+      Generator drop(11);
+      Tensor qd = q.to(where).to(dt).detach().requires_grad_(), kd = k.to(where).to(dt).detach().requires_grad_();
+      Tensor vd = v.to(where).to(dt).detach().requires_grad_();
+      Tensor md = mask.defined() ? (mask.dtype() == DType::u8 ? mask : mask.to(dt)).to(where) : Tensor();
+      Tensor out = scaled_dot_product_attention(qd, kd, vd, md, c.dropout, c.causal, std::nullopt, &drop);
+      EXPECT_EQ(out.dtype(), dt);
+      GradientStore g = backward(out, seed.to(where).to(dt));
+      for (const Tensor& t : {out, g.get(qd), g.get(kd), g.get(vd)}) {
+        ASSERT_TRUE(t.defined()) << "result " << results[dev].size() << " on " << where.str();
+        results[dev].push_back(t.cpu().to(DType::f32));
+      }
+    }
+    const char* names[] = {"out", "grad q", "grad k", "grad v"};
+    for (int i = 0; i < 4; ++i) {
+      const auto got = results[1][std::size_t(i)].to_vector<double>(), want = results[0][std::size_t(i)].to_vector<double>();
+      ASSERT_EQ(got.size(), want.size());
+      double largest = 0, worst = 0;
+      for (std::size_t e = 0; e < got.size(); ++e) {
+        largest = std::max(largest, std::abs(want[e]));
+        worst = std::max(worst, std::abs(got[e] - want[e]));
+      }
+      EXPECT_GT(largest, 0.0) << names[i];
+      EXPECT_LE(worst, 1e-2 * largest) << names[i] << ": largest error " << worst << " of magnitude " << largest;
+    }
+  }
+  // Wider heads: refused in f16, computed in f32 under autocast.
+  Tensor wide = randn({1, 1, 8, 160}, {.device = kGpu});
+  expect_error<Error>([&] { scaled_dot_product_attention(wide.to(DType::f16), wide.to(DType::f16), wide.to(DType::f16)); },
+                      "scaled_dot_product_attention: the Vulkan f16 kernel takes head dims up to 128, got 160");
+  AutocastGuard amp(true);
+  EXPECT_EQ(scaled_dot_product_attention(wide, wide, wide).dtype(), DType::f32);
+}
+
 TEST(VulkanAttention, LongSequenceMemoryIsLinear) {
   REQUIRE_VULKAN();
   // L = 4096: the scores alone would be 64 MiB; q, k, v, out and their gradients are about 1 MiB.

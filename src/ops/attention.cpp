@@ -3,6 +3,8 @@
 // recomputes the scores from the saved inputs and row logsumexps.
 #include "rumus/ops/attention.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "autocast.hpp"
@@ -20,6 +22,8 @@ using detail::arg;
 namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
+// The 16-bit kernels keep a head's rows on the matrix units and in shared memory.
+constexpr std::int64_t kWidest16BitHead = 128;
 
 std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
@@ -75,7 +79,11 @@ Layout mask_layout(const Tensor& mask, const Tensor& q, const Shape& full) {
 Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in, const Tensor& value_in,
                                     const Tensor& attn_mask_in, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* generator) {
-  const auto cast = detail::autocast(kOp, query_in, key_in, value_in, attn_mask_in);
+  // Under autocast, heads wider than the 16-bit kernels take stay in f32.
+  const bool wide = query_in.defined() && value_in.defined() && query_in.dim() > 0 && value_in.dim() > 0 &&
+                    std::max(query_in.shape().back(), value_in.shape().back()) > kWidest16BitHead;
+  const auto cast = wide ? std::array<Tensor, 4>{query_in, key_in, value_in, attn_mask_in}
+                         : detail::autocast(kOp, query_in, key_in, value_in, attn_mask_in);
   const Tensor &query = cast[0], &key = cast[1], &value = cast[2], &attn_mask = cast[3];
   check_operands(query, key, value);
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
@@ -132,7 +140,9 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
   }
 
   Tensor out = detail::alloc({bh, p.lq, p.dv}, query.dtype(), query.device());
-  Tensor lse = detail::alloc({bh, p.lq}, query.dtype(), query.device());
+  // Row logsumexps stay f32 for 16-bit inputs: the backward's exp(s - lse) needs their precision.
+  const bool half = query.dtype() == DType::f16 || query.dtype() == DType::bf16;
+  Tensor lse = detail::alloc({bh, p.lq}, half ? DType::f32 : query.dtype(), query.device());
   const TensorArg mask_arg = mask.defined() ? arg(mask, ml) : TensorArg{nullptr, query.dtype(), &ml};
   if (out.numel() > 0) {
     if (p.lk == 0)

@@ -180,6 +180,10 @@ Context::Context(int index) {
     const char* layout = std::getenv("RUMUS_VULKAN_COOPMAT_TILE");
     coopmat_tile = choose_coopmat_tile(coopmat_shapes, subgroup_size, properties.limits.maxComputeSharedMemorySize,
                                        properties.limits.maxComputeWorkGroupInvocations, layout ? layout : "");
+    for (const CoopMatShape& s : coopmat_shapes)
+      if (s.subgroup_scope && s.m == 16 && s.n == 16 && s.k == 16 && s.a == CoopMatType::f16 &&
+          s.b == CoopMatType::f16 && s.c == CoopMatType::f32 && s.d == CoopMatType::f32)
+        coopmat_attention = subgroup_size == 32;
   }
 }
 

@@ -41,6 +41,9 @@ class Context {
   // shapes the device offers, and the tensor-core GEMM's tile if one fits.
   std::vector<CoopMatShape> coopmat_shapes;
   std::optional<CoopMatTile> coopmat_tile;
+  // 16 x 16 x 16 f16 -> f32 shapes on 32-lane subgroups: the f16 attention
+  // kernel (shaders/attention_coopmat.comp) runs.
+  bool coopmat_attention = false;
   std::string name;
 
   // A memory type with all `required` flags (and `preferred` ones if possible).

@@ -1,8 +1,11 @@
-// Host side of fused attention: shaders/attention_tiled.comp (rows in
+// Host side of fused attention. f32: shaders/attention_tiled.comp (rows in
 // registers, the other sequence streamed through shared memory) for head dims
 // up to 128, shaders/attention.comp (one row per invocation, everything from
-// global memory) beyond.
+// global memory) beyond. f16: shaders/attention_coopmat.comp on the matrix
+// units, head dims up to 128.
 #include <algorithm>
+
+#include <fmt/format.h>
 
 #include "rumus/core/error.hpp"
 #include "push_constants.hpp"
@@ -16,6 +19,31 @@ using push::AttentionPush;
 constexpr std::uint32_t kLocal = 64;
 constexpr std::uint32_t kTiledRows = 64;
 enum Mode : std::uint32_t { kForward = 0, kGradQ = 1, kGradKV = 2 };
+
+constexpr std::uint32_t kCoopmatThreads = 128;  // four 32-lane subgroups, 16 rows each
+
+// attention_coopmat.comp's shared memory, as its declarations add up.
+std::uint32_t coopmat_shared_bytes(std::uint32_t mode, std::uint32_t d_pad, std::uint32_t bc) {
+  const std::uint32_t tiles = 2 * bc * (d_pad + 8) * 2, scores = 4 * 16 * bc * 4, p16 = 4 * 16 * bc * 2;
+  const std::uint32_t dp = mode == kForward ? 16 : scores;
+  const std::uint32_t ds = mode == kGradKV ? p16 + 2 * bc * 4 : 16 + 2 * 16;
+  return tiles + scores + dp + p16 + ds + 4 * 256 * 4;
+}
+
+// The coopmat kernel's padded head dim and streamed tile height (64 where it fits, else 32).
+void coopmat_config(const AttentionParams& p, Mode mode, std::uint32_t shared_bytes, std::uint32_t& d_pad,
+                    std::uint32_t& bc) {
+  const std::int64_t widest = std::max(p.d, p.dv);
+  if (widest > 128)
+    throw Error(fmt::format("scaled_dot_product_attention: the Vulkan f16 kernel takes head dims up to 128, got {}",
+                            widest));
+  d_pad = std::uint32_t(std::max<std::int64_t>(16, (widest + 15) / 16 * 16));
+  for (bc = 64; bc >= 32; bc /= 2)
+    if (coopmat_shared_bytes(mode, d_pad, bc) <= shared_bytes) return;
+  throw Error(fmt::format("scaled_dot_product_attention: the Vulkan f16 kernel needs {} bytes of shared memory, "
+                          "the device has {}",
+                          coopmat_shared_bytes(mode, d_pad, 32), shared_bytes));
+}
 
 void require_contiguous(TensorArg t) {
   if (!t.layout->is_contiguous())
@@ -75,12 +103,23 @@ void grid(std::int64_t rows, std::uint32_t& gx, std::uint32_t& gy) {
   gy = std::uint32_t((groups + gx - 1) / gx);
 }
 
+void require_dtypes(TensorArg q, TensorArg lse, bool coopmat) {
+  if (q.dtype == DType::f16 && coopmat) {
+    if (lse.dtype != DType::f32)
+      throw DTypeError("scaled_dot_product_attention: the Vulkan f16 kernel keeps the row logsumexps in f32");
+    return;
+  }
+  if (q.dtype != DType::f32)
+    throw DTypeError(fmt::format("scaled_dot_product_attention: the Vulkan kernels take f32{}, got {}",
+                                 coopmat ? " or f16" : "", dtype_name(q.dtype)));
+}
+
 }  // namespace
 
 void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k,
                                       TensorArg v, TensorArg mask) {
   for (TensorArg t : {out, lse, q, k, v}) require_contiguous(t);
-  if (q.dtype != DType::f32) throw DTypeError("scaled_dot_product_attention: the Vulkan kernel needs f32");
+  require_dtypes(q, lse, ctx_->coopmat_attention);
   const std::int64_t rows = p.batch * p.heads * p.lq;
   if (rows == 0) return;
   AttentionPush pc = make_push(p, mask);
@@ -90,7 +129,14 @@ void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, T
   Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, true}, {lse, true},
                    {m, false}, {q, false}, {q, false}, {q, false}, {q, false}};
   std::uint32_t gx, gy, gz, d_max, tile;
-  if (tiled_config(p, ctx_->properties.limits.maxComputeSharedMemorySize, d_max, tile)) {
+  const std::uint32_t shared = ctx_->properties.limits.maxComputeSharedMemorySize;
+  if (q.dtype == DType::f16) {
+    coopmat_config(p, kForward, shared, d_max, tile);
+    tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
+    launch("attention_coopmat", {kCoopmatThreads, kForward, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+    return;
+  }
+  if (tiled_config(p, shared, d_max, tile)) {
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
     launch("attention_tiled", {kTiledRows, kForward, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
     return;
@@ -103,15 +149,33 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
                                        TensorArg grad_v, TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v,
                                        TensorArg out, TensorArg lse, TensorArg mask) {
   for (TensorArg t : {grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse}) require_contiguous(t);
-  if (q.dtype != DType::f32) throw DTypeError("scaled_dot_product_attention: the Vulkan kernel needs f32");
+  require_dtypes(q, lse, ctx_->coopmat_attention);
   AttentionPush pc = make_push(p, mask);
   const TensorArg in[] = {q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v};
   for (int b = 0; b < 9; ++b) pc.off[b] = std::int32_t(in[b].layout->offset);
   const TensorArg m = mask.storage ? mask : q;
   std::uint32_t gx, gy, gz, d_max, tile;
-  const bool tiled = tiled_config(p, ctx_->properties.limits.maxComputeSharedMemorySize, d_max, tile);
   const std::int64_t bh = p.batch * p.heads;
   if (bh == 0) return;
+  const std::uint32_t shared = ctx_->properties.limits.maxComputeSharedMemorySize;
+  if (q.dtype == DType::f16) {
+    if (p.lq > 0) {
+      Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
+                       {m, false}, {grad_out, false}, {grad_q, true}, {q, false}, {q, false}};
+      coopmat_config(p, kGradQ, shared, d_max, tile);
+      tiled_grid(p.lq, bh, gx, gy, gz);
+      launch("attention_coopmat", {kCoopmatThreads, kGradQ, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+    }
+    if (p.lk > 0) {
+      Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
+                       {m, false}, {grad_out, false}, {q, false}, {grad_k, true}, {grad_v, true}};
+      coopmat_config(p, kGradKV, shared, d_max, tile);
+      tiled_grid(p.lk, bh, gx, gy, gz);
+      launch("attention_coopmat", {kCoopmatThreads, kGradKV, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+    }
+    return;
+  }
+  const bool tiled = tiled_config(p, shared, d_max, tile);
   if (p.lq > 0) {
     Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
                      {m, false}, {grad_out, false}, {grad_q, true}, {q, false}, {q, false}};

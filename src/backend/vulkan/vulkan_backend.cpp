@@ -60,8 +60,8 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
       return true;
     case Kernel::conv2d_forward: case Kernel::conv2d_backward_data: case Kernel::conv2d_backward_weight:
       return dtype == DType::f32;  // implicit GEMM (conv_igemm.comp); other dtypes lower to im2col + GEMM
-    case Kernel::attention_forward: case Kernel::attention_backward:
-      return dtype == DType::f32;
+    case Kernel::attention_forward: case Kernel::attention_backward:  // f16 on the matrix units
+      return dtype == DType::f32 || (dtype == DType::f16 && ctx_->coopmat_attention);
     case Kernel::layer_norm_forward: case Kernel::layer_norm_backward: case Kernel::dropout_forward:
       return false;  // optional fused kernels: ops compose them from the others
   }

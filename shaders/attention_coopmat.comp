@@ -1,0 +1,366 @@
+#version 450
+// Fused scaled dot-product attention in f16 on the matrix units
+// (VK_NV_cooperative_matrix), flash-attention style. A workgroup of four
+// subgroups takes 64 rows of one (batch, head), 16 per subgroup, held as
+// 16 x 16 f16 fragments; the other sequence streams through shared memory BC
+// rows at a time. Every product (scores, P V, the gradients) is a 16x16x16
+// matrix-unit product accumulating in f32. The row-wise work the matrix units
+// cannot do (masks, online softmax, dropout, dS) goes through shared memory:
+// a subgroup stores its 16 x BC scores, each row is worked by two lanes, and
+// the result is loaded back as an f16 fragment; the output's rows are
+// rescaled the same way, stored, scaled by the lanes and loaded back. Scores are never stored in
+// global memory: memory stays linear in length.
+//   MODE 0: forward, online softmax; writes out (f16) and lse (f32).
+//   MODE 1: grad_q = scale * dS K, with dS = P (dP z - D), dP = dO V^T.
+//   MODE 2: grad_v = (P z)^T dO, grad_k = scale * dS^T Q, rows = keys.
+// D_i = dO_i . O_i; z is the dropout multiplier (the same Philox draws as the
+// f32 kernels and the CPU). Needs 16 x 16 x 16 f16 shapes and 32-lane subgroups.
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;  // 128: four subgroups of 32
+layout(constant_id = 1) const uint MODE = 0;
+layout(constant_id = 2) const uint D = 64;   // head dims rounded up to a multiple of 16, at most 128
+layout(constant_id = 3) const uint BC = 64;  // rows of the streamed sequence per tile: 32 or 64
+
+#define PUSH_ATTENTION
+#include "push_constants.h"
+
+layout(set = 0, binding = 0) readonly buffer Q { float16_t v[]; } q_;
+layout(set = 0, binding = 1) readonly buffer K { float16_t v[]; } k_;
+layout(set = 0, binding = 2) readonly buffer V { float16_t v[]; } v_;
+layout(set = 0, binding = 3) buffer O { float16_t v[]; } o_;
+layout(set = 0, binding = 4) buffer L { float v[]; } lse_;
+TENSOR(5)  // mask: u8 or floating
+layout(set = 0, binding = 6) readonly buffer GO { float16_t v[]; } go_;
+layout(set = 0, binding = 7) buffer GQ { float16_t v[]; } gq_;
+layout(set = 0, binding = 8) buffer GK { float16_t v[]; } gk_;
+layout(set = 0, binding = 9) buffer GV { float16_t v[]; } gv_;
+
+#define NEG_INF uintBitsToFloat(0xff800000u)
+#define F16 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define F32 fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+
+const uint LANES = 32, WARPS = 4, ROWS = 64, FR = 16;  // FR: rows per subgroup
+const uint KS = D + 8;      // shared row stride in halves: 16-byte aligned, off the bank period
+const uint HALF = BC / 2;   // columns per lane: two lanes share a row
+const bool GRAD = MODE != 0u;
+
+// Two streamed tiles (K and V, or Q and dO), each BC x KS; the resident rows
+// (64 of one operand at a time, BC >= 32) are staged through the same space.
+// Every array is a whole number of 16-byte units (unused ones too): the
+// matrix loads and stores assume 16-byte aligned shared addresses.
+shared float16_t tiles[2 * BC * KS];
+shared float s_f32[WARPS * FR * BC];                       // each subgroup's scores (S, or S^T in mode 2)
+shared float dp_f32[GRAD ? WARPS * FR * BC : 4];           // dP (or dP^T)
+shared float16_t p_f16[WARPS * FR * BC];                   // P z (forward, mode 2) or dS (mode 1)
+shared float16_t ds_f16[MODE == 2u ? WARPS * FR * BC : 8];  // dS^T
+shared float scratch[WARPS * 256];                         // a 16 x 16 f32 fragment per subgroup
+shared float col_lse[MODE == 2u ? BC : 4];
+shared float col_delta[MODE == 2u ? BC : 4];
+
+uvec4 philox(uvec2 key, uvec2 counter) {
+  uint c0 = counter.x, c1 = counter.y, c2 = 0u, c3 = 0u, k0 = key.x, k1 = key.y;
+  for (int round = 0; round < 10; ++round) {
+    uint hi0, lo0, hi1, lo1;
+    umulExtended(0xD2511F53u, c0, hi0, lo0);
+    umulExtended(0xCD9E8D57u, c2, hi1, lo1);
+    uint n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c1 = lo1;
+    c3 = lo0;
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return uvec4(c0, c1, c2, c3);
+}
+
+// The dropout multiplier of weight (i, j); consecutive calls along a row reuse
+// the last draw (four weights per draw).
+uint64_t cached_counter = ~0ul;
+uvec4 cached_draw;
+float dropout_factor(uint bh, uint i, uint j) {
+  if (pc.dropout_threshold == 0u) return 1.0;
+  const uint64_t e = (uint64_t(bh) * uint64_t(pc.lq) + uint64_t(i)) * uint64_t(pc.lk) + uint64_t(j);
+  const uint64_t counter = (uint64_t(pc.counter_hi) << 32 | uint64_t(pc.counter_lo)) + (e >> 2);
+  if (counter != cached_counter) {
+    cached_counter = counter;
+    cached_draw = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)));
+  }
+  return (cached_draw[uint(e & 3ul)] >> 8) >= pc.dropout_threshold ? pc.keep_scale : 0.0;
+}
+
+// The mask's contribution to score (i, j): -inf where masked or out of range.
+float mask_term(uint bh, uint i, uint j) {
+  if (i >= pc.lq || j >= pc.lk) return NEG_INF;
+  if (pc.causal != 0u && j > i) return NEG_INF;
+  if (pc.mask_kind == 0u) return 0.0;
+  const uint b = bh / pc.heads, h = bh % pc.heads;
+  const int m = pc.mask_off + int(b) * pc.mask_stride[0] + int(h) * pc.mask_stride[1] + int(i) * pc.mask_stride[2] +
+                int(j) * pc.mask_stride[3];
+  const float mv = load5(pc.mask_dt, uint(m));
+  if (pc.mask_kind == 1u) return mv == 0.0 ? NEG_INF : 0.0;
+  return mv;
+}
+
+// Rows [first, first + count) of a [rows, width] f16 matrix at `base` into
+// tiles[at...] with stride KS; zeros past its end and past `width`.
+#define LOAD_ROWS(src, at, base, first, count, rows, width)                                   \
+  for (uint e = gl_LocalInvocationID.x; e < (count) * D; e += gl_WorkGroupSize.x) {         \
+    const uint r = e / D, c = e % D;                                                         \
+    tiles[(at) + r * KS + c] = c < (width) && (first) + r < (rows)                           \
+                                   ? src[(base) + int(((first) + r) * (width) + c)]          \
+                                   : float16_t(0.0);                                         \
+  }
+
+// Multiplies row r of the subgroup's fragments by lane (r, *)'s factor f,
+// through the scratch fragment: a lane scales the 8 elements of its row it owns.
+#define SCALE_ROWS(acc, f)                                                                 \
+  [[unroll]] for (uint n = 0; n < D / 16; ++n) {                                           \
+    coopMatStoreNV(acc[n], scratch, warp * 256, 16, false);                                \
+    subgroupMemoryBarrierShared();                                                         \
+    subgroupBarrier();                                                                     \
+    [[unroll]] for (uint c = 0; c < 8; ++c) scratch[warp * 256 + rl * 16 + (lane % 2) * 8 + c] *= (f); \
+    subgroupMemoryBarrierShared();                                                         \
+    subgroupBarrier();                                                                     \
+    coopMatLoadNV(acc[n], scratch, warp * 256, 16, false);                                 \
+    subgroupBarrier(); /* loaded by every lane before the next store */                   \
+  }
+
+// Writes the subgroup's 16 rows of the fragments, columns below `width`, rows
+// below `rows`, to an f16 matrix at `base`, through the scratch fragment.
+#define STORE_ROWS(dst, acc, base, first, rows, width)                                        \
+  [[unroll]] for (uint n = 0; n < D / 16; ++n) {                                              \
+    coopMatStoreNV(acc[n], scratch, warp * 256, 16, false);                                   \
+    subgroupMemoryBarrierShared();                                                            \
+    subgroupBarrier();                                                                        \
+    for (uint e = lane; e < 256; e += LANES) {                                                \
+      const uint r = (first) + e / 16, c = n * 16 + e % 16;                                   \
+      if (r < (rows) && c < (width)) dst[(base) + int(r * (width) + c)] = float16_t(scratch[warp * 256 + e]); \
+    }                                                                                         \
+    subgroupBarrier();                                                                        \
+  }
+
+void main() {
+  const uint bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
+  if (bh >= pc.bh) return;  // whole workgroup: barriers stay uniform
+  const uint warp = gl_LocalInvocationID.x / LANES, lane = gl_LocalInvocationID.x % LANES;
+  const uint first_row = gl_WorkGroupID.x * ROWS;  // of this workgroup
+  const uint mine = first_row + warp * FR;           // this subgroup's first row
+  const uint rl = lane / 2, c0 = (lane % 2) * HALF;  // the lane's row in the subgroup, its first column
+  const uint d = pc.d, dv = pc.dv;
+  const bool causal = pc.causal != 0u;
+  const uint sbase = warp * FR * BC;  // this subgroup's part of s_f32, dp_f32, p_f16, ds_f16
+  const uint B_TILE = BC * KS;        // the second streamed tile
+  const int qbase = pc.off[0] + int(bh * pc.lq * d), kbase = pc.off[1] + int(bh * pc.lk * d);
+  const int vbase = pc.off[2] + int(bh * pc.lk * dv), obase = pc.off[3] + int(bh * pc.lq * dv);
+  const int lbase = pc.off[4] + int(bh * pc.lq), gobase = pc.off[5] + int(bh * pc.lq * dv);
+
+  if (MODE == 0u || MODE == 1u) {
+    const uint i = mine + rl;
+    // The subgroup's query rows (and, for grad_q, dO rows) as A fragments.
+    F16 qf[D / 16], gof[D / 16];
+    LOAD_ROWS(q_.v, 0, qbase, first_row, ROWS, pc.lq, d)
+    barrier();
+    [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(qf[kk], tiles, warp * FR * KS + kk * 16, KS, false);
+    float lse = NEG_INF, delta = 0.0;
+    if (MODE == 1u) {
+      barrier();
+      LOAD_ROWS(go_.v, 0, gobase, first_row, ROWS, pc.lq, dv)
+      barrier();
+      [[unroll]] for (uint kk = 0; kk < D / 16; ++kk)
+        coopMatLoadNV(gof[kk], tiles, warp * FR * KS + kk * 16, KS, false);
+      if (i < pc.lq) {
+        lse = lse_.v[lbase + int(i)];
+        for (uint c = lane % 2; c < dv; c += 2)
+          delta += float(go_.v[gobase + int(i * dv + c)]) * float(o_.v[obase + int(i * dv + c)]);
+      }
+      delta += subgroupShuffleXor(delta, 1u);
+    }
+    F32 acc[D / 16];
+    [[unroll]] for (uint n = 0; n < D / 16; ++n) acc[n] = F32(0.0);
+    float mx = NEG_INF, sum = 0.0;
+    // Causal: keys past the workgroup's last query are masked for every row.
+    const uint kend = causal ? min(pc.lk, min(first_row + ROWS, pc.lq)) : pc.lk;
+    for (uint j0 = 0; j0 < kend; j0 += BC) {
+      barrier();
+      LOAD_ROWS(k_.v, 0, kbase, j0, BC, pc.lk, d)
+      LOAD_ROWS(v_.v, B_TILE, vbase, j0, BC, pc.lk, dv)
+      barrier();
+      // S = Q K^T (and dP = dO V^T): K and V rows read column-major are K^T and V^T.
+      [[unroll]] for (uint n = 0; n < BC / 16; ++n) {
+        F32 s = F32(0.0), dp = F32(0.0);
+        [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) {
+          F16 kt;
+          coopMatLoadNV(kt, tiles, n * 16 * KS + kk * 16, KS, true);
+          s = coopMatMulAddNV(qf[kk], kt, s);
+          if (MODE == 1u) {
+            F16 vt;
+            coopMatLoadNV(vt, tiles, B_TILE + n * 16 * KS + kk * 16, KS, true);
+            dp = coopMatMulAddNV(gof[kk], vt, dp);
+          }
+        }
+        coopMatStoreNV(s, s_f32, sbase + n * 16, BC, false);
+        if (MODE == 1u) coopMatStoreNV(dp, dp_f32, sbase + n * 16, BC, false);
+      }
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      const uint row_at = sbase + rl * BC;
+      if (MODE == 0u) {
+        float tile_max = NEG_INF;
+        for (uint c = c0; c < c0 + HALF; ++c) {
+          const float m = mask_term(bh, i, j0 + c);
+          const float s = m == NEG_INF ? NEG_INF : s_f32[row_at + c] * pc.scale + m;
+          s_f32[row_at + c] = s;
+          tile_max = max(tile_max, s);
+        }
+        tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
+        const float new_max = max(mx, tile_max);
+        // Online softmax: what was summed under the old maximum is rescaled.
+        const float corr = new_max == NEG_INF ? 1.0 : exp(mx - new_max);
+        float part = 0.0;
+        for (uint c = c0; c < c0 + HALF; ++c) {
+          const float s = s_f32[row_at + c];
+          const float p = s == NEG_INF ? 0.0 : exp(s - new_max);
+          part += p;
+          p_f16[row_at + c] = float16_t(p * (p == 0.0 ? 1.0 : dropout_factor(bh, i, j0 + c)));
+        }
+        part += subgroupShuffleXor(part, 1u);
+        sum = sum * corr + part;
+        mx = new_max;
+        if (!subgroupAll(corr == 1.0)) SCALE_ROWS(acc, corr)  // once the maxima settle, skipped
+        subgroupMemoryBarrierShared();  // P written by the lanes before it is loaded
+        subgroupBarrier();
+        // O += (P z) V
+        [[unroll]] for (uint kk = 0; kk < BC / 16; ++kk) {
+          F16 pf;
+          coopMatLoadNV(pf, p_f16, sbase + kk * 16, BC, false);
+          [[unroll]] for (uint n = 0; n < D / 16; ++n) {
+            F16 vf;
+            coopMatLoadNV(vf, tiles, B_TILE + kk * 16 * KS + n * 16, KS, false);
+            acc[n] = coopMatMulAddNV(pf, vf, acc[n]);
+          }
+        }
+      } else {
+        for (uint c = c0; c < c0 + HALF; ++c) {
+          const float m = lse == NEG_INF ? NEG_INF : mask_term(bh, i, j0 + c);
+          float ds = 0.0;
+          if (m != NEG_INF) {
+            const float p = exp(s_f32[row_at + c] * pc.scale + m - lse);
+            ds = p * (dp_f32[row_at + c] * dropout_factor(bh, i, j0 + c) - delta) * pc.scale;
+          }
+          p_f16[row_at + c] = float16_t(ds);
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        // grad_q += dS K
+        [[unroll]] for (uint kk = 0; kk < BC / 16; ++kk) {
+          F16 dsf;
+          coopMatLoadNV(dsf, p_f16, sbase + kk * 16, BC, false);
+          [[unroll]] for (uint n = 0; n < D / 16; ++n) {
+            F16 kf;
+            coopMatLoadNV(kf, tiles, kk * 16 * KS + n * 16, KS, false);
+            acc[n] = coopMatMulAddNV(dsf, kf, acc[n]);
+          }
+        }
+      }
+    }
+    if (MODE == 0u) {
+      const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;  // a fully masked row gives zeros
+      SCALE_ROWS(acc, inv)
+      STORE_ROWS(o_.v, acc, obase, mine, pc.lq, dv)
+      if (lane % 2 == 0u && i < pc.lq) lse_.v[lbase + int(i)] = sum == 0.0 ? NEG_INF : mx + log(sum);
+    } else {
+      STORE_ROWS(gq_.v, acc, pc.off[6] + int(bh * pc.lq * d), mine, pc.lq, d)
+    }
+    return;
+  }
+
+  // MODE 2: the subgroup's 16 key rows; queries and dO stream through shared memory.
+  const uint j = mine + rl;
+  F16 kf[D / 16], vf[D / 16];
+  LOAD_ROWS(k_.v, 0, kbase, first_row, ROWS, pc.lk, d)
+  barrier();
+  [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(kf[kk], tiles, warp * FR * KS + kk * 16, KS, false);
+  barrier();
+  LOAD_ROWS(v_.v, 0, vbase, first_row, ROWS, pc.lk, dv)
+  barrier();
+  [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(vf[kk], tiles, warp * FR * KS + kk * 16, KS, false);
+  F32 gk[D / 16], gv[D / 16];
+  [[unroll]] for (uint n = 0; n < D / 16; ++n) {
+    gk[n] = F32(0.0);
+    gv[n] = F32(0.0);
+  }
+  // Causal: queries before the workgroup's first key see none of its keys.
+  const uint qbegin = causal ? min(pc.lq, first_row) / BC * BC : 0u;
+  for (uint i0 = qbegin; i0 < pc.lq; i0 += BC) {
+    barrier();
+    LOAD_ROWS(q_.v, 0, qbase, i0, BC, pc.lq, d)
+    LOAD_ROWS(go_.v, B_TILE, gobase, i0, BC, pc.lq, dv)
+    for (uint t = gl_LocalInvocationID.x; t < BC; t += gl_WorkGroupSize.x) {
+      const uint i = i0 + t;
+      float lse = NEG_INF, delta = 0.0;
+      if (i < pc.lq) {
+        lse = lse_.v[lbase + int(i)];
+        for (uint c = 0; c < dv; ++c)
+          delta += float(go_.v[gobase + int(i * dv + c)]) * float(o_.v[obase + int(i * dv + c)]);
+      }
+      col_lse[t] = lse;
+      col_delta[t] = delta;
+    }
+    barrier();
+    // S^T = K Q^T, dP^T = V dO^T: Q and dO rows read column-major.
+    [[unroll]] for (uint n = 0; n < BC / 16; ++n) {
+      F32 st = F32(0.0), dpt = F32(0.0);
+      [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) {
+        F16 qt, got;
+        coopMatLoadNV(qt, tiles, n * 16 * KS + kk * 16, KS, true);
+        coopMatLoadNV(got, tiles, B_TILE + n * 16 * KS + kk * 16, KS, true);
+        st = coopMatMulAddNV(kf[kk], qt, st);
+        dpt = coopMatMulAddNV(vf[kk], got, dpt);
+      }
+      coopMatStoreNV(st, s_f32, sbase + n * 16, BC, false);
+      coopMatStoreNV(dpt, dp_f32, sbase + n * 16, BC, false);
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    const uint row_at = sbase + rl * BC;
+    for (uint c = c0; c < c0 + HALF; ++c) {
+      const uint i = i0 + c;
+      const float lse = col_lse[c];
+      const float m = lse == NEG_INF ? NEG_INF : mask_term(bh, i, j);
+      float pz = 0.0, ds = 0.0;
+      if (m != NEG_INF) {
+        const float p = exp(s_f32[row_at + c] * pc.scale + m - lse), z = dropout_factor(bh, i, j);
+        pz = p * z;
+        ds = p * (dp_f32[row_at + c] * z - col_delta[c]) * pc.scale;
+      }
+      p_f16[row_at + c] = float16_t(pz);
+      ds_f16[row_at + c] = float16_t(ds);
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    // grad_v += (P z)^T dO, grad_k += dS^T Q
+    [[unroll]] for (uint kk = 0; kk < BC / 16; ++kk) {
+      F16 pf, dsf;
+      coopMatLoadNV(pf, p_f16, sbase + kk * 16, BC, false);
+      coopMatLoadNV(dsf, ds_f16, sbase + kk * 16, BC, false);
+      [[unroll]] for (uint n = 0; n < D / 16; ++n) {
+        F16 gof, qf;
+        coopMatLoadNV(gof, tiles, B_TILE + kk * 16 * KS + n * 16, KS, false);
+        coopMatLoadNV(qf, tiles, kk * 16 * KS + n * 16, KS, false);
+        gv[n] = coopMatMulAddNV(pf, gof, gv[n]);
+        gk[n] = coopMatMulAddNV(dsf, qf, gk[n]);
+      }
+    }
+  }
+  STORE_ROWS(gv_.v, gv, pc.off[8] + int(bh * pc.lk * dv), mine, pc.lk, dv)
+  STORE_ROWS(gk_.v, gk, pc.off[7] + int(bh * pc.lk * d), mine, pc.lk, d)
+}
