@@ -28,6 +28,8 @@ layout(local_size_x_id = 0) in;  // 128: four subgroups of 32
 layout(constant_id = 1) const uint MODE = 0;
 layout(constant_id = 2) const uint D = 64;   // head dims rounded up to a multiple of 16, at most 128
 layout(constant_id = 3) const uint BC = 64;  // rows of the streamed sequence per tile: 32 or 64
+// d, dv and every offset % 8 == 0: rows are read 16 bytes (8 halves) at a time.
+layout(constant_id = 4) const bool ALIGNED = false;
 
 #define PUSH_ATTENTION
 #include "push_constants.h"
@@ -42,6 +44,12 @@ layout(set = 0, binding = 6) readonly buffer GO { float16_t v[]; } go_;
 layout(set = 0, binding = 7) buffer GQ { float16_t v[]; } gq_;
 layout(set = 0, binding = 8) buffer GK { float16_t v[]; } gk_;
 layout(set = 0, binding = 9) buffer GV { float16_t v[]; } gv_;
+// The same bindings read 8 halves at a time.
+layout(set = 0, binding = 0) readonly buffer Q8 { uvec4 v[]; } q8_;
+layout(set = 0, binding = 1) readonly buffer K8 { uvec4 v[]; } k8_;
+layout(set = 0, binding = 2) readonly buffer V8 { uvec4 v[]; } v8_;
+layout(set = 0, binding = 3) readonly buffer O8 { uvec4 v[]; } o8_;
+layout(set = 0, binding = 6) readonly buffer GO8 { uvec4 v[]; } go8_;
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define F16 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
@@ -49,6 +57,8 @@ layout(set = 0, binding = 9) buffer GV { float16_t v[]; } gv_;
 
 const uint LANES = 32, WARPS = 4, ROWS = 64, FR = 16;  // FR: rows per subgroup
 const uint KS = D + 8;      // shared row stride in halves: 16-byte aligned, off the bank period
+const uint KU = KS / 8;     // the same in 16-byte units
+const uint DU = D / 8;      // 16-byte units of a padded row
 const uint HALF = BC / 2;   // columns per lane: two lanes share a row
 const bool GRAD = MODE != 0u;
 
@@ -56,7 +66,7 @@ const bool GRAD = MODE != 0u;
 // (64 of one operand at a time, BC >= 32) are staged through the same space.
 // Every array is a whole number of 16-byte units (unused ones too): the
 // matrix loads and stores assume 16-byte aligned shared addresses.
-shared float16_t tiles[2 * BC * KS];
+shared uvec4 tiles[2 * BC * KU];  // 8 halves per element
 shared float s_f32[WARPS * FR * BC];                       // each subgroup's scores (S, or S^T in mode 2)
 shared float dp_f32[GRAD ? WARPS * FR * BC : 4];           // dP (or dP^T)
 shared float16_t p_f16[WARPS * FR * BC];                   // P z (forward, mode 2) or dS (mode 1)
@@ -110,15 +120,40 @@ float mask_term(uint bh, uint i, uint j) {
   return mv;
 }
 
-// Rows [first, first + count) of a [rows, width] f16 matrix at `base` into
-// tiles[at...] with stride KS; zeros past its end and past `width`.
-#define LOAD_ROWS(src, at, base, first, count, rows, width)                                   \
-  for (uint e = gl_LocalInvocationID.x; e < (count) * D; e += gl_WorkGroupSize.x) {         \
-    const uint r = e / D, c = e % D;                                                         \
-    tiles[(at) + r * KS + c] = c < (width) && (first) + r < (rows)                           \
-                                   ? src[(base) + int(((first) + r) * (width) + c)]          \
-                                   : float16_t(0.0);                                         \
+// Halves [col, col + 8) of row `row` of a [rows, width] f16 matrix at `base`
+// (bindings buf8 / buf1), packed; zeros outside the matrix.
+#define FETCH8(result, buf8, buf1, base, row, col, rows, width)                                 \
+  if (ALIGNED) {                                                                               \
+    result = (row) < (rows) && (col) < (width) ? buf8[((base) + int((row) * (width) + (col))) / 8] : uvec4(0); \
+  } else {                                                                                     \
+    float16_t h_[8];                                                                           \
+    [[unroll]] for (uint j_ = 0; j_ < 8; ++j_)                                                 \
+      h_[j_] = (row) < (rows) && (col) + j_ < (width) ? buf1[(base) + int((row) * (width) + (col) + j_)] : float16_t(0.0); \
+    result = uvec4(packFloat2x16(f16vec2(h_[0], h_[1])), packFloat2x16(f16vec2(h_[2], h_[3])),  \
+                   packFloat2x16(f16vec2(h_[4], h_[5])), packFloat2x16(f16vec2(h_[6], h_[7]))); \
   }
+
+// Rows [first, first + count) of a [rows, width] f16 matrix at `base` into
+// tiles[at...] (16-byte units, KU per row); zeros past its end and past `width`.
+#define LOAD_ROWS(buf8, buf1, at, base, first, count, rows, width)                   \
+  for (uint e = gl_LocalInvocationID.x; e < (count) * DU; e += gl_WorkGroupSize.x) { \
+    const uint r = e / DU, u = e % DU;                                              \
+    uvec4 val;                                                                      \
+    FETCH8(val, buf8, buf1, base, (first) + r, 8 * u, rows, width)                  \
+    tiles[(at) + r * KU + u] = val;                                                 \
+  }
+
+// dO_i . O_i over the 16-byte units u = part, part + parts, ... of row i.
+float delta_part(uint i, uint part, uint parts, int gobase, int obase) {
+  float acc = 0.0;
+  for (uint u = part; 8 * u < pc.dv; u += parts) {
+    uvec4 a, b;
+    FETCH8(a, go8_.v, go_.v, gobase, i, 8 * u, pc.lq, pc.dv)
+    FETCH8(b, o8_.v, o_.v, obase, i, 8 * u, pc.lq, pc.dv)
+    [[unroll]] for (uint w = 0; w < 4; ++w) acc += dot(unpackHalf2x16(a[w]), unpackHalf2x16(b[w]));
+  }
+  return acc;
+}
 
 // Multiplies row r of the subgroup's fragments by lane (r, *)'s factor f,
 // through the scratch fragment: a lane scales the 8 elements of its row it owns.
@@ -158,7 +193,7 @@ void main() {
   const uint d = pc.d, dv = pc.dv;
   const bool causal = pc.causal != 0u;
   const uint sbase = warp * FR * BC;  // this subgroup's part of s_f32, dp_f32, p_f16, ds_f16
-  const uint B_TILE = BC * KS;        // the second streamed tile
+  const uint B_TILE = BC * KU;        // the second streamed tile, in units
   const int qbase = pc.off[0] + int(bh * pc.lq * d), kbase = pc.off[1] + int(bh * pc.lk * d);
   const int vbase = pc.off[2] + int(bh * pc.lk * dv), obase = pc.off[3] + int(bh * pc.lq * dv);
   const int lbase = pc.off[4] + int(bh * pc.lq), gobase = pc.off[5] + int(bh * pc.lq * dv);
@@ -167,20 +202,19 @@ void main() {
     const uint i = mine + rl;
     // The subgroup's query rows (and, for grad_q, dO rows) as A fragments.
     F16 qf[D / 16], gof[D / 16];
-    LOAD_ROWS(q_.v, 0, qbase, first_row, ROWS, pc.lq, d)
+    LOAD_ROWS(q8_.v, q_.v, 0, qbase, first_row, ROWS, pc.lq, d)
     barrier();
-    [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(qf[kk], tiles, warp * FR * KS + kk * 16, KS, false);
+    [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(qf[kk], tiles, warp * FR * KU + kk * 2, KU, false);
     float lse = NEG_INF, delta = 0.0;
     if (MODE == 1u) {
       barrier();
-      LOAD_ROWS(go_.v, 0, gobase, first_row, ROWS, pc.lq, dv)
+      LOAD_ROWS(go8_.v, go_.v, 0, gobase, first_row, ROWS, pc.lq, dv)
       barrier();
       [[unroll]] for (uint kk = 0; kk < D / 16; ++kk)
-        coopMatLoadNV(gof[kk], tiles, warp * FR * KS + kk * 16, KS, false);
+        coopMatLoadNV(gof[kk], tiles, warp * FR * KU + kk * 2, KU, false);
       if (i < pc.lq) {
         lse = lse_.v[lbase + int(i)];
-        for (uint c = lane % 2; c < dv; c += 2)
-          delta += float(go_.v[gobase + int(i * dv + c)]) * float(o_.v[obase + int(i * dv + c)]);
+        delta = delta_part(i, lane % 2, 2, gobase, obase);
       }
       delta += subgroupShuffleXor(delta, 1u);
     }
@@ -191,19 +225,19 @@ void main() {
     const uint kend = causal ? min(pc.lk, min(first_row + ROWS, pc.lq)) : pc.lk;
     for (uint j0 = 0; j0 < kend; j0 += BC) {
       barrier();
-      LOAD_ROWS(k_.v, 0, kbase, j0, BC, pc.lk, d)
-      LOAD_ROWS(v_.v, B_TILE, vbase, j0, BC, pc.lk, dv)
+      LOAD_ROWS(k8_.v, k_.v, 0, kbase, j0, BC, pc.lk, d)
+      LOAD_ROWS(v8_.v, v_.v, B_TILE, vbase, j0, BC, pc.lk, dv)
       barrier();
       // S = Q K^T (and dP = dO V^T): K and V rows read column-major are K^T and V^T.
       [[unroll]] for (uint n = 0; n < BC / 16; ++n) {
         F32 s = F32(0.0), dp = F32(0.0);
         [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) {
           F16 kt;
-          coopMatLoadNV(kt, tiles, n * 16 * KS + kk * 16, KS, true);
+          coopMatLoadNV(kt, tiles, n * 16 * KU + kk * 2, KU, true);
           s = coopMatMulAddNV(qf[kk], kt, s);
           if (MODE == 1u) {
             F16 vt;
-            coopMatLoadNV(vt, tiles, B_TILE + n * 16 * KS + kk * 16, KS, true);
+            coopMatLoadNV(vt, tiles, B_TILE + n * 16 * KU + kk * 2, KU, true);
             dp = coopMatMulAddNV(gof[kk], vt, dp);
           }
         }
@@ -244,7 +278,7 @@ void main() {
           coopMatLoadNV(pf, p_f16, sbase + kk * 16, BC, false);
           [[unroll]] for (uint n = 0; n < D / 16; ++n) {
             F16 vf;
-            coopMatLoadNV(vf, tiles, B_TILE + kk * 16 * KS + n * 16, KS, false);
+            coopMatLoadNV(vf, tiles, B_TILE + kk * 16 * KU + n * 2, KU, false);
             acc[n] = coopMatMulAddNV(pf, vf, acc[n]);
           }
         }
@@ -266,7 +300,7 @@ void main() {
           coopMatLoadNV(dsf, p_f16, sbase + kk * 16, BC, false);
           [[unroll]] for (uint n = 0; n < D / 16; ++n) {
             F16 kf;
-            coopMatLoadNV(kf, tiles, kk * 16 * KS + n * 16, KS, false);
+            coopMatLoadNV(kf, tiles, kk * 16 * KU + n * 2, KU, false);
             acc[n] = coopMatMulAddNV(dsf, kf, acc[n]);
           }
         }
@@ -284,15 +318,14 @@ void main() {
   }
 
   // MODE 2: the subgroup's 16 key rows; queries and dO stream through shared memory.
-  const uint j = mine + rl;
   F16 kf[D / 16], vf[D / 16];
-  LOAD_ROWS(k_.v, 0, kbase, first_row, ROWS, pc.lk, d)
+  LOAD_ROWS(k8_.v, k_.v, 0, kbase, first_row, ROWS, pc.lk, d)
   barrier();
-  [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(kf[kk], tiles, warp * FR * KS + kk * 16, KS, false);
+  [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(kf[kk], tiles, warp * FR * KU + kk * 2, KU, false);
   barrier();
-  LOAD_ROWS(v_.v, 0, vbase, first_row, ROWS, pc.lk, dv)
+  LOAD_ROWS(v8_.v, v_.v, 0, vbase, first_row, ROWS, pc.lk, dv)
   barrier();
-  [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(vf[kk], tiles, warp * FR * KS + kk * 16, KS, false);
+  [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(vf[kk], tiles, warp * FR * KU + kk * 2, KU, false);
   F32 gk[D / 16], gv[D / 16];
   [[unroll]] for (uint n = 0; n < D / 16; ++n) {
     gk[n] = F32(0.0);
@@ -302,18 +335,18 @@ void main() {
   const uint qbegin = causal ? min(pc.lq, first_row) / BC * BC : 0u;
   for (uint i0 = qbegin; i0 < pc.lq; i0 += BC) {
     barrier();
-    LOAD_ROWS(q_.v, 0, qbase, i0, BC, pc.lq, d)
-    LOAD_ROWS(go_.v, B_TILE, gobase, i0, BC, pc.lq, dv)
-    for (uint t = gl_LocalInvocationID.x; t < BC; t += gl_WorkGroupSize.x) {
-      const uint i = i0 + t;
-      float lse = NEG_INF, delta = 0.0;
-      if (i < pc.lq) {
-        lse = lse_.v[lbase + int(i)];
-        for (uint c = 0; c < dv; ++c)
-          delta += float(go_.v[gobase + int(i * dv + c)]) * float(o_.v[obase + int(i * dv + c)]);
+    LOAD_ROWS(q8_.v, q_.v, 0, qbase, i0, BC, pc.lq, d)
+    LOAD_ROWS(go8_.v, go_.v, B_TILE, gobase, i0, BC, pc.lq, dv)
+    // D_i for the tile's queries, four invocations (neighbouring lanes) per row.
+    for (uint t = gl_LocalInvocationID.x; t < 4 * BC; t += gl_WorkGroupSize.x) {
+      const uint i = i0 + t / 4;
+      float delta = i < pc.lq ? delta_part(i, t % 4, 4, gobase, obase) : 0.0;
+      delta += subgroupShuffleXor(delta, 1u);
+      delta += subgroupShuffleXor(delta, 2u);
+      if (t % 4 == 0u) {
+        col_lse[t / 4] = i < pc.lq ? lse_.v[lbase + int(i)] : NEG_INF;
+        col_delta[t / 4] = delta;
       }
-      col_lse[t] = lse;
-      col_delta[t] = delta;
     }
     barrier();
     // S^T = K Q^T, dP^T = V dO^T: Q and dO rows read column-major.
@@ -321,8 +354,8 @@ void main() {
       F32 st = F32(0.0), dpt = F32(0.0);
       [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) {
         F16 qt, got;
-        coopMatLoadNV(qt, tiles, n * 16 * KS + kk * 16, KS, true);
-        coopMatLoadNV(got, tiles, B_TILE + n * 16 * KS + kk * 16, KS, true);
+        coopMatLoadNV(qt, tiles, n * 16 * KU + kk * 2, KU, true);
+        coopMatLoadNV(got, tiles, B_TILE + n * 16 * KU + kk * 2, KU, true);
         st = coopMatMulAddNV(kf[kk], qt, st);
         dpt = coopMatMulAddNV(vf[kk], got, dpt);
       }
@@ -331,19 +364,23 @@ void main() {
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    const uint row_at = sbase + rl * BC;
-    for (uint c = c0; c < c0 + HALF; ++c) {
+    // A lane owns query columns and walks the subgroup's keys: consecutive
+    // weights of one query row share Philox draws.
+    for (uint c = lane; c < BC; c += LANES) {
       const uint i = i0 + c;
-      const float lse = col_lse[c];
-      const float m = lse == NEG_INF ? NEG_INF : mask_term(bh, i, j);
-      float pz = 0.0, ds = 0.0;
-      if (m != NEG_INF) {
-        const float p = exp(s_f32[row_at + c] * pc.scale + m - lse), z = dropout_factor(bh, i, j);
-        pz = p * z;
-        ds = p * (dp_f32[row_at + c] * z - col_delta[c]) * pc.scale;
+      const float lse = col_lse[c], delta = col_delta[c];
+      for (uint r = 0; r < FR; ++r) {
+        const uint at = sbase + r * BC + c;
+        const float m = lse == NEG_INF ? NEG_INF : mask_term(bh, i, mine + r);
+        float pz = 0.0, ds = 0.0;
+        if (m != NEG_INF) {
+          const float p = exp(s_f32[at] * pc.scale + m - lse), z = dropout_factor(bh, i, mine + r);
+          pz = p * z;
+          ds = p * (dp_f32[at] * z - delta) * pc.scale;
+        }
+        p_f16[at] = float16_t(pz);
+        ds_f16[at] = float16_t(ds);
       }
-      p_f16[row_at + c] = float16_t(pz);
-      ds_f16[row_at + c] = float16_t(ds);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
@@ -354,8 +391,8 @@ void main() {
       coopMatLoadNV(dsf, ds_f16, sbase + kk * 16, BC, false);
       [[unroll]] for (uint n = 0; n < D / 16; ++n) {
         F16 gof, qf;
-        coopMatLoadNV(gof, tiles, B_TILE + kk * 16 * KS + n * 16, KS, false);
-        coopMatLoadNV(qf, tiles, kk * 16 * KS + n * 16, KS, false);
+        coopMatLoadNV(gof, tiles, B_TILE + kk * 16 * KU + n * 2, KU, false);
+        coopMatLoadNV(qf, tiles, kk * 16 * KU + n * 2, KU, false);
         gv[n] = coopMatMulAddNV(pf, gof, gv[n]);
         gk[n] = coopMatMulAddNV(dsf, qf, gk[n]);
       }

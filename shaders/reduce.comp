@@ -1,6 +1,7 @@
 #version 450
 // Reductions over any set of dims. One workgroup per output (tree in shared
-// memory) when the reduced extent is large, one invocation per output otherwise.
+// memory) when the reduced extent is large, one invocation per output
+// otherwise, and many workgroups for one very long reduction (CHUNKED).
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -8,6 +9,9 @@ layout(constant_id = 1) const uint OP = 0;  // REDUCE_*
 layout(constant_id = 2) const uint DT_OUT = 0;
 layout(constant_id = 3) const uint DT_IN = 0;
 layout(constant_id = 4) const bool PER_GROUP = false;
+// One output split over the workgroups: workgroup g reduces its run of the
+// reduced elements into partial g (out[g]); a second launch combines them.
+layout(constant_id = 5) const bool CHUNKED = false;
 
 #define PUSH_REDUCE
 #include "push_constants.h"
@@ -55,7 +59,28 @@ REAL finish(REAL acc) { return OP == REDUCE_MEAN ? acc / REAL(pc.n_red) : acc; }
 
 shared REAL partial[gl_WorkGroupSize.x];
 
+// The workgroup's tree over partial[]; the result in partial[0].
+void tree() {
+  barrier();
+  for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
+    if (gl_LocalInvocationID.x < s)
+      partial[gl_LocalInvocationID.x] = combine(partial[gl_LocalInvocationID.x], partial[gl_LocalInvocationID.x + s]);
+    barrier();
+  }
+}
+
 void main() {
+  if (CHUNKED) {
+    const uint chunk = (pc.n_red + gl_NumWorkGroups.x - 1) / gl_NumWorkGroups.x;
+    const uint first = gl_WorkGroupID.x * chunk, end = min(first + chunk, pc.n_red);
+    REAL acc = identity();
+    for (uint r = first + gl_LocalInvocationID.x; r < end; r += gl_WorkGroupSize.x)
+      acc = combine(acc, load1(DT_IN, pc.offset_in + reduced_offset(r)));
+    partial[gl_LocalInvocationID.x] = acc;
+    tree();
+    if (gl_LocalInvocationID.x == 0) store0(DT_OUT, pc.offset_out + gl_WorkGroupID.x, partial[0]);
+    return;
+  }
   if (PER_GROUP) {
     const uint o = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
     if (o >= pc.n_out) return;  // uniform per group
@@ -65,12 +90,7 @@ void main() {
     for (uint r = gl_LocalInvocationID.x; r < pc.n_red; r += gl_WorkGroupSize.x)
       acc = combine(acc, load1(DT_IN, base + reduced_offset(r)));
     partial[gl_LocalInvocationID.x] = acc;
-    barrier();
-    for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
-      if (gl_LocalInvocationID.x < s)
-        partial[gl_LocalInvocationID.x] = combine(partial[gl_LocalInvocationID.x], partial[gl_LocalInvocationID.x + s]);
-      barrier();
-    }
+    tree();
     if (gl_LocalInvocationID.x == 0) store0(DT_OUT, off_out, finish(partial[0]));
     return;
   }

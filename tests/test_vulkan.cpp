@@ -863,7 +863,8 @@ TEST(VulkanAttention, F16MatrixUnitKernelAgreesWithF32Cpu) {
   };
   const Case cases[] = {{130, 97, 24, 40, false, 1, 0.0}, {70, 70, 64, 64, true, 0, 0.0},
                         {65, 33, 16, 16, true, 0, 0.3},   {200, 150, 128, 128, false, 2, 0.1},
-                        {257, 257, 64, 64, true, 0, 0.1}, {20, 300, 96, 32, false, 0, 0.0}};
+                        {257, 257, 64, 64, true, 0, 0.1}, {20, 300, 96, 32, false, 0, 0.0},
+                        {33, 47, 20, 12, true, 0, 0.2}};  // rows not whole 16-byte units
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "lq " << c.lq << " lk " << c.lk << " d " << c.d << " dv " << c.dv);
     Generator gen(5);
@@ -1159,6 +1160,30 @@ TEST(VulkanConv, ColumnTilesPastOneGridMatchCpu) {
 
 // A reduction of 72000 products per output (4500 slices of 16) in one
 // workgroup: more inner-loop iterations than llvmpipe lets one loop run.
+// One output over many elements is split over workgroups and combined by a
+// second launch: sums, extremes (NaN wins) and 16-bit inputs, on contiguous,
+// transposed and keepdim views, against the CPU.
+TEST(VulkanReduce, LongFullReductionsSplitOverWorkgroupsMatchCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(4);
+  Tensor x = randn({700, 530}, {}, &gen);
+  Tensor xg = x.to(kGpu);
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "transposed" : "contiguous");
+    const Tensor c = transposed ? x.transpose(0, 1) : x, g = transposed ? xg.transpose(0, 1) : xg;
+    expect_close(sum(g).cpu(), sum(c), 1e-4, "sum");
+    expect_close(sum(g, {0, 1}, true).cpu(), sum(c, {0, 1}, true), 1e-4, "sum keepdim");
+    expect_close(max(g).cpu(), max(c), 0, "max");
+    expect_close(min(g).cpu(), min(c), 0, "min");
+    expect_close(mean(g).cpu(), mean(c), 1e-5, "mean");
+  }
+  expect_close(sum(xg.to(DType::f16)).cpu().to(DType::f32), sum(x.to(DType::f16).to(DType::f32)), 2e-3, "f16 sum");
+  std::vector<float> with_nan(200000, 1.0f);
+  with_nan[123456] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(max(tensor(with_nan, {200000}).to(kGpu)).item()));
+  EXPECT_EQ(sum(tensor(std::vector<float>(200000, 1.0f), {200000}).to(kGpu)).item(), 200000.0);
+}
+
 TEST(VulkanConv, LongReductionMatchesCpu) {
   REQUIRE_VULKAN();
   expect_conv_matches_cpu({1, 8000, 3, 3, 1, 3, 3, {}, true, 0}, 1e-3);

@@ -45,6 +45,13 @@ void coopmat_config(const AttentionParams& p, Mode mode, std::uint32_t shared_by
                           coopmat_shared_bytes(mode, d_pad, 32), shared_bytes));
 }
 
+// Whether the f16 kernel may read rows 16 bytes at a time.
+std::uint32_t rows_aligned(const AttentionParams& p, std::initializer_list<TensorArg> rows) {
+  bool ok = p.d % 8 == 0 && p.dv % 8 == 0;
+  for (TensorArg t : rows) ok = ok && t.layout->offset % 8 == 0;
+  return ok ? 1u : 0u;
+}
+
 void require_contiguous(TensorArg t) {
   if (!t.layout->is_contiguous())
     throw Error("scaled_dot_product_attention: the Vulkan kernel needs contiguous operands");
@@ -133,7 +140,8 @@ void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, T
   if (q.dtype == DType::f16) {
     coopmat_config(p, kForward, shared, d_max, tile);
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
-    launch("attention_coopmat", {kCoopmatThreads, kForward, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+    launch("attention_coopmat", {kCoopmatThreads, kForward, d_max, tile, rows_aligned(p, {q, k, v, out})}, ops, &pc,
+           sizeof pc, gx, gy, gz);
     return;
   }
   if (tiled_config(p, shared, d_max, tile)) {
@@ -159,19 +167,20 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
   if (bh == 0) return;
   const std::uint32_t shared = ctx_->properties.limits.maxComputeSharedMemorySize;
   if (q.dtype == DType::f16) {
+    const std::uint32_t aligned = rows_aligned(p, {q, k, v, out, grad_out});
     if (p.lq > 0) {
       Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
                        {m, false}, {grad_out, false}, {grad_q, true}, {q, false}, {q, false}};
       coopmat_config(p, kGradQ, shared, d_max, tile);
       tiled_grid(p.lq, bh, gx, gy, gz);
-      launch("attention_coopmat", {kCoopmatThreads, kGradQ, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+      launch("attention_coopmat", {kCoopmatThreads, kGradQ, d_max, tile, aligned}, ops, &pc, sizeof pc, gx, gy, gz);
     }
     if (p.lk > 0) {
       Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
                        {m, false}, {grad_out, false}, {q, false}, {grad_k, true}, {grad_v, true}};
       coopmat_config(p, kGradKV, shared, d_max, tile);
       tiled_grid(p.lk, bh, gx, gy, gz);
-      launch("attention_coopmat", {kCoopmatThreads, kGradKV, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+      launch("attention_coopmat", {kCoopmatThreads, kGradKV, d_max, tile, aligned}, ops, &pc, sizeof pc, gx, gy, gz);
     }
     return;
   }

@@ -12,6 +12,10 @@ using push::ReducePush;
 constexpr int kMaxDims = REDUCE_DIMS;
 constexpr std::uint32_t kLocal = 256;
 constexpr std::int64_t kSerialLimit = 64;  // reduced extents up to this run one invocation per output
+// One output over at least this many elements is split over workgroups
+// (partials, then a second launch): one workgroup alone leaves the GPU idle.
+constexpr std::int64_t kChunkedFrom = std::int64_t(1) << 16;
+constexpr std::int64_t kChunk = 4096;  // elements per workgroup, at most 256 workgroups
 
 }  // namespace
 
@@ -51,9 +55,26 @@ void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
   // serial loops over a few outputs leave the GPU idle behind memory latency.
   const bool per_group = !is_arg && (n_red > kSerialLimit || (n_red > 8 && n_out < 8192));
   std::vector<std::uint32_t> spec = {kLocal, std::uint32_t(op), std::uint32_t(out.dtype), std::uint32_t(in.dtype),
-                                     per_group ? 1u : 0u};
+                                     per_group ? 1u : 0u, 0u};
   Operand ops[] = {{out, true}, {in, false}};
   const std::string shader = shader_for("reduce", out.dtype == DType::f64 ? out.dtype : in.dtype);
+  const bool splits = op == ReduceOp::sum || op == ReduceOp::max || op == ReduceOp::min;
+  if (n_out == 1 && n_red >= kChunkedFrom && splits) {
+    // Partials in the output's dtype (f32 for 16-bit outputs), combined by a second reduce.
+    const DType pdt = out.dtype == DType::f16 || out.dtype == DType::bf16 ? DType::f32 : out.dtype;
+    const std::int64_t groups = std::min<std::int64_t>(256, n_red / kChunk);
+    Layout partial_layout = Layout::contiguous({groups});
+    Storage partials(device(), std::size_t(groups) * dtype_size(pdt));
+    const TensorArg part{&partials, pdt, &partial_layout};
+    ReducePush first = pc;
+    first.offset_out = 0;
+    Operand chunk_ops[] = {{part, true}, {in, false}};
+    launch(shader, {kLocal, std::uint32_t(op), std::uint32_t(pdt), std::uint32_t(in.dtype), 1u, 1u}, chunk_ops, &first,
+           sizeof first, std::uint32_t(groups));
+    Layout out_view{{1}, {1}, lo.offset};
+    reduce(op, TensorArg{out.storage, out.dtype, &out_view}, part);
+    return;
+  }
   if (per_group) {
     std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(n_out, 65535));
     std::uint32_t gy = std::uint32_t((n_out + gx - 1) / gx);
