@@ -256,9 +256,11 @@ void main() {
           tile_max = max(tile_max, s);
         }
         tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
-        const float new_max = max(mx, tile_max);
-        // Online softmax: what was summed under the old maximum is rescaled.
-        const float corr = new_max == NEG_INF ? 1.0 : exp(mx - new_max);
+        // Online softmax: what was summed under the old maximum is rescaled. The
+        // maximum moves only when a score passes it by more than 8 (weights
+        // stay below e^8, well inside f16): most tiles then skip the rescale.
+        const float new_max = tile_max > mx + 8.0 ? tile_max : mx;
+        const float corr = new_max == mx ? 1.0 : exp(mx - new_max);
         float part = 0.0;
         for (uint c = c0; c < c0 + HALF; ++c) {
           const float s = s_f32[row_at + c];

@@ -860,17 +860,20 @@ TEST(VulkanAttention, F16MatrixUnitKernelAgreesWithF32Cpu) {
     bool causal;
     int mask;  // 0 none, 1 float, 2 u8 padding
     double dropout;
+    double q_scale = 1.0;  // 6: scores spread far enough that row maxima move tile to tile
   };
   const Case cases[] = {{130, 97, 24, 40, false, 1, 0.0}, {70, 70, 64, 64, true, 0, 0.0},
                         {65, 33, 16, 16, true, 0, 0.3},   {200, 150, 128, 128, false, 2, 0.1},
                         {257, 257, 64, 64, true, 0, 0.1}, {20, 300, 96, 32, false, 0, 0.0},
-                        {33, 47, 20, 12, true, 0, 0.2}};  // rows not whole 16-byte units
+                        {33, 47, 20, 12, true, 0, 0.2},   // rows not whole 16-byte units
+                        {90, 300, 32, 32, false, 0, 0.0, 6.0}};
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "lq " << c.lq << " lk " << c.lk << " d " << c.d << " dv " << c.dv);
     Generator gen(5);
     const std::int64_t B = 2, H = 2;
     auto half_rounded = [](const Tensor& t) { return t.to(DType::f16).to(DType::f32); };
-    Tensor q = half_rounded(randn({B, H, c.lq, c.d}, {}, &gen)), k = half_rounded(randn({B, H, c.lk, c.d}, {}, &gen));
+    Tensor q = half_rounded(randn({B, H, c.lq, c.d}, {}, &gen) * c.q_scale);
+    Tensor k = half_rounded(randn({B, H, c.lk, c.d}, {}, &gen));
     Tensor v = half_rounded(randn({B, H, c.lk, c.dv}, {}, &gen));
     Tensor seed = half_rounded(randn({B, H, c.lq, c.dv}, {}, &gen));
     Tensor mask;
