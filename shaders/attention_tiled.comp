@@ -17,6 +17,8 @@ layout(local_size_x_id = 0) in;  // ROWS
 layout(constant_id = 1) const uint MODE = 0;
 layout(constant_id = 2) const uint D_MAX = 64;  // >= d and dv: 16, 32, 64 or 128
 layout(constant_id = 3) const uint TILE = 32;   // rows of the streamed sequence per shared-memory tile
+// d, dv and every offset % 4 == 0: rows are read 16 bytes (4 floats) at a time.
+layout(constant_id = 4) const bool ALIGNED = false;
 
 #define PUSH_ATTENTION
 #include "push_constants.h"
@@ -31,6 +33,12 @@ layout(set = 0, binding = 6) readonly buffer GO { float v[]; } go_;
 layout(set = 0, binding = 7) buffer GQ { float v[]; } gq_;
 layout(set = 0, binding = 8) buffer GK { float v[]; } gk_;
 layout(set = 0, binding = 9) buffer GV { float v[]; } gv_;
+// The same bindings read 4 floats at a time.
+layout(set = 0, binding = 0) readonly buffer Q4 { vec4 v[]; } q4_;
+layout(set = 0, binding = 1) readonly buffer K4 { vec4 v[]; } k4_;
+layout(set = 0, binding = 2) readonly buffer V4 { vec4 v[]; } v4_;
+layout(set = 0, binding = 3) readonly buffer O4 { vec4 v[]; } o4_;
+layout(set = 0, binding = 6) readonly buffer GO4 { vec4 v[]; } go4_;
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
@@ -39,6 +47,7 @@ shared float tile_a[TILE * D_MAX];
 shared float tile_b[TILE * D_MAX];
 shared float tile_lse[TILE];
 shared float tile_delta[TILE];
+shared float delta_part[gl_WorkGroupSize.x];  // mode 2: partial D_i, several invocations per row
 
 uvec4 philox(uvec2 key, uvec2 counter) {
   uint c0 = counter.x, c1 = counter.y, c2 = 0u, c3 = 0u, k0 = key.x, k1 = key.y;
@@ -78,13 +87,34 @@ float mask_term(uint bh, uint i, uint j) {
   return mv;
 }
 
-// Copies rows [first, first + TILE) of a [rows, width] matrix at `base` into a
-// shared tile, zeros past its end and past `width` (so padded columns add 0).
-#define LOAD_TILE(dst, src, base, first, rows, width)                                    \
-  for (uint e = gl_LocalInvocationID.x; e < TILE * D_MAX; e += gl_WorkGroupSize.x) {   \
-    const uint r = e / D_MAX, c = e % D_MAX;                                            \
-    dst[e] = c < (width) && (first) + r < (rows) ? src[(base) + int(((first) + r) * (width) + c)] : 0.0; \
+// Copies rows [first, first + TILE) of a [rows, width] matrix at `base` into
+// a shared tile, zeros past its end and past `width` (so padded columns add 0);
+// 4 floats per load when ALIGNED (src4 is the binding's vec4 view).
+#define LOAD_TILE(dst, src, src4, base, first, rows, width)                                  \
+  if (ALIGNED) {                                                                              \
+    for (uint e = gl_LocalInvocationID.x; e < TILE * D_MAX / 4; e += gl_WorkGroupSize.x) {  \
+      const uint r = e / (D_MAX / 4), c = 4 * (e % (D_MAX / 4));                              \
+      const vec4 x = c < (width) && (first) + r < (rows) ? src4[((base) + int(((first) + r) * (width) + c)) / 4] : vec4(0.0); \
+      [[unroll]] for (uint w = 0; w < 4; ++w) dst[r * D_MAX + c + w] = x[w];                 \
+    }                                                                                         \
+  } else {                                                                                    \
+    for (uint e = gl_LocalInvocationID.x; e < TILE * D_MAX; e += gl_WorkGroupSize.x) {      \
+      const uint r = e / D_MAX, c = e % D_MAX;                                                \
+      dst[e] = c < (width) && (first) + r < (rows) ? src[(base) + int(((first) + r) * (width) + c)] : 0.0; \
+    }                                                                                         \
   }
+
+// dO_i . O_i over columns [c0, c1) of row i (16-byte loads when ALIGNED).
+float row_delta(uint i, uint c0, uint c1) {
+  const int go = pc.off[5] + int(i * pc.dv), oo = pc.off[3] + int(i * pc.dv);
+  float acc = 0.0;
+  if (ALIGNED) {
+    for (uint c = c0; c < c1; c += 4) acc += dot(go4_.v[(go + int(c)) / 4], o4_.v[(oo + int(c)) / 4]);
+  } else {
+    for (uint c = c0; c < c1; ++c) acc += go_.v[go + int(c)] * o_.v[oo + int(c)];
+  }
+  return acc;
+}
 
 void main() {
   const uint bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
@@ -117,8 +147,8 @@ void main() {
     const int kbase = pc.off[1] + int(bh * pc.lk * d), vbase = pc.off[2] + int(bh * pc.lk * dv);
     for (uint j0 = 0; j0 < kend; j0 += TILE) {
       barrier();
-      LOAD_TILE(tile_a, k_.v, kbase, j0, pc.lk, d)
-      LOAD_TILE(tile_b, v_.v, vbase, j0, pc.lk, dv)
+      LOAD_TILE(tile_a, k_.v, k4_.v, kbase, j0, pc.lk, d)
+      LOAD_TILE(tile_b, v_.v, v4_.v, vbase, j0, pc.lk, dv)
       barrier();
       if (!in_range || (MODE == 1u && lse == NEG_INF)) continue;
       const uint n = min(TILE, kend - j0);
@@ -179,18 +209,21 @@ void main() {
   const int qbase = pc.off[0] + int(bh * pc.lq * d), gobase = pc.off[5] + int(bh * pc.lq * dv);
   for (uint i0 = qbegin; i0 < pc.lq; i0 += TILE) {
     barrier();
-    LOAD_TILE(tile_a, q_.v, qbase, i0, pc.lq, d)
-    LOAD_TILE(tile_b, go_.v, gobase, i0, pc.lq, dv)
-    for (uint t = gl_LocalInvocationID.x; t < TILE; t += gl_WorkGroupSize.x) {
-      const uint i = i0 + t;
-      float lse = NEG_INF, delta = 0.0;
-      if (i < pc.lq) {
-        lse = lse_.v[pc.off[4] + int(bh * pc.lq + i)];
-        const int go = pc.off[5] + int((bh * pc.lq + i) * dv), oo = pc.off[3] + int((bh * pc.lq + i) * dv);
-        for (uint c = 0; c < dv; ++c) delta += go_.v[go + int(c)] * o_.v[oo + int(c)];
+    LOAD_TILE(tile_a, q_.v, q4_.v, qbase, i0, pc.lq, d)
+    LOAD_TILE(tile_b, go_.v, go4_.v, gobase, i0, pc.lq, dv)
+    // D_i of the tile's queries: PER invocations per row, each a run of columns.
+    {
+      const uint PER = gl_WorkGroupSize.x / TILE, t = gl_LocalInvocationID.x / PER, part = gl_LocalInvocationID.x % PER;
+      const uint i = i0 + t, span = (pc.dv + 4 * PER - 1) / (4 * PER) * 4;  // whole 16-byte units per part
+      delta_part[gl_LocalInvocationID.x] =
+          t < TILE && i < pc.lq ? row_delta(bh * pc.lq + i, min(part * span, pc.dv), min(part * span + span, pc.dv)) : 0.0;
+      barrier();
+      if (part == 0u && t < TILE) {
+        float delta = 0.0;
+        for (uint k = 0; k < PER; ++k) delta += delta_part[gl_LocalInvocationID.x + k];
+        tile_delta[t] = delta;
+        tile_lse[t] = i < pc.lq ? lse_.v[pc.off[4] + int(bh * pc.lq + i)] : NEG_INF;
       }
-      tile_lse[t] = lse;
-      tile_delta[t] = delta;
     }
     barrier();
     if (!in_range) continue;

@@ -818,7 +818,9 @@ TEST(VulkanAttention, TiledAndWideKernelsAgreeWithCpu) {
   };
   const Case cases[] = {{130, 97, 24, 40, false, true, 0.0}, {70, 70, 64, 64, true, false, 0.0},
                         {65, 33, 16, 16, true, false, 0.3},  {37, 45, 160, 8, false, true, 0.0},
-                        {29, 29, 160, 160, true, false, 0.2}};
+                        {29, 29, 160, 160, true, false, 0.2},
+                        // rows not whole 16-byte units (element-wise loads), a 128-wide register row
+                        {41, 29, 18, 10, false, true, 0.1},  {45, 77, 98, 36, true, false, 0.2}};
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "lq " << c.lq << " lk " << c.lk << " d " << c.d << " dv " << c.dv);
     Generator gen(3);

@@ -45,10 +45,10 @@ void coopmat_config(const AttentionParams& p, Mode mode, std::uint32_t shared_by
                           coopmat_shared_bytes(mode, d_pad, 32), shared_bytes));
 }
 
-// Whether the f16 kernel may read rows 16 bytes at a time.
-std::uint32_t rows_aligned(const AttentionParams& p, std::initializer_list<TensorArg> rows) {
-  bool ok = p.d % 8 == 0 && p.dv % 8 == 0;
-  for (TensorArg t : rows) ok = ok && t.layout->offset % 8 == 0;
+// Whether a kernel may read rows 16 bytes (`unit` elements) at a time.
+std::uint32_t rows_aligned(const AttentionParams& p, std::initializer_list<TensorArg> rows, std::int64_t unit) {
+  bool ok = p.d % unit == 0 && p.dv % unit == 0;
+  for (TensorArg t : rows) ok = ok && t.layout->offset % unit == 0;
   return ok ? 1u : 0u;
 }
 
@@ -140,13 +140,14 @@ void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, T
   if (q.dtype == DType::f16) {
     coopmat_config(p, kForward, shared, d_max, tile);
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
-    launch("attention_coopmat", {kCoopmatThreads, kForward, d_max, tile, rows_aligned(p, {q, k, v, out})}, ops, &pc,
+    launch("attention_coopmat", {kCoopmatThreads, kForward, d_max, tile, rows_aligned(p, {q, k, v, out}, 8)}, ops, &pc,
            sizeof pc, gx, gy, gz);
     return;
   }
   if (tiled_config(p, shared, d_max, tile)) {
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
-    launch("attention_tiled", {kTiledRows, kForward, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+    launch("attention_tiled", {kTiledRows, kForward, d_max, tile, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc,
+           gx, gy, gz);
     return;
   }
   grid(rows, gx, gy);
@@ -167,7 +168,7 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
   if (bh == 0) return;
   const std::uint32_t shared = ctx_->properties.limits.maxComputeSharedMemorySize;
   if (q.dtype == DType::f16) {
-    const std::uint32_t aligned = rows_aligned(p, {q, k, v, out, grad_out});
+    const std::uint32_t aligned = rows_aligned(p, {q, k, v, out, grad_out}, 8);
     if (p.lq > 0) {
       Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
                        {m, false}, {grad_out, false}, {grad_q, true}, {q, false}, {q, false}};
@@ -185,12 +186,13 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
     return;
   }
   const bool tiled = tiled_config(p, shared, d_max, tile);
+  const std::uint32_t aligned = rows_aligned(p, {q, k, v, out, grad_out}, 4);
   if (p.lq > 0) {
     Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
                      {m, false}, {grad_out, false}, {grad_q, true}, {q, false}, {q, false}};
     if (tiled) {
       tiled_grid(p.lq, bh, gx, gy, gz);
-      launch("attention_tiled", {kTiledRows, kGradQ, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+      launch("attention_tiled", {kTiledRows, kGradQ, d_max, tile, aligned}, ops, &pc, sizeof pc, gx, gy, gz);
     } else {
       grid(bh * p.lq, gx, gy);
       launch("attention", {kLocal, kGradQ}, ops, &pc, sizeof pc, gx, gy);
@@ -201,7 +203,7 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
                      {m, false}, {grad_out, false}, {q, false}, {grad_k, true}, {grad_v, true}};
     if (tiled) {
       tiled_grid(p.lk, bh, gx, gy, gz);
-      launch("attention_tiled", {kTiledRows, kGradKV, d_max, tile}, ops, &pc, sizeof pc, gx, gy, gz);
+      launch("attention_tiled", {kTiledRows, kGradKV, d_max, tile, aligned}, ops, &pc, sizeof pc, gx, gy, gz);
     } else {
       grid(bh * p.lk, gx, gy);
       launch("attention", {kLocal, kGradKV}, ops, &pc, sizeof pc, gx, gy);
