@@ -15,6 +15,7 @@ Only the initial random draws differ (each library has its own generator).
     char_lm --epochs 4 --steps-per-epoch 500 --threads 2     # the same 2000 steps
 """
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -133,7 +134,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--amp", action="store_true", help="f16 autocast with a gradient scaler (as char_lm --amp)")
+    ap.add_argument("--amp", action="store_true", help="16-bit autocast, with a gradient scaler on GPUs (as char_lm --amp)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -145,7 +146,10 @@ def main():
     net = GPT(a.context, a.d_model, a.heads, a.layers, a.dropout).to(device)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=a.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(a.steps, 1))
-    scaler = torch.amp.GradScaler(device.type, enabled=a.amp)
+    # --amp: f16 with a loss scaler on GPUs, bf16 on the CPU (as char_lm --amp);
+    # torch.cuda.amp.GradScaler is the spelling both Debian's 1.13 and 2.x have.
+    amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+    scaler = torch.cuda.amp.GradScaler(enabled=a.amp and device.type == "cuda")
     params = sum(p.numel() for p in net.parameters())
     print(f"char_lm_torch: torch {torch.__version__}, {params} parameters, {len(text)} bytes of text "
           f"({len(val)} held out), {a.threads} threads, device {device}{', amp' if a.amp else ''}", flush=True)
@@ -154,7 +158,7 @@ def main():
     start = time.perf_counter()
     for step in range(a.steps):
         x, y = batch_at(train, step, a.batch_size, a.context, a.seed, device)
-        with torch.autocast(device.type, dtype=torch.float16, enabled=a.amp):
+        with torch.autocast(device.type, dtype=amp_dtype) if a.amp else contextlib.nullcontext():
             loss = F.cross_entropy(net(x).reshape(-1, 256), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
