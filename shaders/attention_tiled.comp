@@ -49,22 +49,7 @@ shared float tile_lse[TILE];
 shared float tile_delta[TILE];
 shared float delta_part[gl_WorkGroupSize.x];  // mode 2: partial D_i, several invocations per row
 
-uvec4 philox(uvec2 key, uvec2 counter) {
-  uint c0 = counter.x, c1 = counter.y, c2 = 0u, c3 = 0u, k0 = key.x, k1 = key.y;
-  for (int round = 0; round < 10; ++round) {
-    uint hi0, lo0, hi1, lo1;
-    umulExtended(0xD2511F53u, c0, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c2, hi1, lo1);
-    uint n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-    c1 = lo1;
-    c3 = lo0;
-    c0 = n0;
-    c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return uvec4(c0, c1, c2, c3);
-}
+#include "philox.glsl"
 
 float dropout_factor(uint bh, uint i, uint j) {
   if (pc.dropout_threshold == 0u) return 1.0;

@@ -17,22 +17,7 @@ layout(constant_id = 3) const bool STATE = false;
 TENSOR(0)
 layout(set = 0, binding = 1) readonly buffer State { uint state[]; };
 
-uvec4 philox(uvec2 key, uvec2 counter) {
-  uint c0 = counter.x, c1 = counter.y, c2 = 0u, c3 = 0u, k0 = key.x, k1 = key.y;
-  for (int round = 0; round < 10; ++round) {
-    uint hi0, lo0, hi1, lo1;
-    umulExtended(0xD2511F53u, c0, hi0, lo0);
-    umulExtended(0xCD9E8D57u, c2, hi1, lo1);
-    uint n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-    c1 = lo1;
-    c3 = lo0;
-    c0 = n0;
-    c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return uvec4(c0, c1, c2, c3);
-}
+#include "philox.glsl"
 
 // The affine parameters: the f64 variant maps with doubles, as the CPU does for f64.
 #ifdef RUMUS_F64
