@@ -166,47 +166,45 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
   std::uint32_t gx, gy, gz, d_max, tile;
   const std::int64_t bh = p.batch * p.heads;
   if (bh == 0) return;
+  // Bindings of the grad_q kernel and of the grad_k/grad_v kernel, whichever shader runs them.
+  Operand q_ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
+                     {m, false}, {grad_out, false}, {grad_q, true}, {q, false}, {q, false}};
+  Operand kv_ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
+                      {m, false}, {grad_out, false}, {q, false}, {grad_k, true}, {grad_v, true}};
   const std::uint32_t shared = ctx_->properties.limits.maxComputeSharedMemorySize;
   if (q.dtype == DType::f16) {
     const std::uint32_t aligned = rows_aligned(p, {q, k, v, out, grad_out}, 8);
     if (p.lq > 0) {
-      Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
-                       {m, false}, {grad_out, false}, {grad_q, true}, {q, false}, {q, false}};
       coopmat_config(p, kGradQ, shared, d_max, tile);
       tiled_grid(p.lq, bh, gx, gy, gz);
-      launch("attention_coopmat", {kCoopmatThreads, kGradQ, d_max, tile, aligned}, ops, &pc, sizeof pc, gx, gy, gz);
+      launch("attention_coopmat", {kCoopmatThreads, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx, gy, gz);
     }
     if (p.lk > 0) {
-      Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
-                       {m, false}, {grad_out, false}, {q, false}, {grad_k, true}, {grad_v, true}};
       coopmat_config(p, kGradKV, shared, d_max, tile);
       tiled_grid(p.lk, bh, gx, gy, gz);
-      launch("attention_coopmat", {kCoopmatThreads, kGradKV, d_max, tile, aligned}, ops, &pc, sizeof pc, gx, gy, gz);
+      launch("attention_coopmat", {kCoopmatThreads, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy,
+             gz);
     }
     return;
   }
   const bool tiled = tiled_config(p, shared, d_max, tile);
   const std::uint32_t aligned = rows_aligned(p, {q, k, v, out, grad_out}, 4);
   if (p.lq > 0) {
-    Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
-                     {m, false}, {grad_out, false}, {grad_q, true}, {q, false}, {q, false}};
     if (tiled) {
       tiled_grid(p.lq, bh, gx, gy, gz);
-      launch("attention_tiled", {kTiledRows, kGradQ, d_max, tile, aligned}, ops, &pc, sizeof pc, gx, gy, gz);
+      launch("attention_tiled", {kTiledRows, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx, gy, gz);
     } else {
       grid(bh * p.lq, gx, gy);
-      launch("attention", {kLocal, kGradQ}, ops, &pc, sizeof pc, gx, gy);
+      launch("attention", {kLocal, kGradQ}, q_ops, &pc, sizeof pc, gx, gy);
     }
   }
   if (p.lk > 0) {
-    Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
-                     {m, false}, {grad_out, false}, {q, false}, {grad_k, true}, {grad_v, true}};
     if (tiled) {
       tiled_grid(p.lk, bh, gx, gy, gz);
-      launch("attention_tiled", {kTiledRows, kGradKV, d_max, tile, aligned}, ops, &pc, sizeof pc, gx, gy, gz);
+      launch("attention_tiled", {kTiledRows, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy, gz);
     } else {
       grid(bh * p.lk, gx, gy);
-      launch("attention", {kLocal, kGradKV}, ops, &pc, sizeof pc, gx, gy);
+      launch("attention", {kLocal, kGradKV}, kv_ops, &pc, sizeof pc, gx, gy);
     }
   }
 }
