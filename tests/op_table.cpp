@@ -38,8 +38,14 @@ const std::vector<OpCase>& op_table() {
       {"clamp", {{4, 5}}, [](V x) { return clamp(x[0], -0.5, 0.4); }},
       // Activations.
       {"relu", {{4, 5}}, [](V x) { return relu(x[0]); }},
-      {"sigmoid", {{4, 5}}, [](V x) { return sigmoid(x[0] * 3.0); }},
-      {"tanh", {{4, 5}}, [](V x) { return tanh(x[0] * 2.0); }},
+      {"sigmoid", {{4, 5}}, [](V x) { return sigmoid(x[0]); }},
+      {"tanh", {{4, 5}}, [](V x) { return tanh(x[0]); }},
+      // Over temporaries nothing else holds: written in place.
+      {"relu_over_temporary", {{4, 5}}, [](V x) { return relu(x[0] * 2.0); }},
+      {"sigmoid_over_temporary", {{4, 5}}, [](V x) { return sigmoid(x[0] * 3.0); }},
+      {"tanh_over_temporary", {{4, 5}}, [](V x) { return tanh(x[0] * 2.0); }},
+      {"relu_over_conv2d", {{2, 3, 5, 6}, {4, 3, 3, 2}, {4}}, [](V x) { return relu(conv2d(x[0], x[1], x[2])); }},
+      {"relu_over_linear", {{3, 5}, {4, 5}, {4}}, [](V x) { return relu(linear(x[0], x[1], x[2])); }},
       {"gelu", {{4, 5}}, [](V x) { return gelu(x[0] * 2.0); }},
       {"gelu_tanh", {{4, 5}}, [](V x) { return gelu(x[0] * 2.0, "tanh"); }},
       {"leaky_relu", {{4, 5}}, [](V x) { return leaky_relu(x[0], 0.1); }},

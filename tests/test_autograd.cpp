@@ -99,6 +99,61 @@ TEST(Autograd, InPlaceOnTensorRequiringGradIsRejected) {
   EXPECT_EQ(sum(w).item(), 4.0);
 }
 
+// relu, sigmoid and tanh write over a temporary nobody else holds, and only then.
+TEST(Autograd, ActivationsWriteOverTemporariesNothingElseHolds) {
+  const std::vector<double> values{-1.5, -0.25, 0.5, 2.0, -3.0, 0.75};
+  for (const char* name : {"relu", "sigmoid", "tanh"}) {
+    SCOPED_TRACE(name);
+    auto act = [name](Tensor&& t) {
+      const std::string n = name;
+      return n == "relu" ? relu(std::move(t)) : n == "sigmoid" ? sigmoid(std::move(t)) : rumus::tanh(std::move(t));
+    };
+    auto act_held = [name](const Tensor& t) {
+      const std::string n = name;
+      return n == "relu" ? relu(t) : n == "sigmoid" ? sigmoid(t) : rumus::tanh(t);
+    };
+    Tensor x = tensor(values).requires_grad_();
+    const Tensor expected = act_held(mul(x, 2.0)).detach();
+    const std::vector<float> expected_grad = backward(sum(mul(act_held(mul(x, 2.0)), x))).at(x).to_vector<float>();
+
+    // A temporary: written over, and the gradient is the same.
+    Tensor t = mul(x, 2.0);
+    const Storage* storage = t.storage_ptr().get();
+    Tensor y = act(std::move(t));
+    EXPECT_EQ(y.storage_ptr().get(), storage);
+    EXPECT_EQ(y.to_vector<float>(), expected.to_vector<float>());
+    EXPECT_EQ(backward(sum(mul(y, x))).at(x).to_vector<float>(), expected_grad);
+
+    // Held elsewhere (a copy, a view, an op's saved input, a leaf): left alone.
+    Tensor a = mul(x, 2.0), copy = a;
+    EXPECT_NE(act(std::move(a)).storage_ptr().get(), copy.storage_ptr().get());
+    EXPECT_EQ(copy.to_vector<float>(), mul(x, 2.0).to_vector<float>());
+    Tensor b = mul(x, 2.0), view = b.narrow(0, 1, 3);
+    const std::vector<float> view_before = view.to_vector<float>();
+    EXPECT_NE(act(std::move(b)).storage_ptr().get(), view.storage_ptr().get());
+    EXPECT_EQ(view.to_vector<float>(), view_before);
+    Tensor c = mul(x, 2.0);
+    Tensor product = mul(c, c);  // saves c
+    Tensor z = act(std::move(c));
+    EXPECT_NO_THROW(backward(sum(add(product, z))));  // no version error: c was not written
+    Tensor leaf = tensor(values).requires_grad_();
+    const Storage* leaf_storage = leaf.storage_ptr().get();
+    Tensor w = act(std::move(leaf));
+    EXPECT_NE(w.storage_ptr().get(), leaf_storage);
+    autograd::clear_tape();
+  }
+  // Sequential hands each output on, so its ReLU writes over the Linear's output.
+  nn::Sequential net(nn::Linear(3, 4), nn::ReLU(), nn::Linear(4, 2), nn::Tanh());
+  Tensor in = tensor({0.5, -1.0, 2.0, 1.5, 0.25, -0.75}).view({2, 3});
+  Tensor out = net.forward(in);
+  GradientStore g = backward(sum(out));
+  for (const Tensor& p : net.parameters()) EXPECT_TRUE(g.contains(p));
+  NoGradGuard no_grad;
+  Tensor h = in;
+  for (const auto& [name, layer] : net.named_children()) h = layer->forward(h);
+  EXPECT_EQ(out.to_vector<float>(), h.to_vector<float>());
+}
+
 TEST(Autograd, InferenceLoopLeavesTapeEmpty) {
   Tensor w = randn({8, 8});
   Tensor x = randn({4, 8});

@@ -10,7 +10,8 @@ Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& layer : layers_) h = layer->forward(h);
+  // Each output is held only here, so a layer may write over it.
+  for (auto& layer : layers_) h = layer->forward_owned(std::move(h));
   return h;
 }
 

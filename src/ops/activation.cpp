@@ -5,6 +5,8 @@
 
 namespace rumus {
 
+using detail::arg;
+
 namespace {
 // `use_output`: the gradient kernel reads y = f(x) instead of x.
 Tensor activation(const char* name, UnaryOp fwd, BinaryOp bwd, const Tensor& x, bool use_output, double p0 = 0) {
@@ -17,7 +19,39 @@ Tensor activation(const char* name, UnaryOp fwd, BinaryOp bwd, const Tensor& x, 
                      });
   return out;
 }
+
+// Whether `x` can take its own result: no other handle, view or saved copy
+// shares its storage, and it is not a leaf whose gradient someone will read.
+bool owned_temporary(const Tensor& x) {
+  return x.defined() && x.impl_ptr().use_count() == 1 && x.storage_ptr().use_count() == 1 && x.is_contiguous() &&
+         is_floating(x.dtype()) && !(x.requires_grad() && x.impl().recorded_on == std::thread::id{});
+}
+
+// The activation written over `x`; the gradient reads the output.
+Tensor activation_in_place(const char* name, UnaryOp fwd, BinaryOp bwd, Tensor&& x) {
+  Tensor out = x.detach();
+  if (out.numel() > 0) detail::kernels(name, Kernel::unary, out).unary(fwd, arg(out), arg(out), 0, 0);
+  out.storage().bump_version();
+  if (autograd::needs_grad({&x}))
+    autograd::record(name, {x}, out, [name, bwd, saved = autograd::SavedTensor(out.detach())](const Tensor& g) {
+      return std::vector<Tensor>{detail::binary_kernel(bwd, name, g, saved.get(), g.dtype(), 0, 0)};
+    });
+  return out;
+}
 }  // namespace
+
+Tensor relu(Tensor&& x) {
+  if (!owned_temporary(x)) return relu(static_cast<const Tensor&>(x));
+  return activation_in_place("relu", UnaryOp::relu, BinaryOp::relu_backward, std::move(x));
+}
+Tensor sigmoid(Tensor&& x) {
+  if (!owned_temporary(x)) return sigmoid(static_cast<const Tensor&>(x));
+  return activation_in_place("sigmoid", UnaryOp::sigmoid, BinaryOp::sigmoid_backward, std::move(x));
+}
+Tensor tanh(Tensor&& x) {
+  if (!owned_temporary(x)) return rumus::tanh(static_cast<const Tensor&>(x));
+  return activation_in_place("tanh", UnaryOp::tanh, BinaryOp::tanh_backward, std::move(x));
+}
 
 Tensor relu(const Tensor& x) { return activation("relu", UnaryOp::relu, BinaryOp::relu_backward, x, false); }
 Tensor sigmoid(const Tensor& x) {
@@ -38,8 +72,11 @@ Tensor hardswish(const Tensor& x) {
   return activation("hardswish", UnaryOp::hardswish, BinaryOp::hardswish_backward, x, false);
 }
 
-Tensor Tensor::relu() const { return rumus::relu(*this); }
-Tensor Tensor::sigmoid() const { return rumus::sigmoid(*this); }
-Tensor Tensor::tanh() const { return rumus::tanh(*this); }
+Tensor Tensor::relu() const& { return rumus::relu(*this); }
+Tensor Tensor::sigmoid() const& { return rumus::sigmoid(*this); }
+Tensor Tensor::tanh() const& { return rumus::tanh(*this); }
+Tensor Tensor::relu() && { return rumus::relu(std::move(*this)); }
+Tensor Tensor::sigmoid() && { return rumus::sigmoid(std::move(*this)); }
+Tensor Tensor::tanh() && { return rumus::tanh(std::move(*this)); }
 
 }  // namespace rumus

@@ -44,14 +44,20 @@ std::pair<Tensor, Tensor> promoted(const char* name, const Tensor& a, const Tens
   return {a.dtype() == dt ? a : a.to(dt), b.dtype() == dt ? b : b.to(dt)};
 }
 
-Tensor unary_float(const char* name, UnaryOp op, const Tensor& x, double p0, double p1,
+// What a unary op's gradient reads; it keeps only that alive, so that
+// x * 2 neither holds x nor stops a later relu from writing over its result.
+enum class Saves { nothing, input, output };
+
+Tensor unary_float(const char* name, UnaryOp op, const Tensor& x, double p0, double p1, Saves saves,
                    std::function<Tensor(const Tensor& g, const Tensor& x, const Tensor& y)> grad) {
   detail::check_floating(name, x);
   Tensor out = detail::unary_kernel(op, x, p0, p1, name);
   if (autograd::needs_grad({&x}))
-    autograd::record(name, {x}, out, [sx = SavedTensor(x), sy = SavedTensor(out.detach()), grad](const Tensor& g) {
-      return std::vector<Tensor>{grad(g, sx.get(), sy.get())};
-    });
+    autograd::record(name, {x}, out,
+                     [sx = SavedTensor(saves == Saves::input ? x : Tensor()),
+                      sy = SavedTensor(saves == Saves::output ? out.detach() : Tensor()), grad](const Tensor& g) {
+                       return std::vector<Tensor>{grad(g, sx.get(), sy.get())};
+                     });
   return out;
 }
 
@@ -167,12 +173,13 @@ Tensor pow(const Tensor& a0, const Tensor& b0) {
 // Scalar operands: one unary kernel, no broadcast bookkeeping.
 Tensor add(const Tensor& a, double b) {
   if (!is_floating(a.dtype())) return add(a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
-  return unary_float("add", UnaryOp::add_scalar, a, b, 0, [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
+  return unary_float("add", UnaryOp::add_scalar, a, b, 0, Saves::nothing,
+                     [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
 }
 Tensor sub(const Tensor& a, double b) { return add(a, -b); }
 Tensor mul(const Tensor& a, double b) {
   if (!is_floating(a.dtype())) return mul(a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
-  return unary_float("mul", UnaryOp::mul_scalar, a, b, 0,
+  return unary_float("mul", UnaryOp::mul_scalar, a, b, 0, Saves::nothing,
                      [b](const Tensor& g, const Tensor&, const Tensor&) { return mul(g, b); });
 }
 Tensor div(const Tensor& a, double b) {
@@ -181,41 +188,42 @@ Tensor div(const Tensor& a, double b) {
 }
 
 Tensor pow(const Tensor& x, double e) {
-  return unary_float("pow", UnaryOp::pow_scalar, x, e, 0, [e](const Tensor& g, const Tensor& x, const Tensor&) {
-    return mul(g, mul(pow(x, e - 1.0), e));
-  });
+  return unary_float("pow", UnaryOp::pow_scalar, x, e, 0, Saves::input,
+                     [e](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, mul(pow(x, e - 1.0), e)); });
 }
 
 Tensor neg(const Tensor& x) {
   if (!is_floating(x.dtype())) return mul(x, -1.0);
-  return unary_float("neg", UnaryOp::neg, x, 0, 0, [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
+  return unary_float("neg", UnaryOp::neg, x, 0, 0, Saves::nothing,
+                     [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
 }
 Tensor exp(const Tensor& x) {
-  return unary_float("exp", UnaryOp::exp, x, 0, 0,
+  return unary_float("exp", UnaryOp::exp, x, 0, 0, Saves::output,
                      [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
 }
 Tensor log(const Tensor& x) {
-  return unary_float("log", UnaryOp::log, x, 0, 0,
+  return unary_float("log", UnaryOp::log, x, 0, 0, Saves::input,
                      [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); });
 }
 Tensor sqrt(const Tensor& x) {
-  return unary_float("sqrt", UnaryOp::sqrt, x, 0, 0,
+  return unary_float("sqrt", UnaryOp::sqrt, x, 0, 0, Saves::output,
                      [](const Tensor& g, const Tensor&, const Tensor& y) { return div(mul(g, 0.5), y); });
 }
 Tensor square(const Tensor& x) {
-  return unary_float("square", UnaryOp::square, x, 0, 0,
+  return unary_float("square", UnaryOp::square, x, 0, 0, Saves::input,
                      [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, mul(x, 2.0)); });
 }
 Tensor abs(const Tensor& x) {
-  return unary_float("abs", UnaryOp::abs, x, 0, 0, [](const Tensor& g, const Tensor& x, const Tensor&) {
+  return unary_float("abs", UnaryOp::abs, x, 0, 0, Saves::input, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return detail::binary_kernel(BinaryOp::abs_backward, "abs", g, x, g.dtype());
   });
 }
 Tensor clamp(const Tensor& x, double lo, double hi) {
   if (lo > hi) throw Error(fmt::format("clamp: expected min <= max, got min {} and max {}", lo, hi));
-  return unary_float("clamp", UnaryOp::clamp, x, lo, hi, [lo, hi](const Tensor& g, const Tensor& x, const Tensor&) {
-    return detail::binary_kernel(BinaryOp::clamp_backward, "clamp", g, x, g.dtype(), lo, hi);
-  });
+  return unary_float("clamp", UnaryOp::clamp, x, lo, hi, Saves::input,
+                     [lo, hi](const Tensor& g, const Tensor& x, const Tensor&) {
+                       return detail::binary_kernel(BinaryOp::clamp_backward, "clamp", g, x, g.dtype(), lo, hi);
+                     });
 }
 
 // A number on the left: number - x and number / x, as torch::rsub and torch::div(Scalar, Tensor).

@@ -156,9 +156,13 @@ class Tensor {
   Tensor pow(double exponent) const;
   Tensor pow(const Tensor& exponent) const;
   Tensor clamp(double min, double max) const;
-  Tensor relu() const;
-  Tensor sigmoid() const;
-  Tensor tanh() const;
+  Tensor relu() const&;
+  Tensor sigmoid() const&;
+  Tensor tanh() const&;
+  // On a temporary nothing else holds, these write over it (see activation.hpp).
+  Tensor relu() &&;
+  Tensor sigmoid() &&;
+  Tensor tanh() &&;
   Tensor matmul(const Tensor& other) const;
 
   // Views of consecutive pieces along `dim` (the last may be shorter), as torch.split/chunk/unbind.

@@ -12,6 +12,7 @@ namespace rumus::nn {
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override { return relu(x); }
+  Tensor forward_owned(Tensor&& x) override { return relu(std::move(x)); }
   std::string type_name() const override { return "ReLU"; }
 };
 class GELU : public Module {
@@ -25,11 +26,13 @@ class GELU : public Module {
 class Tanh : public Module {
  public:
   Tensor forward(const Tensor& x) override { return rumus::tanh(x); }
+  Tensor forward_owned(Tensor&& x) override { return rumus::tanh(std::move(x)); }
   std::string type_name() const override { return "Tanh"; }
 };
 class Sigmoid : public Module {
  public:
   Tensor forward(const Tensor& x) override { return sigmoid(x); }
+  Tensor forward_owned(Tensor&& x) override { return sigmoid(std::move(x)); }
   std::string type_name() const override { return "Sigmoid"; }
 };
 class LeakyReLU : public Module {

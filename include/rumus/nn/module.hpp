@@ -36,6 +36,9 @@ class Module {
   Module& operator=(const Module&) = delete;
 
   virtual Tensor forward(const Tensor& input);
+  // forward on an input nothing else holds (Sequential passes each layer's
+  // output on this way); activations override it to write over the input.
+  virtual Tensor forward_owned(Tensor&& input) { return forward(input); }
   Tensor operator()(const Tensor& input) { return forward(input); }
   // The type name used in messages and printouts ("Linear", "Net").
   virtual std::string type_name() const { return "Module"; }

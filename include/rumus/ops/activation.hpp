@@ -9,6 +9,14 @@ namespace rumus {
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+// Given a temporary that nothing else holds, as in relu(conv2d(x)), these
+// write over it instead of allocating (torch's inplace=True without asking):
+// their gradients read the output, so no value the backward pass needs is
+// lost. Anything else still held (a named tensor, a view, a saved input) gets
+// the out-of-place op.
+Tensor relu(Tensor&& x);
+Tensor sigmoid(Tensor&& x);
+Tensor tanh(Tensor&& x);
 // approximate = "none" (exact erf) or "tanh", as in PyTorch.
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
