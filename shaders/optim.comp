@@ -1,5 +1,7 @@
 #version 450
 // Fused optimizer updates over contiguous f32 tensors: one pass per parameter.
+// OPTIMIZER_UNSCALE is mixed precision's gradient check before the update:
+// p = g * lr (lr holding 1 / scale), and m[off_m] = 1 if any result is inf or NaN.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KIND = 0;  // OPTIMIZER_*
 layout(constant_id = 2) const bool MOMENTUM = false;
@@ -27,6 +29,16 @@ void main() {
   const float c2 = SCALARS ? s[pc.off_s + 2] : pc.c2;
   // SGD: the momentum buffer starts as the gradient; Adam: the moments start at zero (not read).
   const bool first = SCALARS ? s[pc.off_s + (KIND == OPTIMIZER_SGD ? 1 : 3)] != 0.0 : FIRST;
+  if (KIND == OPTIMIZER_UNSCALE) {
+    bool bad = false;
+    for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
+      const float x = g[pc.off_g + i] * lr;
+      p[pc.off_p + i] = x;
+      bad = bad || isinf(x) || isnan(x);
+    }
+    if (bad) m[pc.off_m] = 1.0;  // every writer stores the same value: no atomics needed
+    return;
+  }
   for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
     float w = p[pc.off_p + i];
     float d = g[pc.off_g + i];

@@ -119,6 +119,15 @@ RUMUS_PUSH_BLOCK(SoftmaxPush) {
 } RUMUS_PUSH_END
 #endif
 
+// layer_norm: eps as the bits of a float (eps_lo) or of a double (the f64 variant).
+#ifdef PUSH_LAYER_NORM
+RUMUS_PUSH_BLOCK(LayerNormPush) {
+  uint rows, d, block;
+  uint off0, off1, off2, off3, off4, off5;
+  uint eps_lo, eps_hi;
+} RUMUS_PUSH_END
+#endif
+
 // index_select and index_add.
 #ifdef PUSH_INDEX
 RUMUS_PUSH_BLOCK(IndexPush) {

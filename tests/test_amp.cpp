@@ -482,3 +482,65 @@ TEST(GradScaler, StateDictRoundTrips) {
   bad["scale"] = scalar_tensor(-1.0);
   expect_error<ValueError>([&] { b.load_state_dict(bad); }, "expected a finite scale > 0, got -1");
 }
+
+// ---- the fused unscale-and-check ----
+
+// amp_unscale against the composed ops, on every device: values, the flag for
+// inf, NaN and overflow, a flag that stays set, strided and broadcast
+// gradients, f64 and f16 (through the composed path where no kernel has them).
+TEST(AmpUnscale, MatchesTheComposedOpsAndFlagsInfNanAndOverflow) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (Device dev : devices()) {
+    SCOPED_TRACE(dev.str());
+    for (DType dt : {DType::f32, DType::f64, DType::f16}) {
+      if (!dev.is_cpu() && dt == DType::f64 && !backend(dev).supports(Kernel::unary, DType::f64)) continue;
+      SCOPED_TRACE(dtype_name(dt));
+      const Tensor big = rnd({100003}, dev, 3).to(dt);  // past the CPU's parallel grain and one workgroup
+      const Tensor strided = rnd({40, 30}, dev, 4).to(dt).t();
+      const Tensor broadcast = rnd({1, 50}, dev, 5).to(dt).expand({20, 50});
+      for (const Tensor& g : {big, strided, broadcast}) {
+        for (double inv : {1.0 / 65536, 3.0}) {
+          Tensor flag = zeros({1}, {.device = dev});
+          Tensor out = amp_unscale(g, flag, inv);
+          EXPECT_EQ(out.dtype(), g.dtype());
+          expect_close(out, mul(g, inv), 0, 0, "unscaled values");
+          EXPECT_EQ(flag.item(), 0.0);
+        }
+      }
+      for (double bad : {inf, -inf, nan}) {
+        Tensor flag = zeros({}, {.device = dev});
+        amp_unscale(big, flag, 0.5);
+        EXPECT_EQ(flag.item(), 0.0);
+        amp_unscale(with_value_at(big.to(DType::f32).cpu(), 77777, bad).to(dt).to(dev), flag, 0.5);
+        EXPECT_EQ(flag.item(), 1.0) << bad;
+        amp_unscale(big, flag, 0.5);  // a later clean gradient leaves the flag set
+        EXPECT_EQ(flag.item(), 1.0);
+      }
+      // Finite gradients whose product overflows.
+      Tensor flag = zeros({1}, {.device = dev});
+      amp_unscale(mul(big, dt == DType::f64 ? 1e300 : dt == DType::f32 ? 1e38 : 6e4), flag, 1e10);
+      EXPECT_EQ(flag.item(), 1.0);
+    }
+  }
+}
+
+TEST(AmpUnscale, DevicesAgreeAndBadArgumentsAreErrors) {
+  if (have_vulkan()) {
+    const Tensor g = rnd({3000}, Device::cpu(), 8);
+    Tensor flag_cpu = zeros({1}), flag_gpu = zeros({1}, {.device = Device::vulkan(0)});
+    expect_close(amp_unscale(g.to(Device::vulkan(0)), flag_gpu, 0.125), amp_unscale(g, flag_cpu, 0.125), 0, 0,
+                 "vulkan against cpu");
+    Tensor flag_other = zeros({1});
+    expect_error<DeviceError>([&] { amp_unscale(g.to(Device::vulkan(0)), flag_other, 1.0); }, "amp_unscale");
+  }
+  Tensor g = rnd({10}, Device::cpu(), 9), flag = zeros({1});
+  Tensor two = zeros({2}), f64_flag = zeros({1}, {.dtype = DType::f64});
+  expect_error<ShapeError>([&] { amp_unscale(g, two, 1.0); },
+                           "amp_unscale: expected found_inf to be a one-element f32 tensor, got f32 [2]");
+  expect_error<ShapeError>([&] { amp_unscale(g, f64_flag, 1.0); }, "one-element f32 tensor, got f64 [1]");
+  expect_error<ValueError>([&] { amp_unscale(g, flag, std::numeric_limits<double>::infinity()); },
+                           "amp_unscale: expected a finite inv_scale, got inf");
+  Tensor ints = zeros({3}, {.dtype = DType::i32});
+  expect_error<DTypeError>([&] { amp_unscale(ints, flag, 1.0); }, "amp_unscale: expected a floating-point tensor");
+  EXPECT_EQ(flag.item(), 0.0);
+}

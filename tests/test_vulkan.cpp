@@ -300,6 +300,45 @@ TEST(VulkanGemm, SplitKWithAlphaAndBeta) {
   expect_close(gc, c, 1e-4, "split-K gemm with alpha and beta");
 }
 
+// layer_norm.comp against the CPU kernel: rows over several gradient blocks,
+// widths under, at and over one workgroup, each affine case, and only some
+// inputs requiring grad (the weight and bias sums run without grad_x).
+TEST(VulkanLayerNorm, KernelMatchesCpuValuesAndGradients) {
+  REQUIRE_VULKAN();
+  Generator gen(21);
+  for (std::int64_t d : {37, 256, 700}) {
+    const std::int64_t rows = d == 37 ? 5000 : 300;
+    Tensor x0 = randn({rows / 10, 10, d}, {}, &gen) * 3.0 + 1.5;
+    Tensor w0 = randn({d}, {}, &gen), b0 = randn({d}, {}, &gen), seed = randn({rows / 10, 10, d}, {}, &gen);
+    for (int affine = 0; affine < 4; ++affine) {  // weight and bias, weight only, bias only, neither
+      for (bool grad_x : {true, false}) {
+        const std::string what = "d " + std::to_string(d) + " affine " + std::to_string(affine) +
+                                 (grad_x ? "" : " without grad_x");
+        if (!grad_x && affine == 3) continue;
+        auto run = [&](Device dev) {
+          Tensor x = x0.to(dev).detach().requires_grad_(grad_x), w = w0.to(dev).detach().requires_grad_(),
+                 b = b0.to(dev).detach().requires_grad_();
+          Tensor wt = affine == 0 || affine == 1 ? w : Tensor(), bt = affine == 0 || affine == 2 ? b : Tensor();
+          Tensor y = layer_norm(x, {d}, wt, bt, 1e-5);
+          GradientStore g = backward(y, seed.to(dev));
+          return std::vector<Tensor>{y.detach().cpu(), grad_x ? g.get(x).cpu() : zeros({1}),
+                                     wt.defined() ? g.get(w).cpu() : zeros({1}),
+                                     bt.defined() ? g.get(b).cpu() : zeros({1})};
+        };
+        auto gpu = run(kGpu), cpu = run(Device::cpu());
+        expect_close(gpu[0], cpu[0], 1e-4, what + " out");
+        expect_close(gpu[1], cpu[1], 1e-4, what + " grad_x");
+        // Sums over up to 5000 rows: a relative error against the largest sum.
+        for (int i : {2, 3}) {
+          const double scale = std::max(1.0, max(abs(cpu[std::size_t(i)])).item());
+          expect_close(div(gpu[std::size_t(i)], scale), div(cpu[std::size_t(i)], scale), 1e-4,
+                       what + (i == 2 ? " grad_weight" : " grad_bias"));
+        }
+      }
+    }
+  }
+}
+
 TEST(VulkanOptim, FusedStepsMatchCpu) {
   REQUIRE_VULKAN();
   Generator gen(9);

@@ -39,7 +39,7 @@ enum class OptimizerKind : std::uint8_t { RUMUS_OPTIMIZER_KINDS(RUMUS_ENUM_ENTRY
   X(im2col) X(col2im) X(pool2d_forward) X(pool2d_backward) X(softmax_forward) X(softmax_backward)           \
   X(index_select) X(index_add) X(conv2d_forward) X(conv2d_backward_data) X(conv2d_backward_weight)  \
   X(attention_forward) X(attention_backward) X(layer_norm_forward) X(layer_norm_backward) \
-  X(dropout_forward)
+  X(dropout_forward) X(amp_unscale)
 enum class Kernel : std::uint8_t { RUMUS_KERNELS(RUMUS_ENUM_ENTRY) };
 #undef RUMUS_ENUM_ENTRY
 
@@ -154,6 +154,10 @@ class Backend : public DeviceBackend {
   virtual void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) = 0;
   // Adam/AdamW with bias correction; m and v updated in place.
   virtual void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) = 0;
+  // Optional (supports()): out = grad * inv_scale over dense tensors of one
+  // dtype; found_inf (one f32) becomes 1 if any product is inf or NaN, and is
+  // otherwise left as it is. Mixed precision's gradient check in one pass.
+  virtual void amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) = 0;
 
   // Convolution lowering. `in` is [N, C, H, W] (any strides); `cols` is
   // [N, C*KH*KW, OH*OW] (any strides; row index c*KH*KW + kh*KW + kw).

@@ -95,4 +95,5 @@
 // OptimizerKind: the fused update of optim.comp.
 #define RUMUS_OPTIMIZER_KINDS(X) \
   X(sgd)                         \
-  X(adam)
+  X(adam)                        \
+  X(unscale)

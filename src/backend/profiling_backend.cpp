@@ -64,6 +64,9 @@ class ProfilingBackend final : public Backend {
   void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override {
     timed("adam_step", {}, [&] { inner_.adam_step(s, param, grad, m, v); });
   }
+  void amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) override {
+    timed("amp_unscale", {}, [&] { inner_.amp_unscale(out, grad, found_inf, inv_scale); });
+  }
   void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) override {
     timed("im2col", {}, [&] { inner_.im2col(g, cols, in); });
   }

@@ -1,6 +1,12 @@
 #include "rumus/ops/optimizer_step.hpp"
 
+#include <cmath>
+
 #include "op_util.hpp"
+#include "rumus/autograd/grad_mode.hpp"
+#include "rumus/ops/compare.hpp"
+#include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/reduction.hpp"
 
 namespace rumus {
 
@@ -55,6 +61,33 @@ void adam_step_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
       .adam_step(AdamKernelArgs{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled, o.step, scalars_arg(o.scalars)},
                                                                  arg(param), arg(g), arg(m), arg(v));
   for (Tensor* t : {&param, &m, &v}) t->storage().bump_version();
+}
+
+Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, double inv_scale) {
+  detail::check_floating("amp_unscale", grad);
+  detail::check_same_device("amp_unscale", grad, found_inf);
+  if (found_inf.dtype() != DType::f32 || found_inf.numel() != 1)
+    throw ShapeError(fmt::format("amp_unscale: expected found_inf to be a one-element f32 tensor, got {} {}",
+                                 dtype_name(found_inf.dtype()), shape_str(found_inf.shape())));
+  if (!std::isfinite(inv_scale))
+    throw ValueError(fmt::format("amp_unscale: expected a finite inv_scale, got {}", inv_scale));
+  NoGradGuard no_grad;
+  const Tensor g = dense(grad);
+  if (backend(g.device()).supports(Kernel::amp_unscale, g.dtype())) {
+    Tensor out = detail::alloc(g.shape(), g.dtype(), g.device());
+    if (out.numel() > 0) {
+      detail::kernels("amp_unscale", Kernel::amp_unscale, g).amp_unscale(arg(out), arg(g), arg(found_inf), inv_scale);
+      found_inf.storage().bump_version();
+    }
+    return out;
+  }
+  // Composed: the product, then whether any of it is not finite, folded into the flag.
+  Tensor out = mul(g, inv_scale);
+  if (out.numel() > 0) {
+    const Tensor bad = gt(sum(eq(isfinite(out), 0.0).to(DType::f32)), 0.0).to(DType::f32);
+    found_inf.copy_(maximum(found_inf, bad.reshape(found_inf.shape())));
+  }
+  return out;
 }
 
 }  // namespace rumus

@@ -6,10 +6,9 @@
 #include <cmath>
 
 #include "rumus/autograd/grad_mode.hpp"
-#include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/elementwise.hpp"
-#include "rumus/ops/reduction.hpp"
+#include "rumus/ops/optimizer_step.hpp"
 
 namespace rumus::optim {
 
@@ -44,12 +43,8 @@ bool GradScaler::unscale_grads(GradientStore& grads, const std::vector<const Ten
   } else {
     for (auto& [id, g] : grads.map()) targets.push_back(&g);
   }
-  // The count of non-finite entries, kept per device until one read each at the end.
-  struct Partial {
-    Device device;
-    Tensor bad;
-  };
-  std::vector<Partial> partials;
+  // One flag per device, gathered on the device and read once at the end.
+  std::vector<Tensor> flags;
   const double inv = 1.0 / scale_;  // a power of two by default: exact
   for (Tensor* g : targets) {
     if (!g->defined() || g->numel() == 0) continue;
@@ -58,16 +53,12 @@ bool GradScaler::unscale_grads(GradientStore& grads, const std::vector<const Ten
                                    "that unscaled gradients keep their range",
                                    op, dtype_name(g->dtype())));
     if (!is_floating(g->dtype())) continue;
-    *g = mul(*g, inv);
-    Tensor bad = sum(eq(isfinite(*g), 0.0).to(DType::f32));
-    auto it = std::find_if(partials.begin(), partials.end(), [&](const Partial& p) { return p.device == g->device(); });
-    if (it == partials.end())
-      partials.push_back({g->device(), bad});
-    else
-      it->bad = add(it->bad, bad);
+    auto it = std::find_if(flags.begin(), flags.end(), [&](const Tensor& f) { return f.device() == g->device(); });
+    if (it == flags.end()) it = flags.insert(flags.end(), zeros({1}, {.device = g->device()}));
+    *g = amp_unscale(*g, *it, inv);
   }
   bool found = false;
-  for (const Partial& p : partials) found = found || p.bad.item() != 0.0;
+  for (const Tensor& f : flags) found = found || f.item() != 0.0;
   return found;
 }
 

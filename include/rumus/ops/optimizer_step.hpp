@@ -40,6 +40,14 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const
 // Adam (options.decoupled = false) or AdamW (true); options.step counts from 1.
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamStep& options);
 
+// Mixed precision's check of one gradient before the update (PyTorch's
+// _amp_foreach_non_finite_check_and_unscale_, per tensor): returns
+// grad * inv_scale, and sets `found_inf`, a one-element f32 tensor on grad's
+// device, to 1 if any element of the result is inf or NaN; otherwise it is
+// left as it is, so that one flag gathers all gradients. One kernel where the
+// device has it, a few pointwise ones elsewhere.
+Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, double inv_scale);
+
 }  // namespace rumus
 
 RUMUS_API_END

@@ -44,6 +44,8 @@ bool CpuBackend::supports(Kernel kernel, DType dtype) const {
       return dtype == DType::f32 || dtype == DType::f64;
     case Kernel::dropout_forward:
       return dtype == DType::f32;
+    case Kernel::amp_unscale:
+      return dtype == DType::f32 || dtype == DType::f64;
   }
   return false;
 }

@@ -171,4 +171,22 @@ void CpuBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg g
   });
 }
 
+void CpuBackend::amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) {
+  dispatch_f32_f64(grad.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* __restrict o = at<T>(out);
+    const T* __restrict g = at<T>(grad);
+    const T inv = T(inv_scale);
+    int bad = 0;
+    const std::int64_t n = grad.layout->numel();
+#pragma omp parallel for simd reduction(| : bad) if (n > kParallelGrain)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T x = g[i] * inv;
+      o[i] = x;
+      bad |= !std::isfinite(x);
+    }
+    if (bad) *at<float>(found_inf) = 1.0f;
+  });
+}
+
 }  // namespace rumus::cpu

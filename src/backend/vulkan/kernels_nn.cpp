@@ -1,6 +1,8 @@
-// Host side of the network kernels: conv lowering, pooling, softmax, row
-// gathers and scatters.
+// Host side of the network kernels: conv lowering, pooling, softmax, layer
+// norm, row gathers and scatters.
+#include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "rumus/core/error.hpp"
 #include "push_constants.hpp"
@@ -13,6 +15,7 @@ namespace {
 using push::ConvPush;
 using push::IndexPush;
 using push::PoolPush;
+using push::LayerNormPush;
 using push::SoftmaxPush;
 constexpr std::uint32_t kLocal = 256;
 
@@ -114,6 +117,93 @@ void VulkanBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, Tens
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {out, false}};
   std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
   launch(shader_for("softmax", out.dtype), {row_group(cols), log, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, gx, gy);
+}
+
+namespace {
+// Rows per block of the weight and bias gradients' partial sums: about 256
+// blocks, so that the column sums spread over the device.
+constexpr std::int64_t kLayerNormBlocks = 256;
+
+LayerNormPush layer_norm_push(std::int64_t rows, std::int64_t d) {
+  LayerNormPush pc{};
+  pc.rows = std::uint32_t(rows);
+  pc.d = std::uint32_t(d);
+  pc.block = std::uint32_t(std::max<std::int64_t>(16, (rows + kLayerNormBlocks - 1) / kLayerNormBlocks));
+  return pc;
+}
+}  // namespace
+
+void VulkanBackend::layer_norm_forward(TensorArg out, TensorArg mean, TensorArg invstd, TensorArg x, TensorArg weight,
+                                       TensorArg bias, double eps) {
+  for (TensorArg t : {out, mean, invstd, x, weight, bias})
+    if (t.storage) require_contiguous("layer_norm_forward", t);
+  const std::int64_t d = x.layout->shape.back(), rows = d ? x.layout->numel() / d : 0;
+  if (rows == 0) return;
+  LayerNormPush pc = layer_norm_push(rows, d);
+  pc.off0 = std::uint32_t(out.layout->offset);
+  pc.off1 = std::uint32_t(x.layout->offset);
+  pc.off2 = weight.storage ? std::uint32_t(weight.layout->offset) : 0;
+  pc.off3 = bias.storage ? std::uint32_t(bias.layout->offset) : 0;
+  pc.off4 = std::uint32_t(mean.layout->offset);
+  pc.off5 = std::uint32_t(invstd.layout->offset);
+  if (x.dtype == DType::f64) {
+    push::split_double(eps, pc.eps_lo, pc.eps_hi);
+  } else {
+    const float e = float(eps);
+    std::memcpy(&pc.eps_lo, &e, 4);
+  }
+  Operand ops[] = {{out, true}, {x, false}, {weight.storage ? weight : x, false}, {bias.storage ? bias : x, false},
+                   {mean, true}, {invstd, true}};
+  std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
+  launch(shader_for("layer_norm", x.dtype),
+         {row_group(d), 0, std::uint32_t(x.dtype), weight.storage != nullptr, bias.storage != nullptr}, ops, &pc,
+         sizeof pc, gx, gy);
+}
+
+void VulkanBackend::layer_norm_backward(TensorArg grad_x, TensorArg grad_weight, TensorArg grad_bias,
+                                        TensorArg grad_out, TensorArg x, TensorArg mean, TensorArg invstd,
+                                        TensorArg weight) {
+  for (TensorArg t : {grad_x, grad_weight, grad_bias, grad_out, x, mean, invstd, weight})
+    if (t.storage) require_contiguous("layer_norm_backward", t);
+  const std::int64_t d = x.layout->shape.back(), rows = d ? x.layout->numel() / d : 0;
+  if (rows == 0) return;
+  const std::string shader = shader_for("layer_norm", x.dtype);
+  const std::uint32_t local = row_group(d), dt = std::uint32_t(x.dtype);
+  LayerNormPush pc = layer_norm_push(rows, d);
+  pc.off1 = std::uint32_t(x.layout->offset);
+  pc.off2 = weight.storage ? std::uint32_t(weight.layout->offset) : 0;
+  pc.off3 = std::uint32_t(grad_out.layout->offset);
+  pc.off4 = std::uint32_t(mean.layout->offset);
+  pc.off5 = std::uint32_t(invstd.layout->offset);
+  if (grad_x.storage) {
+    LayerNormPush px = pc;
+    px.off0 = std::uint32_t(grad_x.layout->offset);
+    Operand ops[] = {{grad_x, true}, {x, false}, {weight.storage ? weight : x, false}, {grad_out, false},
+                     {mean, false}, {invstd, false}};
+    std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
+    launch(shader, {local, 1, dt, weight.storage != nullptr, 0}, ops, &px, sizeof px, gx, gy);
+  }
+  if (!grad_weight.storage && !grad_bias.storage) return;
+  // Partial sums per block of rows, then the blocks summed in order.
+  const std::int64_t blocks = (rows + pc.block - 1) / pc.block;
+  Layout partial_layout = Layout::contiguous({blocks, 2, d});
+  Storage partials(device(), std::size_t(blocks * 2 * d) * dtype_size(x.dtype));
+  const TensorArg part{&partials, x.dtype, &partial_layout};
+  const std::uint32_t column_groups = std::uint32_t((d + local - 1) / local);
+  LayerNormPush pp = pc;
+  pp.off0 = 0;
+  Operand partial_ops[] = {{part, true}, {x, false}, {x, false}, {grad_out, false}, {mean, false}, {invstd, false}};
+  launch(shader, {local, 2, dt, 0, 0}, partial_ops, &pp, sizeof pp, column_groups, std::uint32_t(blocks));
+  LayerNormPush pf = pc;
+  pf.off0 = grad_weight.storage ? std::uint32_t(grad_weight.layout->offset) : 0;
+  pf.off1 = 0;
+  pf.off3 = grad_bias.storage ? std::uint32_t(grad_bias.layout->offset) : 0;
+  const TensorArg any_out = grad_weight.storage ? grad_weight : grad_bias;
+  Operand final_ops[] = {{any_out, grad_weight.storage != nullptr}, {part, false}, {part, false},
+                         {grad_bias.storage ? grad_bias : any_out, grad_bias.storage != nullptr}, {part, false},
+                         {part, false}};
+  launch(shader, {local, 3, dt, grad_weight.storage != nullptr, grad_bias.storage != nullptr}, final_ops, &pf,
+         sizeof pf, column_groups);
 }
 
 namespace {

@@ -77,4 +77,14 @@ void VulkanBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorAr
          groups_for(pc.n, kLocal));
 }
 
+void VulkanBackend::amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) {
+  if (!dense_f32(out) || !dense_f32(grad) || !dense_f32(found_inf))
+    throw Error("amp_unscale: the Vulkan kernel needs dense f32 tensors");
+  OptimPush pc{std::uint32_t(grad.layout->numel()), std::int32_t(out.layout->offset), std::int32_t(grad.layout->offset),
+               std::int32_t(found_inf.layout->offset), 0, 0, float(inv_scale), 0, 0, 0, 0, 0, 0, 1, 1};
+  Operand ops[] = {{out, true}, {grad, false}, {found_inf, true}, {out, false}, {out, false}};
+  launch("optim", {kLocal, std::uint32_t(OptimizerKind::unscale), 0, 0, 0, 0, 0}, ops, &pc, sizeof pc,
+         groups_for(pc.n, kLocal));
+}
+
 }  // namespace rumus::vulkan

@@ -62,8 +62,12 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
       return dtype == DType::f32;  // implicit GEMM (conv_igemm.comp); other dtypes lower to im2col + GEMM
     case Kernel::attention_forward: case Kernel::attention_backward:  // f16 on the matrix units
       return dtype == DType::f32 || (dtype == DType::f16 && ctx_->coopmat_attention);
-    case Kernel::layer_norm_forward: case Kernel::layer_norm_backward: case Kernel::dropout_forward:
-      return false;  // optional fused kernels: ops compose them from the others
+    case Kernel::layer_norm_forward: case Kernel::layer_norm_backward:  // layer_norm.comp; 16-bit ones compose
+      return dtype == DType::f32 || dtype == DType::f64;
+    case Kernel::dropout_forward:
+      return false;  // optional fused kernel: the op draws the mask and multiplies instead
+    case Kernel::amp_unscale:
+      return dtype == DType::f32;
   }
   return false;
 }

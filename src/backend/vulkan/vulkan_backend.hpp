@@ -44,6 +44,7 @@ class VulkanBackend final : public Backend {
               TensorArg state) override;
   void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
   void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
+  void amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) override;
 
   void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) override;
   void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) override;
@@ -57,6 +58,10 @@ class VulkanBackend final : public Backend {
   void pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) override;
   void softmax_forward(TensorArg out, TensorArg in, bool log) override;
   void softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) override;
+  void layer_norm_forward(TensorArg out, TensorArg mean, TensorArg invstd, TensorArg x, TensorArg weight,
+                          TensorArg bias, double eps) override;
+  void layer_norm_backward(TensorArg grad_x, TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
+                           TensorArg x, TensorArg mean, TensorArg invstd, TensorArg weight) override;
   void index_select(TensorArg out, TensorArg src, TensorArg index) override;
   void index_add(TensorArg out, TensorArg index, TensorArg src) override;
   void attention_forward(const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k, TensorArg v,
