@@ -327,6 +327,12 @@ TEST(MultiheadAttention, MatchesHandWrittenAttention) {
   nn::init::normal_(m.out_proj.bias, 0.0, 0.3, &gen);
   Tensor x = random_tensor({2, 5, 12}, 30, DType::f32), mem = random_tensor({2, 7, 12}, 31, DType::f32);
   EXPECT_LT(max_abs_diff(m(x), mha_by_hand(m, x, x, {})), 1e-5);
+  {  // The input's gradient through the fused projection and its split into q, k and v.
+    Tensor xs = x.detach().requires_grad_(), seed = random_tensor({2, 5, 12}, 33, DType::f32);
+    Tensor got_grad = backward(sum(m(xs) * seed)).at(xs);
+    Tensor want_grad = backward(sum(mha_by_hand(m, xs, xs, {}) * seed)).at(xs);
+    EXPECT_LT(max_abs_diff(got_grad, want_grad), 1e-5);
+  }
   // Cross-attention with a key padding mask (nonzero = padding) and a causal rule together.
   std::vector<std::uint8_t> pad(14, 0);
   pad[5] = pad[6] = pad[13] = 1;

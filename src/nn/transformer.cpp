@@ -52,11 +52,13 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
                                  shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape())));
   Tensor q, k, v;
   if (&query == &key && &key == &value) {
-    // Self-attention: one projection, then split into heads.
-    Tensor qkv = linear(query, in_proj_weight, in_proj_bias).reshape({n, l, 3, h, head_dim}).permute({2, 0, 3, 1, 4});
-    q = qkv.select(0, 0);
-    k = qkv.select(0, 1);
-    v = qkv.select(0, 2);
+    // Self-attention: one projection, then split into heads. Selecting before
+    // the transpose keeps the gradient's way back to [n, l, 3 * e] a view:
+    // through a permute of all five dims it would be a five-dim copy.
+    Tensor qkv = linear(query, in_proj_weight, in_proj_bias).reshape({n, l, 3, h, head_dim});
+    q = qkv.select(2, 0).transpose(1, 2);
+    k = qkv.select(2, 1).transpose(1, 2);
+    v = qkv.select(2, 2).transpose(1, 2);
   } else {
     auto project = [&](const Tensor& x, std::int64_t i) {
       Tensor b = in_proj_bias.defined() ? in_proj_bias.narrow(0, i * e, e) : Tensor();
