@@ -24,6 +24,9 @@ function(rumus_embed_shaders out_var)
     if(name STREQUAL "index_add")  # f64 by compare-and-swap, for devices without 64-bit float atomics
       list(APPEND variants "${name}_f64cas|${src}|-DRUMUS_F64_CAS")
     endif()
+    if(name STREQUAL "attention_tiled")  # four invocations per row, for devices with subgroup quads
+      list(APPEND variants "${name}_quad|${src}|-DRUMUS_QUAD")
+    endif()
   endforeach()
   foreach(variant IN LISTS variants)
     string(REPLACE "|" ";" parts "${variant}")

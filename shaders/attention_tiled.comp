@@ -10,15 +10,42 @@
 //   MODE 2: grad_v[j] = sum_i P_ij z_ij dO_i, grad_k[j] = scale * sum_i dS_ij q_i.
 // D_i = dO_i . O_i; z is the dropout multiplier (Philox, as attention.comp and
 // the CPU kernel). Head dims up to D_MAX; larger ones use attention.comp.
+//
+// Built twice: with RUMUS_QUAD (attention_tiled_quad), the four invocations
+// of a subgroup quad share a row, each holding every fourth column, and add
+// their partial dot products with two quad swaps. Four times the invocations
+// and a quarter of the registers each: at long sequences one invocation per
+// row leaves most of a large GPU idle.
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-layout(local_size_x_id = 0) in;  // ROWS
+#ifdef RUMUS_QUAD
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_quad : require
+const uint LANES = 4;
+// Which row of the workgroup an invocation takes, and which of its columns.
+uint row_slot() { return gl_SubgroupID * (gl_SubgroupSize / 4) + gl_SubgroupInvocationID / 4; }
+uint row_lane() { return gl_SubgroupInvocationID % 4; }
+// The sum over the row's lanes, the same bits in each (addition commutes).
+float row_sum(float x) {
+  x += subgroupQuadSwapHorizontal(x);
+  return x + subgroupQuadSwapVertical(x);
+}
+#else
+const uint LANES = 1;
+uint row_slot() { return gl_LocalInvocationID.x; }
+uint row_lane() { return 0; }
+float row_sum(float x) { return x; }
+#endif
+
+layout(local_size_x_id = 0) in;  // rows per workgroup * LANES
 layout(constant_id = 1) const uint MODE = 0;
 layout(constant_id = 2) const uint D_MAX = 64;  // >= d and dv: 16, 32, 64 or 128
 layout(constant_id = 3) const uint TILE = 32;   // rows of the streamed sequence per shared-memory tile
 // d, dv and every offset % 4 == 0: rows are read 16 bytes (4 floats) at a time.
 layout(constant_id = 4) const bool ALIGNED = false;
+const uint ROWS = gl_WorkGroupSize.x / LANES;  // rows per workgroup
+const uint DL = D_MAX / LANES;                 // register columns per invocation: lane + LANES * c
 
 #define PUSH_ATTENTION
 #include "push_constants.h"
@@ -51,12 +78,21 @@ shared float delta_part[gl_WorkGroupSize.x];  // mode 2: partial D_i, several in
 
 #include "philox.glsl"
 
+// The last draw and its counter: a row walks its keys in order, so one
+// Philox call serves the four consecutive weights of a draw (modes 0 and 1).
+uint64_t drawn_counter = ~uint64_t(0);
+uvec4 drawn;
+
 float dropout_factor(uint bh, uint i, uint j) {
   if (pc.dropout_threshold == 0u) return 1.0;
   // Four consecutive weights per draw: weight e takes word e % 4 of counter offset + e / 4.
   const uint64_t e = (uint64_t(bh) * uint64_t(pc.lq) + uint64_t(i)) * uint64_t(pc.lk) + uint64_t(j);
   const uint64_t counter = (uint64_t(pc.counter_hi) << 32 | uint64_t(pc.counter_lo)) + (e >> 2);
-  const uint r = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)))[uint(e & 3ul)];
+  if (counter != drawn_counter) {
+    drawn = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)));
+    drawn_counter = counter;
+  }
+  const uint r = drawn[uint(e & 3ul)];
   return (r >> 8) >= pc.dropout_threshold ? pc.keep_scale : 0.0;
 }
 
@@ -105,30 +141,35 @@ void main() {
   const uint bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
   if (bh >= pc.bh) return;  // whole workgroup: barriers stay uniform
   const uint rows = MODE == 2u ? pc.lk : pc.lq;
-  const uint first_row = gl_WorkGroupID.x * gl_WorkGroupSize.x;
-  const uint row = first_row + gl_LocalInvocationID.x;
+  const uint first_row = gl_WorkGroupID.x * ROWS;
+  const uint row = first_row + row_slot(), lane = row_lane();
   const bool in_range = row < rows;
   const uint d = pc.d, dv = pc.dv;
   const bool causal = pc.causal != 0u;
 
   if (MODE == 0u || MODE == 1u) {
     const uint i = row;
-    float qr[D_MAX], acc[D_MAX], gor[D_MAX];
+    float qr[DL], acc[DL], gor[DL];
     const int qo = pc.off[0] + int((bh * pc.lq + min(i, pc.lq - 1u)) * d);
-    [[unroll]] for (uint c = 0; c < D_MAX; ++c) qr[c] = c < d ? q_.v[qo + int(c)] : 0.0;
-    [[unroll]] for (uint c = 0; c < D_MAX; ++c) acc[c] = 0.0;
+    [[unroll]] for (uint c = 0; c < DL; ++c) {
+      const uint col = lane + LANES * c;
+      qr[c] = col < d ? q_.v[qo + int(col)] : 0.0;
+      acc[c] = 0.0;
+    }
     float mx = NEG_INF, sum = 0.0, lse = 0.0, delta = 0.0;
     if (MODE == 1u) {
       lse = in_range ? lse_.v[pc.off[4] + int(bh * pc.lq + i)] : NEG_INF;
       const int go = pc.off[5] + int((bh * pc.lq + min(i, pc.lq - 1u)) * dv);
       const int oo = pc.off[3] + int((bh * pc.lq + min(i, pc.lq - 1u)) * dv);
-      [[unroll]] for (uint c = 0; c < D_MAX; ++c) {
-        gor[c] = c < dv ? go_.v[go + int(c)] : 0.0;
-        delta += c < dv ? gor[c] * o_.v[oo + int(c)] : 0.0;
+      [[unroll]] for (uint c = 0; c < DL; ++c) {
+        const uint col = lane + LANES * c;
+        gor[c] = col < dv ? go_.v[go + int(col)] : 0.0;
+        delta += col < dv ? gor[c] * o_.v[oo + int(col)] : 0.0;
       }
+      delta = row_sum(delta);
     }
     // Causal: keys past the workgroup's last query are masked for every row.
-    const uint kend = causal ? min(pc.lk, min(first_row + gl_WorkGroupSize.x, pc.lq)) : pc.lk;
+    const uint kend = causal ? min(pc.lk, min(first_row + ROWS, pc.lq)) : pc.lk;
     const int kbase = pc.off[1] + int(bh * pc.lk * d), vbase = pc.off[2] + int(bh * pc.lk * dv);
     for (uint j0 = 0; j0 < kend; j0 += TILE) {
       barrier();
@@ -140,26 +181,27 @@ void main() {
       for (uint jj = 0; jj < n; ++jj) {
         const float m = mask_term(bh, i, j0 + jj);
         if (m == NEG_INF) continue;
+        const uint t = jj * D_MAX + lane;  // this lane's first column of tile row jj
         float dot = 0.0;
-        [[unroll]] for (uint c = 0; c < D_MAX; ++c) dot += qr[c] * tile_a[jj * D_MAX + c];
-        const float s = dot * pc.scale + m;
+        [[unroll]] for (uint c = 0; c < DL; ++c) dot += qr[c] * tile_a[t + LANES * c];
+        const float s = row_sum(dot) * pc.scale + m;
         if (MODE == 0u) {
           if (s > mx) {  // online softmax: rescale what was summed under the old maximum
             const float corr = exp(mx - s);
             sum *= corr;
-            [[unroll]] for (uint c = 0; c < D_MAX; ++c) acc[c] *= corr;
+            [[unroll]] for (uint c = 0; c < DL; ++c) acc[c] *= corr;
             mx = s;
           }
           const float p = exp(s - mx);
           sum += p;
           const float w = p * dropout_factor(bh, i, j0 + jj);
-          [[unroll]] for (uint c = 0; c < D_MAX; ++c) acc[c] += w * tile_b[jj * D_MAX + c];
+          [[unroll]] for (uint c = 0; c < DL; ++c) acc[c] += w * tile_b[t + LANES * c];
         } else {
           const float p = exp(s - lse);
           float dp = 0.0;
-          [[unroll]] for (uint c = 0; c < D_MAX; ++c) dp += gor[c] * tile_b[jj * D_MAX + c];
-          const float ds = p * (dp * dropout_factor(bh, i, j0 + jj) - delta) * pc.scale;
-          [[unroll]] for (uint c = 0; c < D_MAX; ++c) acc[c] += ds * tile_a[jj * D_MAX + c];
+          [[unroll]] for (uint c = 0; c < DL; ++c) dp += gor[c] * tile_b[t + LANES * c];
+          const float ds = p * (row_sum(dp) * dropout_factor(bh, i, j0 + jj) - delta) * pc.scale;
+          [[unroll]] for (uint c = 0; c < DL; ++c) acc[c] += ds * tile_a[t + LANES * c];
         }
       }
     }
@@ -167,25 +209,26 @@ void main() {
     if (MODE == 0u) {
       const int oo = pc.off[3] + int((bh * pc.lq + i) * dv);
       const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;  // a fully masked row gives zeros
-      [[unroll]] for (uint c = 0; c < D_MAX; ++c)
-        if (c < dv) o_.v[oo + int(c)] = acc[c] * inv;
-      lse_.v[pc.off[4] + int(bh * pc.lq + i)] = sum == 0.0 ? NEG_INF : mx + log(sum);
+      [[unroll]] for (uint c = 0; c < DL; ++c)
+        if (lane + LANES * c < dv) o_.v[oo + int(lane + LANES * c)] = acc[c] * inv;
+      if (lane == 0u) lse_.v[pc.off[4] + int(bh * pc.lq + i)] = sum == 0.0 ? NEG_INF : mx + log(sum);
     } else {
       const int gq = pc.off[6] + int((bh * pc.lq + i) * d);
-      [[unroll]] for (uint c = 0; c < D_MAX; ++c)
-        if (c < d) gq_.v[gq + int(c)] = acc[c];
+      [[unroll]] for (uint c = 0; c < DL; ++c)
+        if (lane + LANES * c < d) gq_.v[gq + int(lane + LANES * c)] = acc[c];
     }
     return;
   }
 
   // MODE 2: one key row per invocation; queries stream through shared memory.
   const uint j = row;
-  float kr[D_MAX], vr[D_MAX], gk[D_MAX], gv[D_MAX];
+  float kr[DL], vr[DL], gk[DL], gv[DL];
   const int ko = pc.off[1] + int((bh * pc.lk + min(j, pc.lk - 1u)) * d);
   const int vo = pc.off[2] + int((bh * pc.lk + min(j, pc.lk - 1u)) * dv);
-  [[unroll]] for (uint c = 0; c < D_MAX; ++c) {
-    kr[c] = c < d ? k_.v[ko + int(c)] : 0.0;
-    vr[c] = c < dv ? v_.v[vo + int(c)] : 0.0;
+  [[unroll]] for (uint c = 0; c < DL; ++c) {
+    const uint col = lane + LANES * c;
+    kr[c] = col < d ? k_.v[ko + int(col)] : 0.0;
+    vr[c] = col < dv ? v_.v[vo + int(col)] : 0.0;
     gk[c] = 0.0;
     gv[c] = 0.0;
   }
@@ -219,24 +262,26 @@ void main() {
       if (lse == NEG_INF) continue;
       const float m = mask_term(bh, i, j);
       if (m == NEG_INF) continue;
+      const uint t = ii * D_MAX + lane;  // this lane's first column of tile row ii
       float dot = 0.0, dp = 0.0;
-      [[unroll]] for (uint c = 0; c < D_MAX; ++c) {
-        dot += tile_a[ii * D_MAX + c] * kr[c];
-        dp += tile_b[ii * D_MAX + c] * vr[c];
+      [[unroll]] for (uint c = 0; c < DL; ++c) {
+        dot += tile_a[t + LANES * c] * kr[c];
+        dp += tile_b[t + LANES * c] * vr[c];
       }
-      const float p = exp(dot * pc.scale + m - lse), z = dropout_factor(bh, i, j);
-      const float ds = p * (dp * z - tile_delta[ii]) * pc.scale;
+      const float p = exp(row_sum(dot) * pc.scale + m - lse), z = dropout_factor(bh, i, j);
+      const float ds = p * (row_sum(dp) * z - tile_delta[ii]) * pc.scale;
       const float pz = p * z;
-      [[unroll]] for (uint c = 0; c < D_MAX; ++c) {
-        gv[c] += pz * tile_b[ii * D_MAX + c];
-        gk[c] += ds * tile_a[ii * D_MAX + c];
+      [[unroll]] for (uint c = 0; c < DL; ++c) {
+        gv[c] += pz * tile_b[t + LANES * c];
+        gk[c] += ds * tile_a[t + LANES * c];
       }
     }
   }
   if (!in_range) return;
   const int gko = pc.off[7] + int((bh * pc.lk + j) * d), gvo = pc.off[8] + int((bh * pc.lk + j) * dv);
-  [[unroll]] for (uint c = 0; c < D_MAX; ++c) {
-    if (c < d) gk_.v[gko + int(c)] = gk[c];
-    if (c < dv) gv_.v[gvo + int(c)] = gv[c];
+  [[unroll]] for (uint c = 0; c < DL; ++c) {
+    const uint col = lane + LANES * c;
+    if (col < d) gk_.v[gko + int(col)] = gk[c];
+    if (col < dv) gv_.v[gvo + int(col)] = gv[c];
   }
 }

@@ -174,7 +174,11 @@ Context::Context(int index) {
                                                       .ppEnabledExtensionNames = extensions.data()});
   queue = device.getQueue(queue_family, 0);
   auto sub = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties>();
-  subgroup_size = sub.get<vk::PhysicalDeviceSubgroupProperties>().subgroupSize;
+  const auto& subgroups = sub.get<vk::PhysicalDeviceSubgroupProperties>();
+  subgroup_size = subgroups.subgroupSize;
+  subgroup_quad = (subgroups.supportedOperations & vk::SubgroupFeatureFlagBits::eQuad) &&
+                  (subgroups.supportedStages & vk::ShaderStageFlagBits::eCompute) && subgroup_size % 4 == 0 &&
+                  subgroup_size <= 256;
   if (!coopmat_shapes.empty()) {
     // Tuning knob for benchmarks: RUMUS_VULKAN_COOPMAT_TILE="bm,bn,wm,wn[,bk]".
     const char* layout = std::getenv("RUMUS_VULKAN_COOPMAT_TILE");

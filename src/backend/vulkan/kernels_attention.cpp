@@ -97,6 +97,18 @@ bool tiled_config(const AttentionParams& p, std::uint32_t shared_bytes, std::uin
   return false;
 }
 
+// attention_tiled.comp's build and workgroup size: the four invocations of a
+// subgroup quad share a row where the device has quads in compute shaders.
+struct TiledKernel {
+  const char* shader;
+  std::uint32_t local;
+};
+TiledKernel tiled_kernel(const Context& ctx) {
+  if (ctx.subgroup_quad && ctx.properties.limits.maxComputeWorkGroupInvocations >= 4 * kTiledRows)
+    return {"attention_tiled_quad", 4 * kTiledRows};
+  return {"attention_tiled", kTiledRows};
+}
+
 // Workgroups of kTiledRows rows along x, one (batch, head) each along y (and z past 65535).
 void tiled_grid(std::int64_t rows, std::int64_t bh, std::uint32_t& gx, std::uint32_t& gy, std::uint32_t& gz) {
   gx = std::uint32_t((rows + kTiledRows - 1) / kTiledRows);
@@ -146,7 +158,8 @@ void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, T
   }
   if (tiled_config(p, shared, d_max, tile)) {
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
-    launch("attention_tiled", {kTiledRows, kForward, d_max, tile, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc,
+    const TiledKernel kernel = tiled_kernel(*ctx_);
+    launch(kernel.shader, {kernel.local, kForward, d_max, tile, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc,
            gx, gy, gz);
     return;
   }
@@ -188,11 +201,12 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
     return;
   }
   const bool tiled = tiled_config(p, shared, d_max, tile);
+  const TiledKernel kernel = tiled_kernel(*ctx_);
   const std::uint32_t aligned = rows_aligned(p, {q, k, v, out, grad_out}, 4);
   if (p.lq > 0) {
     if (tiled) {
       tiled_grid(p.lq, bh, gx, gy, gz);
-      launch("attention_tiled", {kTiledRows, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx, gy, gz);
+      launch(kernel.shader, {kernel.local, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx, gy, gz);
     } else {
       grid(bh * p.lq, gx, gy);
       launch("attention", {kLocal, kGradQ}, q_ops, &pc, sizeof pc, gx, gy);
@@ -201,7 +215,7 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
   if (p.lk > 0) {
     if (tiled) {
       tiled_grid(p.lk, bh, gx, gy, gz);
-      launch("attention_tiled", {kTiledRows, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy, gz);
+      launch(kernel.shader, {kernel.local, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy, gz);
     } else {
       grid(bh * p.lk, gx, gy);
       launch("attention", {kLocal, kGradKV}, kv_ops, &pc, sizeof pc, gx, gy);
