@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 #include "rumus/core/error.hpp"
 
@@ -176,9 +177,11 @@ Context::Context(int index) {
   auto sub = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties>();
   const auto& subgroups = sub.get<vk::PhysicalDeviceSubgroupProperties>();
   subgroup_size = subgroups.subgroupSize;
+  // Test knob: RUMUS_VULKAN_SUBGROUP_QUADS=0 runs the kernels written for devices without quads.
+  const char* quads = std::getenv("RUMUS_VULKAN_SUBGROUP_QUADS");
   subgroup_quad = (subgroups.supportedOperations & vk::SubgroupFeatureFlagBits::eQuad) &&
                   (subgroups.supportedStages & vk::ShaderStageFlagBits::eCompute) && subgroup_size % 4 == 0 &&
-                  subgroup_size <= 256;
+                  subgroup_size <= 256 && !(quads && std::string_view(quads) == "0");
   if (!coopmat_shapes.empty()) {
     // Tuning knob for benchmarks: RUMUS_VULKAN_COOPMAT_TILE="bm,bn,wm,wn[,bk]".
     const char* layout = std::getenv("RUMUS_VULKAN_COOPMAT_TILE");
