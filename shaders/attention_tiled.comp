@@ -12,8 +12,8 @@
 // the CPU kernel). Head dims up to D_MAX; larger ones use attention.comp.
 //
 // Built twice: with RUMUS_QUAD (attention_tiled_quad), the four invocations
-// of a subgroup quad share a row, each holding every fourth column, and add
-// their partial dot products with two quad swaps. Four times the invocations
+// of a subgroup quad share a row, each holding every fourth run of 4 columns,
+// and add their partial dot products with two quad swaps. Four times the invocations
 // and a quarter of the registers each: at long sequences one invocation per
 // row leaves most of a large GPU idle.
 #extension GL_EXT_control_flow_attributes : require
@@ -45,7 +45,12 @@ layout(constant_id = 3) const uint TILE = 32;   // rows of the streamed sequence
 // d, dv and every offset % 4 == 0: rows are read 16 bytes (4 floats) at a time.
 layout(constant_id = 4) const bool ALIGNED = false;
 const uint ROWS = gl_WorkGroupSize.x / LANES;  // rows per workgroup
-const uint DL = D_MAX / LANES;                 // register columns per invocation: lane + LANES * c
+const uint DL = D_MAX / LANES;                 // register columns per invocation
+// Registers and shared tiles are read 4 columns at a time (one 16-byte shared
+// load feeds 4 FMAs); run g of an invocation is columns 4 * (lane + LANES * g) + [0, 4),
+// so the lanes of a row read neighbouring 16-byte units.
+const uint DG = DL / 4;   // runs per invocation
+const uint DU = D_MAX / 4;  // 16-byte units per tile row
 
 #define PUSH_ATTENTION
 #include "push_constants.h"
@@ -70,8 +75,8 @@ layout(set = 0, binding = 6) readonly buffer GO4 { vec4 v[]; } go4_;
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
 // Two streamed operands per tile: K and V (modes 0, 1) or Q and dO (mode 2).
-shared float tile_a[TILE * D_MAX];
-shared float tile_b[TILE * D_MAX];
+shared vec4 tile_a[TILE * DU];
+shared vec4 tile_b[TILE * DU];
 shared float tile_lse[TILE];
 shared float tile_delta[TILE];
 shared float delta_part[gl_WorkGroupSize.x];  // mode 2: partial D_i, several invocations per row
@@ -111,19 +116,32 @@ float mask_term(uint bh, uint i, uint j) {
 // Copies rows [first, first + TILE) of a [rows, width] matrix at `base` into
 // a shared tile, zeros past its end and past `width` (so padded columns add 0);
 // 4 floats per load when ALIGNED (src4 is the binding's vec4 view).
-#define LOAD_TILE(dst, src, src4, base, first, rows, width)                                  \
-  if (ALIGNED) {                                                                              \
-    for (uint e = gl_LocalInvocationID.x; e < TILE * D_MAX / 4; e += gl_WorkGroupSize.x) {  \
-      const uint r = e / (D_MAX / 4), c = 4 * (e % (D_MAX / 4));                              \
-      const vec4 x = c < (width) && (first) + r < (rows) ? src4[((base) + int(((first) + r) * (width) + c)) / 4] : vec4(0.0); \
-      [[unroll]] for (uint w = 0; w < 4; ++w) dst[r * D_MAX + c + w] = x[w];                 \
-    }                                                                                         \
-  } else {                                                                                    \
-    for (uint e = gl_LocalInvocationID.x; e < TILE * D_MAX; e += gl_WorkGroupSize.x) {      \
-      const uint r = e / D_MAX, c = e % D_MAX;                                                \
-      dst[e] = c < (width) && (first) + r < (rows) ? src[(base) + int(((first) + r) * (width) + c)] : 0.0; \
+#define LOAD_TILE(dst, src, src4, base, first, rows, width)                                   \
+  for (uint e = gl_LocalInvocationID.x; e < TILE * DU; e += gl_WorkGroupSize.x) {            \
+    const uint r = e / DU, c = 4 * (e % DU);                                                  \
+    const bool row_in = (first) + r < (rows);                                                 \
+    const int at = (base) + int(((first) + r) * (width) + c);                                \
+    if (ALIGNED) {                                                                            \
+      dst[e] = row_in && c < (width) ? src4[at / 4] : vec4(0.0);                              \
+    } else {                                                                                  \
+      vec4 x = vec4(0.0);                                                                     \
+      [[unroll]] for (uint w = 0; w < 4; ++w) if (row_in && c + w < (width)) x[w] = src[at + int(w)]; \
+      dst[e] = x;                                                                             \
     }                                                                                         \
   }
+
+// The first column of run g of this invocation (see DG).
+uint run_col(uint lane, uint g) { return 4 * (lane + LANES * g); }
+
+// Columns [col, col + 4) of the row at `at` of a matrix `width` wide; zeros
+// past `width`. One 16-byte load when ALIGNED (src4: the binding's vec4 view).
+#define SCALAR_AT(src, at, col, w, width) ((col) + (w) < (width) ? src[(at) + int((col) + (w))] : 0.0)
+#define LOAD_RUN(src, src4, at, col, width)                                                          \
+  (ALIGNED ? ((col) < (width) ? src4[((at) + int(col)) / 4] : vec4(0.0))                             \
+           : vec4(SCALAR_AT(src, at, col, 0, width), SCALAR_AT(src, at, col, 1, width),             \
+                  SCALAR_AT(src, at, col, 2, width), SCALAR_AT(src, at, col, 3, width)))
+#define STORE_RUN(dst, at, col, width, x) \
+  [[unroll]] for (uint w = 0; w < 4; ++w) if ((col) + w < (width)) dst[(at) + int((col) + w)] = (x)[w];
 
 // dO_i . O_i over columns [c0, c1) of row i (16-byte loads when ALIGNED).
 float row_delta(uint i, uint c0, uint c1) {
@@ -149,22 +167,20 @@ void main() {
 
   if (MODE == 0u || MODE == 1u) {
     const uint i = row;
-    float qr[DL], acc[DL], gor[DL];
+    vec4 qr[DG], acc[DG], gor[DG];
     const int qo = pc.off[0] + int((bh * pc.lq + min(i, pc.lq - 1u)) * d);
-    [[unroll]] for (uint c = 0; c < DL; ++c) {
-      const uint col = lane + LANES * c;
-      qr[c] = col < d ? q_.v[qo + int(col)] : 0.0;
-      acc[c] = 0.0;
+    [[unroll]] for (uint g = 0; g < DG; ++g) {
+      qr[g] = LOAD_RUN(q_.v, q4_.v, qo, run_col(lane, g), d);
+      acc[g] = vec4(0.0);
     }
     float mx = NEG_INF, sum = 0.0, lse = 0.0, delta = 0.0;
     if (MODE == 1u) {
       lse = in_range ? lse_.v[pc.off[4] + int(bh * pc.lq + i)] : NEG_INF;
       const int go = pc.off[5] + int((bh * pc.lq + min(i, pc.lq - 1u)) * dv);
       const int oo = pc.off[3] + int((bh * pc.lq + min(i, pc.lq - 1u)) * dv);
-      [[unroll]] for (uint c = 0; c < DL; ++c) {
-        const uint col = lane + LANES * c;
-        gor[c] = col < dv ? go_.v[go + int(col)] : 0.0;
-        delta += col < dv ? gor[c] * o_.v[oo + int(col)] : 0.0;
+      [[unroll]] for (uint g = 0; g < DG; ++g) {
+        gor[g] = LOAD_RUN(go_.v, go4_.v, go, run_col(lane, g), dv);
+        delta += dot(gor[g], LOAD_RUN(o_.v, o4_.v, oo, run_col(lane, g), dv));
       }
       delta = row_sum(delta);
     }
@@ -181,27 +197,27 @@ void main() {
       for (uint jj = 0; jj < n; ++jj) {
         const float m = mask_term(bh, i, j0 + jj);
         if (m == NEG_INF) continue;
-        const uint t = jj * D_MAX + lane;  // this lane's first column of tile row jj
-        float dot = 0.0;
-        [[unroll]] for (uint c = 0; c < DL; ++c) dot += qr[c] * tile_a[t + LANES * c];
-        const float s = row_sum(dot) * pc.scale + m;
+        const uint t = jj * DU + lane;  // this lane's first unit of tile row jj
+        float s = 0.0;
+        [[unroll]] for (uint g = 0; g < DG; ++g) s += dot(qr[g], tile_a[t + LANES * g]);
+        s = row_sum(s) * pc.scale + m;
         if (MODE == 0u) {
           if (s > mx) {  // online softmax: rescale what was summed under the old maximum
             const float corr = exp(mx - s);
             sum *= corr;
-            [[unroll]] for (uint c = 0; c < DL; ++c) acc[c] *= corr;
+            [[unroll]] for (uint g = 0; g < DG; ++g) acc[g] *= corr;
             mx = s;
           }
           const float p = exp(s - mx);
           sum += p;
           const float w = p * dropout_factor(bh, i, j0 + jj);
-          [[unroll]] for (uint c = 0; c < DL; ++c) acc[c] += w * tile_b[t + LANES * c];
+          [[unroll]] for (uint g = 0; g < DG; ++g) acc[g] += w * tile_b[t + LANES * g];
         } else {
           const float p = exp(s - lse);
           float dp = 0.0;
-          [[unroll]] for (uint c = 0; c < DL; ++c) dp += gor[c] * tile_b[t + LANES * c];
+          [[unroll]] for (uint g = 0; g < DG; ++g) dp += dot(gor[g], tile_b[t + LANES * g]);
           const float ds = p * (row_sum(dp) * dropout_factor(bh, i, j0 + jj) - delta) * pc.scale;
-          [[unroll]] for (uint c = 0; c < DL; ++c) acc[c] += ds * tile_a[t + LANES * c];
+          [[unroll]] for (uint g = 0; g < DG; ++g) acc[g] += ds * tile_a[t + LANES * g];
         }
       }
     }
@@ -209,28 +225,25 @@ void main() {
     if (MODE == 0u) {
       const int oo = pc.off[3] + int((bh * pc.lq + i) * dv);
       const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;  // a fully masked row gives zeros
-      [[unroll]] for (uint c = 0; c < DL; ++c)
-        if (lane + LANES * c < dv) o_.v[oo + int(lane + LANES * c)] = acc[c] * inv;
+      [[unroll]] for (uint g = 0; g < DG; ++g) STORE_RUN(o_.v, oo, run_col(lane, g), dv, acc[g] * inv)
       if (lane == 0u) lse_.v[pc.off[4] + int(bh * pc.lq + i)] = sum == 0.0 ? NEG_INF : mx + log(sum);
     } else {
       const int gq = pc.off[6] + int((bh * pc.lq + i) * d);
-      [[unroll]] for (uint c = 0; c < DL; ++c)
-        if (lane + LANES * c < d) gq_.v[gq + int(lane + LANES * c)] = acc[c];
+      [[unroll]] for (uint g = 0; g < DG; ++g) STORE_RUN(gq_.v, gq, run_col(lane, g), d, acc[g])
     }
     return;
   }
 
   // MODE 2: one key row per invocation; queries stream through shared memory.
   const uint j = row;
-  float kr[DL], vr[DL], gk[DL], gv[DL];
+  vec4 kr[DG], vr[DG], gk[DG], gv[DG];
   const int ko = pc.off[1] + int((bh * pc.lk + min(j, pc.lk - 1u)) * d);
   const int vo = pc.off[2] + int((bh * pc.lk + min(j, pc.lk - 1u)) * dv);
-  [[unroll]] for (uint c = 0; c < DL; ++c) {
-    const uint col = lane + LANES * c;
-    kr[c] = col < d ? k_.v[ko + int(col)] : 0.0;
-    vr[c] = col < dv ? v_.v[vo + int(col)] : 0.0;
-    gk[c] = 0.0;
-    gv[c] = 0.0;
+  [[unroll]] for (uint g = 0; g < DG; ++g) {
+    kr[g] = LOAD_RUN(k_.v, k4_.v, ko, run_col(lane, g), d);
+    vr[g] = LOAD_RUN(v_.v, v4_.v, vo, run_col(lane, g), dv);
+    gk[g] = vec4(0.0);
+    gv[g] = vec4(0.0);
   }
   // Causal: queries before the workgroup's first key see none of its keys.
   const uint qbegin = causal ? min(pc.lq, first_row) / TILE * TILE : 0u;
@@ -262,26 +275,25 @@ void main() {
       if (lse == NEG_INF) continue;
       const float m = mask_term(bh, i, j);
       if (m == NEG_INF) continue;
-      const uint t = ii * D_MAX + lane;  // this lane's first column of tile row ii
-      float dot = 0.0, dp = 0.0;
-      [[unroll]] for (uint c = 0; c < DL; ++c) {
-        dot += tile_a[t + LANES * c] * kr[c];
-        dp += tile_b[t + LANES * c] * vr[c];
+      const uint t = ii * DU + lane;  // this lane's first unit of tile row ii
+      float s = 0.0, dp = 0.0;
+      [[unroll]] for (uint g = 0; g < DG; ++g) {
+        s += dot(tile_a[t + LANES * g], kr[g]);
+        dp += dot(tile_b[t + LANES * g], vr[g]);
       }
-      const float p = exp(row_sum(dot) * pc.scale + m - lse), z = dropout_factor(bh, i, j);
+      const float p = exp(row_sum(s) * pc.scale + m - lse), z = dropout_factor(bh, i, j);
       const float ds = p * (row_sum(dp) * z - tile_delta[ii]) * pc.scale;
       const float pz = p * z;
-      [[unroll]] for (uint c = 0; c < DL; ++c) {
-        gv[c] += pz * tile_b[t + LANES * c];
-        gk[c] += ds * tile_a[t + LANES * c];
+      [[unroll]] for (uint g = 0; g < DG; ++g) {
+        gv[g] += pz * tile_b[t + LANES * g];
+        gk[g] += ds * tile_a[t + LANES * g];
       }
     }
   }
   if (!in_range) return;
   const int gko = pc.off[7] + int((bh * pc.lk + j) * d), gvo = pc.off[8] + int((bh * pc.lk + j) * dv);
-  [[unroll]] for (uint c = 0; c < DL; ++c) {
-    const uint col = lane + LANES * c;
-    if (col < d) gk_.v[gko + int(col)] = gk[c];
-    if (col < dv) gv_.v[gvo + int(col)] = gv[c];
+  [[unroll]] for (uint g = 0; g < DG; ++g) {
+    STORE_RUN(gk_.v, gko, run_col(lane, g), d, gk[g])
+    STORE_RUN(gv_.v, gvo, run_col(lane, g), dv, gv[g])
   }
 }

@@ -182,6 +182,11 @@ Context::Context(int index) {
   subgroup_quad = (subgroups.supportedOperations & vk::SubgroupFeatureFlagBits::eQuad) &&
                   (subgroups.supportedStages & vk::ShaderStageFlagBits::eCompute) && subgroup_size % 4 == 0 &&
                   subgroup_size <= 256 && !(quads && std::string_view(quads) == "0");
+  // Test knob: RUMUS_VULKAN_SUBGROUP_SHUFFLE=0 runs the kernels written for devices without shuffles.
+  const char* shuffles = std::getenv("RUMUS_VULKAN_SUBGROUP_SHUFFLE");
+  subgroup_shuffle = (subgroups.supportedOperations & vk::SubgroupFeatureFlagBits::eShuffle) &&
+                     (subgroups.supportedStages & vk::ShaderStageFlagBits::eCompute) && subgroup_size >= 8 &&
+                     !(shuffles && std::string_view(shuffles) == "0");
   if (!coopmat_shapes.empty()) {
     // Tuning knob for benchmarks: RUMUS_VULKAN_COOPMAT_TILE="bm,bn,wm,wn[,bk]".
     const char* layout = std::getenv("RUMUS_VULKAN_COOPMAT_TILE");

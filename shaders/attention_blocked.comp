@@ -1,0 +1,195 @@
+#version 450
+// Fused scaled dot-product attention, forward (f32), with register blocking,
+// flash-attention style. A workgroup of 128 invocations takes 16 query rows
+// of one (batch, head) and keeps them in shared memory; keys and values
+// stream through shared memory 32 rows at a time, the next tile fetched into
+// registers while the current one is worked. Invocation (ty, tx), ty < 16,
+// tx < 8, computes the scores of row ty with keys 4 tx + c, so each value
+// read from shared memory feeds several products; the weights go back
+// through shared memory once, and the invocation accumulates the 16-byte
+// runs tx + 8 n of its row's output. An online softmax keeps the running
+// maximum and sum; lse is written for the backward kernels
+// (attention_tiled.comp). Scores are never stored in global memory.
+// z is the dropout multiplier (the same Philox draws as the other kernels
+// and the CPU): the four keys of an invocation share one draw. Needs
+// subgroups of at least 8 with shuffles: the 8 invocations of a row are
+// neighbouring lanes and reduce over it with three xor shuffles.
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "common.glsl"
+
+layout(local_size_x = 128) in;
+// Built once per width (-DBLOCKED_D): register arrays sized by specialisation
+// constants end up in slow memory on some drivers.
+const uint D_MAX = BLOCKED_D;  // >= d and dv: 32 or 64
+// d, dv and every offset % 4 == 0: rows are read 16 bytes (4 floats) at a time.
+layout(constant_id = 4) const bool ALIGNED = false;
+
+const uint ROWS = 16;             // query rows per workgroup, one per 8 invocations
+const uint BC = 32;               // keys per tile: 4 per invocation
+const uint DU = D_MAX / 4;        // 16-byte units per row
+const uint NC = D_MAX / 32;       // output runs per invocation: units tx + 8 n
+const uint PER = BC * DU / 128u;  // 16-byte units of a key or value tile each invocation loads
+
+#define PUSH_ATTENTION
+#include "push_constants.h"
+
+layout(set = 0, binding = 0) readonly buffer Q { float v[]; } q_;
+layout(set = 0, binding = 1) readonly buffer K { float v[]; } k_;
+layout(set = 0, binding = 2) readonly buffer V { float v[]; } v_;
+layout(set = 0, binding = 3) writeonly buffer O { float v[]; } o_;
+layout(set = 0, binding = 4) writeonly buffer L { float v[]; } lse_;
+TENSOR(5)  // mask: u8 or floating
+// The same bindings read 4 floats at a time.
+layout(set = 0, binding = 0) readonly buffer Q4 { vec4 v[]; } q4_;
+layout(set = 0, binding = 1) readonly buffer K4 { vec4 v[]; } k4_;
+layout(set = 0, binding = 2) readonly buffer V4 { vec4 v[]; } v4_;
+
+#define NEG_INF uintBitsToFloat(0xff800000u)
+
+shared vec4 rows_q[ROWS * DU];
+shared vec4 tile_k[BC * DU];
+shared vec4 tile_v[BC * DU];
+shared vec4 weights[ROWS * BC / 4];  // P z of the tile, [ROWS][BC]
+
+// Where unit u of tile row k lives: the unit index is xor-ed with k / 4, so
+// the 8 invocations reading rows 4 tx + c at one unit hit distinct banks.
+uint swz(uint k, uint u) { return k * DU + (u ^ ((k >> 2) & 7u)); }
+
+#include "philox.glsl"
+
+// The dropout multiplier of weight (i, j); consecutive calls along a row reuse
+// the last draw (four weights per draw).
+uint64_t cached_counter = ~0ul;
+uvec4 cached_draw;
+float dropout_factor(uint bh, uint i, uint j) {
+  if (pc.dropout_threshold == 0u) return 1.0;
+  const uint64_t e = (uint64_t(bh) * uint64_t(pc.lq) + uint64_t(i)) * uint64_t(pc.lk) + uint64_t(j);
+  const uint64_t counter = (uint64_t(pc.counter_hi) << 32 | uint64_t(pc.counter_lo)) + (e >> 2);
+  if (counter != cached_counter) {
+    cached_counter = counter;
+    cached_draw = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)));
+  }
+  return (cached_draw[uint(e & 3ul)] >> 8) >= pc.dropout_threshold ? pc.keep_scale : 0.0;
+}
+
+// The mask's contribution to score (i, j): -inf where masked or out of range.
+float mask_term(uint bh, uint i, uint j) {
+  if (i >= pc.lq || j >= pc.lk) return NEG_INF;
+  if (pc.causal != 0u && j > i) return NEG_INF;
+  if (pc.mask_kind == 0u) return 0.0;
+  const uint b = bh / pc.heads, h = bh % pc.heads;
+  const int m = pc.mask_off + int(b) * pc.mask_stride[0] + int(h) * pc.mask_stride[1] + int(i) * pc.mask_stride[2] +
+                int(j) * pc.mask_stride[3];
+  const float mv = load5(pc.mask_dt, uint(m));
+  if (pc.mask_kind == 1u) return mv == 0.0 ? NEG_INF : 0.0;
+  return mv;
+}
+
+// Columns [col, col + 4) of the row at `at` of a matrix `width` wide; zeros
+// past `width`. One 16-byte load when ALIGNED (src4: the binding's vec4 view).
+#define SCALAR_AT(src, at, col, w, width) ((col) + (w) < (width) ? src[(at) + int((col) + (w))] : 0.0)
+#define LOAD_RUN(src, src4, at, col, width)                                              \
+  (ALIGNED ? ((col) < (width) ? src4[((at) + int(col)) / 4] : vec4(0.0))                 \
+           : vec4(SCALAR_AT(src, at, col, 0, width), SCALAR_AT(src, at, col, 1, width), \
+                  SCALAR_AT(src, at, col, 2, width), SCALAR_AT(src, at, col, 3, width)))
+#define STORE_RUN(dst, at, col, width, x) \
+  [[unroll]] for (uint w = 0; w < 4; ++w) if ((col) + w < (width)) dst[(at) + int((col) + w)] = (x)[w];
+
+// This invocation's share of rows [first, first + BC) of a [rows, width]
+// matrix at `base`, into registers `regs` (PER units), and from there into a tile.
+#define FETCH_TILE(regs, src, src4, base, first, rows, width)                                      \
+  [[unroll]] for (uint f = 0; f < PER; ++f) {                                                     \
+    const uint e = gl_LocalInvocationID.x + 128u * f, r = e / DU, u = e % DU;                     \
+    regs[f] = (first) + r < (rows) ? LOAD_RUN(src, src4, (base) + int(((first) + r) * (width)), 4 * u, width) : vec4(0.0); \
+  }
+#define STORE_TILE(dst, regs)                                                                    \
+  [[unroll]] for (uint f = 0; f < PER; ++f) {                                                     \
+    const uint e = gl_LocalInvocationID.x + 128u * f;                                             \
+    dst[swz(e / DU, e % DU)] = regs[f];                                                           \
+  }
+
+// The sum (or maximum) over the 8 invocations of a row.
+float row_sum(float x) {
+  x += subgroupShuffleXor(x, 1u);
+  x += subgroupShuffleXor(x, 2u);
+  return x + subgroupShuffleXor(x, 4u);
+}
+float row_max(float x) {
+  x = max(x, subgroupShuffleXor(x, 1u));
+  x = max(x, subgroupShuffleXor(x, 2u));
+  return max(x, subgroupShuffleXor(x, 4u));
+}
+
+void main() {
+  const uint bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
+  if (bh >= pc.bh) return;  // whole workgroup: barriers stay uniform
+  const uint tx = gl_LocalInvocationID.x % 8u, ty = gl_LocalInvocationID.x / 8u;
+  const uint first_row = gl_WorkGroupID.x * ROWS, i = first_row + ty;
+  const uint d = pc.d, dv = pc.dv;
+  const int qbase = pc.off[0] + int(bh * pc.lq * d), kbase = pc.off[1] + int(bh * pc.lk * d);
+  const int vbase = pc.off[2] + int(bh * pc.lk * dv);
+
+  for (uint e = gl_LocalInvocationID.x; e < ROWS * DU; e += 128u) {
+    const uint r = e / DU, u = e % DU;
+    rows_q[e] = first_row + r < pc.lq ? LOAD_RUN(q_.v, q4_.v, qbase + int((first_row + r) * d), 4 * u, d) : vec4(0.0);
+  }
+  float mx = NEG_INF, sum = 0.0;
+  vec4 acc[NC];
+  [[unroll]] for (uint n = 0; n < NC; ++n) acc[n] = vec4(0.0);
+  // Causal: keys past the workgroup's last query are masked for every row.
+  const uint kend = pc.causal != 0u ? min(pc.lk, min(first_row + ROWS, pc.lq)) : pc.lk;
+  vec4 next_k[PER], next_v[PER];
+  FETCH_TILE(next_k, k_.v, k4_.v, kbase, 0u, pc.lk, d)
+  FETCH_TILE(next_v, v_.v, v4_.v, vbase, 0u, pc.lk, dv)
+  for (uint j0 = 0; j0 < kend; j0 += BC) {
+    barrier();
+    STORE_TILE(tile_k, next_k)
+    STORE_TILE(tile_v, next_v)
+    barrier();
+    if (j0 + BC < kend) {
+      FETCH_TILE(next_k, k_.v, k4_.v, kbase, j0 + BC, pc.lk, d)
+      FETCH_TILE(next_v, v_.v, v4_.v, vbase, j0 + BC, pc.lk, dv)
+    }
+    // Scores of row i with keys j0 + 4 tx + c.
+    float s[4] = float[4](0.0, 0.0, 0.0, 0.0);
+    [[unroll]] for (uint u = 0; u < DU; ++u) {
+      const vec4 qv = rows_q[ty * DU + u];
+      [[unroll]] for (uint c = 0; c < 4; ++c) s[c] += dot(qv, tile_k[swz(4 * tx + c, u)]);
+    }
+    float tile_max = NEG_INF;
+    [[unroll]] for (uint c = 0; c < 4; ++c) {
+      const float m = mask_term(bh, i, j0 + 4 * tx + c);
+      s[c] = m == NEG_INF ? NEG_INF : s[c] * pc.scale + m;
+      tile_max = max(tile_max, s[c]);
+    }
+    // Online softmax: what was summed under the old maximum is rescaled.
+    const float new_max = max(mx, row_max(tile_max));
+    const float corr = new_max == NEG_INF ? 1.0 : exp(mx - new_max);
+    vec4 w;
+    float part = 0.0;
+    [[unroll]] for (uint c = 0; c < 4; ++c) {
+      const float p = s[c] == NEG_INF ? 0.0 : exp(s[c] - new_max);
+      part += p;
+      w[c] = p == 0.0 ? 0.0 : p * dropout_factor(bh, i, j0 + 4 * tx + c);
+    }
+    sum = sum * corr + part;  // this invocation's keys only; added up at the end
+    mx = new_max;
+    if (corr != 1.0) [[unroll]] for (uint n = 0; n < NC; ++n) acc[n] *= corr;
+    weights[ty * (BC / 4) + tx] = w;
+    barrier();
+    // O += (P z) V: the row's weights, 4 keys at a time.
+    [[unroll]] for (uint k4 = 0; k4 < BC / 4; ++k4) {
+      const vec4 wr = weights[ty * (BC / 4) + k4];
+      [[unroll]] for (uint c = 0; c < 4; ++c)
+        [[unroll]] for (uint n = 0; n < NC; ++n) acc[n] += wr[c] * tile_v[swz(4 * k4 + c, tx + 8 * n)];
+    }
+  }
+  const float total = row_sum(sum);
+  if (i >= pc.lq) return;
+  const float inv = total == 0.0 ? 0.0 : 1.0 / total;  // a fully masked row gives zeros
+  const int oo = pc.off[3] + int((bh * pc.lq + i) * dv);
+  [[unroll]] for (uint n = 0; n < NC; ++n) STORE_RUN(o_.v, oo, 4 * (tx + 8 * n), dv, acc[n] * inv)
+  if (tx == 0u) lse_.v[pc.off[4] + int(bh * pc.lq + i)] = total == 0.0 ? NEG_INF : mx + log(total);
+}
