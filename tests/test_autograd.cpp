@@ -24,6 +24,54 @@ TEST(Autograd, ScalarBackwardAndSharedSubgraphs) {
   EXPECT_EQ(autograd::tape_size(), 0u);
 }
 
+// Gradients of several views of parts of one tensor (select, narrow, slice;
+// overlapping, one view used twice) and of a whole-tensor consumer add up,
+// whichever reaches the engine first: the engine adds a view's gradient into
+// its part of the input's gradient in place once it holds that buffer.
+TEST(Autograd, GradientsOfViewsOfPartsAddUp) {
+  const std::int64_t A = 4, B = 3, C = 5;
+  Generator gen(7);
+  const TensorOptions f64{.dtype = DType::f64};
+  Tensor w1 = randn({A, C}, f64, &gen), w2 = randn({A, C}, f64, &gen), w3 = randn({A, B, 3}, f64, &gen);
+  Tensor w4 = randn({2, B, C}, f64, &gen), c = randn({A, B, C}, f64, &gen);
+  // dL/dy, built element by element.
+  std::vector<double> dy = c.to_vector<double>();
+  auto at = [&](std::int64_t a, std::int64_t b, std::int64_t k) { return std::size_t((a * B + b) * C + k); };
+  const auto v1 = w1.to_vector<double>(), v2 = w2.to_vector<double>(), v3 = w3.to_vector<double>(),
+             v4 = w4.to_vector<double>();
+  for (std::int64_t a = 0; a < A; ++a)
+    for (std::int64_t k = 0; k < C; ++k) {
+      dy[at(a, 0, k)] += 2 * v1[std::size_t(a * C + k)];  // select(1, 0) used twice
+      dy[at(a, 2, k)] += v2[std::size_t(a * C + k)];
+      for (std::int64_t b = 0; b < B; ++b) {
+        if (k >= 1 && k < 4) dy[at(a, b, k)] += v3[std::size_t((a * B + b) * 3 + (k - 1))];
+        if (a % 2 == 0) dy[at(a, b, k)] += v4[std::size_t(((a / 2) * B + b) * C + k)];
+      }
+    }
+  for (const bool whole_first : {true, false}) {
+    SCOPED_TRACE(whole_first ? "whole-tensor consumer recorded first" : "views recorded first");
+    Tensor x = randn({A, B, C}, f64, &gen).requires_grad_();
+    Tensor y = mul(x, 3.0);
+    auto of_parts = [&] {
+      Tensor parts = add(add(sum(mul(y.select(1, 0), w1)), sum(mul(y.select(1, 2), w2))),
+                         add(sum(mul(y.narrow(2, 1, 3), w3)), sum(mul(y.slice(0, 0, A, 2), w4))));
+      return add(parts, sum(mul(y.select(1, 0), w1)));
+    };
+    Tensor whole, parts;
+    if (whole_first) {
+      whole = sum(mul(y, c));
+      parts = of_parts();
+    } else {
+      parts = of_parts();
+      whole = sum(mul(y, c));
+    }
+    Tensor loss = add(whole, parts);
+    const std::vector<double> got = backward(loss).at(x).to_vector<double>();
+    ASSERT_EQ(got.size(), dy.size());
+    for (std::size_t i = 0; i < dy.size(); ++i) EXPECT_NEAR(got[i], 3 * dy[i], 1e-12) << "element " << i;
+  }
+}
+
 TEST(Autograd, SeededBackwardOnNonScalar) {
   Tensor x = tensor({1.0, 2.0}).requires_grad_();
   Tensor y = mul(x, 3.0);

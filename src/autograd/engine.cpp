@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "../backend/backend.hpp"
 #include "rumus/autograd/autocast.hpp"
@@ -45,6 +46,31 @@ Tensor sum_of(const Tensor& a, const Tensor& b) {
   Tensor out = empty_like(a);
   kernels(Kernel::binary, out).binary(BinaryOp::add, arg(out), arg(a), arg(b), 0, 0);
   return out;
+}
+
+// Adds the gradient of view node `node` (of part of its one input) into the
+// input's gradient: in place where the engine owns that buffer, else into a
+// fresh zero-filled one (summed with what was there).
+void embed_gradient(std::unordered_map<GradId, Tensor>& grads, std::unordered_set<GradId>& owned,
+                    const autograd::Node& node, const Tensor& grad) {
+  const GradId id = node.inputs[0];
+  auto it = grads.find(id);
+  if (it != grads.end() && owned.count(id) && it->second.dtype() == grad.dtype()) {
+    const Tensor part = node.embed(it->second);
+    kernels(Kernel::binary, part).binary(BinaryOp::add, arg(part), arg(part), arg(grad), 0, 0);
+    return;
+  }
+  const Shape& shape = node.input_shapes[0];
+  auto storage = std::make_shared<Storage>(grad.device(), std::size_t(numel_of(shape)) * dtype_size(grad.dtype()));
+  Tensor whole(std::move(storage), Layout::contiguous(shape), grad.dtype());
+  kernels(Kernel::fill, whole).fill(arg(whole), 0.0);
+  const Tensor part = node.embed(whole);
+  kernels(Kernel::copy, part).copy(arg(part), arg(grad));
+  if (it == grads.end())
+    grads.emplace(id, std::move(whole));
+  else
+    it->second = sum_of(it->second, whole);
+  owned.insert(id);
 }
 
 }  // namespace
@@ -129,6 +155,7 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
 
   // Kahn's algorithm: an entry runs once every consumer of its output is done.
   std::unordered_map<GradId, Tensor> grads;
+  std::unordered_set<GradId> owned;  // gradients in buffers the engine made: nothing else holds them
   grads[root.grad_id()] = seed.to(root.dtype());
   std::vector<std::size_t> ready;
   if (auto it = producer.find(root.grad_id()); it != producer.end()) ready.push_back(it->second);
@@ -139,8 +166,15 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
     Tensor grad_out = git != grads.end() ? std::move(git->second) : Tensor();
     if (git != grads.end()) grads.erase(git);  // freed as soon as its consumers are done
 
+    owned.erase(node.output);
+
+    // A view of part of its input: its gradient goes straight into that part
+    // of the input's gradient (in place where the engine made that buffer).
+    const bool embedded = node.embed && grad_out.defined() && node.input_needs_grad[0];
+    if (embedded) embed_gradient(grads, owned, node, grad_out);
+
     std::vector<Tensor> input_grads;
-    if (grad_out.defined()) {
+    if (grad_out.defined() && !embedded) {
       try {
         input_grads = node.backward(grad_out);
       } catch (const autograd::VersionError& e) {
@@ -150,7 +184,10 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
         throw AutogradError(fmt::format("backward of {}: returned {} gradients for {} inputs", node.name,
                                         input_grads.size(), node.inputs.size()));
     }
-    if (!options.retain_graph) node.backward = nullptr;  // releases saved tensors now
+    if (!options.retain_graph) {  // releases saved tensors now
+      node.backward = nullptr;
+      node.embed = nullptr;
+    }
 
     for (std::size_t j = 0; j < node.inputs.size(); ++j) {
       if (!node.input_needs_grad[j]) continue;
@@ -161,7 +198,10 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
           throw AutogradError(fmt::format("backward of {}: gradient shape {} differs from input {} shape {}",
                                           node.name, shape_str(g.shape()), j, shape_str(node.input_shapes[j])));
         auto [slot, fresh] = grads.try_emplace(id, g);
-        if (!fresh) slot->second = sum_of(slot->second, g);
+        if (!fresh) {
+          slot->second = sum_of(slot->second, g);
+          owned.insert(id);
+        }
       }
       auto pit = producer.find(id);
       if (pit != producer.end() && --pending[id] == 0) ready.push_back(pit->second);

@@ -106,7 +106,8 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn backward) {
+void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn backward,
+            EmbedFn embed) {
   Node node;
   node.name = name;
   node.inputs.reserve(inputs.size());
@@ -121,6 +122,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
   node.output = output.grad_id();
   node.output_alive = output.impl_ptr();
   node.backward = std::move(backward);
+  node.embed = std::move(embed);
   g_tape.nodes.push_back(std::move(node));
   if (g_tape.nodes.size() >= g_tape.prune_at) prune(g_tape);
 }

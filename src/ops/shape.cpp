@@ -11,9 +11,10 @@ namespace rumus {
 
 namespace {
 
-Tensor make_view(const Tensor& x, Layout layout, const char* name, autograd::BackwardFn backward) {
+Tensor make_view(const Tensor& x, Layout layout, const char* name, autograd::BackwardFn backward,
+                 autograd::EmbedFn embed = {}) {
   Tensor out(x.storage_ptr(), std::move(layout), x.dtype());
-  if (autograd::needs_grad({&x})) autograd::record(name, {x}, out, std::move(backward));
+  if (autograd::needs_grad({&x})) autograd::record(name, {x}, out, std::move(backward), std::move(embed));
   return out;
 }
 
@@ -134,11 +135,14 @@ Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end, std::
   l.offset += start * l.strides[d];
   l.shape[d] = (end - start + step - 1) / step;
   l.strides[d] *= step;
-  return make_view(*this, std::move(l), "slice", [in_shape = shape(), d, start, end, step](const Tensor& g) {
-    Tensor gi = zeros(in_shape, {.dtype = g.dtype(), .device = g.device()});
-    gi.slice(d, start, end, step).copy_(g);
-    return std::vector<Tensor>{gi};
-  });
+  return make_view(
+      *this, std::move(l), "slice",
+      [in_shape = shape(), d, start, end, step](const Tensor& g) {
+        Tensor gi = zeros(in_shape, {.dtype = g.dtype(), .device = g.device()});
+        gi.slice(d, start, end, step).copy_(g);
+        return std::vector<Tensor>{gi};
+      },
+      [d, start, end, step](const Tensor& t) { return t.slice(d, start, end, step); });
 }
 
 Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) const {
@@ -163,11 +167,14 @@ Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
   l.offset += index * l.strides[d];
   l.shape.erase(l.shape.begin() + d);
   l.strides.erase(l.strides.begin() + d);
-  return make_view(*this, std::move(l), "select", [in_shape = shape(), d, index](const Tensor& g) {
-    Tensor gi = zeros(in_shape, {.dtype = g.dtype(), .device = g.device()});
-    gi.select(d, index).copy_(g);
-    return std::vector<Tensor>{gi};
-  });
+  return make_view(
+      *this, std::move(l), "select",
+      [in_shape = shape(), d, index](const Tensor& g) {
+        Tensor gi = zeros(in_shape, {.dtype = g.dtype(), .device = g.device()});
+        gi.select(d, index).copy_(g);
+        return std::vector<Tensor>{gi};
+      },
+      [d, index](const Tensor& t) { return t.select(d, index); });
 }
 
 Tensor Tensor::expand(const Shape& shape_in) const {

@@ -42,6 +42,14 @@ class VersionError : public AutogradError {
 // Gradient of the output -> one gradient per input (undefined = none).
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
+// Of a view that picks part of its input (select, slice): the same view of a
+// tensor shaped like the input. With it the engine adds the view's gradient
+// into that part of the input's gradient, where BackwardFn would return a
+// zero-filled copy of the input per view (three views of one tensor: one
+// fill and three slice-sized passes instead of three fills, three copies and
+// two whole-size adds).
+using EmbedFn = std::function<Tensor(const Tensor&)>;
+
 struct Node {
   const char* name;
   std::vector<GradId> inputs;
@@ -50,6 +58,7 @@ struct Node {
   GradId output;
   std::weak_ptr<TensorImpl> output_alive;  // lets the tape drop graphs nobody can reach
   BackwardFn backward;
+  EmbedFn embed;  // set for views of part of their one input
 };
 
 // True when grad mode is on and any input requires grad.
@@ -57,7 +66,8 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Records `output = name(inputs)` and marks output as requiring grad.
-void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn backward);
+void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn backward,
+            EmbedFn embed = {});
 
 // Entries on this thread's tape (for tests and diagnostics).
 std::size_t tape_size();
