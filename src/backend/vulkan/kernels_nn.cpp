@@ -23,6 +23,13 @@ void require_contiguous(const char* op, TensorArg t) {
   if (!t.layout->is_contiguous()) throw Error(std::string(op) + ": the Vulkan kernel needs contiguous operands");
 }
 
+// One workgroup per row (softmax, layer norm): rows along x, and along y past
+// the 65535 workgroups one dimension allows.
+void row_grid(std::int64_t rows, std::uint32_t& gx, std::uint32_t& gy) {
+  gx = std::uint32_t(std::min<std::int64_t>(rows, 65535));
+  gy = std::uint32_t((rows + gx - 1) / gx);
+}
+
 ConvPush conv_push(const Conv2dGeometry& g, TensorArg image, TensorArg cols, std::int64_t total) {
   ConvPush pc{std::uint32_t(g.batch), std::uint32_t(g.channels), std::uint32_t(g.height), std::uint32_t(g.width),
               std::uint32_t(g.kernel_h), std::uint32_t(g.kernel_w), std::uint32_t(g.stride_h),
@@ -102,7 +109,8 @@ void VulkanBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
   SoftmaxPush pc{std::uint32_t(rows), std::uint32_t(cols), std::int32_t(out.layout->offset),
                  std::int32_t(in.layout->offset), 0};
   Operand ops[] = {{out, true}, {in, false}};
-  std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
+  std::uint32_t gx, gy;
+  row_grid(rows, gx, gy);
   launch(shader_for("softmax", in.dtype), {row_group(cols), log, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, gx, gy);
 }
 
@@ -115,7 +123,8 @@ void VulkanBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, Tens
   SoftmaxPush pc{std::uint32_t(rows), std::uint32_t(cols), std::int32_t(grad_in.layout->offset),
                  std::int32_t(grad_out.layout->offset), std::int32_t(out.layout->offset)};
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {out, false}};
-  std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
+  std::uint32_t gx, gy;
+  row_grid(rows, gx, gy);
   launch(shader_for("softmax", out.dtype), {row_group(cols), log, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, gx, gy);
 }
 
@@ -154,7 +163,8 @@ void VulkanBackend::layer_norm_forward(TensorArg out, TensorArg mean, TensorArg 
   }
   Operand ops[] = {{out, true}, {x, false}, {weight.storage ? weight : x, false}, {bias.storage ? bias : x, false},
                    {mean, true}, {invstd, true}};
-  std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
+  std::uint32_t gx, gy;
+  row_grid(rows, gx, gy);
   launch(shader_for("layer_norm", x.dtype),
          {row_group(d), 0, std::uint32_t(x.dtype), weight.storage != nullptr, bias.storage != nullptr}, ops, &pc,
          sizeof pc, gx, gy);
@@ -180,7 +190,8 @@ void VulkanBackend::layer_norm_backward(TensorArg grad_x, TensorArg grad_weight,
     px.off0 = std::uint32_t(grad_x.layout->offset);
     Operand ops[] = {{grad_x, true}, {x, false}, {weight.storage ? weight : x, false}, {grad_out, false},
                      {mean, false}, {invstd, false}};
-    std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(rows, 65535)), gy = std::uint32_t((rows + gx - 1) / gx);
+    std::uint32_t gx, gy;
+    row_grid(rows, gx, gy);
     launch(shader, {local, 1, dt, weight.storage != nullptr, 0}, ops, &px, sizeof px, gx, gy);
   }
   if (!grad_weight.storage && !grad_bias.storage) return;
