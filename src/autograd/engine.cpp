@@ -48,29 +48,17 @@ Tensor sum_of(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// Adds the gradient of view node `node` (of part of its one input) into the
-// input's gradient: in place where the engine owns that buffer, else into a
-// fresh zero-filled one (summed with what was there).
-void embed_gradient(std::unordered_map<GradId, Tensor>& grads, std::unordered_set<GradId>& owned,
-                    const autograd::Node& node, const Tensor& grad) {
-  const GradId id = node.inputs[0];
-  auto it = grads.find(id);
-  if (it != grads.end() && owned.count(id) && it->second.dtype() == grad.dtype()) {
-    const Tensor part = node.embed(it->second);
-    kernels(Kernel::binary, part).binary(BinaryOp::add, arg(part), arg(part), arg(grad), 0, 0);
-    return;
-  }
-  const Shape& shape = node.input_shapes[0];
-  auto storage = std::make_shared<Storage>(grad.device(), std::size_t(numel_of(shape)) * dtype_size(grad.dtype()));
-  Tensor whole(std::move(storage), Layout::contiguous(shape), grad.dtype());
-  kernels(Kernel::fill, whole).fill(arg(whole), 0.0);
+// A view of part of its input (`node.embed` set) whose input's gradient is a
+// buffer the engine made: the view's gradient is added into that part of it
+// in place. True when done; otherwise the node's backward runs as any other.
+bool add_into_part(std::unordered_map<GradId, Tensor>& grads, const std::unordered_set<GradId>& owned,
+                   const autograd::Node& node, const Tensor& grad) {
+  if (!node.embed || !node.input_needs_grad[0] || !owned.count(node.inputs[0])) return false;
+  const Tensor& whole = grads.at(node.inputs[0]);
+  if (whole.dtype() != grad.dtype()) return false;
   const Tensor part = node.embed(whole);
-  kernels(Kernel::copy, part).copy(arg(part), arg(grad));
-  if (it == grads.end())
-    grads.emplace(id, std::move(whole));
-  else
-    it->second = sum_of(it->second, whole);
-  owned.insert(id);
+  kernels(Kernel::binary, part).binary(BinaryOp::add, arg(part), arg(part), arg(grad), 0, 0);
+  return true;
 }
 
 }  // namespace
@@ -167,14 +155,10 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
     if (git != grads.end()) grads.erase(git);  // freed as soon as its consumers are done
 
     owned.erase(node.output);
-
-    // A view of part of its input: its gradient goes straight into that part
-    // of the input's gradient (in place where the engine made that buffer).
-    const bool embedded = node.embed && grad_out.defined() && node.input_needs_grad[0];
-    if (embedded) embed_gradient(grads, owned, node, grad_out);
+    const bool added = grad_out.defined() && add_into_part(grads, owned, node, grad_out);
 
     std::vector<Tensor> input_grads;
-    if (grad_out.defined() && !embedded) {
+    if (grad_out.defined() && !added) {
       try {
         input_grads = node.backward(grad_out);
       } catch (const autograd::VersionError& e) {
@@ -198,10 +182,9 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
           throw AutogradError(fmt::format("backward of {}: gradient shape {} differs from input {} shape {}",
                                           node.name, shape_str(g.shape()), j, shape_str(node.input_shapes[j])));
         auto [slot, fresh] = grads.try_emplace(id, g);
-        if (!fresh) {
-          slot->second = sum_of(slot->second, g);
-          owned.insert(id);
-        }
+        if (!fresh) slot->second = sum_of(slot->second, g);
+        // Made here, or by a part-view's backward (a fresh zero-filled tensor): nothing else holds it.
+        if (!fresh || node.embed) owned.insert(id);
       }
       auto pit = producer.find(id);
       if (pit != producer.end() && --pending[id] == 0) ready.push_back(pit->second);

@@ -43,11 +43,12 @@ class VersionError : public AutogradError {
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
 // Of a view that picks part of its input (select, slice): the same view of a
-// tensor shaped like the input. With it the engine adds the view's gradient
-// into that part of the input's gradient, where BackwardFn would return a
-// zero-filled copy of the input per view (three views of one tensor: one
-// fill and three slice-sized passes instead of three fills, three copies and
-// two whole-size adds).
+// tensor shaped like the input. The node's BackwardFn must return a fresh
+// tensor (zeros, the gradient copied into the part); once the engine holds
+// that buffer, the gradients of further views of the same input are added
+// into their parts in place (three views of one tensor: one fill and three
+// slice-sized passes instead of three fills, three copies and two
+// whole-size adds).
 using EmbedFn = std::function<Tensor(const Tensor&)>;
 
 struct Node {
