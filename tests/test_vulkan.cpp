@@ -859,7 +859,11 @@ TEST(VulkanAttention, TiledAndWideKernelsAgreeWithCpu) {
                         {65, 33, 16, 16, true, false, 0.3},  {37, 45, 160, 8, false, true, 0.0},
                         {29, 29, 160, 160, true, false, 0.2},
                         // rows not whole 16-byte units (element-wise loads), a 128-wide register row
-                        {41, 29, 18, 10, false, true, 0.1},  {45, 77, 98, 36, true, false, 0.2}};
+                        {41, 29, 18, 10, false, true, 0.1},  {45, 77, 98, 36, true, false, 0.2},
+                        // the one-pass backward (grad_q by atomics) over several key workgroups and query
+                        // tiles: causal with more keys than queries, a mask with fewer, ragged tiles
+                        {97, 131, 32, 28, true, false, 0.15}, {150, 70, 20, 32, false, true, 0.0},
+                        {100, 90, 64, 48, false, false, 0.1}};
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "lq " << c.lq << " lk " << c.lk << " d " << c.d << " dv " << c.dv);
     Generator gen(3);

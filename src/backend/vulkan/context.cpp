@@ -134,7 +134,10 @@ Context::Context(int index) {
   std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
   if (has_atomic_float) {
     auto af = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>();
-    float_atomics = af.get<vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>().shaderBufferFloat32AtomicAdd;
+    // Test knob: RUMUS_VULKAN_FLOAT_ATOMICS=0 runs the kernels written for devices without them.
+    const char* knob = std::getenv("RUMUS_VULKAN_FLOAT_ATOMICS");
+    float_atomics = af.get<vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>().shaderBufferFloat32AtomicAdd &&
+                    !(knob && std::string_view(knob) == "0");
     float64_atomics = float_atomics && af.get<vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>().shaderBufferFloat64AtomicAdd;
   }
   want_atomic.shaderBufferFloat64AtomicAdd = float64_atomics;

@@ -3,8 +3,10 @@
 // up to 128, shaders/attention.comp (one row per invocation, everything from
 // global memory) beyond; the forward for head dims up to 64 runs
 // shaders/attention_blocked.comp (rows by keys per invocation) where
-// subgroups shuffle. f16: shaders/attention_coopmat.comp on the matrix
-// units, head dims up to 128.
+// subgroups shuffle, and the backward for those heads
+// shaders/attention_blocked_backward.comp (one pass, grad_q by float atomics)
+// where the device has them. f16: shaders/attention_coopmat.comp on the
+// matrix units, head dims up to 128.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -115,7 +117,7 @@ TiledKernel tiled_kernel(const Context& ctx) {
 // shuffle: 128 invocations, 16 query rows per workgroup. Measured on one GPU
 // against attention_tiled.comp's forward: as fast at 128 keys, faster from
 // 1024 (most with dropout: one Philox draw serves an invocation's 4 keys).
-// Its backward stays with attention_tiled.comp, which was faster there.
+// Its backward is attention_blocked_backward.comp (below).
 constexpr std::uint32_t kBlockedThreads = 128, kBlockedRows = 16;
 
 // Its build (register width 32 or 64, >= d and dv), or nullptr where it does
@@ -130,6 +132,28 @@ const char* blocked_forward(const Context& ctx, const AttentionParams& p, std::u
       ctx.properties.limits.maxComputeWorkGroupInvocations < kBlockedThreads)
     return nullptr;
   return d_max == 32 ? "attention_blocked32" : "attention_blocked64";
+}
+
+// attention_blocked_backward.comp, the f32 backward for head dims up to 64
+// in one pass (grad_q by float atomics): 128 invocations, 32 keys per
+// workgroup, tiles of 32 queries.
+constexpr std::uint32_t kBlockedBackwardKeys = 32;
+
+// Its build (register width 32 or 64), or nullptr for wider heads, devices
+// without float atomics, or too little shared memory: the tiled kernels then
+// run the backward, grad_q and grad_k/grad_v apart.
+const char* blocked_backward(const Context& ctx, const AttentionParams& p, std::uint32_t& d_max) {
+  const std::int64_t widest = std::max(p.d, p.dv);
+  if (widest > 64 || !ctx.float_atomics) return nullptr;
+  d_max = widest <= 32 ? 32 : 64;
+  // Shared memory as its declarations add up: four row tiles, two weight
+  // tiles, and the lse and 4-part D of 32 query rows.
+  const std::uint32_t rows = kBlockedBackwardKeys;
+  const std::uint32_t bytes = (4 * rows * d_max + 2 * rows * rows + rows * 5) * 4;
+  if (bytes > ctx.properties.limits.maxComputeSharedMemorySize ||
+      ctx.properties.limits.maxComputeWorkGroupInvocations < kBlockedThreads)
+    return nullptr;
+  return d_max == 32 ? "attention_blocked_backward32" : "attention_blocked_backward64";
 }
 
 // Workgroups of `per` rows along x, one (batch, head) each along y (and z past 65535).
@@ -228,6 +252,16 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
       launch("attention_coopmat", {kCoopmatThreads, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy,
              gz);
     }
+    return;
+  }
+  if (const char* blocked = blocked_backward(*ctx_, p, d_max)) {
+    Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
+                     {m, false}, {grad_out, false}, {grad_q, true}, {grad_k, true}, {grad_v, true}};
+    fill(grad_q, 0.0);  // the kernel adds into it
+    tiled_grid(p.lk, bh, gx, gy, gz, kBlockedBackwardKeys);
+    if (p.lk > 0)
+      launch(blocked, {kBlockedThreads, kGradKV, d_max, 0, rows_aligned(p, {q, k, v, out, grad_out}, 4)}, ops, &pc,
+             sizeof pc, gx, gy, gz);
     return;
   }
   const bool tiled = tiled_config(p, shared, d_max, tile);

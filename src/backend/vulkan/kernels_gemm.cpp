@@ -78,7 +78,12 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   // split K across workgroups so the whole GPU works, then add the slices.
   std::uint32_t splits = 1;
   if (gemm_splits_k(tiles(bm, bn), g.k)) {
-    std::int64_t want = std::min<std::int64_t>((264 + tiles(bm, bn) - 1) / tiles(bm, bn), g.k / (gemm_split_k_min() / 4));
+    std::int64_t want = (264 + tiles(bm, bn) - 1) / tiles(bm, bn);
+    // A K of 8,192 or more (weight gradients over many tokens): up to 16
+    // slices, about 1,056 workgroups. Measured on an H200 (char_lm, context
+    // 1024): 1024 x 256 x 8192 products 1.36x faster than in 5 slices.
+    if (g.k >= 8192 && want < 16) want = std::min<std::int64_t>(16, (1056 + tiles(bm, bn) - 1) / tiles(bm, bn));
+    want = std::min<std::int64_t>(want, g.k / (gemm_split_k_min() / 4));
     std::int64_t chunk = ((g.k + want - 1) / want + bk - 1) / bk * bk;
     splits = std::uint32_t((g.k + chunk - 1) / chunk);
     pc.k_chunk = std::uint32_t(chunk);
