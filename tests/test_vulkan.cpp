@@ -261,9 +261,10 @@ TEST(VulkanRandom, SameStreamAsCpu) {
 TEST(VulkanGemm, LargerShapesAndTransposes) {
   REQUIRE_VULKAN();
   // Sizes that exercise the aligned path (multiples of the tiles) and the ragged one.
-  // {8, 2048, 8} and {5, 1500, 7} take the split-K path; the long thin ones 64 x 128 and 128 x 64 tiles.
+  // {8, 2048, 8} and {5, 1500, 7} take the split-K path, {320, 8192, 320} its 16 slices for a long K;
+  // the long thin ones 64 x 128 and 128 x 64 tiles.
   for (auto [m, k, n] : {std::array<std::int64_t, 3>{64, 32, 64}, {128, 64, 128}, {33, 17, 65}, {1, 70, 3},
-                         {8, 2048, 8}, {5, 1500, 7}, {64, 8, 33800}, {33800, 8, 64}}) {
+                         {8, 2048, 8}, {5, 1500, 7}, {320, 8192, 320}, {64, 8, 33800}, {33800, 8, 64}}) {
     Generator gen(5);
     Tensor a = rand({m, k}, {}, &gen), b = rand({k, n}, {}, &gen);
     Tensor want = matmul(a, b);
