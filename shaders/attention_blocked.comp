@@ -46,8 +46,6 @@ layout(set = 0, binding = 0) readonly buffer Q4 { vec4 v[]; } q4_;
 layout(set = 0, binding = 1) readonly buffer K4 { vec4 v[]; } k4_;
 layout(set = 0, binding = 2) readonly buffer V4 { vec4 v[]; } v4_;
 
-#define NEG_INF uintBitsToFloat(0xff800000u)
-
 shared vec4 rows_q[ROWS * DU];
 shared vec4 tile_k[BC * DU];
 shared vec4 tile_v[BC * DU];
@@ -57,45 +55,7 @@ shared vec4 weights[ROWS * BC / 4];  // P z of the tile, [ROWS][BC]
 // the 8 invocations reading rows 4 tx + c at one unit hit distinct banks.
 uint swz(uint k, uint u) { return k * DU + (u ^ ((k >> 2) & 7u)); }
 
-#include "philox.glsl"
-
-// The dropout multiplier of weight (i, j); consecutive calls along a row reuse
-// the last draw (four weights per draw).
-uint64_t cached_counter = ~0ul;
-uvec4 cached_draw;
-float dropout_factor(uint bh, uint i, uint j) {
-  if (pc.dropout_threshold == 0u) return 1.0;
-  const uint64_t e = (uint64_t(bh) * uint64_t(pc.lq) + uint64_t(i)) * uint64_t(pc.lk) + uint64_t(j);
-  const uint64_t counter = (uint64_t(pc.counter_hi) << 32 | uint64_t(pc.counter_lo)) + (e >> 2);
-  if (counter != cached_counter) {
-    cached_counter = counter;
-    cached_draw = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)));
-  }
-  return (cached_draw[uint(e & 3ul)] >> 8) >= pc.dropout_threshold ? pc.keep_scale : 0.0;
-}
-
-// The mask's contribution to score (i, j): -inf where masked or out of range.
-float mask_term(uint bh, uint i, uint j) {
-  if (i >= pc.lq || j >= pc.lk) return NEG_INF;
-  if (pc.causal != 0u && j > i) return NEG_INF;
-  if (pc.mask_kind == 0u) return 0.0;
-  const uint b = bh / pc.heads, h = bh % pc.heads;
-  const int m = pc.mask_off + int(b) * pc.mask_stride[0] + int(h) * pc.mask_stride[1] + int(i) * pc.mask_stride[2] +
-                int(j) * pc.mask_stride[3];
-  const float mv = load5(pc.mask_dt, uint(m));
-  if (pc.mask_kind == 1u) return mv == 0.0 ? NEG_INF : 0.0;
-  return mv;
-}
-
-// Columns [col, col + 4) of the row at `at` of a matrix `width` wide; zeros
-// past `width`. One 16-byte load when ALIGNED (src4: the binding's vec4 view).
-#define SCALAR_AT(src, at, col, w, width) ((col) + (w) < (width) ? src[(at) + int((col) + (w))] : 0.0)
-#define LOAD_RUN(src, src4, at, col, width)                                              \
-  (ALIGNED ? ((col) < (width) ? src4[((at) + int(col)) / 4] : vec4(0.0))                 \
-           : vec4(SCALAR_AT(src, at, col, 0, width), SCALAR_AT(src, at, col, 1, width), \
-                  SCALAR_AT(src, at, col, 2, width), SCALAR_AT(src, at, col, 3, width)))
-#define STORE_RUN(dst, at, col, width, x) \
-  [[unroll]] for (uint w = 0; w < 4; ++w) if ((col) + w < (width)) dst[(at) + int((col) + w)] = (x)[w];
+#include "attention_terms.glsl"
 
 // This invocation's share of rows [first, first + BC) of a [rows, width]
 // matrix at `base`, into registers `regs` (PER units), and from there into a tile.

@@ -51,7 +51,6 @@ layout(set = 0, binding = 2) readonly buffer V8 { uvec4 v[]; } v8_;
 layout(set = 0, binding = 3) readonly buffer O8 { uvec4 v[]; } o8_;
 layout(set = 0, binding = 6) readonly buffer GO8 { uvec4 v[]; } go8_;
 
-#define NEG_INF uintBitsToFloat(0xff800000u)
 #define F16 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define F32 fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 
@@ -75,35 +74,7 @@ shared float scratch[WARPS * 256];                         // a 16 x 16 f32 frag
 shared float col_lse[MODE == 2u ? BC : 4];
 shared float col_delta[MODE == 2u ? BC : 4];
 
-#include "philox.glsl"
-
-// The dropout multiplier of weight (i, j); consecutive calls along a row reuse
-// the last draw (four weights per draw).
-uint64_t cached_counter = ~0ul;
-uvec4 cached_draw;
-float dropout_factor(uint bh, uint i, uint j) {
-  if (pc.dropout_threshold == 0u) return 1.0;
-  const uint64_t e = (uint64_t(bh) * uint64_t(pc.lq) + uint64_t(i)) * uint64_t(pc.lk) + uint64_t(j);
-  const uint64_t counter = (uint64_t(pc.counter_hi) << 32 | uint64_t(pc.counter_lo)) + (e >> 2);
-  if (counter != cached_counter) {
-    cached_counter = counter;
-    cached_draw = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)));
-  }
-  return (cached_draw[uint(e & 3ul)] >> 8) >= pc.dropout_threshold ? pc.keep_scale : 0.0;
-}
-
-// The mask's contribution to score (i, j): -inf where masked or out of range.
-float mask_term(uint bh, uint i, uint j) {
-  if (i >= pc.lq || j >= pc.lk) return NEG_INF;
-  if (pc.causal != 0u && j > i) return NEG_INF;
-  if (pc.mask_kind == 0u) return 0.0;
-  const uint b = bh / pc.heads, h = bh % pc.heads;
-  const int m = pc.mask_off + int(b) * pc.mask_stride[0] + int(h) * pc.mask_stride[1] + int(i) * pc.mask_stride[2] +
-                int(j) * pc.mask_stride[3];
-  const float mv = load5(pc.mask_dt, uint(m));
-  if (pc.mask_kind == 1u) return mv == 0.0 ? NEG_INF : 0.0;
-  return mv;
-}
+#include "attention_terms.glsl"
 
 // Halves [col, col + 8) of row `row` of a [rows, width] f16 matrix at `base`
 // (bindings buf8 / buf1), packed; zeros outside the matrix.

@@ -72,8 +72,6 @@ layout(set = 0, binding = 2) readonly buffer V4 { vec4 v[]; } v4_;
 layout(set = 0, binding = 3) readonly buffer O4 { vec4 v[]; } o4_;
 layout(set = 0, binding = 6) readonly buffer GO4 { vec4 v[]; } go4_;
 
-#define NEG_INF uintBitsToFloat(0xff800000u)
-
 // Two streamed operands per tile: K and V (modes 0, 1) or Q and dO (mode 2).
 shared vec4 tile_a[TILE * DU];
 shared vec4 tile_b[TILE * DU];
@@ -81,37 +79,8 @@ shared float tile_lse[TILE];
 shared float tile_delta[TILE];
 shared float delta_part[gl_WorkGroupSize.x];  // mode 2: partial D_i, several invocations per row
 
-#include "philox.glsl"
-
-// The last draw and its counter: a row walks its keys in order, so one
-// Philox call serves the four consecutive weights of a draw (modes 0 and 1).
-uint64_t drawn_counter = ~uint64_t(0);
-uvec4 drawn;
-
-float dropout_factor(uint bh, uint i, uint j) {
-  if (pc.dropout_threshold == 0u) return 1.0;
-  // Four consecutive weights per draw: weight e takes word e % 4 of counter offset + e / 4.
-  const uint64_t e = (uint64_t(bh) * uint64_t(pc.lq) + uint64_t(i)) * uint64_t(pc.lk) + uint64_t(j);
-  const uint64_t counter = (uint64_t(pc.counter_hi) << 32 | uint64_t(pc.counter_lo)) + (e >> 2);
-  if (counter != drawn_counter) {
-    drawn = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)));
-    drawn_counter = counter;
-  }
-  const uint r = drawn[uint(e & 3ul)];
-  return (r >> 8) >= pc.dropout_threshold ? pc.keep_scale : 0.0;
-}
-
-// The mask's contribution to score (i, j): -inf where masked, else the additive term.
-float mask_term(uint bh, uint i, uint j) {
-  if (pc.causal != 0u && j > i) return NEG_INF;
-  if (pc.mask_kind == 0u) return 0.0;
-  const uint b = bh / pc.heads, h = bh % pc.heads;
-  const int m = pc.mask_off + int(b) * pc.mask_stride[0] + int(h) * pc.mask_stride[1] + int(i) * pc.mask_stride[2] +
-                int(j) * pc.mask_stride[3];
-  const float mv = load5(pc.mask_dt, uint(m));
-  if (pc.mask_kind == 1u) return mv == 0.0 ? NEG_INF : 0.0;
-  return mv;
-}
+#define ATTENTION_ROW_DELTA
+#include "attention_terms.glsl"
 
 // Copies rows [first, first + TILE) of a [rows, width] matrix at `base` into
 // a shared tile, zeros past its end and past `width` (so padded columns add 0);
@@ -132,28 +101,6 @@ float mask_term(uint bh, uint i, uint j) {
 
 // The first column of run g of this invocation (see DG).
 uint run_col(uint lane, uint g) { return 4 * (lane + LANES * g); }
-
-// Columns [col, col + 4) of the row at `at` of a matrix `width` wide; zeros
-// past `width`. One 16-byte load when ALIGNED (src4: the binding's vec4 view).
-#define SCALAR_AT(src, at, col, w, width) ((col) + (w) < (width) ? src[(at) + int((col) + (w))] : 0.0)
-#define LOAD_RUN(src, src4, at, col, width)                                                          \
-  (ALIGNED ? ((col) < (width) ? src4[((at) + int(col)) / 4] : vec4(0.0))                             \
-           : vec4(SCALAR_AT(src, at, col, 0, width), SCALAR_AT(src, at, col, 1, width),             \
-                  SCALAR_AT(src, at, col, 2, width), SCALAR_AT(src, at, col, 3, width)))
-#define STORE_RUN(dst, at, col, width, x) \
-  [[unroll]] for (uint w = 0; w < 4; ++w) if ((col) + w < (width)) dst[(at) + int((col) + w)] = (x)[w];
-
-// dO_i . O_i over columns [c0, c1) of row i (16-byte loads when ALIGNED).
-float row_delta(uint i, uint c0, uint c1) {
-  const int go = pc.off[5] + int(i * pc.dv), oo = pc.off[3] + int(i * pc.dv);
-  float acc = 0.0;
-  if (ALIGNED) {
-    for (uint c = c0; c < c1; c += 4) acc += dot(go4_.v[(go + int(c)) / 4], o4_.v[(oo + int(c)) / 4]);
-  } else {
-    for (uint c = c0; c < c1; ++c) acc += go_.v[go + int(c)] * o_.v[oo + int(c)];
-  }
-  return acc;
-}
 
 void main() {
   const uint bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
