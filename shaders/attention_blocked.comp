@@ -51,24 +51,8 @@ shared vec4 tile_k[BC * DU];
 shared vec4 tile_v[BC * DU];
 shared vec4 weights[ROWS * BC / 4];  // P z of the tile, [ROWS][BC]
 
-// Where unit u of tile row k lives: the unit index is xor-ed with k / 4, so
-// the 8 invocations reading rows 4 tx + c at one unit hit distinct banks.
-uint swz(uint k, uint u) { return k * DU + (u ^ ((k >> 2) & 7u)); }
-
+#define ATTENTION_BLOCKED_TILES
 #include "attention_terms.glsl"
-
-// This invocation's share of rows [first, first + BC) of a [rows, width]
-// matrix at `base`, into registers `regs` (PER units), and from there into a tile.
-#define FETCH_TILE(regs, src, src4, base, first, rows, width)                                      \
-  [[unroll]] for (uint f = 0; f < PER; ++f) {                                                     \
-    const uint e = gl_LocalInvocationID.x + 128u * f, r = e / DU, u = e % DU;                     \
-    regs[f] = (first) + r < (rows) ? LOAD_RUN(src, src4, (base) + int(((first) + r) * (width)), 4 * u, width) : vec4(0.0); \
-  }
-#define STORE_TILE(dst, regs)                                                                    \
-  [[unroll]] for (uint f = 0; f < PER; ++f) {                                                     \
-    const uint e = gl_LocalInvocationID.x + 128u * f;                                             \
-    dst[swz(e / DU, e % DU)] = regs[f];                                                           \
-  }
 
 // The sum (or maximum) over the 8 invocations of a row.
 float row_sum(float x) {
@@ -105,8 +89,8 @@ void main() {
   FETCH_TILE(next_v, v_.v, v4_.v, vbase, 0u, pc.lk, dv)
   for (uint j0 = 0; j0 < kend; j0 += BC) {
     barrier();
-    STORE_TILE(tile_k, next_k)
-    STORE_TILE(tile_v, next_v)
+    STORE_TILE(tile_k, next_k, key_at)
+    STORE_TILE(tile_v, next_v, key_at)
     barrier();
     if (j0 + BC < kend) {
       FETCH_TILE(next_k, k_.v, k4_.v, kbase, j0 + BC, pc.lk, d)
@@ -116,7 +100,7 @@ void main() {
     float s[4] = float[4](0.0, 0.0, 0.0, 0.0);
     [[unroll]] for (uint u = 0; u < DU; ++u) {
       const vec4 qv = rows_q[ty * DU + u];
-      [[unroll]] for (uint c = 0; c < 4; ++c) s[c] += dot(qv, tile_k[swz(4 * tx + c, u)]);
+      [[unroll]] for (uint c = 0; c < 4; ++c) s[c] += dot(qv, tile_k[key_at(4 * tx + c, u)]);
     }
     float tile_max = NEG_INF;
     [[unroll]] for (uint c = 0; c < 4; ++c) {
@@ -143,7 +127,7 @@ void main() {
     [[unroll]] for (uint k4 = 0; k4 < BC / 4; ++k4) {
       const vec4 wr = weights[ty * (BC / 4) + k4];
       [[unroll]] for (uint c = 0; c < 4; ++c)
-        [[unroll]] for (uint n = 0; n < NC; ++n) acc[n] += wr[c] * tile_v[swz(4 * k4 + c, tx + 8 * n)];
+        [[unroll]] for (uint n = 0; n < NC; ++n) acc[n] += wr[c] * tile_v[key_at(4 * k4 + c, tx + 8 * n)];
     }
   }
   const float total = row_sum(sum);

@@ -65,25 +65,9 @@ shared vec4 w_pz[T * R / 4];  // P z, the same layout
 shared float query_lse[T];
 shared vec4 query_delta[T];   // D of the tile's queries, in 4 parts
 
-// Where unit u of a tile row lives (see the top).
-uint key_at(uint row, uint u) { return row * DU + (u ^ ((row >> 2) & 7u)); }
-uint query_at(uint row, uint u) { return row * DU + (u ^ ((row >> 1) & 7u)); }
-
 #define ATTENTION_ROW_DELTA
+#define ATTENTION_BLOCKED_TILES
 #include "attention_terms.glsl"
-
-// This invocation's share of rows [first, first + 32) of a [rows, width]
-// matrix at `base`, into registers `regs` (PER units), and from there into a tile.
-#define FETCH_TILE(regs, src, src4, base, first, rows, width)                                      \
-  [[unroll]] for (uint f = 0; f < PER; ++f) {                                                     \
-    const uint e = gl_LocalInvocationID.x + 128u * f, r = e / DU, u = e % DU;                     \
-    regs[f] = (first) + r < (rows) ? LOAD_RUN(src, src4, (base) + int(((first) + r) * (width)), 4 * u, width) : vec4(0.0); \
-  }
-#define STORE_TILE(dst, regs, at)                                                                \
-  [[unroll]] for (uint f = 0; f < PER; ++f) {                                                     \
-    const uint e = gl_LocalInvocationID.x + 128u * f;                                             \
-    dst[at(e / DU, e % DU)] = regs[f];                                                            \
-  }
 
 // This invocation's share of the lse and D of query rows [first, first + 32):
 // row tid / 4, a quarter of its columns (whole 16-byte units).

@@ -3,7 +3,8 @@
 // score, the dropout multiplier, and row access 16 bytes at a time. Included
 // after the push constants (PUSH_ATTENTION); the row macros need the
 // kernel's ALIGNED constant, row_delta its O and dO bindings
-// (ATTENTION_ROW_DELTA).
+// (ATTENTION_ROW_DELTA), the blocked kernels' tile helpers their DU and PER
+// and a workgroup of 128 (ATTENTION_BLOCKED_TILES).
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
@@ -61,4 +62,27 @@ float row_delta(uint i, uint c0, uint c1) {
   }
   return acc;
 }
+#endif
+
+#ifdef ATTENTION_BLOCKED_TILES
+// Where unit u of row `row` of a shared tile lives (DU units a row). Key
+// tiles xor the unit with row / 4, so the 8 invocations reading rows 4a + c
+// at one unit hit distinct banks; query tiles with row / 2, for 4
+// invocations reading rows 2b + e.
+uint key_at(uint row, uint u) { return row * DU + (u ^ ((row >> 2) & 7u)); }
+uint query_at(uint row, uint u) { return row * DU + (u ^ ((row >> 1) & 7u)); }
+
+// This invocation's share (PER units) of rows [first, first + 128 PER / DU)
+// of a [rows, width] matrix at `base`, into registers `regs`, and from there
+// into a tile laid out by `at` (key_at or query_at).
+#define FETCH_TILE(regs, src, src4, base, first, rows, width)                                      \
+  [[unroll]] for (uint f = 0; f < PER; ++f) {                                                     \
+    const uint e = gl_LocalInvocationID.x + 128u * f, r = e / DU, u = e % DU;                     \
+    regs[f] = (first) + r < (rows) ? LOAD_RUN(src, src4, (base) + int(((first) + r) * (width)), 4 * u, width) : vec4(0.0); \
+  }
+#define STORE_TILE(dst, regs, at)                                                                \
+  [[unroll]] for (uint f = 0; f < PER; ++f) {                                                     \
+    const uint e = gl_LocalInvocationID.x + 128u * f;                                             \
+    dst[at(e / DU, e % DU)] = regs[f];                                                            \
+  }
 #endif

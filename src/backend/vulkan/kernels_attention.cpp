@@ -120,6 +120,12 @@ TiledKernel tiled_kernel(const Context& ctx) {
 // Its backward is attention_blocked_backward.comp (below).
 constexpr std::uint32_t kBlockedThreads = 128, kBlockedRows = 16;
 
+// Whether a blocked kernel's workgroup (kBlockedThreads, `shared_bytes`) fits the device.
+bool blocked_fits(const Context& ctx, std::uint32_t shared_bytes) {
+  return shared_bytes <= ctx.properties.limits.maxComputeSharedMemorySize &&
+         ctx.properties.limits.maxComputeWorkGroupInvocations >= kBlockedThreads;
+}
+
 // Its build (register width 32 or 64, >= d and dv), or nullptr where it does
 // not apply: wider heads, no shuffles, too little shared memory.
 const char* blocked_forward(const Context& ctx, const AttentionParams& p, std::uint32_t& d_max) {
@@ -127,10 +133,7 @@ const char* blocked_forward(const Context& ctx, const AttentionParams& p, std::u
   if (!ctx.subgroup_shuffle || widest > 64) return nullptr;
   d_max = widest <= 32 ? 32 : 64;
   // Shared memory as its declarations add up: query rows, key and value tiles, weights.
-  const std::uint32_t bytes = (kBlockedRows + 2 * 32) * d_max * 4 + kBlockedRows * 32 * 4;
-  if (bytes > ctx.properties.limits.maxComputeSharedMemorySize ||
-      ctx.properties.limits.maxComputeWorkGroupInvocations < kBlockedThreads)
-    return nullptr;
+  if (!blocked_fits(ctx, (kBlockedRows + 2 * 32) * d_max * 4 + kBlockedRows * 32 * 4)) return nullptr;
   return d_max == 32 ? "attention_blocked32" : "attention_blocked64";
 }
 
@@ -149,10 +152,7 @@ const char* blocked_backward(const Context& ctx, const AttentionParams& p, std::
   // Shared memory as its declarations add up: four row tiles, two weight
   // tiles, and the lse and 4-part D of 32 query rows.
   const std::uint32_t rows = kBlockedBackwardKeys;
-  const std::uint32_t bytes = (4 * rows * d_max + 2 * rows * rows + rows * 5) * 4;
-  if (bytes > ctx.properties.limits.maxComputeSharedMemorySize ||
-      ctx.properties.limits.maxComputeWorkGroupInvocations < kBlockedThreads)
-    return nullptr;
+  if (!blocked_fits(ctx, (4 * rows * d_max + 2 * rows * rows + rows * 5) * 4)) return nullptr;
   return d_max == 32 ? "attention_blocked_backward32" : "attention_blocked_backward64";
 }
 

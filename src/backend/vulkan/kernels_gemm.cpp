@@ -81,7 +81,8 @@ void VulkanBackend::gemm(const GemmArgs& g) {
     std::int64_t want = (264 + tiles(bm, bn) - 1) / tiles(bm, bn);
     // A K of 8,192 or more (weight gradients over many tokens): up to 16
     // slices, about 1,056 workgroups. Measured on an H200 (char_lm, context
-    // 1024): 1024 x 256 x 8192 products 1.36x faster than in 5 slices.
+    // 1024, bench/RESULTS.md): its three weight-gradient products with their
+    // slice sums 1.15x faster in 17-22 slices than in 5-6, slower in 32-43.
     if (g.k >= 8192 && want < 16) want = std::min<std::int64_t>(16, (1056 + tiles(bm, bn) - 1) / tiles(bm, bn));
     want = std::min<std::int64_t>(want, g.k / (gemm_split_k_min() / 4));
     std::int64_t chunk = ((g.k + want - 1) / want + bk - 1) / bk * bk;
