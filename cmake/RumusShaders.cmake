@@ -27,8 +27,9 @@ function(rumus_embed_shaders out_var)
     if(name IN_LIST f64_variants)
       list(APPEND variants "${name}_f64|${src}|-DRUMUS_F64")
     endif()
-    if(name STREQUAL "index_add")  # f64 by compare-and-swap, for devices without 64-bit float atomics
+    if(name STREQUAL "index_add")  # adds by compare-and-swap, for devices without float atomics
       list(APPEND variants "${name}_f64cas|${src}|-DRUMUS_F64_CAS")
+      list(APPEND variants "${name}_cas|${src}|-DRUMUS_F32_CAS")
     endif()
     if(name STREQUAL "attention_tiled")  # four invocations per row, for devices with subgroup quads
       list(APPEND variants "${name}_quad|${src}|-DRUMUS_QUAD")

@@ -5,12 +5,13 @@
 // in the fault record, which the host checks at its next wait.
 // The f64 variants add doubles: by atomicAdd (shaderBufferFloat64AtomicAdd), or
 // (RUMUS_F64_CAS) by a compare-and-swap loop on the 64-bit words for devices
-// with 64-bit integer atomics only.
+// with 64-bit integer atomics only. RUMUS_F32_CAS is the same loop on 32-bit
+// words (core Vulkan), for devices without float atomics.
 #ifdef RUMUS_F64_CAS
 #define RUMUS_F64
 #extension GL_EXT_shader_atomic_int64 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
-#else
+#elif !defined(RUMUS_F32_CAS)
 #extension GL_EXT_shader_atomic_float : require
 #endif
 
@@ -29,6 +30,16 @@ void add_to(int at, double v) {
     seen = atomicCompSwap(out_[at], expected, doubleBitsToUint64(uint64BitsToDouble(expected) + v));
   } while (seen != expected);
 }
+#elif defined(RUMUS_F32_CAS)
+layout(set = 0, binding = 0) buffer Out { uint out_[]; };
+layout(set = 0, binding = 1) readonly buffer Src { float src[]; };
+void add_to(int at, float v) {
+  uint seen = out_[at], expected;
+  do {
+    expected = seen;
+    seen = atomicCompSwap(out_[at], expected, floatBitsToUint(uintBitsToFloat(expected) + v));
+  } while (seen != expected);
+}
 #elif defined(RUMUS_F64)
 layout(set = 0, binding = 0) buffer Out { double out_[]; };
 layout(set = 0, binding = 1) readonly buffer Src { double src[]; };
@@ -38,7 +49,7 @@ layout(set = 0, binding = 1) readonly buffer Src { float src[]; };
 #endif
 #if defined(RUMUS_F64) && !defined(RUMUS_F64_CAS)
 void add_to(int at, double v) { atomicAdd(out_[at], v); }
-#elif !defined(RUMUS_F64)
+#elif !defined(RUMUS_F64) && !defined(RUMUS_F32_CAS)
 void add_to(int at, float v) { atomicAdd(out_[at], v); }
 #endif
 layout(set = 0, binding = 2) readonly buffer Index { uint index[]; };  // i64 as word pairs

@@ -1732,6 +1732,24 @@ TEST(VulkanF64, CnnTrainingMatchesCpuCurve) {
   EXPECT_LT(gpu.back(), gpu.front());
 }
 
+// f32 index_add where many rows land on one: every addition kept, whether by
+// float atomics or (devices without them) by compare-and-swap. Small integers
+// sum exactly in any order, so the result must equal the CPU's bit for bit.
+TEST(VulkanIndexAdd, KeepsEveryContributionInF32) {
+  REQUIRE_VULKAN();
+  std::vector<double> ix(3000), g(3000 * 4);
+  for (std::size_t i = 0; i < ix.size(); ++i) ix[i] = double(i % 5 == 0 ? 6 : i % 3);  // rows 0, 1, 2, 6
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = double(int(i % 11) - 5);
+  Tensor idx = tensor(ix, {3000}).to(DType::i64);
+  auto grad_on = [&](Device d) {
+    Tensor w = zeros({7, 4}, {.device = d}).requires_grad_();
+    return backward(sum(mul(embedding(idx.to(d), w), tensor(g, {3000, 4}).to(d)))).get(w);
+  };
+  Tensor gpu = grad_on(kGpu), cpu = grad_on(Device::cpu());
+  EXPECT_EQ(gpu.to(Device::cpu()).to_vector<float>(), cpu.to_vector<float>());
+  EXPECT_NE(cpu.to_vector<float>()[6 * 4], 0.0f);  // the repeated row got its sums
+}
+
 // f64 index_add where many rows land on one: every addition kept (64-bit float
 // atomics, or compare-and-swap without them), to float-free precision.
 TEST(VulkanF64, IndexAddKeepsEveryContribution) {

@@ -246,9 +246,10 @@ void VulkanBackend::index_add(TensorArg out, TensorArg index, TensorArg src) {
   IndexPush pc = index_push("index_add", out, src, index);
   if (pc.total == 0) return;
   Operand ops[] = {{out, true}, {src, false}, {index, false}, {index_fault_operand(), true}};
-  // f64 without 64-bit float atomics: the variant that adds by compare-and-swap.
-  const std::string shader = out.dtype == DType::f64 && !ctx_->float64_atomics ? "index_add_f64cas"
-                                                                               : shader_for("index_add", out.dtype);
+  // Without float atomics of the width: the variants that add by compare-and-swap.
+  const std::string shader = out.dtype == DType::f64 ? (ctx_->float64_atomics ? "index_add_f64" : "index_add_f64cas")
+                             : ctx_->float_atomics   ? "index_add"
+                                                     : "index_add_cas";
   launch(shader, {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
 }
 

@@ -49,8 +49,8 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
       return true;
     case Kernel::gemm:  // 16-bit operands accumulate in f32; f64 in double (gemm_f64.comp)
       return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
-    case Kernel::index_add:  // float atomics; f64 also by compare-and-swap on 64-bit integers
-      return (dtype == DType::f32 && ctx_->float_atomics) ||
+    case Kernel::index_add:  // float atomics, else compare-and-swap (f64: on 64-bit integers)
+      return dtype == DType::f32 ||
              (dtype == DType::f64 && (ctx_->float64_atomics || ctx_->int64_atomics));
     case Kernel::sgd_step: case Kernel::adam_step: case Kernel::im2col: case Kernel::col2im:
     case Kernel::pool2d_forward: case Kernel::pool2d_backward: case Kernel::softmax_forward:
