@@ -9,6 +9,9 @@
 // Tiles are stored in shared memory in the operand's own orientation and read
 // back row- or column-major, so transposes cost nothing. Edges that do not
 // divide the tile are zero-padded on load and bounds-checked on store.
+// Split-K (few tiles, long K): workgroup z = batch * splits + s sums K-range
+// [s * k_chunk, (s + 1) * k_chunk) into its own f32 slice of C (batch_c
+// apart); the host adds the slices.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -124,7 +127,8 @@ void main() {
   const uint tile_m = first_m + (pid % per_group) % group_m, tile_n = (pid % per_group) / group_m;
   bm = tile_m * BM;
   bn = tile_n * BN;
-  const uint z = gl_WorkGroupID.z;
+  const uint z = gl_WorkGroupID.z / pc.splits, split = gl_WorkGroupID.z % pc.splits;
+  const uint k_begin = split * pc.k_chunk, k_end = min(pc.K, k_begin + pc.k_chunk);  // k_chunk % BK == 0
   base_a = pc.offset_a + z * pc.batch_a;
   base_b = pc.offset_b + z * pc.batch_b;
   const uint wm = (warp / (BN / WN)) * WM, wn = (warp % (BN / WN)) * WN;
@@ -134,13 +138,13 @@ void main() {
     [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
 
   uint buf = 0;
-  if (pc.K > 0) {
-    fetch(0);
+  if (k_begin < k_end) {
+    fetch(k_begin);
     stash(0);
   }
   barrier();
-  for (uint k0 = 0; k0 < pc.K; k0 += BK) {
-    const bool more = k0 + BK < pc.K;
+  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+    const bool more = k0 + BK < k_end;
     if (more) fetch(k0 + BK);
     const uint sa = buf * A_SIZE, sb = buf * B_SIZE;
     [[unroll]] for (uint kk = 0; kk < BK; kk += LK) {
@@ -165,7 +169,7 @@ void main() {
     buf ^= 1;
   }
 
-  const uint base_c = pc.offset_c + z * pc.batch_c;
+  const uint base_c = pc.offset_c + gl_WorkGroupID.z * pc.batch_c;  // z * batch_c without split-K
   const float alpha = pc.alpha, beta = pc.beta;
   if (ALIGNED && bm + BM <= pc.M && bn + BN <= pc.N) {
     // Whole tile inside C: each accumulator straight to memory.

@@ -1233,6 +1233,33 @@ TEST(VulkanReduce, LongFullReductionsSplitOverWorkgroupsMatchCpu) {
   EXPECT_EQ(sum(tensor(std::vector<float>(200000, 1.0f), {200000}).to(kGpu)).item(), 200000.0);
 }
 
+// Sums down columns (a bias gradient over many rows) run as runs of rows per
+// invocation, then a pass over the runs: sums, means, extremes (NaN wins), a
+// 16-bit input, a kept dim before the reduced one, and extents with no divisor
+// in range (one pass per output instead), against the CPU.
+TEST(VulkanReduce, DownTheColumnsMatchesCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(5);
+  Tensor x = randn({4096, 96}, {}, &gen), xg = x.to(kGpu);
+  expect_close(sum(xg, {0}).cpu(), sum(x, {0}), 1e-4, "sum over rows");
+  expect_close(sum(xg, {0}, true).cpu(), sum(x, {0}, true), 1e-4, "sum over rows, keepdim");
+  expect_close(mean(xg, {0}).cpu(), mean(x, {0}), 1e-5, "mean over rows");
+  expect_close(amax(xg, {0}).cpu(), amax(x, {0}), 0, "amax over rows");
+  expect_close(amin(xg, {0}).cpu(), amin(x, {0}), 0, "amin over rows");
+  expect_close(sum(xg.to(DType::f16), {0}).cpu().to(DType::f32), sum(x.to(DType::f16).to(DType::f32), {0}), 2e-2,
+               "f16 sum over rows");
+  Tensor y = randn({3, 1000, 40}, {}, &gen), yg = y.to(kGpu);
+  expect_close(sum(yg, {1}).cpu(), sum(y, {1}), 1e-4, "sum over the middle dim");
+  expect_close(mean(yg.narrow(2, 5, 30), {1}).cpu(), mean(y.narrow(2, 5, 30), {1}), 1e-5, "mean of a narrowed view");
+  Tensor p = randn({1009, 64}, {}, &gen);  // prime extent
+  expect_close(sum(p.to(kGpu), {0}).cpu(), sum(p, {0}), 1e-4, "sum over a prime number of rows");
+  std::vector<float> with_nan(2048 * 16, 1.0f);
+  with_nan[1500 * 16 + 3] = std::numeric_limits<float>::quiet_NaN();
+  auto col_max = amax(tensor(with_nan, {2048, 16}).to(kGpu), {0}).cpu().to_vector<float>();
+  EXPECT_TRUE(std::isnan(col_max[3]));
+  EXPECT_EQ(col_max[4], 1.0f);
+}
+
 TEST(VulkanConv, LongReductionMatchesCpu) {
   REQUIRE_VULKAN();
   expect_conv_matches_cpu({1, 8000, 3, 3, 1, 3, 3, {}, true, 0}, 1e-3);
@@ -1331,8 +1358,9 @@ TEST(VulkanCoopmat, F16ProductsMatchCpu) {
   REQUIRE_VULKAN();
   if (!backend(kGpu).supports(Kernel::gemm, DType::f16)) GTEST_SKIP() << "no cooperative matrices on this device";
   Generator gen(12);
+  // The last three have few tiles over a long K: split into slices that are summed after.
   for (auto [m, k, n] : {std::array<std::int64_t, 3>{256, 128, 256}, {128, 64, 384}, {33, 47, 65}, {1, 70, 3},
-                         {200, 40, 136}, {517, 300, 260}}) {
+                         {200, 40, 136}, {517, 300, 260}, {256, 8192, 256}, {200, 3000, 136}, {96, 1000, 40}}) {
     const std::string what = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
     Tensor a = rand({m, k}, {}, &gen) - 0.5, b = rand({k, n}, {}, &gen) - 0.5;
     Tensor want = matmul(rounded(a), rounded(b));
@@ -1360,6 +1388,19 @@ TEST(VulkanCoopmat, F16ProductsMatchCpu) {
   g.beta = 2.0;
   backend(kGpu).gemm(g);
   expect_close(gc.cpu(), matmul(rounded(a), rounded(b)) * 0.5 + c * 2.0, 2e-2, "batched f16 gemm, f32 C, alpha, beta");
+  // The same with a K long enough to be split: the slices' sum, then beta C.
+  Tensor al = rand({3, 40, 1500}, {}, &gen) - 0.5, bl = rand({3, 1500, 24}, {}, &gen) - 0.5;
+  Tensor gal = al.to(DType::f16).to(kGpu), gbl = bl.to(DType::f16).to(kGpu), gcl = c.to(kGpu);
+  GemmArgs gl = g;
+  gl.a = arg_of(gal);
+  gl.b = arg_of(gbl);
+  gl.c = arg_of(gcl);
+  gl.k = gl.lda = 1500;
+  gl.stride_a = 40 * 1500;
+  gl.stride_b = 1500 * 24;
+  backend(kGpu).gemm(gl);
+  expect_close(gcl.cpu(), matmul(rounded(al), rounded(bl)) * 0.5 + c * 2.0, 2e-2,
+               "batched f16 gemm split along K, f32 C, alpha, beta");
 }
 
 namespace {

@@ -32,6 +32,10 @@ bool is_gemm_tile_candidate(const GemmTile& t);
 // least a quarter of it.
 std::int64_t gemm_split_k_min();
 inline bool gemm_splits_k(std::int64_t tiles, std::int64_t k) { return tiles < 132 && k >= gemm_split_k_min(); }
+// K per slice for about `slices` slices, a whole number of the kernel's K-step `bk`.
+inline std::uint32_t split_k_chunk(std::int64_t k, std::int64_t slices, std::uint32_t bk) {
+  return std::uint32_t(((k + slices - 1) / slices + bk - 1) / bk * bk);
+}
 
 // A tile forced on the calling thread (while the tuner times a candidate, and
 // in tests); when set, the f32 GEMM uses it instead of any other choice.

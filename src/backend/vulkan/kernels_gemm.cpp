@@ -85,9 +85,8 @@ void VulkanBackend::gemm(const GemmArgs& g) {
     // slice sums 1.15x faster in 17-22 slices than in 5-6, slower in 32-43.
     if (g.k >= 8192 && want < 16) want = std::min<std::int64_t>(16, (1056 + tiles(bm, bn) - 1) / tiles(bm, bn));
     want = std::min<std::int64_t>(want, g.k / (gemm_split_k_min() / 4));
-    std::int64_t chunk = ((g.k + want - 1) / want + bk - 1) / bk * bk;
-    splits = std::uint32_t((g.k + chunk - 1) / chunk);
-    pc.k_chunk = std::uint32_t(chunk);
+    pc.k_chunk = split_k_chunk(g.k, want, bk);
+    splits = std::uint32_t((g.k + pc.k_chunk - 1) / pc.k_chunk);
   }
   // Tuning knob for benchmarks: RUMUS_VULKAN_GEMM_TILE="bm,bn,bk" (bm, bn 64 or 128; bk 8 or 16).
   static const char* forced = std::getenv("RUMUS_VULKAN_GEMM_TILE");
@@ -112,8 +111,15 @@ void VulkanBackend::gemm(const GemmArgs& g) {
     launch("gemm", spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch));
     return;
   }
-  // Slices [batch, splits, m, n] (alpha applied, f32 whatever C's dtype), summed over `splits` into C.
-  spec[8] = type_code(DType::f32);
+  spec[8] = type_code(DType::f32);  // the slices are f32 whatever C's dtype
+  gemm_split_k(g, pc, splits, [&](TensorArg parts, const GemmPush& slices) {
+    Operand ops[] = {{g.a, false}, {g.b, false}, {parts, true}};
+    launch("gemm", spec, ops, &slices, sizeof slices, gx, gy, std::uint32_t(g.batch) * splits);
+  });
+}
+
+void VulkanBackend::gemm_split_k(const GemmArgs& g, GemmPush pc, std::uint32_t splits,
+                                 const std::function<void(TensorArg parts, const GemmPush& pc)>& launch_slices) {
   const std::int64_t mn = g.m * g.n;
   Layout parts_layout = Layout::contiguous({g.batch, std::int64_t(splits), g.m, g.n});
   Storage parts(device(), std::size_t(g.batch * splits * mn) * 4);
@@ -123,8 +129,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   pc.ldc = std::uint32_t(g.n);
   pc.batch_c = std::uint32_t(mn);
   pc.beta = 0;
-  Operand ops[] = {{g.a, false}, {g.b, false}, {parts_arg, true}};
-  launch("gemm", spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch) * splits);
+  launch_slices(parts_arg, pc);
   Layout c_layout{{g.batch, 1, g.m, g.n}, {g.stride_c, 0, g.ldc, 1}, g.c.layout->offset};
   TensorArg c_arg{g.c.storage, g.c.dtype, &c_layout};
   if (g.beta == 0) {

@@ -1,5 +1,6 @@
 // Host side of gemm_coopmat.comp: the tile chosen from the device's
 // cooperative-matrix shapes, when the kernel applies, and its dispatch.
+#include <algorithm>
 #include <cstdio>
 
 #include "gemm_coopmat.hpp"
@@ -92,6 +93,23 @@ void VulkanBackend::coopmat_gemm(const GemmArgs& g) {
                                      g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u, g.c.dtype == DType::f16 ? 1u : 0u,
                                      aligned ? 1u : 0u, t.subgroup, t.bk};
   const std::uint32_t tiles = std::uint32_t(((g.m + t.bm - 1) / t.bm) * ((g.n + t.bn - 1) / t.bn));
+  // Few tiles over a long K (weight gradients: 4 to 16 tiles over 8,192 tokens
+  // left most of an H200 idle): about two waves of workgroups, slices of at
+  // least 256 along K, at most 32 of them.
+  if (gemm_splits_k(std::int64_t(tiles) * g.batch, g.k)) {
+    const std::int64_t want = std::clamp<std::int64_t>((264 + tiles * g.batch - 1) / (tiles * g.batch), 1,
+                                                       std::min<std::int64_t>(32, g.k / 256));
+    pc.k_chunk = split_k_chunk(g.k, want, t.bk);
+    const std::uint32_t splits = std::uint32_t((g.k + pc.k_chunk - 1) / pc.k_chunk);
+    if (splits > 1) {
+      spec[10] = 0;  // the slices are f32
+      return gemm_split_k(g, pc, splits, [&](TensorArg parts, const push::GemmPush& slices) {
+        Operand ops[] = {{g.a, false}, {g.b, false}, {parts, true}};
+        launch("gemm_coopmat", spec, ops, &slices, sizeof slices, tiles, 1, std::uint32_t(g.batch) * splits);
+      });
+    }
+    pc.k_chunk = pc.K;
+  }
   Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
   launch("gemm_coopmat", spec, ops, &pc, sizeof pc, tiles, 1, std::uint32_t(g.batch));
 }

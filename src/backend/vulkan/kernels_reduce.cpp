@@ -19,7 +19,9 @@ constexpr std::int64_t kChunk = 4096;  // elements per workgroup, at most 256 wo
 
 }  // namespace
 
-void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
+void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) { reduce_pass(op, out, in, false); }
+
+void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, bool serial_only) {
   const Layout& li = *in.layout;
   const Layout& lo = *out.layout;
   ReducePush pc{};
@@ -53,7 +55,8 @@ void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
   if (is_arg && std::popcount(pc.reduced_mask) > 1) throw Error("reduce: argmax/argmin reduce over one dim");
   // A workgroup per output unless outputs are many and each reduction short:
   // serial loops over a few outputs leave the GPU idle behind memory latency.
-  const bool per_group = !is_arg && (n_red > kSerialLimit || (n_red > 8 && n_out < 8192));
+  const bool per_group = !is_arg && !serial_only && (n_red > kSerialLimit || (n_red > 8 && n_out < 8192));
+  if (per_group && !serial_only && reduce_columns(op, out, in, dims)) return;
   std::vector<std::uint32_t> spec = {kLocal, std::uint32_t(op), std::uint32_t(out.dtype), std::uint32_t(in.dtype),
                                      per_group ? 1u : 0u, 0u};
   Operand ops[] = {{out, true}, {in, false}};
@@ -82,6 +85,57 @@ void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
   } else {
     launch(shader, spec, ops, &pc, sizeof pc, groups_for(n_out, kLocal));
   }
+}
+
+// Down the columns: one reduced dim outside a contiguous kept one (a bias
+// gradient's sum over the rows of [tokens, features]). A workgroup per output
+// would read one element per memory sector; instead every invocation sums a
+// run of `rows` down its column (neighbours read neighbours), into partials
+// [parts, outputs], and a second pass sums those the same way.
+bool VulkanBackend::reduce_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims) {
+  const int nd = dims.nd;
+  int dr = -1;
+  for (int d = 0; d < nd; ++d) {
+    if (dims.stride[1][d] != 0 || dims.size[d] == 1) continue;
+    if (dr >= 0) return false;  // more than one reduced dim
+    dr = d;
+  }
+  if (dr < 0 || dr == nd - 1 || dims.stride[0][nd - 1] != 1 || dims.size[nd - 1] < 8 || nd + 1 > kMaxDims)
+    return false;
+  // Equal runs (so mean of means is the mean): the divisor of the extent nearest its square root.
+  const std::int64_t extent = dims.size[dr];
+  std::int64_t rows = 0;
+  for (std::int64_t r = 8; r <= 256 && r < extent; ++r)
+    if (extent % r == 0 && (rows == 0 || std::abs(r * r - extent) < std::abs(rows * rows - extent))) rows = r;
+  if (rows == 0) return false;
+  const std::int64_t parts = extent / rows;
+  Shape split, partial_shape, out_shape;
+  std::vector<std::int64_t> split_strides, out_strides;
+  for (int d = 0; d < nd; ++d) {
+    if (d == dr) {
+      split.insert(split.end(), {parts, rows});
+      split_strides.insert(split_strides.end(), {dims.stride[0][d] * rows, dims.stride[0][d]});
+      partial_shape.insert(partial_shape.end(), {parts, 1});
+      out_shape.push_back(1);
+      out_strides.push_back(0);
+      continue;
+    }
+    split.push_back(dims.size[d]);
+    split_strides.push_back(dims.stride[0][d]);
+    partial_shape.push_back(dims.size[d]);
+    out_shape.push_back(dims.size[d]);
+    out_strides.push_back(dims.stride[1][d]);
+  }
+  const DType pdt = out.dtype == DType::f16 || out.dtype == DType::bf16 ? DType::f32 : out.dtype;
+  Layout in_view{split, split_strides, in.layout->offset};
+  Layout partial_layout = Layout::contiguous(partial_shape);
+  Storage partials(device(), std::size_t(partial_layout.numel()) * dtype_size(pdt));
+  reduce_pass(op, TensorArg{&partials, pdt, &partial_layout}, TensorArg{in.storage, in.dtype, &in_view}, true);
+  partial_shape.erase(partial_shape.begin() + dr + 1);  // [.., parts, ..]
+  Layout partial_view = Layout::contiguous(partial_shape);
+  Layout out_view{out_shape, out_strides, out.layout->offset};
+  reduce_pass(op, TensorArg{out.storage, out.dtype, &out_view}, TensorArg{&partials, pdt, &partial_view}, true);
+  return true;
 }
 
 }  // namespace rumus::vulkan

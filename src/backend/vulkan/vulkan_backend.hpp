@@ -1,5 +1,6 @@
 #pragma once
 // The Vulkan implementation of Backend for one physical device.
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -15,9 +16,14 @@
 #include "pipelines.hpp"
 #include "../../core/device_registry.hpp"
 #include "../backend.hpp"
+#include "../strided.hpp"
 #include "stream.hpp"
 
 namespace rumus::vulkan {
+
+namespace push {
+struct GemmPush;  // push_constants.hpp
+}
 
 class VulkanBackend final : public Backend {
  public:
@@ -103,6 +109,15 @@ class VulkanBackend final : public Backend {
   void release_finished();
   // The tensor-core GEMM (kernels_gemm_coopmat.cpp) where coopmat_gemm_applies().
   void coopmat_gemm(const GemmArgs& g);
+  // reduce() in one launch (two for one long output), or in two passes down
+  // the columns (reduce_columns); serial_only: one invocation per output.
+  void reduce_pass(ReduceOp op, TensorArg out, TensorArg in, bool serial_only);
+  bool reduce_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims);
+  // Split-K, for either GEMM kernel: `launch_slices` runs the kernel with `pc`
+  // set to write [batch, splits, m, n] f32 slices (alpha applied) into `parts`;
+  // the slices are then summed into C with beta (kernels_gemm.cpp).
+  void gemm_split_k(const GemmArgs& g, push::GemmPush pc, std::uint32_t splits,
+                    const std::function<void(TensorArg parts, const push::GemmPush& pc)>& launch_slices);
   // The f32 GEMM's tile from the override or the tuner (kernels_gemm_tune.cpp);
   // nothing leaves the choice to the heuristic's tile.
   std::optional<GemmTile> gemm_tile_for(const GemmArgs& g, const GemmTile& heuristic);
