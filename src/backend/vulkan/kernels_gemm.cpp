@@ -63,11 +63,13 @@ void VulkanBackend::gemm(const GemmArgs& g) {
     pc.K = 0;
   }
   // Tile (bm x bn, 8 x 8 per invocation): 128 on a side unless the matrix is
-  // thinner, then smaller tiles while the grid stays under two waves of a big GPU.
+  // thinner, then smaller tiles while the grid has fewer than 256 (on an H200,
+  // 8192 x 256 products ran 1.08x faster in 256 tiles of 64 x 128 than in 512
+  // of 64 x 64, and slower in 128 of 128 x 128: bench/RESULTS.md).
   auto tiles = [&](std::int64_t bm, std::int64_t bn) { return ((g.m + bm - 1) / bm) * ((g.n + bn - 1) / bn) * g.batch; };
   std::uint32_t bm = g.m <= 64 ? 64 : 128, bn = g.n <= 64 ? 64 : 128;
-  if (tiles(bm, bn) < 264 && bm == 128) bm = 64;
-  if (tiles(bm, bn) < 264 && bn == 128) bn = 64;
+  if (tiles(bm, bn) < 256 && bm == 128) bm = 64;
+  if (tiles(bm, bn) < 256 && bn == 128) bn = 64;
   std::uint32_t bk = bm == 64 && bn == 64 ? 16 : 8;  // 128 x 128 x 8 measured fastest on an H200
   if (auto tile = gemm_tile_for(g, {bm, bn, bk})) {  // measured on this device (kernels_gemm_tune.cpp)
     bm = tile->bm;

@@ -19,9 +19,9 @@ constexpr std::int64_t kChunk = 4096;  // elements per workgroup, at most 256 wo
 
 }  // namespace
 
-void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) { reduce_pass(op, out, in, false); }
+void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) { reduce_pass(op, out, in, ReducePlan::any); }
 
-void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, bool serial_only) {
+void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, ReducePlan plan) {
   const Layout& li = *in.layout;
   const Layout& lo = *out.layout;
   ReducePush pc{};
@@ -55,8 +55,9 @@ void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, bool s
   if (is_arg && std::popcount(pc.reduced_mask) > 1) throw Error("reduce: argmax/argmin reduce over one dim");
   // A workgroup per output unless outputs are many and each reduction short:
   // serial loops over a few outputs leave the GPU idle behind memory latency.
-  const bool per_group = !is_arg && !serial_only && (n_red > kSerialLimit || (n_red > 8 && n_out < 8192));
-  if (per_group && !serial_only && reduce_columns(op, out, in, dims)) return;
+  const bool per_group =
+      !is_arg && plan != ReducePlan::serial && (n_red > kSerialLimit || (n_red > 8 && n_out < 8192));
+  if (per_group && plan == ReducePlan::any && reduce_columns(op, out, in, dims)) return;
   std::vector<std::uint32_t> spec = {kLocal, std::uint32_t(op), std::uint32_t(out.dtype), std::uint32_t(in.dtype),
                                      per_group ? 1u : 0u, 0u};
   Operand ops[] = {{out, true}, {in, false}};
@@ -89,9 +90,10 @@ void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, bool s
 
 // Down the columns: one reduced dim outside a contiguous kept one (a bias
 // gradient's sum over the rows of [tokens, features]). A workgroup per output
-// would read one element per memory sector; instead every invocation sums a
-// run of `rows` down its column (neighbours read neighbours), into partials
-// [parts, outputs], and a second pass sums those the same way.
+// reads one element per memory sector of every row; instead every invocation
+// first sums a run of about 64 rows down its column (neighbours read
+// neighbours) into partials [parts, outputs], and the usual kernel then
+// reduces the partials (a sixty-fourth of the rows).
 bool VulkanBackend::reduce_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims) {
   const int nd = dims.nd;
   int dr = -1;
@@ -102,11 +104,11 @@ bool VulkanBackend::reduce_columns(ReduceOp op, TensorArg out, TensorArg in, con
   }
   if (dr < 0 || dr == nd - 1 || dims.stride[0][nd - 1] != 1 || dims.size[nd - 1] < 8 || nd + 1 > kMaxDims)
     return false;
-  // Equal runs (so mean of means is the mean): the divisor of the extent nearest its square root.
+  // Equal runs (so a mean of means is the mean): the divisor of the extent in [16, 128] nearest 64.
   const std::int64_t extent = dims.size[dr];
   std::int64_t rows = 0;
-  for (std::int64_t r = 8; r <= 256 && r < extent; ++r)
-    if (extent % r == 0 && (rows == 0 || std::abs(r * r - extent) < std::abs(rows * rows - extent))) rows = r;
+  for (std::int64_t r = 16; r <= 128 && r < extent; ++r)
+    if (extent % r == 0 && (rows == 0 || std::abs(r - 64) < std::abs(rows - 64))) rows = r;
   if (rows == 0) return false;
   const std::int64_t parts = extent / rows;
   Shape split, partial_shape, out_shape;
@@ -130,11 +132,13 @@ bool VulkanBackend::reduce_columns(ReduceOp op, TensorArg out, TensorArg in, con
   Layout in_view{split, split_strides, in.layout->offset};
   Layout partial_layout = Layout::contiguous(partial_shape);
   Storage partials(device(), std::size_t(partial_layout.numel()) * dtype_size(pdt));
-  reduce_pass(op, TensorArg{&partials, pdt, &partial_layout}, TensorArg{in.storage, in.dtype, &in_view}, true);
+  reduce_pass(op, TensorArg{&partials, pdt, &partial_layout}, TensorArg{in.storage, in.dtype, &in_view},
+              ReducePlan::serial);
   partial_shape.erase(partial_shape.begin() + dr + 1);  // [.., parts, ..]
   Layout partial_view = Layout::contiguous(partial_shape);
   Layout out_view{out_shape, out_strides, out.layout->offset};
-  reduce_pass(op, TensorArg{out.storage, out.dtype, &out_view}, TensorArg{&partials, pdt, &partial_view}, true);
+  reduce_pass(op, TensorArg{out.storage, out.dtype, &out_view}, TensorArg{&partials, pdt, &partial_view},
+              ReducePlan::no_columns);
   return true;
 }
 

@@ -110,8 +110,10 @@ class VulkanBackend final : public Backend {
   // The tensor-core GEMM (kernels_gemm_coopmat.cpp) where coopmat_gemm_applies().
   void coopmat_gemm(const GemmArgs& g);
   // reduce() in one launch (two for one long output), or in two passes down
-  // the columns (reduce_columns); serial_only: one invocation per output.
-  void reduce_pass(ReduceOp op, TensorArg out, TensorArg in, bool serial_only);
+  // the columns (reduce_columns). `serial`: one invocation per output;
+  // `no_columns`: the one-launch choices only.
+  enum class ReducePlan { any, serial, no_columns };
+  void reduce_pass(ReduceOp op, TensorArg out, TensorArg in, ReducePlan plan);
   bool reduce_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims);
   // Split-K, for either GEMM kernel: `launch_slices` runs the kernel with `pc`
   // set to write [batch, splits, m, n] f32 slices (alpha applied) into `parts`;
