@@ -97,8 +97,8 @@ void VulkanBackend::coopmat_gemm(const GemmArgs& g) {
   // left most of an H200 idle): about two waves of workgroups, slices of at
   // least 256 along K, at most 32 of them.
   if (gemm_splits_k(std::int64_t(tiles) * g.batch, g.k)) {
-    const std::int64_t want = std::clamp<std::int64_t>((264 + tiles * g.batch - 1) / (tiles * g.batch), 1,
-                                                       std::min<std::int64_t>(32, g.k / 256));
+    const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(32, g.k / 256));
+    const std::int64_t want = std::clamp<std::int64_t>((264 + tiles * g.batch - 1) / (tiles * g.batch), 1, most);
     pc.k_chunk = split_k_chunk(g.k, want, t.bk);
     const std::uint32_t splits = std::uint32_t((g.k + pc.k_chunk - 1) / pc.k_chunk);
     if (splits > 1) {
