@@ -1319,6 +1319,20 @@ TEST(VulkanCoopmat, TileChoiceFromTheDeviceShapes) {
   EXPECT_FALSE(choose_coopmat_tile(nv, 32, kShared48K, 64));
 }
 
+// The tensor-core kernel's split along K (lavapipe has no cooperative
+// matrices, so the rule is checked here, the products on devices with them):
+// about two waves of workgroups, slices of at least 256, at most 32.
+TEST(VulkanCoopmat, SplitKSlicesFromTilesAndK) {
+  using vulkan::coopmat_split_k_slices;
+  EXPECT_EQ(coopmat_split_k_slices(16, 8192), 17);  // 1024 x 256 weight gradient: 16 tiles of 128 x 128
+  EXPECT_EQ(coopmat_split_k_slices(4, 8192), 32);   // 256 x 256: capped at 32
+  EXPECT_EQ(coopmat_split_k_slices(4, 1000), 3);    // slices of at least 256
+  EXPECT_EQ(coopmat_split_k_slices(4, 300), 1);
+  EXPECT_EQ(coopmat_split_k_slices(4, 128), 1);      // K too short to split
+  EXPECT_EQ(coopmat_split_k_slices(200, 8192), 1);   // enough tiles already
+  EXPECT_EQ(coopmat_split_k_slices(0, 8192), 1);
+}
+
 // The capability check decides the path: without VK_NV_cooperative_matrix
 // (lavapipe) no f16 product takes the tensor-core kernel and f32 products run
 // on the plain kernel; with it, f16 products do and f32 ones still do not.

@@ -51,4 +51,11 @@ std::optional<CoopMatTile> choose_coopmat_tile(std::span<const CoopMatShape> sha
 // the plain kernel (shaders/gemm.comp) runs it.
 bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g);
 
+// How many slices along K the tensor-core kernel splits a product of `tiles`
+// output tiles (batches included) into, 1 for none: few tiles over a long K
+// (weight gradients: 4 to 16 tiles over 8,192 tokens left most of an H200
+// idle) take about two waves of workgroups, slices of at least 256 along K,
+// at most 32 of them.
+std::int64_t coopmat_split_k_slices(std::int64_t tiles, std::int64_t k);
+
 }  // namespace rumus::vulkan

@@ -75,6 +75,12 @@ bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g) {
          g.batch <= std::int64_t(ctx.properties.limits.maxComputeWorkGroupCount[2]);
 }
 
+std::int64_t coopmat_split_k_slices(std::int64_t tiles, std::int64_t k) {
+  if (tiles <= 0 || !gemm_splits_k(tiles, k)) return 1;
+  const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(32, k / 256));
+  return std::clamp<std::int64_t>((264 + tiles - 1) / tiles, 1, most);
+}
+
 void VulkanBackend::coopmat_gemm(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   const CoopMatTile& t = *ctx_->coopmat_tile;
@@ -93,12 +99,7 @@ void VulkanBackend::coopmat_gemm(const GemmArgs& g) {
                                      g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u, g.c.dtype == DType::f16 ? 1u : 0u,
                                      aligned ? 1u : 0u, t.subgroup, t.bk};
   const std::uint32_t tiles = std::uint32_t(((g.m + t.bm - 1) / t.bm) * ((g.n + t.bn - 1) / t.bn));
-  // Few tiles over a long K (weight gradients: 4 to 16 tiles over 8,192 tokens
-  // left most of an H200 idle): about two waves of workgroups, slices of at
-  // least 256 along K, at most 32 of them.
-  if (gemm_splits_k(std::int64_t(tiles) * g.batch, g.k)) {
-    const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(32, g.k / 256));
-    const std::int64_t want = std::clamp<std::int64_t>((264 + tiles * g.batch - 1) / (tiles * g.batch), 1, most);
+  if (const std::int64_t want = coopmat_split_k_slices(std::int64_t(tiles) * g.batch, g.k); want > 1) {
     pc.k_chunk = split_k_chunk(g.k, want, t.bk);
     const std::uint32_t splits = std::uint32_t((g.k + pc.k_chunk - 1) / pc.k_chunk);
     if (splits > 1) {
