@@ -100,10 +100,11 @@ Context::Context(int index) {
     if (families[i].queueFlags & vk::QueueFlagBits::eCompute) queue_family = i;
   if (queue_family == ~0u) throw DeviceError("vulkan: " + name + " has no compute queue");
 
-  bool has_push = false, has_atomic_float = false, has_coopmat = false;
+  bool has_push = false, has_atomic_float = false, has_coopmat = false, has_statistics = false;
   for (auto& e : physical.enumerateDeviceExtensionProperties()) {
     std::string ext = e.extensionName.data();
     if (ext == VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) has_push = true;
+    if (ext == VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) has_statistics = true;
     if (ext == VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME) has_atomic_float = true;
     if (ext == VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) has_coopmat = true;
   }
@@ -166,7 +167,17 @@ Context::Context(int index) {
   if (!coopmat_shapes.empty()) {
     want12.shaderFloat16 = true;
     *chain_end = &want_coopmat;
+    chain_end = &want_coopmat.pNext;
     extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+  // Tuning knob: RUMUS_VULKAN_PIPELINE_STATS=1 prints what the driver reports
+  // of each compiled kernel (registers, spills, shared memory) as it is built.
+  const char* stats = std::getenv("RUMUS_VULKAN_PIPELINE_STATS");
+  vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR want_statistics{.pipelineExecutableInfo = true};
+  if (has_statistics && stats && std::string_view(stats) == "1") {
+    pipeline_statistics = true;
+    *chain_end = &want_statistics;
+    extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   }
   float priority = 1.0f;
   vk::DeviceQueueCreateInfo queue_info{.queueFamilyIndex = queue_family, .queueCount = 1,

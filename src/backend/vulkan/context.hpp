@@ -39,6 +39,7 @@ class Context {
   bool float64_atomics = false;  // the same extension's shaderBufferFloat64AtomicAdd (f64 index_add)
   bool int64_atomics = false;    // shaderBufferInt64Atomics: f64 index_add by compare-and-swap otherwise
   bool float64 = false;          // shaderFloat64: double arithmetic in the kernels' f64 variants
+  bool pipeline_statistics = false;  // RUMUS_VULKAN_PIPELINE_STATS=1 on a driver that reports them
   // VK_NV_cooperative_matrix (enabled with shaderFloat16 when present): the
   // shapes the device offers, and the tensor-core GEMM's tile if one fits.
   std::vector<CoopMatShape> coopmat_shapes;

@@ -1,6 +1,7 @@
 // Shader modules from the embedded SPIR-V, pipelines keyed by specialization.
 #include "pipelines.hpp"
 
+#include <cstdio>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -50,13 +51,35 @@ vk::Pipeline Pipelines::get(const std::string& shader, const std::vector<std::ui
   vk::SpecializationInfo info{.mapEntryCount = std::uint32_t(entries.size()), .pMapEntries = entries.data(),
                               .dataSize = spec.size() * 4, .pData = spec.data()};
   vk::ComputePipelineCreateInfo create{
+      .flags = ctx_.pipeline_statistics ? vk::PipelineCreateFlagBits::eCaptureStatisticsKHR : vk::PipelineCreateFlags{},
       .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = mod->second, .pName = "main",
                 .pSpecializationInfo = &info},
       .layout = layout_};
   auto [result, pipeline] = ctx_.device.createComputePipeline(nullptr, create);
   if (result != vk::Result::eSuccess) throw DeviceError("vulkan: creating a pipeline for " + shader + " failed");
   pipelines_.emplace(std::move(key), pipeline);
+  if (ctx_.pipeline_statistics) print_statistics(shader, spec, pipeline);
   return pipeline;
+}
+
+void Pipelines::print_statistics(const std::string& shader, const std::vector<std::uint32_t>& spec,
+                                 vk::Pipeline pipeline) const {
+  std::string line = "vulkan pipeline " + shader + " spec";
+  for (std::uint32_t v : spec) line += " " + std::to_string(v);
+  line += ":";
+  const auto executables = ctx_.device.getPipelineExecutablePropertiesKHR({.pipeline = pipeline});
+  for (std::uint32_t e = 0; e < executables.size(); ++e)
+    for (const auto& s : ctx_.device.getPipelineExecutableStatisticsKHR({.pipeline = pipeline, .executableIndex = e})) {
+      line += std::string(" ") + s.name.data() + "=";
+      switch (s.format) {
+        case vk::PipelineExecutableStatisticFormatKHR::eBool32: line += s.value.b32 ? "true" : "false"; break;
+        case vk::PipelineExecutableStatisticFormatKHR::eInt64: line += std::to_string(s.value.i64); break;
+        case vk::PipelineExecutableStatisticFormatKHR::eUint64: line += std::to_string(s.value.u64); break;
+        case vk::PipelineExecutableStatisticFormatKHR::eFloat64: line += std::to_string(s.value.f64); break;
+      }
+      line += ";";
+    }
+  std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 }  // namespace rumus::vulkan

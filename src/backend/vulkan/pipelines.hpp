@@ -26,6 +26,9 @@ class Pipelines {
   vk::PipelineLayout layout() const { return layout_; }
 
  private:
+  // One line on stderr: the driver's statistics of each executable of `pipeline`.
+  void print_statistics(const std::string& shader, const std::vector<std::uint32_t>& spec, vk::Pipeline pipeline) const;
+
   Context& ctx_;
   vk::DescriptorSetLayout set_layout_;
   vk::PipelineLayout layout_;
