@@ -1,5 +1,5 @@
 #version 450
-// Batched SGEMM, C = alpha * op(A) op(B) + beta * C, row-major with leading
+// Batched SGEMM, C = alpha * op(A) op(B) + beta * C (+ bias), row-major with leading
 // dims. A workgroup computes a BM x BN tile; each invocation an 8 x 8 block
 // held as 2 x 2 vec4 quads half a tile apart (conflict-free shared reads).
 // Aligned shapes fetch the next K-slice into registers (vec4 loads) while the
@@ -21,6 +21,9 @@ layout(constant_id = 5) const bool TRANS_B = false;
 layout(constant_id = 6) const bool ALIGNED = false;  // tiles divide M, N, K; leading dims, offsets % 4 == 0
 layout(constant_id = 7) const uint IN_TYPE = 0;   // A and B: 0 f32, 1 f16, 2 bf16
 layout(constant_id = 8) const uint OUT_TYPE = 0;  // C: the same codes
+// A bias vector (binding 3, C's type) added to every row of C: linear's bias
+// in the epilogue, instead of a copy into C before the product.
+layout(constant_id = 9) const bool HAS_BIAS = false;
 
 // Split-K: workgroup z = batch * splits + s sums K-range [s * k_chunk, (s + 1) * k_chunk)
 // and writes its own C slice (batch_c apart); the host adds the slices.
@@ -39,6 +42,10 @@ layout(set = 0, binding = 2) buffer C1 { float c1[]; };
 layout(set = 0, binding = 2) buffer C4 { vec4 c4[]; };
 layout(set = 0, binding = 2) buffer CH { uint16_t ch[]; };
 layout(set = 0, binding = 2) buffer CH4 { uvec2 ch4[]; };
+layout(set = 0, binding = 3) readonly buffer Z1 { float z1[]; };
+layout(set = 0, binding = 3) readonly buffer Z4 { vec4 z4[]; };
+layout(set = 0, binding = 3) readonly buffer ZH { uint16_t zh[]; };
+layout(set = 0, binding = 3) readonly buffer ZH4 { uvec2 zh4[]; };
 
 // 16-bit conversions: one element, or four packed in a uvec2 (element 4i in the low half of .x).
 float from16(uint type, uint h) { return type == 1u ? unpackHalf2x16(h).x : uintBitsToFloat(h << 16); }
@@ -81,6 +88,16 @@ float load_c(uint i) {
 vec4 load_c4(uint i4) {
   if (OUT_TYPE == 0u) return c4[i4];
   return from16x4(OUT_TYPE, ch4[i4]);
+}
+float load_bias(uint n) {
+  if (!HAS_BIAS) return 0.0;
+  if (OUT_TYPE == 0u) return z1[pc.offset_bias + n];
+  return from16(OUT_TYPE, uint(zh[pc.offset_bias + n]));
+}
+vec4 load_bias4(uint n) {  // n and offset_bias % 4 == 0
+  if (!HAS_BIAS) return vec4(0.0);
+  if (OUT_TYPE == 0u) return z4[(pc.offset_bias + n) / 4];
+  return from16x4(OUT_TYPE, zh4[(pc.offset_bias + n) / 4]);
 }
 void store_c(uint i, float v) {
   if (OUT_TYPE == 0u) c1[i] = v;
@@ -208,9 +225,10 @@ void main() {
       for (uint r = 0; r < 4; ++r) {
         uint m = bm + ty * 4 + h * (BM / 2) + r;
         for (uint q = 0; q < 2; ++q) {
-          uint at = base_c + m * pc.ldc + bn + tx * 4 + q * (BN / 2);
+          const uint n = bn + tx * 4 + q * (BN / 2), at = base_c + m * pc.ldc + n;
           vec4 v = pc.alpha * acc[2 * r + 8 * h + q];
           if (pc.beta != 0.0) v += pc.beta * load_c4(at / 4);
+          if (HAS_BIAS) v += load_bias4(n);
           store_c4(at / 4, v);
         }
       }
@@ -227,7 +245,8 @@ void main() {
         vec4 v = pc.alpha * acc[2 * r + 8 * h + q];
         uint at = base_c + m * pc.ldc + n;
         [[unroll]] for (uint j = 0; j < 4; ++j) {
-          if (n + j < pc.N) store_c(at + j, pc.beta != 0.0 ? v[j] + pc.beta * load_c(at + j) : v[j]);
+          if (n + j < pc.N)
+            store_c(at + j, (pc.beta != 0.0 ? v[j] + pc.beta * load_c(at + j) : v[j]) + load_bias(n + j));
         }
       }
     }

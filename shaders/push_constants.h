@@ -43,6 +43,7 @@ RUMUS_PUSH_BLOCK(GemmPush) {
   uint offset_a, offset_b, offset_c, batch_a, batch_b, batch_c;
   float alpha, beta;
   uint splits, k_chunk;
+  uint offset_bias;  // gemm.comp with HAS_BIAS: where the [N] bias starts in binding 3
 } RUMUS_PUSH_END
 #endif
 

@@ -85,6 +85,19 @@ TEST(Creation, FactoriesAndShapes) {
   EXPECT_THROW(tensor({{1.0, 2.0}, {3.0}}), ShapeError);
 }
 
+// Empty shapes: random factories fill nothing (their layout counts as
+// contiguous whatever the strides), and views of them stay empty.
+TEST(Creation, EmptyShapesFromEveryFactory) {
+  for (const Shape& shape : {Shape{2, 0, 3}, Shape{0}, Shape{4, 5, 0}}) {
+    for (const Tensor& t : {randn(shape), rand(shape), zeros(shape), randint(0, 5, shape, {.dtype = DType::i64})}) {
+      EXPECT_EQ(t.shape(), shape);
+      EXPECT_EQ(t.numel(), 0);
+      EXPECT_TRUE(t.is_contiguous());
+    }
+  }
+  EXPECT_EQ(randn({3, 0}).transpose(0, 1).contiguous().shape(), (Shape{0, 3}));
+}
+
 TEST(Creation, RandomIsSeededAndDistributed) {
   manual_seed(42);
   Tensor a = rand({1000});

@@ -241,6 +241,20 @@ TEST(NnSemantics, CatStackAndCasts) {
   }
 }
 
+// A linear layer with no input features gives its bias in every row (as
+// PyTorch's), and its gradients flow back to the bias alone.
+TEST(NnSemantics, LinearWithoutInputFeaturesGivesTheBias) {
+  Tensor x = zeros({2, 3, 0}).requires_grad_(), w = zeros({4, 0}).requires_grad_();
+  Tensor b = tensor({1.0f, -2.0f, 3.0f, 0.5f}).requires_grad_();
+  Tensor y = linear(x, w, b);
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(y.reshape({6, 4}).select(0, 5).to_vector<float>(), b.to_vector<float>());
+  GradientStore g = backward(y.sum());
+  EXPECT_EQ(g.get(b).to_vector<float>(), std::vector<float>(4, 6.0f));
+  EXPECT_EQ(g.get(x).shape(), x.shape());
+  EXPECT_EQ(g.get(w).shape(), w.shape());
+}
+
 TEST(NnSemantics, SoftmaxIsStable) {
   Tensor x = tensor({1000.0, 1001.0, -1000.0});
   std::vector<float> s = softmax(x, 0).to_vector<float>();

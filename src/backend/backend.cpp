@@ -63,6 +63,23 @@ void axpby(Backend& be, TensorArg out, TensorArg x, double a, TensorArg y, doubl
 
 }  // namespace
 
+void gemm_bias_by_copy(Backend& be, const GemmArgs& g) {
+  GemmArgs product = g;
+  product.bias = {nullptr, DType::f32, nullptr};
+  // The bias along C's last dim, broadcast over the rows (and batches).
+  Layout spread{g.c.layout->shape, Shape(g.c.layout->shape.size(), 0), g.bias.layout->offset};
+  spread.strides.back() = g.bias.layout->strides.back();
+  const TensorArg bias{g.bias.storage, g.bias.dtype, &spread};
+  if (g.beta == 0) {
+    be.copy(g.c, bias);
+    product.beta = 1;
+    be.gemm(product);
+  } else {
+    be.gemm(product);
+    be.binary(BinaryOp::add, g.c, g.c, bias, 0, 0);
+  }
+}
+
 void composed_sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
   Temp g(be, param), tmp(be, param);
   if (s.weight_decay != 0) axpby(be, g.arg(), grad, 1.0, param, s.weight_decay, tmp);

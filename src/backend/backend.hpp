@@ -64,7 +64,11 @@ struct GemmArgs {
   std::int64_t lda = 0, ldb = 0, ldc = 0;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // batch strides; 0 = shared
   double alpha = 1.0, beta = 0.0;
+  // Optional [n] vector (C's dtype) added to every row of C after the product:
+  // linear's bias, in the GEMM's epilogue where the backend has one.
+  TensorArg bias{nullptr, DType::f32, nullptr};
 };
+
 
 // Fused optimizer updates, elementwise over one parameter (all operands share
 // its shape and are dense). `step` counts from 1. `scalars`, when its storage
@@ -232,6 +236,11 @@ class Backend : public DeviceBackend {
 
 // The kernel table of `device`'s backend (every built-in provider makes a Backend).
 inline Backend& backend(Device device) { return static_cast<Backend&>(device_backend(device)); }
+
+// C = alpha * op(A) op(B) + beta * C + bias for a backend without a bias
+// epilogue: the bias is copied into C and the product added with beta = 1
+// (beta = 0), or added after the product (otherwise).
+void gemm_bias_by_copy(Backend& be, const GemmArgs& g);
 
 // The composed optimizer steps, written with the elementwise kernels, for
 // backends without a fused kernel of their own.

@@ -41,6 +41,7 @@ Layout Layout::contiguous(Shape shape, std::int64_t offset) {
 std::int64_t Layout::numel() const { return numel_of(shape); }
 
 bool Layout::is_contiguous() const {
+  if (numel() == 0) return true;  // nothing to lay out (as in PyTorch), whatever the strides
   std::int64_t expected = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     if (shape[i] == 1) continue;

@@ -322,15 +322,12 @@ Tensor linear_impl(const char* op, const Tensor& input_in, const Tensor& weight_
     if (bias.shape() != Shape{out_f})
       throw ShapeError(fmt::format("{}: expected bias of shape [{}], got {}", op, out_f, shape_str(bias.shape())));
   }
-  Tensor x2 = input.detach().reshape({-1, in_f});
-  const std::int64_t m = x2.shape()[0];
+  std::int64_t m = 1;  // rows: every dim but the last (not inferred: with in_f = 0 there is nothing to infer from)
+  for (std::int64_t d = 0; d + 1 < input.dim(); ++d) m *= input.shape()[std::size_t(d)];
+  Tensor x2 = input.detach().reshape({m, in_f});
   Tensor out2 = detail::alloc({m, out_f}, input.dtype(), input.device());
-  if (bias.defined() && out2.numel() > 0) {
-    detail::kernels(op, Kernel::copy, out2).copy(arg(out2), arg(bias, detail::broadcast_layout(bias, out2.shape())));
-    detail::gemm_into(out2, x2, weight.detach().t(), 1.0);  // bias fused as GEMM's beta = 1
-  } else {
-    detail::gemm_into(out2, x2, weight.detach().t(), 0.0);
-  }
+  // The bias is added by the GEMM (in its epilogue where the backend has one).
+  detail::gemm_into(out2, x2, weight.detach().t(), 0.0, bias.defined() ? bias.detach() : Tensor());
   if (relu && out2.numel() > 0) detail::kernels(op, Kernel::unary, out2).unary(UnaryOp::relu, arg(out2), arg(out2), 0, 0);
   Shape out_shape = input.shape();
   out_shape.back() = out_f;
@@ -338,14 +335,14 @@ Tensor linear_impl(const char* op, const Tensor& input_in, const Tensor& weight_
   if (autograd::needs_grad({&input, &weight, &bias})) {
     const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
     autograd::record(op, {input, weight, bias}, out,
-                     [op, gx, gw, gb, in_shape = input.shape(), out_f, sx = SavedTensor(gw ? x2 : Tensor()),
+                     [op, gx, gw, gb, in_shape = input.shape(), m, out_f, sx = SavedTensor(gw ? x2 : Tensor()),
                       sw = SavedTensor(gx ? weight.detach() : Tensor()),
                       sy = SavedTensor(relu ? out.detach() : Tensor())](const Tensor& grad) {
                        // Through the ReLU first: zero where its output is.
                        Tensor g2 = (sy.defined() ? detail::binary_kernel(BinaryOp::relu_backward, op, grad, sy.get(),
                                                                          grad.dtype(), 0, 0)
                                                  : grad)
-                                       .reshape({-1, out_f});
+                                       .reshape({m, out_f});
                        return std::vector<Tensor>{gx ? detail::gemm(g2, sw.get()).view(in_shape) : Tensor(),
                                                   gw ? detail::gemm(g2.t(), sx.get()) : Tensor(),
                                                   gb ? sum(g2, {0}) : Tensor()};

@@ -34,12 +34,13 @@ Operand gemm_operand(const Tensor& x) {
 
 namespace detail {
 
-void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta) {
+void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta, const Tensor& bias) {
   const bool batched = a.dim() == 3;
   const auto m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
   if (c.numel() == 0) return;
-  if (k == 0) {
-    if (beta == 0) kernels("matmul", Kernel::fill, c).fill(arg(c), 0.0);
+  if (k == 0) {  // no product: C becomes the bias, zeros (beta = 0), or stays as it is
+    if (bias.defined()) kernels("matmul", Kernel::copy, c).copy(arg(c), arg(bias, broadcast_layout(bias, c.shape())));
+    else if (beta == 0) kernels("matmul", Kernel::fill, c).fill(arg(c), 0.0);
     return;
   }
   Operand oa = gemm_operand(a), ob = gemm_operand(b);
@@ -57,6 +58,7 @@ void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta) {
   g.stride_b = ob.batch_stride;
   g.stride_c = m * n;
   g.beta = beta;
+  if (bias.defined()) g.bias = arg(bias);
   kernels("matmul", Kernel::gemm, c).gemm(g);
 }
 

@@ -55,8 +55,9 @@ Shape reduced_shape(const Shape& shape, std::vector<std::int64_t>& dims, const c
 Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tensor& b, DType out_dtype,
                      double p0 = 0, double p1 = 0);
 // c = a @ b (+ beta * c) for 2-D or 3-D (batched) operands of one dtype, any
-// strides (copied only when GEMM cannot read them). c is contiguous. No autograd.
-void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta);
+// strides (copied only when GEMM cannot read them). c is contiguous. A bias
+// ([n], with beta = 0) is added to every row by the backend's GEMM. No autograd.
+void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta, const Tensor& bias = Tensor());
 Tensor gemm(const Tensor& a, const Tensor& b);
 
 // out = op(x), same shape and dtype. No autograd.

@@ -312,6 +312,7 @@ void openblas_single_threaded() {
 }
 
 void CpuBackend::gemm(const GemmArgs& g) {
+  if (g.bias.storage) return gemm_bias_by_copy(*this, g);
   openblas_single_threaded();
   // Pointers are at the operands' offsets.
   auto run = [&](auto* a, auto* b, auto* c) {

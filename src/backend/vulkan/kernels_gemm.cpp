@@ -44,6 +44,11 @@ void push_f64_gemm(const GemmArgs& g, push::GemmF64Push& pc) {
 void VulkanBackend::gemm(const GemmArgs& g) {
   check_dtypes(g);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  // gemm.comp adds a dense bias of C's dtype in its epilogue; other kernels get it copied into C.
+  const bool bias = g.bias.storage != nullptr;
+  if (bias && (g.a.dtype == DType::f64 || g.bias.dtype != g.c.dtype || g.bias.layout->strides.back() != 1 ||
+               coopmat_gemm_applies(*ctx_, g)))
+    return gemm_bias_by_copy(*this, g);
   if (g.a.dtype == DType::f64) {
     push::GemmF64Push pc;
     push_f64_gemm(g, pc);
@@ -57,7 +62,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
               std::uint32_t(g.ldb), std::uint32_t(g.ldc), std::uint32_t(g.a.layout->offset),
               std::uint32_t(g.b.layout->offset), std::uint32_t(g.c.layout->offset), std::uint32_t(g.stride_a),
               std::uint32_t(g.stride_b), std::uint32_t(g.stride_c), float(g.alpha), float(g.beta), 1,
-              std::uint32_t(g.k)};
+              std::uint32_t(g.k), bias ? std::uint32_t(g.bias.layout->offset) : 0u};
   if (g.k == 0) {  // C = beta * C
     pc.alpha = 0;
     pc.K = 0;
@@ -101,15 +106,16 @@ void VulkanBackend::gemm(const GemmArgs& g) {
       bk = fk;
     }
   }
+  if (bias && splits > 1) return gemm_bias_by_copy(*this, g);  // the slices' sum has no epilogue
   bool aligned = g.m % bm == 0 && g.n % bn == 0 && g.k % bk == 0 && pc.k_chunk % bk == 0 && g.k > 0;
   for (std::uint32_t v : {pc.lda, pc.ldb, pc.ldc, pc.offset_a, pc.offset_b, pc.offset_c, pc.batch_a, pc.batch_b,
-                          pc.batch_c})
+                          pc.batch_c, pc.offset_bias})
     if (v % 4) aligned = false;
   std::vector<std::uint32_t> spec = {(bm / 8) * (bn / 8), bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
-                                     aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype)};
+                                     aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype), bias ? 1u : 0u};
   const std::uint32_t gx = std::uint32_t((g.n + bn - 1) / bn), gy = std::uint32_t((g.m + bm - 1) / bm);
   if (splits == 1) {
-    Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
+    Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}, {bias ? g.bias : g.a, false}};
     launch("gemm", spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch));
     return;
   }

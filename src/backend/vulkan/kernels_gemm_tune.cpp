@@ -54,6 +54,7 @@ std::optional<double> VulkanBackend::time_gemm_tile(const GemmArgs& g, const Gem
   s.ldc = s.n;
   s.stride_c = s.m * s.n;
   s.beta = 0;
+  s.bias = {nullptr, DType::f32, nullptr};
 
   vk::QueryPool pool = ctx_->device.createQueryPool({.queryType = vk::QueryType::eTimestamp, .queryCount = 2 * kTimedRuns});
   std::vector<std::uint64_t> ticks(2 * kTimedRuns);
