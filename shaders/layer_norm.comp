@@ -7,8 +7,9 @@
 //           (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) * invstd.
 //   MODE 2: the weight and bias gradients' partial sums over a block of
 //           pc.block rows, one column per invocation: [blocks, 2, d].
-//   MODE 3: those partials summed over the blocks in block order, so that the
-//           sums are the same on every run (no atomics).
+//   MODE 3: those partials summed over the blocks, 8 invocations a column:
+//           each sums every 8th block in order, then the first adds the 8
+//           in order, so that the sums are the same on every run (no atomics).
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -57,29 +58,42 @@ REAL eps() {
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, n = gl_WorkGroupSize.x, d = pc.d;
-  if (MODE == 2u || MODE == 3u) {
-    const uint c = gl_WorkGroupID.x * n + lid;
-    if (c >= d) return;
-    if (MODE == 2u) {
-      const uint blk = gl_WorkGroupID.y, first = blk * pc.block, last = min(pc.rows, first + pc.block);
-      REAL sw = 0.0, sb = 0.0;
-      for (uint r = first; r < last; ++r) {
-        const REAL g = load3(DT, pc.off3 + r * d + c);
-        sw += g * (load1(DT, pc.off1 + r * d + c) - load4(DT, pc.off4 + r)) * load5(DT, pc.off5 + r);
-        sb += g;
-      }
-      store0(DT, pc.off0 + (2 * blk) * d + c, sw);
-      store0(DT, pc.off0 + (2 * blk + 1) * d + c, sb);
-    } else {
-      const uint blocks = (pc.rows + pc.block - 1) / pc.block;
-      REAL sw = 0.0, sb = 0.0;
-      for (uint blk = 0; blk < blocks; ++blk) {
+  if (MODE == 3u) {
+    const uint lane = lid % 8u, c = gl_WorkGroupID.x * (n / 8u) + lid / 8u;
+    const uint blocks = (pc.rows + pc.block - 1) / pc.block;
+    REAL sw = 0.0, sb = 0.0;
+    if (c < d) {
+      for (uint blk = lane; blk < blocks; blk += 8u) {
         sw += load1(DT, pc.off1 + (2 * blk) * d + c);
         sb += load1(DT, pc.off1 + (2 * blk + 1) * d + c);
       }
-      if (HAS_W) store0(DT, pc.off0 + c, sw);
-      if (HAS_B) store3(DT, pc.off3 + c, sb);
     }
+    red[lid] = sw;
+    red[n + lid] = sb;
+    barrier();
+    if (lane != 0u || c >= d) return;
+    sw = red[lid];
+    sb = red[n + lid];
+    for (uint l = 1; l < 8u; ++l) {
+      sw += red[lid + l];
+      sb += red[n + lid + l];
+    }
+    if (HAS_W) store0(DT, pc.off0 + c, sw);
+    if (HAS_B) store3(DT, pc.off3 + c, sb);
+    return;
+  }
+  if (MODE == 2u) {
+    const uint c = gl_WorkGroupID.x * n + lid;
+    if (c >= d) return;
+    const uint blk = gl_WorkGroupID.y, first = blk * pc.block, last = min(pc.rows, first + pc.block);
+    REAL sw = 0.0, sb = 0.0;
+    for (uint r = first; r < last; ++r) {
+      const REAL g = load3(DT, pc.off3 + r * d + c);
+      sw += g * (load1(DT, pc.off1 + r * d + c) - load4(DT, pc.off4 + r)) * load5(DT, pc.off5 + r);
+      sb += g;
+    }
+    store0(DT, pc.off0 + (2 * blk) * d + c, sw);
+    store0(DT, pc.off0 + (2 * blk + 1) * d + c, sb);
     return;
   }
 

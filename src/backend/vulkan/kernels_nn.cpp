@@ -213,8 +213,9 @@ void VulkanBackend::layer_norm_backward(TensorArg grad_x, TensorArg grad_weight,
   Operand final_ops[] = {{any_out, grad_weight.storage != nullptr}, {part, false}, {part, false},
                          {grad_bias.storage ? grad_bias : any_out, grad_bias.storage != nullptr}, {part, false},
                          {part, false}};
+  // The final sums: 8 invocations a column, so local / 8 columns a workgroup.
   launch(shader, {local, 3, dt, grad_weight.storage != nullptr, grad_bias.storage != nullptr}, final_ops, &pf,
-         sizeof pf, column_groups);
+         sizeof pf, std::uint32_t((d + local / 8 - 1) / (local / 8)));
 }
 
 namespace {
