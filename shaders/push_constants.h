@@ -64,6 +64,7 @@ RUMUS_PUSH_BLOCK(RandomPush) {
   uint range_lo, range_hi;  // randint: b - a as a 64-bit integer; bernoulli: 24-bit threshold
   int low_lo, low_hi;       // randint: a as a 64-bit integer
   uint a_lo, a_hi, b_lo, b_hi;  // a, b as doubles (the f64 variant reads these)
+  uint offset_in, offset_result;  // DROPOUT: x (binding 2) and x * mask (binding 3)
 } RUMUS_PUSH_END
 #endif
 

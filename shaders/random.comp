@@ -2,6 +2,8 @@
 // Counter-based random numbers: element i draws Philox4x32-10 at counter
 // (offset + i, 0, 0) under key = seed, the same mapping as the CPU backend;
 // bernoulli takes word i % 4 of counter offset + i / 4 (four elements a draw).
+// With DROPOUT, the bernoulli mask is also applied: result = x * mask in the
+// same pass (dropout's forward), every operand of the output's dtype.
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -10,12 +12,15 @@ layout(constant_id = 2) const uint DT_OUT = 0;
 // Seed and counter from binding 1 (seed lo, hi, counter lo, hi), written
 // before each run: a captured draw takes fresh numbers at every replay.
 layout(constant_id = 3) const bool STATE = false;
+layout(constant_id = 4) const bool DROPOUT = false;
 
 #define PUSH_RANDOM
 #include "push_constants.h"
 
 TENSOR(0)
 layout(set = 0, binding = 1) readonly buffer State { uint state[]; };
+TENSOR(2)  // DROPOUT: x
+TENSOR(3)  // DROPOUT: x * mask
 
 #include "philox.glsl"
 
@@ -27,6 +32,12 @@ REAL param_b() { return packDouble2x32(uvec2(pc.b_lo, pc.b_hi)); }
 REAL param_a() { return pc.a; }
 REAL param_b() { return pc.b; }
 #endif
+
+REAL as_stored(REAL x) {
+  if (DT_OUT == DT_F16) return REAL(unpackHalf2x16(packHalf2x16(vec2(float(x), 0.0))).x);
+  if (DT_OUT == DT_BF16) return REAL(uintBitsToFloat(uint(float_to_bf16(float(x))) << 16));
+  return x;
+}
 
 float uniform24(uint r) { return float(r >> 8) * (1.0 / 16777216.0); }
 
@@ -43,8 +54,13 @@ void main() {
   if (KIND == RANDOM_BERNOULLI) {  // pc.b where the draw's top 24 bits fall below the host's exact threshold
     for (uint q = gl_GlobalInvocationID.x; q < (pc.n + 3u) / 4u; q += step) {
       uvec4 r = draw(q);
-      for (uint j = 0u; j < 4u && 4u * q + j < pc.n; ++j)
-        store0(DT_OUT, pc.offset_out + 4u * q + j, (r[j] >> 8) < pc.range_lo ? param_b() : REAL(0.0));
+      for (uint j = 0u; j < 4u && 4u * q + j < pc.n; ++j) {
+        const uint i = 4u * q + j;
+        const REAL m = (r[j] >> 8) < pc.range_lo ? param_b() : REAL(0.0);
+        store0(DT_OUT, pc.offset_out + i, m);
+        // The mask as stored (rounded to a 16-bit dtype), as a multiply by the mask tensor would read it.
+        if (DROPOUT) store3(DT_OUT, pc.offset_result + i, load2(DT_OUT, pc.offset_in + i) * as_stored(m));
+      }
     }
     return;
   }

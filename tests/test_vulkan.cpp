@@ -250,6 +250,29 @@ TEST(VulkanRandom, SameStreamAsCpu) {
   expect_close(d, c, 0, "bernoulli");
   Tensor x = rand({2, 501});
   expect_close(dropout(x.to(kGpu), 0.4, true, &g2), dropout(x, 0.4, true, &g1), 0, "dropout");
+  // The fused draw-and-multiply: a strided input, f16 (the CPU draws then
+  // multiplies), p = 1, and the gradient through the saved mask. Values of
+  // order one: a kept element read as dropped (or back) is far off the tolerance.
+  Generator inputs(5);
+  for (DType t : {DType::f32, DType::f16}) {
+    for (double p : {0.25, 1.0}) {
+      Tensor y = randn({7, 33}, {}, &inputs).to(t), seed = randn({33, 7}, {}, &inputs).to(t);
+      std::vector<Tensor> got[2];
+      for (int dev = 0; dev < 2; ++dev) {
+        Generator g(77);
+        Tensor yd = (dev ? y.to(kGpu) : y).detach().requires_grad_();
+        Tensor out = dropout(yd.transpose(0, 1), p, true, &g);
+        GradientStore grads = backward(out, dev ? seed.to(kGpu) : seed);
+        got[dev] = {out.cpu().to(DType::f32), grads.get(yd).cpu().to(DType::f32)};
+      }
+      const std::string what = "fused dropout " + std::string(dtype_name(t)) + " p " + std::to_string(p);
+      // f16: the device may round the product to f16 differently (one unit in the last place).
+      const double tol = t == DType::f16 ? 2e-3 : 0.0;
+      expect_close(got[1][0], got[0][0], tol, what);
+      expect_close(got[1][1], got[0][1], tol, what + " gradient");
+    }
+  }
+  EXPECT_TRUE(backend(kGpu).supports(Kernel::dropout_forward, DType::f32));
   Tensor e = randn({1000}, {}, &g1);
   Tensor f = randn({1000}, {.device = kGpu}, &g2);
   expect_close(f, e, 1e-4, "randn");

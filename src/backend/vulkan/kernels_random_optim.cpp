@@ -1,5 +1,8 @@
 // Host side of random.comp (Philox, same stream as the CPU) and optim.comp.
+#include <algorithm>
 #include <cmath>
+
+#include <fmt/format.h>
 
 #include "rumus/core/capture.hpp"
 #include "rumus/core/error.hpp"
@@ -15,6 +18,11 @@ using push::RandomPush;
 constexpr std::uint32_t kLocal = 256;
 
 bool dense_f32(TensorArg t) { return t.dtype == DType::f32 && t.layout->is_contiguous(); }
+
+// Draw k (24 bits) gives 1 when k / 2^24 < p, i.e. k < ceil(p * 2^24): the CPU's test, exactly.
+std::uint32_t bernoulli_threshold(double p) {
+  return std::uint32_t(std::clamp(std::ceil(p * 16777216.0), 0.0, 16777216.0));
+}
 }  // namespace
 
 void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
@@ -27,8 +35,7 @@ void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, s
   push::split_double(a, pc.a_lo, pc.a_hi);
   push::split_double(b, pc.b_lo, pc.b_hi);
   if (kind == RandomKind::bernoulli) {
-    // Draw k (24 bits) gives 1 when k / 2^24 < a, i.e. k < ceil(a * 2^24): the CPU's test, exactly.
-    pc.range_lo = std::uint32_t(std::clamp(std::ceil(a * 16777216.0), 0.0, 16777216.0));
+    pc.range_lo = bernoulli_threshold(a);
   } else if (kind == RandomKind::randint) {
     std::uint64_t range = std::uint64_t(b - a);
     std::int64_t low = std::int64_t(a);
@@ -39,8 +46,28 @@ void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, s
   }
   const bool from_state = state.storage != nullptr;
   Operand ops[] = {{out, true}, {from_state ? state : out, false}};
+  // bernoulli: an invocation sets 4 elements (one draw's four words).
   launch(shader_for("random", out.dtype), {kLocal, std::uint32_t(kind), std::uint32_t(out.dtype), from_state}, ops, &pc, sizeof pc,
-         groups_for(n, kLocal));
+         groups_for(kind == RandomKind::bernoulli ? (n + 3) / 4 : n, kLocal));
+}
+
+void VulkanBackend::dropout_forward(TensorArg out, TensorArg mask, TensorArg in, std::uint64_t seed,
+                                    std::uint64_t offset, double keep, double scale) {
+  for (TensorArg t : {out, mask, in})
+    if (!t.layout->is_contiguous() || t.dtype != in.dtype)
+      throw Error(fmt::format("dropout_forward: the Vulkan kernel needs contiguous operands of one dtype, got {} {} "
+                              "from {} {}", dtype_name(out.dtype), out.layout->is_contiguous() ? "contiguous" : "strided",
+                              dtype_name(in.dtype), in.layout->is_contiguous() ? "contiguous" : "strided"));
+  const std::int64_t n = in.layout->numel();
+  if (n == 0) return;
+  RandomPush pc{std::uint32_t(n), std::uint32_t(mask.layout->offset), std::uint32_t(seed), std::uint32_t(seed >> 32),
+                std::uint32_t(offset), std::uint32_t(offset >> 32), float(keep), float(scale), bernoulli_threshold(keep),
+                0, 0, 0, 0, 0, 0, 0, std::uint32_t(in.layout->offset), std::uint32_t(out.layout->offset)};
+  push::split_double(keep, pc.a_lo, pc.a_hi);
+  push::split_double(scale, pc.b_lo, pc.b_hi);
+  Operand ops[] = {{mask, true}, {in, false}, {in, false}, {out, true}};
+  launch(shader_for("random", in.dtype), {kLocal, std::uint32_t(RandomKind::bernoulli), std::uint32_t(in.dtype), 0, 1},
+         ops, &pc, sizeof pc, groups_for((n + 3) / 4, kLocal));
 }
 
 void VulkanBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {

@@ -64,8 +64,8 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
       return dtype == DType::f32 || (dtype == DType::f16 && ctx_->coopmat_attention);
     case Kernel::layer_norm_forward: case Kernel::layer_norm_backward:  // layer_norm.comp; 16-bit ones compose
       return dtype == DType::f32 || dtype == DType::f64;
-    case Kernel::dropout_forward:
-      return false;  // optional fused kernel: the op draws the mask and multiplies instead
+    case Kernel::dropout_forward:  // random.comp's bernoulli draw with the multiply
+      return is_floating(dtype);
     case Kernel::amp_unscale:
       return dtype == DType::f32;
   }

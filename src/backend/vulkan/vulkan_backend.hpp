@@ -48,6 +48,8 @@ class VulkanBackend final : public Backend {
   void gemm(const GemmArgs& args) override;
   void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a, double b,
               TensorArg state) override;
+  void dropout_forward(TensorArg out, TensorArg mask, TensorArg in, std::uint64_t seed, std::uint64_t offset,
+                       double keep, double scale) override;
   void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
   void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
   void amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) override;
