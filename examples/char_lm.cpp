@@ -99,8 +99,8 @@ Evaluation evaluate(nn::GPT& net, const std::string& val, std::int64_t batch, st
   NoGradGuard no_grad;
   net.eval();
   const std::int64_t windows = (std::int64_t(val.size()) - 1) / context;
-  double loss = 0;
-  std::int64_t correct = 0, n = 0;
+  Tensor loss, correct;  // summed on the device, read once at the end
+  std::int64_t n = 0;
   for (std::int64_t w0 = 0; w0 < windows; w0 += batch) {
     const std::int64_t rows = std::min(batch, windows - w0);
     std::vector<std::int64_t> x(std::size_t(rows * context)), y(x.size());
@@ -110,12 +110,15 @@ Evaluation evaluate(nn::GPT& net, const std::string& val, std::int64_t batch, st
     }
     Tensor logits = net(tensor(x, {rows, context}).to(dev)).reshape({rows * context, net.config.vocab_size});
     Tensor target = tensor(y, {rows * context}).to(dev);
-    loss += cross_entropy(logits, target, {.reduction = Reduction::sum}).item();
-    correct += sum(eq(argmax(logits, 1), target).to(DType::i64)).item<std::int64_t>();
+    Tensor batch_loss = cross_entropy(logits, target, {.reduction = Reduction::sum});
+    Tensor batch_correct = sum(eq(argmax(logits, 1), target).to(DType::i64));
+    loss = loss.defined() ? loss + batch_loss : batch_loss;
+    correct = correct.defined() ? correct + batch_correct : batch_correct;
     n += rows * context;
   }
   net.train();
-  return {loss / double(std::max<std::int64_t>(n, 1)), double(correct) / double(std::max<std::int64_t>(n, 1))};
+  if (n == 0) return {0.0, 0.0};
+  return {loss.item() / double(n), double(correct.item<std::int64_t>()) / double(n)};
 }
 
 // `length` bytes continuing `prompt`: each drawn from the softmax of the last
@@ -197,8 +200,11 @@ int train(const example::Options& o, const LmOptions& lm) {
   optim::GradScaler scaler({.enabled = o.amp});  // passes through without --amp
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), lm.steps_per_epoch);
-    double loss_sum = 0;
-    std::int64_t steps = 0, tokens = 0;
+    // Losses are summed on the device and read only when progress is shown:
+    // reading one every step would make the host wait for each step before
+    // recording the next (the PyTorch reference reads one every 100 steps).
+    Tensor loss_sum, recent_sum;
+    std::int64_t steps = 0, tokens = 0, recent_steps = 0;
     for (; steps < lm.steps_per_epoch;) {
       auto [x, y] = batch_at(train_text, state.step, o.batch_size, lm.context, o.seed, dev);
       Tensor loss;
@@ -212,16 +218,23 @@ int train(const example::Options& o, const LmOptions& lm) {
       scaler.update();
       sched->step();
       ++state.step;
-      const double l = loss.item();
-      loss_sum += l;
+      const Tensor l = loss.detach();
+      loss_sum = loss_sum.defined() ? loss_sum + l : l;
+      recent_sum = recent_sum.defined() ? recent_sum + l : l;
+      ++recent_steps;
       tokens += o.batch_size * lm.context;
-      progress.update(++steps, tokens, l);
+      if (progress.due(++steps)) {
+        progress.advance(steps, tokens, recent_sum.item() / double(recent_steps));
+        recent_sum = Tensor();
+        recent_steps = 0;
+      }
     }
     const double seconds = progress.seconds();
     progress.finish();
 
     const Evaluation val = evaluate(net, val_text, o.batch_size, lm.context, dev);
-    history.push_back({int(epoch + 1), loss_sum / double(std::max<std::int64_t>(steps, 1)), val.loss, val.accuracy,
+    const double train_loss = loss_sum.defined() ? loss_sum.item() / double(steps) : 0.0;
+    history.push_back({int(epoch + 1), train_loss, val.loss, val.accuracy,
                        double(tokens) / seconds, seconds});
     std::printf("epoch %lld: train loss %.4f, val loss %.4f, val accuracy %.4f, %.0f tokens/s\n",
                 (long long)epoch + 1, history.back().train_loss, val.loss, val.accuracy,

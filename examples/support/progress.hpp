@@ -29,6 +29,19 @@ class Progress {
     show(now);
   }
 
+  // Whether update(done, ...) would draw: a loop that keeps its losses on a
+  // device reads them (and waits for the device) only then.
+  bool due(std::int64_t done) const { return done == total_ || seconds() - shown_at_ >= (terminal_ ? 0.1 : interval_); }
+
+  // After each step, with the mean loss of the steps since the last line
+  // (read only when due): the same display without a per-step value.
+  void advance(std::int64_t done, std::int64_t samples, double recent_loss) {
+    smoothed_ = recent_loss;
+    done_ = done;
+    samples_ = samples;
+    show(seconds());
+  }
+
   // Ends the display: the final state, then a new line on a terminal.
   void finish() {
     if (shown_done_ != done_) show(seconds());
