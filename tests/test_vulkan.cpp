@@ -324,6 +324,35 @@ TEST(VulkanGemm, SplitKWithAlphaAndBeta) {
   expect_close(gc, c, 1e-4, "split-K gemm with alpha and beta");
 }
 
+// A bias with alpha and beta, at the kernel level, on both backends against
+// the formula: the epilogue (a shape whose tiles divide it) and the copy path
+// (split-K on Vulkan, and the CPU), where the bias is added after the product.
+TEST(VulkanGemm, BiasWithAlphaAndBetaMatchesTheFormula) {
+  REQUIRE_VULKAN();
+  Generator gen(8);
+  for (auto [m, n, k] : {std::array<std::int64_t, 3>{64, 64, 32}, {6, 9, 1200}}) {
+    Tensor a = rand({m, k}, {}, &gen), b = rand({n, k}, {}, &gen), c0 = rand({m, n}, {}, &gen);
+    Tensor bias = rand({n}, {}, &gen);
+    Tensor want = matmul(a, b.t()) * 0.5 + c0 * 2.0 + bias;
+    for (const Device dev : {Device::cpu(), kGpu}) {
+      Tensor ad = a.to(dev), bd = b.to(dev), cd = c0.to(dev).clone(), biasd = bias.to(dev);
+      GemmArgs args{arg_of(ad), arg_of(bd), arg_of(cd)};
+      args.m = m;
+      args.n = n;
+      args.k = k;
+      args.trans_b = true;
+      args.lda = k;
+      args.ldb = k;
+      args.ldc = n;
+      args.alpha = 0.5;
+      args.beta = 2.0;
+      args.bias = arg_of(biasd);
+      backend(dev).gemm(args);
+      expect_close(cd, want, 1e-4, "gemm with bias, alpha and beta on " + dev.str() + ", k " + std::to_string(k));
+    }
+  }
+}
+
 // linear's bias in the GEMM epilogue against the CPU: tiles that divide the
 // shape (16-byte bias loads) and ragged ones, a bias at an odd offset, a
 // strided bias (copied into C instead), f16, a batched input, the split-K

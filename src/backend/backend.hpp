@@ -69,7 +69,6 @@ struct GemmArgs {
   TensorArg bias{nullptr, DType::f32, nullptr};
 };
 
-
 // Fused optimizer updates, elementwise over one parameter (all operands share
 // its shape and are dense). `step` counts from 1. `scalars`, when its storage
 // is not null, is a dense f32[4] on the device holding the per-step values
