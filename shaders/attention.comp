@@ -43,34 +43,34 @@ float dropout_factor(uint bh, uint i, uint j) {
 
 // Scaled, masked score of query i against key j; -inf where masked.
 float score(uint bh, uint i, uint j) {
-  if (pc.causal != 0u && j > i) return NEG_INF;
+  if (ATT_CAUSAL && j > i) return NEG_INF;
   float add = 0.0;
-  if (pc.mask_kind != 0u) {
+  if (ATT_MASK_KIND != 0u) {
     const uint b = bh / pc.heads, h = bh % pc.heads;
     const int m = pc.mask_off + int(b) * pc.mask_stride[0] + int(h) * pc.mask_stride[1] + int(i) * pc.mask_stride[2] +
                   int(j) * pc.mask_stride[3];
-    const float mv = load5(pc.mask_dt, uint(m));
-    if (pc.mask_kind == 1u) {
+    const float mv = load5(ATT_MASK_DT, uint(m));
+    if (ATT_MASK_KIND == 1u) {
       if (mv == 0.0) return NEG_INF;
     } else {
       add = mv;
     }
   }
-  const int qo = pc.off[0] + int((bh * pc.lq + i) * pc.d), ko = pc.off[1] + int((bh * pc.lk + j) * pc.d);
+  const int qo = Q_ROW(bh, i), ko = K_ROW(bh, j);
   float dot = 0.0;
   for (uint c = 0; c < pc.d; ++c) dot += q_.v[qo + int(c)] * k_.v[ko + int(c)];
   return dot * pc.scale + add;
 }
 
 float delta_of(uint bh, uint i) {
-  const int go = pc.off[5] + int((bh * pc.lq + i) * pc.dv), oo = pc.off[3] + int((bh * pc.lq + i) * pc.dv);
+  const int go = GO_ROW(bh, i), oo = O_ROW(bh, i);
   float s = 0.0;
   for (uint c = 0; c < pc.dv; ++c) s += go_.v[go + int(c)] * o_.v[oo + int(c)];
   return s;
 }
 
 float dp_of(uint bh, uint i, uint j) {
-  const int go = pc.off[5] + int((bh * pc.lq + i) * pc.dv), vo = pc.off[2] + int((bh * pc.lk + j) * pc.dv);
+  const int go = GO_ROW(bh, i), vo = V_ROW(bh, j);
   float s = 0.0;
   for (uint c = 0; c < pc.dv; ++c) s += go_.v[go + int(c)] * v_.v[vo + int(c)];
   return s;
@@ -83,7 +83,7 @@ void main() {
   const uint bh = idx / rows, r = idx % rows;
 
   if (MODE == 0u) {
-    const uint i = r, kend = pc.causal != 0u ? min(pc.lk, i + 1u) : pc.lk;
+    const uint i = r, kend = ATT_CAUSAL ? min(pc.lk, i + 1u) : pc.lk;
     float mx = NEG_INF, sum = 0.0;
     for (uint j = 0; j < kend; ++j) {
       const float s = score(bh, i, j);
@@ -94,7 +94,7 @@ void main() {
       }
       sum += exp(s - mx);
     }
-    const int oo = pc.off[3] + int((bh * pc.lq + i) * pc.dv);
+    const int oo = O_ROW(bh, i);
     for (uint c = 0; c < pc.dv; ++c) o_.v[oo + int(c)] = 0.0;
     if (sum == 0.0) {
       lse_.v[pc.off[4] + int(bh * pc.lq + i)] = NEG_INF;
@@ -107,12 +107,12 @@ void main() {
       if (s == NEG_INF) continue;
       const float w = exp(s - lse) * dropout_factor(bh, i, j);
       if (w == 0.0) continue;
-      const int vo = pc.off[2] + int((bh * pc.lk + j) * pc.dv);
+      const int vo = V_ROW(bh, j);
       for (uint c = 0; c < pc.dv; ++c) o_.v[oo + int(c)] += w * v_.v[vo + int(c)];
     }
   } else if (MODE == 1u) {
-    const uint i = r, kend = pc.causal != 0u ? min(pc.lk, i + 1u) : pc.lk;
-    const int gq = pc.off[6] + int((bh * pc.lq + i) * pc.d);
+    const uint i = r, kend = ATT_CAUSAL ? min(pc.lk, i + 1u) : pc.lk;
+    const int gq = GQ_ROW(bh, i);
     for (uint c = 0; c < pc.d; ++c) gq_.v[gq + int(c)] = 0.0;
     const float lse = lse_.v[pc.off[4] + int(bh * pc.lq + i)];
     if (lse == NEG_INF) return;
@@ -122,12 +122,12 @@ void main() {
       if (s == NEG_INF) continue;
       const float p = exp(s - lse);
       const float ds = p * (dp_of(bh, i, j) * dropout_factor(bh, i, j) - delta) * pc.scale;
-      const int ko = pc.off[1] + int((bh * pc.lk + j) * pc.d);
+      const int ko = K_ROW(bh, j);
       for (uint c = 0; c < pc.d; ++c) gq_.v[gq + int(c)] += ds * k_.v[ko + int(c)];
     }
   } else {
-    const uint j = r, qbegin = pc.causal != 0u ? min(pc.lq, j) : 0u;
-    const int gk = pc.off[7] + int((bh * pc.lk + j) * pc.d), gv = pc.off[8] + int((bh * pc.lk + j) * pc.dv);
+    const uint j = r, qbegin = ATT_CAUSAL ? min(pc.lq, j) : 0u;
+    const int gk = GK_ROW(bh, j), gv = GV_ROW(bh, j);
     for (uint c = 0; c < pc.d; ++c) gk_.v[gk + int(c)] = 0.0;
     for (uint c = 0; c < pc.dv; ++c) gv_.v[gv + int(c)] = 0.0;
     for (uint i = qbegin; i < pc.lq; ++i) {
@@ -136,7 +136,7 @@ void main() {
       const float s = score(bh, i, j);
       if (s == NEG_INF) continue;
       const float p = exp(s - lse), z = dropout_factor(bh, i, j);
-      const int go = pc.off[5] + int((bh * pc.lq + i) * pc.dv), qo = pc.off[0] + int((bh * pc.lq + i) * pc.d);
+      const int go = GO_ROW(bh, i), qo = Q_ROW(bh, i);
       if (z != 0.0)
         for (uint c = 0; c < pc.dv; ++c) gv_.v[gv + int(c)] += p * z * go_.v[go + int(c)];
       const float ds = p * (dp_of(bh, i, j) * z - delta_of(bh, i)) * pc.scale;

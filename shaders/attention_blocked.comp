@@ -72,29 +72,29 @@ void main() {
   const uint tx = gl_LocalInvocationID.x % 8u, ty = gl_LocalInvocationID.x / 8u;
   const uint first_row = gl_WorkGroupID.x * ROWS, i = first_row + ty;
   const uint d = pc.d, dv = pc.dv;
-  const int qbase = pc.off[0] + int(bh * pc.lq * d), kbase = pc.off[1] + int(bh * pc.lk * d);
-  const int vbase = pc.off[2] + int(bh * pc.lk * dv);
+  const int qbase = Q_ROW(bh, 0u), kbase = K_ROW(bh, 0u), vbase = V_ROW(bh, 0u);
+  const uint qk_stride = row_stride(pc.qkv_slots, d), v_stride = row_stride(pc.qkv_slots, dv);
 
   for (uint e = gl_LocalInvocationID.x; e < ROWS * DU; e += 128u) {
     const uint r = e / DU, u = e % DU;
-    rows_q[e] = first_row + r < pc.lq ? LOAD_RUN(q_.v, q4_.v, qbase + int((first_row + r) * d), 4 * u, d) : vec4(0.0);
+    rows_q[e] = first_row + r < pc.lq ? LOAD_RUN(q_.v, q4_.v, qbase + int((first_row + r) * qk_stride), 4 * u, d) : vec4(0.0);
   }
   float mx = NEG_INF, sum = 0.0;
   vec4 acc[NC];
   [[unroll]] for (uint n = 0; n < NC; ++n) acc[n] = vec4(0.0);
   // Causal: keys past the workgroup's last query are masked for every row.
-  const uint kend = pc.causal != 0u ? min(pc.lk, min(first_row + ROWS, pc.lq)) : pc.lk;
+  const uint kend = ATT_CAUSAL ? min(pc.lk, min(first_row + ROWS, pc.lq)) : pc.lk;
   vec4 next_k[PER], next_v[PER];
-  FETCH_TILE(next_k, k_.v, k4_.v, kbase, 0u, pc.lk, d)
-  FETCH_TILE(next_v, v_.v, v4_.v, vbase, 0u, pc.lk, dv)
+  FETCH_TILE(next_k, k_.v, k4_.v, kbase, qk_stride, 0u, pc.lk, d)
+  FETCH_TILE(next_v, v_.v, v4_.v, vbase, v_stride, 0u, pc.lk, dv)
   for (uint j0 = 0; j0 < kend; j0 += BC) {
     barrier();
     STORE_TILE(tile_k, next_k, key_at)
     STORE_TILE(tile_v, next_v, key_at)
     barrier();
     if (j0 + BC < kend) {
-      FETCH_TILE(next_k, k_.v, k4_.v, kbase, j0 + BC, pc.lk, d)
-      FETCH_TILE(next_v, v_.v, v4_.v, vbase, j0 + BC, pc.lk, dv)
+      FETCH_TILE(next_k, k_.v, k4_.v, kbase, qk_stride, j0 + BC, pc.lk, d)
+      FETCH_TILE(next_v, v_.v, v4_.v, vbase, v_stride, j0 + BC, pc.lk, dv)
     }
     // Scores of row i with keys j0 + 4 tx + c.
     float s[4] = float[4](0.0, 0.0, 0.0, 0.0);
@@ -104,7 +104,7 @@ void main() {
     }
     float tile_max = NEG_INF;
     // Tiles wholly before the diagonal, inside the keys and without a mask need no per-score test.
-    const bool plain = pc.mask_kind == 0u && j0 + BC <= pc.lk && (pc.causal == 0u || j0 + BC <= first_row + 1u);
+    const bool plain = ATT_MASK_KIND == 0u && j0 + BC <= pc.lk && (!ATT_CAUSAL || j0 + BC <= first_row + 1u);
     [[unroll]] for (uint c = 0; c < 4; ++c) {
       const float m = plain ? 0.0 : mask_term(bh, i, j0 + 4 * tx + c);
       s[c] = m == NEG_INF ? NEG_INF : s[c] * pc.scale + m;
@@ -135,7 +135,7 @@ void main() {
   const float total = row_sum(sum);
   if (i >= pc.lq) return;
   const float inv = total == 0.0 ? 0.0 : 1.0 / total;  // a fully masked row gives zeros
-  const int oo = pc.off[3] + int((bh * pc.lq + i) * dv);
+  const int oo = O_ROW(bh, i);
   [[unroll]] for (uint n = 0; n < NC; ++n) STORE_RUN(o_.v, oo, 4 * (tx + 8 * n), dv, acc[n] * inv)
   if (tx == 0u) lse_.v[pc.off[4] + int(bh * pc.lq + i)] = total == 0.0 ? NEG_INF : mx + log(total);
 }

@@ -74,7 +74,7 @@ shared vec4 query_delta[T];   // D of the tile's queries, in 4 parts
 void fetch_query_terms(uint bh, uint first, out float lse, out float part) {
   const uint tid = gl_LocalInvocationID.x, i = first + tid / 4u, span = (pc.dv + 15u) / 16u * 4u;
   const uint c0 = min((tid % 4u) * span, pc.dv), c1 = min(c0 + span, pc.dv);
-  part = i < pc.lq ? row_delta(bh * pc.lq + i, c0, c1) : 0.0;
+  part = i < pc.lq ? row_delta(bh, i, c0, c1) : 0.0;
   lse = i < pc.lq ? lse_.v[pc.off[4] + int(bh * pc.lq + i)] : NEG_INF;
 }
 
@@ -84,24 +84,25 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint d = pc.d, dv = pc.dv;
   const uint key0 = gl_WorkGroupID.x * R;
-  const int qbase = pc.off[0] + int(bh * pc.lq * d), kbase = pc.off[1] + int(bh * pc.lk * d);
-  const int vbase = pc.off[2] + int(bh * pc.lk * dv), gobase = pc.off[5] + int(bh * pc.lq * dv);
-  const int gqbase = pc.off[6] + int(bh * pc.lq * d);
+  const int qbase = Q_ROW(bh, 0u), kbase = K_ROW(bh, 0u), vbase = V_ROW(bh, 0u), gobase = GO_ROW(bh, 0u);
+  const int gqbase = GQ_ROW(bh, 0u);
+  const uint qk_stride = row_stride(pc.qkv_slots, d), v_stride = row_stride(pc.qkv_slots, dv);
+  const uint go_stride = row_stride(pc.out_slots, dv), gq_stride = row_stride(pc.grad_slots, d);
 
   {
     vec4 rk[PER], rv[PER];
-    FETCH_TILE(rk, k_.v, k4_.v, kbase, key0, pc.lk, d)
-    FETCH_TILE(rv, v_.v, v4_.v, vbase, key0, pc.lk, dv)
+    FETCH_TILE(rk, k_.v, k4_.v, kbase, qk_stride, key0, pc.lk, d)
+    FETCH_TILE(rv, v_.v, v4_.v, vbase, v_stride, key0, pc.lk, dv)
     STORE_TILE(tile_k, rk, key_at)
     STORE_TILE(tile_v, rv, key_at)
   }
 
   // Causal: the first query that sees the workgroup's first key.
-  const uint begin = pc.causal != 0u ? min(key0, pc.lq) : 0u;
+  const uint begin = ATT_CAUSAL ? min(key0, pc.lq) : 0u;
   vec4 next_q[PER], next_go[PER];
   float next_lse, next_part;
-  FETCH_TILE(next_q, q_.v, q4_.v, qbase, begin, pc.lq, d)
-  FETCH_TILE(next_go, go_.v, go4_.v, gobase, begin, pc.lq, dv)
+  FETCH_TILE(next_q, q_.v, q4_.v, qbase, qk_stride, begin, pc.lq, d)
+  FETCH_TILE(next_go, go_.v, go4_.v, gobase, go_stride, begin, pc.lq, dv)
   fetch_query_terms(bh, begin, next_lse, next_part);
 
   vec4 acc_k[4], acc_v[4];  // grad_k and grad_v of keys 4g + c, unit u
@@ -120,8 +121,8 @@ void main() {
     if (tid % 4u == 0u) query_lse[tid / 4u] = next_lse;
     barrier();
     if (t0 + T < pc.lq) {
-      FETCH_TILE(next_q, q_.v, q4_.v, qbase, t0 + T, pc.lq, d)
-      FETCH_TILE(next_go, go_.v, go4_.v, gobase, t0 + T, pc.lq, dv)
+      FETCH_TILE(next_q, q_.v, q4_.v, qbase, qk_stride, t0 + T, pc.lq, d)
+      FETCH_TILE(next_go, go_.v, go4_.v, gobase, go_stride, t0 + T, pc.lq, dv)
       fetch_query_terms(bh, t0 + T, next_lse, next_part);
     }
     // S and dP of queries 2b + e with keys 4a + c, at [4e + c].
@@ -149,7 +150,7 @@ void main() {
     }
     // Tiles wholly before the diagonal, inside both lengths and without a mask need no per-score test.
     const bool plain =
-        pc.mask_kind == 0u && key0 + R <= pc.lk && t0 + T <= pc.lq && (pc.causal == 0u || key0 + R <= t0 + 1u);
+        ATT_MASK_KIND == 0u && key0 + R <= pc.lk && t0 + T <= pc.lq && (!ATT_CAUSAL || key0 + R <= t0 + 1u);
     [[unroll]] for (uint e = 0; e < 2; ++e) {
       const uint row = 2 * b + e, i = t0 + row;
       const float lse = query_lse[row], delta = dot(query_delta[row], vec4(1.0));
@@ -191,7 +192,7 @@ void main() {
       [[unroll]] for (uint c = 0; c < 4; ++c) {
         const uint i = t0 + 4 * g2 + c;
         if (i >= pc.lq) break;
-        const int at = gqbase + int(i * d + 4 * u2);
+        const int at = gqbase + int(i * gq_stride + 4 * u2);
         [[unroll]] for (uint w = 0; w < 4; ++w)
           if (4 * u2 + w < d) atomicAdd(gq_.v[at + int(w)], dq[c][w]);
       }
@@ -201,7 +202,7 @@ void main() {
   [[unroll]] for (uint c = 0; c < 4; ++c) {
     const uint j = key0 + 4 * g + c;
     if (j >= pc.lk) break;
-    STORE_RUN(gk_.v, pc.off[7] + int((bh * pc.lk + j) * d), 4 * u, d, acc_k[c])
-    STORE_RUN(gv_.v, pc.off[8] + int((bh * pc.lk + j) * dv), 4 * u, dv, acc_v[c])
+    STORE_RUN(gk_.v, GK_ROW(bh, j), 4 * u, d, acc_k[c])
+    STORE_RUN(gv_.v, GV_ROW(bh, j), 4 * u, dv, acc_v[c])
   }
 }

@@ -77,35 +77,36 @@ shared float col_delta[MODE == 2u ? BC : 4];
 #include "attention_terms.glsl"
 
 // Halves [col, col + 8) of row `row` of a [rows, width] f16 matrix at `base`
-// (bindings buf8 / buf1), packed; zeros outside the matrix.
-#define FETCH8(result, buf8, buf1, base, row, col, rows, width)                                 \
+// (rows `stride` apart; bindings buf8 / buf1), packed; zeros outside the matrix.
+#define FETCH8(result, buf8, buf1, base, stride, row, col, rows, width)                        \
   if (ALIGNED) {                                                                               \
-    result = (row) < (rows) && (col) < (width) ? buf8[((base) + int((row) * (width) + (col))) / 8] : uvec4(0); \
+    result = (row) < (rows) && (col) < (width) ? buf8[((base) + int((row) * (stride) + (col))) / 8] : uvec4(0); \
   } else {                                                                                     \
     float16_t h_[8];                                                                           \
     [[unroll]] for (uint j_ = 0; j_ < 8; ++j_)                                                 \
-      h_[j_] = (row) < (rows) && (col) + j_ < (width) ? buf1[(base) + int((row) * (width) + (col) + j_)] : float16_t(0.0); \
-    result = uvec4(packFloat2x16(f16vec2(h_[0], h_[1])), packFloat2x16(f16vec2(h_[2], h_[3])),  \
+      h_[j_] = (row) < (rows) && (col) + j_ < (width) ? buf1[(base) + int((row) * (stride) + (col) + j_)] : float16_t(0.0); \
+    result = uvec4(packFloat2x16(f16vec2(h_[0], h_[1])), packFloat2x16(f16vec2(h_[2], h_[3])), \
                    packFloat2x16(f16vec2(h_[4], h_[5])), packFloat2x16(f16vec2(h_[6], h_[7]))); \
   }
 
-// Rows [first, first + count) of a [rows, width] f16 matrix at `base` into
+// Rows [first, first + count) of a [rows, width] f16 matrix at `base` (rows `stride` apart) into
 // tiles[at...] (16-byte units, KU per row); zeros past its end and past `width`.
-#define LOAD_ROWS(buf8, buf1, at, base, first, count, rows, width)                   \
+#define LOAD_ROWS(buf8, buf1, at, base, stride, first, count, rows, width)          \
   for (uint e = gl_LocalInvocationID.x; e < (count) * DU; e += gl_WorkGroupSize.x) { \
     const uint r = e / DU, u = e % DU;                                              \
     uvec4 val;                                                                      \
-    FETCH8(val, buf8, buf1, base, (first) + r, 8 * u, rows, width)                  \
+    FETCH8(val, buf8, buf1, base, stride, (first) + r, 8 * u, rows, width)          \
     tiles[(at) + r * KU + u] = val;                                                 \
   }
 
 // dO_i . O_i over the 16-byte units u = part, part + parts, ... of row i.
 float delta_part(uint i, uint part, uint parts, int gobase, int obase) {
+  const uint go_stride = row_stride(pc.out_slots, pc.dv);
   float acc = 0.0;
   for (uint u = part; 8 * u < pc.dv; u += parts) {
     uvec4 a, b;
-    FETCH8(a, go8_.v, go_.v, gobase, i, 8 * u, pc.lq, pc.dv)
-    FETCH8(b, o8_.v, o_.v, obase, i, 8 * u, pc.lq, pc.dv)
+    FETCH8(a, go8_.v, go_.v, gobase, go_stride, i, 8 * u, pc.lq, pc.dv)
+    FETCH8(b, o8_.v, o_.v, obase, go_stride, i, 8 * u, pc.lq, pc.dv)
     [[unroll]] for (uint w = 0; w < 4; ++w) acc += dot(unpackHalf2x16(a[w]), unpackHalf2x16(b[w]));
   }
   return acc;
@@ -122,19 +123,19 @@ float delta_part(uint i, uint part, uint parts, int gobase, int obase) {
     subgroupMemoryBarrierShared();                                                         \
     subgroupBarrier();                                                                     \
     coopMatLoadNV(acc[n], scratch, warp * 256, 16, false);                                 \
-    subgroupBarrier(); /* loaded by every lane before the next store */                   \
+    subgroupBarrier(); /* loaded by every lane before the next store */                    \
   }
 
 // Writes the subgroup's 16 rows of the fragments, columns below `width`, rows
-// below `rows`, to an f16 matrix at `base`, through the scratch fragment.
-#define STORE_ROWS(dst, acc, base, first, rows, width)                                        \
+// below `rows`, to an f16 matrix at `base` (rows `stride` apart), through the scratch fragment.
+#define STORE_ROWS(dst, acc, base, stride, first, rows, width)                                \
   [[unroll]] for (uint n = 0; n < D / 16; ++n) {                                              \
     coopMatStoreNV(acc[n], scratch, warp * 256, 16, false);                                   \
     subgroupMemoryBarrierShared();                                                            \
     subgroupBarrier();                                                                        \
     for (uint e = lane; e < 256; e += LANES) {                                                \
       const uint r = (first) + e / 16, c = n * 16 + e % 16;                                   \
-      if (r < (rows) && c < (width)) dst[(base) + int(r * (width) + c)] = float16_t(scratch[warp * 256 + e]); \
+      if (r < (rows) && c < (width)) dst[(base) + int(r * (stride) + c)] = float16_t(scratch[warp * 256 + e]); \
     }                                                                                         \
     subgroupBarrier();                                                                        \
   }
@@ -147,24 +148,26 @@ void main() {
   const uint mine = first_row + warp * FR;           // this subgroup's first row
   const uint rl = lane / 2, c0 = (lane % 2) * HALF;  // the lane's row in the subgroup, its first column
   const uint d = pc.d, dv = pc.dv;
-  const bool causal = pc.causal != 0u;
+  const bool causal = ATT_CAUSAL;
   const uint sbase = warp * FR * BC;  // this subgroup's part of s_f32, dp_f32, p_f16, ds_f16
   const uint B_TILE = BC * KU;        // the second streamed tile, in units
-  const int qbase = pc.off[0] + int(bh * pc.lq * d), kbase = pc.off[1] + int(bh * pc.lk * d);
-  const int vbase = pc.off[2] + int(bh * pc.lk * dv), obase = pc.off[3] + int(bh * pc.lq * dv);
-  const int lbase = pc.off[4] + int(bh * pc.lq), gobase = pc.off[5] + int(bh * pc.lq * dv);
+  const int qbase = Q_ROW(bh, 0u), kbase = K_ROW(bh, 0u), vbase = V_ROW(bh, 0u), obase = O_ROW(bh, 0u);
+  const int lbase = pc.off[4] + int(bh * pc.lq), gobase = GO_ROW(bh, 0u);
+  const uint qk_stride = row_stride(pc.qkv_slots, d), v_stride = row_stride(pc.qkv_slots, dv);
+  const uint o_stride = row_stride(pc.out_slots, dv);
+  const uint gk_stride = row_stride(pc.grad_slots, d), gv_stride = row_stride(pc.grad_slots, dv);
 
   if (MODE == 0u || MODE == 1u) {
     const uint i = mine + rl;
     // The subgroup's query rows (and, for grad_q, dO rows) as A fragments.
     F16 qf[D / 16], gof[D / 16];
-    LOAD_ROWS(q8_.v, q_.v, 0, qbase, first_row, ROWS, pc.lq, d)
+    LOAD_ROWS(q8_.v, q_.v, 0, qbase, qk_stride, first_row, ROWS, pc.lq, d)
     barrier();
     [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(qf[kk], tiles, warp * FR * KU + kk * 2, KU, false);
     float lse = NEG_INF, delta = 0.0;
     if (MODE == 1u) {
       barrier();
-      LOAD_ROWS(go8_.v, go_.v, 0, gobase, first_row, ROWS, pc.lq, dv)
+      LOAD_ROWS(go8_.v, go_.v, 0, gobase, o_stride, first_row, ROWS, pc.lq, dv)
       barrier();
       [[unroll]] for (uint kk = 0; kk < D / 16; ++kk)
         coopMatLoadNV(gof[kk], tiles, warp * FR * KU + kk * 2, KU, false);
@@ -181,8 +184,8 @@ void main() {
     const uint kend = causal ? min(pc.lk, min(first_row + ROWS, pc.lq)) : pc.lk;
     for (uint j0 = 0; j0 < kend; j0 += BC) {
       barrier();
-      LOAD_ROWS(k8_.v, k_.v, 0, kbase, j0, BC, pc.lk, d)
-      LOAD_ROWS(v8_.v, v_.v, B_TILE, vbase, j0, BC, pc.lk, dv)
+      LOAD_ROWS(k8_.v, k_.v, 0, kbase, qk_stride, j0, BC, pc.lk, d)
+      LOAD_ROWS(v8_.v, v_.v, B_TILE, vbase, v_stride, j0, BC, pc.lk, dv)
       barrier();
       // S = Q K^T (and dP = dO V^T): K and V rows read column-major are K^T and V^T.
       [[unroll]] for (uint n = 0; n < BC / 16; ++n) {
@@ -267,21 +270,21 @@ void main() {
     if (MODE == 0u) {
       const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;  // a fully masked row gives zeros
       SCALE_ROWS(acc, inv)
-      STORE_ROWS(o_.v, acc, obase, mine, pc.lq, dv)
+      STORE_ROWS(o_.v, acc, obase, o_stride, mine, pc.lq, dv)
       if (lane % 2 == 0u && i < pc.lq) lse_.v[lbase + int(i)] = sum == 0.0 ? NEG_INF : mx + log(sum);
     } else {
-      STORE_ROWS(gq_.v, acc, pc.off[6] + int(bh * pc.lq * d), mine, pc.lq, d)
+      STORE_ROWS(gq_.v, acc, GQ_ROW(bh, 0u), gk_stride, mine, pc.lq, d)
     }
     return;
   }
 
   // MODE 2: the subgroup's 16 key rows; queries and dO stream through shared memory.
   F16 kf[D / 16], vf[D / 16];
-  LOAD_ROWS(k8_.v, k_.v, 0, kbase, first_row, ROWS, pc.lk, d)
+  LOAD_ROWS(k8_.v, k_.v, 0, kbase, qk_stride, first_row, ROWS, pc.lk, d)
   barrier();
   [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(kf[kk], tiles, warp * FR * KU + kk * 2, KU, false);
   barrier();
-  LOAD_ROWS(v8_.v, v_.v, 0, vbase, first_row, ROWS, pc.lk, dv)
+  LOAD_ROWS(v8_.v, v_.v, 0, vbase, v_stride, first_row, ROWS, pc.lk, dv)
   barrier();
   [[unroll]] for (uint kk = 0; kk < D / 16; ++kk) coopMatLoadNV(vf[kk], tiles, warp * FR * KU + kk * 2, KU, false);
   F32 gk[D / 16], gv[D / 16];
@@ -293,8 +296,8 @@ void main() {
   const uint qbegin = causal ? min(pc.lq, first_row) / BC * BC : 0u;
   for (uint i0 = qbegin; i0 < pc.lq; i0 += BC) {
     barrier();
-    LOAD_ROWS(q8_.v, q_.v, 0, qbase, i0, BC, pc.lq, d)
-    LOAD_ROWS(go8_.v, go_.v, B_TILE, gobase, i0, BC, pc.lq, dv)
+    LOAD_ROWS(q8_.v, q_.v, 0, qbase, qk_stride, i0, BC, pc.lq, d)
+    LOAD_ROWS(go8_.v, go_.v, B_TILE, gobase, o_stride, i0, BC, pc.lq, dv)
     // D_i for the tile's queries, four invocations (neighbouring lanes) per row.
     for (uint t = gl_LocalInvocationID.x; t < 4 * BC; t += gl_WorkGroupSize.x) {
       const uint i = i0 + t / 4;
@@ -356,6 +359,6 @@ void main() {
       }
     }
   }
-  STORE_ROWS(gv_.v, gv, pc.off[8] + int(bh * pc.lk * dv), mine, pc.lk, dv)
-  STORE_ROWS(gk_.v, gk, pc.off[7] + int(bh * pc.lk * d), mine, pc.lk, d)
+  STORE_ROWS(gv_.v, gv, GV_ROW(bh, 0u), gv_stride, mine, pc.lk, dv)
+  STORE_ROWS(gk_.v, gk, GK_ROW(bh, 0u), gk_stride, mine, pc.lk, d)
 }

@@ -30,13 +30,13 @@ float dropout_factor(uint bh, uint i, uint j) {
 // The mask's contribution to score (i, j): -inf where masked or out of range.
 float mask_term(uint bh, uint i, uint j) {
   if (i >= pc.lq || j >= pc.lk) return NEG_INF;
-  if (pc.causal != 0u && j > i) return NEG_INF;
-  if (pc.mask_kind == 0u) return 0.0;
+  if (ATT_CAUSAL && j > i) return NEG_INF;
+  if (ATT_MASK_KIND == 0u) return 0.0;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const int m = pc.mask_off + int(b) * pc.mask_stride[0] + int(h) * pc.mask_stride[1] + int(i) * pc.mask_stride[2] +
                 int(j) * pc.mask_stride[3];
-  const float mv = load5(pc.mask_dt, uint(m));
-  if (pc.mask_kind == 1u) return mv == 0.0 ? NEG_INF : 0.0;
+  const float mv = load5(ATT_MASK_DT, uint(m));
+  if (ATT_MASK_KIND == 1u) return mv == 0.0 ? NEG_INF : 0.0;
   return mv;
 }
 
@@ -45,15 +45,15 @@ float mask_term(uint bh, uint i, uint j) {
 #define SCALAR_AT(src, at, col, w, width) ((col) + (w) < (width) ? src[(at) + int((col) + (w))] : 0.0)
 #define LOAD_RUN(src, src4, at, col, width)                                              \
   (ALIGNED ? ((col) < (width) ? src4[((at) + int(col)) / 4] : vec4(0.0))                 \
-           : vec4(SCALAR_AT(src, at, col, 0, width), SCALAR_AT(src, at, col, 1, width), \
+           : vec4(SCALAR_AT(src, at, col, 0, width), SCALAR_AT(src, at, col, 1, width),  \
                   SCALAR_AT(src, at, col, 2, width), SCALAR_AT(src, at, col, 3, width)))
 #define STORE_RUN(dst, at, col, width, x) \
   [[unroll]] for (uint w = 0; w < 4; ++w) if ((col) + w < (width)) dst[(at) + int((col) + w)] = (x)[w];
 
 #ifdef ATTENTION_ROW_DELTA
 // dO_i . O_i over columns [c0, c1) of row i (16-byte loads when ALIGNED).
-float row_delta(uint i, uint c0, uint c1) {
-  const int go = pc.off[5] + int(i * pc.dv), oo = pc.off[3] + int(i * pc.dv);
+float row_delta(uint bh, uint i, uint c0, uint c1) {
+  const int go = GO_ROW(bh, i), oo = O_ROW(bh, i);
   float acc = 0.0;
   if (ALIGNED) {
     for (uint c = c0; c < c1; c += 4) acc += dot(go4_.v[(go + int(c)) / 4], o4_.v[(oo + int(c)) / 4]);
@@ -73,14 +73,14 @@ uint key_at(uint row, uint u) { return row * DU + (u ^ ((row >> 2) & 7u)); }
 uint query_at(uint row, uint u) { return row * DU + (u ^ ((row >> 1) & 7u)); }
 
 // This invocation's share (PER units) of rows [first, first + 128 PER / DU)
-// of a [rows, width] matrix at `base`, into registers `regs`, and from there
+// of a [rows, width] matrix at `base` (rows `stride` apart), into registers `regs`, and from there
 // into a tile laid out by `at` (key_at or query_at).
-#define FETCH_TILE(regs, src, src4, base, first, rows, width)                                      \
+#define FETCH_TILE(regs, src, src4, base, stride, first, rows, width)                             \
   [[unroll]] for (uint f = 0; f < PER; ++f) {                                                     \
     const uint e = gl_LocalInvocationID.x + 128u * f, r = e / DU, u = e % DU;                     \
-    regs[f] = (first) + r < (rows) ? LOAD_RUN(src, src4, (base) + int(((first) + r) * (width)), 4 * u, width) : vec4(0.0); \
+    regs[f] = (first) + r < (rows) ? LOAD_RUN(src, src4, (base) + int(((first) + r) * (stride)), 4 * u, width) : vec4(0.0); \
   }
-#define STORE_TILE(dst, regs, at)                                                                \
+#define STORE_TILE(dst, regs, at)                                                                 \
   [[unroll]] for (uint f = 0; f < PER; ++f) {                                                     \
     const uint e = gl_LocalInvocationID.x + 128u * f;                                             \
     dst[at(e / DU, e % DU)] = regs[f];                                                            \

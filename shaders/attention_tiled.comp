@@ -82,14 +82,14 @@ shared float delta_part[gl_WorkGroupSize.x];  // mode 2: partial D_i, several in
 #define ATTENTION_ROW_DELTA
 #include "attention_terms.glsl"
 
-// Copies rows [first, first + TILE) of a [rows, width] matrix at `base` into
+// Copies rows [first, first + TILE) of a [rows, width] matrix at `base` (rows `stride` apart) into
 // a shared tile, zeros past its end and past `width` (so padded columns add 0);
 // 4 floats per load when ALIGNED (src4 is the binding's vec4 view).
-#define LOAD_TILE(dst, src, src4, base, first, rows, width)                                   \
-  for (uint e = gl_LocalInvocationID.x; e < TILE * DU; e += gl_WorkGroupSize.x) {            \
+#define LOAD_TILE(dst, src, src4, base, stride, first, rows, width)                           \
+  for (uint e = gl_LocalInvocationID.x; e < TILE * DU; e += gl_WorkGroupSize.x) {             \
     const uint r = e / DU, c = 4 * (e % DU);                                                  \
     const bool row_in = (first) + r < (rows);                                                 \
-    const int at = (base) + int(((first) + r) * (width) + c);                                \
+    const int at = (base) + int(((first) + r) * (stride) + c);                                \
     if (ALIGNED) {                                                                            \
       dst[e] = row_in && c < (width) ? src4[at / 4] : vec4(0.0);                              \
     } else {                                                                                  \
@@ -110,12 +110,12 @@ void main() {
   const uint row = first_row + row_slot(), lane = row_lane();
   const bool in_range = row < rows;
   const uint d = pc.d, dv = pc.dv;
-  const bool causal = pc.causal != 0u;
+  const bool causal = ATT_CAUSAL;
 
   if (MODE == 0u || MODE == 1u) {
     const uint i = row;
     vec4 qr[DG], acc[DG], gor[DG];
-    const int qo = pc.off[0] + int((bh * pc.lq + min(i, pc.lq - 1u)) * d);
+    const int qo = Q_ROW(bh, min(i, pc.lq - 1u));
     [[unroll]] for (uint g = 0; g < DG; ++g) {
       qr[g] = LOAD_RUN(q_.v, q4_.v, qo, run_col(lane, g), d);
       acc[g] = vec4(0.0);
@@ -123,8 +123,8 @@ void main() {
     float mx = NEG_INF, sum = 0.0, lse = 0.0, delta = 0.0;
     if (MODE == 1u) {
       lse = in_range ? lse_.v[pc.off[4] + int(bh * pc.lq + i)] : NEG_INF;
-      const int go = pc.off[5] + int((bh * pc.lq + min(i, pc.lq - 1u)) * dv);
-      const int oo = pc.off[3] + int((bh * pc.lq + min(i, pc.lq - 1u)) * dv);
+      const int go = GO_ROW(bh, min(i, pc.lq - 1u));
+      const int oo = O_ROW(bh, min(i, pc.lq - 1u));
       [[unroll]] for (uint g = 0; g < DG; ++g) {
         gor[g] = LOAD_RUN(go_.v, go4_.v, go, run_col(lane, g), dv);
         delta += dot(gor[g], LOAD_RUN(o_.v, o4_.v, oo, run_col(lane, g), dv));
@@ -133,11 +133,12 @@ void main() {
     }
     // Causal: keys past the workgroup's last query are masked for every row.
     const uint kend = causal ? min(pc.lk, min(first_row + ROWS, pc.lq)) : pc.lk;
-    const int kbase = pc.off[1] + int(bh * pc.lk * d), vbase = pc.off[2] + int(bh * pc.lk * dv);
+    const int kbase = K_ROW(bh, 0u), vbase = V_ROW(bh, 0u);
+    const uint k_stride = row_stride(pc.qkv_slots, d), v_stride = row_stride(pc.qkv_slots, dv);
     for (uint j0 = 0; j0 < kend; j0 += TILE) {
       barrier();
-      LOAD_TILE(tile_a, k_.v, k4_.v, kbase, j0, pc.lk, d)
-      LOAD_TILE(tile_b, v_.v, v4_.v, vbase, j0, pc.lk, dv)
+      LOAD_TILE(tile_a, k_.v, k4_.v, kbase, k_stride, j0, pc.lk, d)
+      LOAD_TILE(tile_b, v_.v, v4_.v, vbase, v_stride, j0, pc.lk, dv)
       barrier();
       if (!in_range || (MODE == 1u && lse == NEG_INF)) continue;
       const uint n = min(TILE, kend - j0);
@@ -170,12 +171,12 @@ void main() {
     }
     if (!in_range) return;
     if (MODE == 0u) {
-      const int oo = pc.off[3] + int((bh * pc.lq + i) * dv);
+      const int oo = O_ROW(bh, i);
       const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;  // a fully masked row gives zeros
       [[unroll]] for (uint g = 0; g < DG; ++g) STORE_RUN(o_.v, oo, run_col(lane, g), dv, acc[g] * inv)
       if (lane == 0u) lse_.v[pc.off[4] + int(bh * pc.lq + i)] = sum == 0.0 ? NEG_INF : mx + log(sum);
     } else {
-      const int gq = pc.off[6] + int((bh * pc.lq + i) * d);
+      const int gq = GQ_ROW(bh, i);
       [[unroll]] for (uint g = 0; g < DG; ++g) STORE_RUN(gq_.v, gq, run_col(lane, g), d, acc[g])
     }
     return;
@@ -184,8 +185,8 @@ void main() {
   // MODE 2: one key row per invocation; queries stream through shared memory.
   const uint j = row;
   vec4 kr[DG], vr[DG], gk[DG], gv[DG];
-  const int ko = pc.off[1] + int((bh * pc.lk + min(j, pc.lk - 1u)) * d);
-  const int vo = pc.off[2] + int((bh * pc.lk + min(j, pc.lk - 1u)) * dv);
+  const int ko = K_ROW(bh, min(j, pc.lk - 1u));
+  const int vo = V_ROW(bh, min(j, pc.lk - 1u));
   [[unroll]] for (uint g = 0; g < DG; ++g) {
     kr[g] = LOAD_RUN(k_.v, k4_.v, ko, run_col(lane, g), d);
     vr[g] = LOAD_RUN(v_.v, v4_.v, vo, run_col(lane, g), dv);
@@ -194,17 +195,18 @@ void main() {
   }
   // Causal: queries before the workgroup's first key see none of its keys.
   const uint qbegin = causal ? min(pc.lq, first_row) / TILE * TILE : 0u;
-  const int qbase = pc.off[0] + int(bh * pc.lq * d), gobase = pc.off[5] + int(bh * pc.lq * dv);
+  const int qbase = Q_ROW(bh, 0u), gobase = GO_ROW(bh, 0u);
+  const uint q_stride = row_stride(pc.qkv_slots, d), go_stride = row_stride(pc.out_slots, dv);
   for (uint i0 = qbegin; i0 < pc.lq; i0 += TILE) {
     barrier();
-    LOAD_TILE(tile_a, q_.v, q4_.v, qbase, i0, pc.lq, d)
-    LOAD_TILE(tile_b, go_.v, go4_.v, gobase, i0, pc.lq, dv)
+    LOAD_TILE(tile_a, q_.v, q4_.v, qbase, q_stride, i0, pc.lq, d)
+    LOAD_TILE(tile_b, go_.v, go4_.v, gobase, go_stride, i0, pc.lq, dv)
     // D_i of the tile's queries: PER invocations per row, each a run of columns.
     {
       const uint PER = gl_WorkGroupSize.x / TILE, t = gl_LocalInvocationID.x / PER, part = gl_LocalInvocationID.x % PER;
       const uint i = i0 + t, span = (pc.dv + 4 * PER - 1) / (4 * PER) * 4;  // whole 16-byte units per part
       delta_part[gl_LocalInvocationID.x] =
-          t < TILE && i < pc.lq ? row_delta(bh * pc.lq + i, min(part * span, pc.dv), min(part * span + span, pc.dv)) : 0.0;
+          t < TILE && i < pc.lq ? row_delta(bh, i, min(part * span, pc.dv), min(part * span + span, pc.dv)) : 0.0;
       barrier();
       if (part == 0u && t < TILE) {
         float delta = 0.0;
@@ -238,7 +240,7 @@ void main() {
     }
   }
   if (!in_range) return;
-  const int gko = pc.off[7] + int((bh * pc.lk + j) * d), gvo = pc.off[8] + int((bh * pc.lk + j) * dv);
+  const int gko = GK_ROW(bh, j), gvo = GV_ROW(bh, j);
   [[unroll]] for (uint g = 0; g < DG; ++g) {
     STORE_RUN(gk_.v, gko, run_col(lane, g), d, gk[g])
     STORE_RUN(gv_.v, gvo, run_col(lane, g), dv, gv[g])

@@ -146,12 +146,36 @@ RUMUS_PUSH_BLOCK(IndexPush) {
 RUMUS_PUSH_BLOCK(AttentionPush) {
   uint bh, heads, lq, lk, d, dv;
   float scale;
-  uint causal, mask_kind, mask_dt;  // mask_kind: 0 none, 1 keep where nonzero, 2 additive
+  uint flags;                       // bit 0 causal; bits 1-2 the mask's kind; bits 8-15 its dtype code
   int mask_off;
   int mask_stride[4];
   uint dropout_threshold;           // keep when the draw's top 24 bits are >= this; 0 = no dropout
   float keep_scale;
   uint seed_lo, seed_hi, counter_lo, counter_hi;
   int off[9];                       // bindings 0-4 and 6-9 (the mask's is mask_off)
+  uint qkv_slots, out_slots, grad_slots;  // how q/k/v, out/grad_out and the grads lie: head_slots()
 } RUMUS_PUSH_END
+#ifndef __cplusplus
+// Mask kinds: 0 none, 1 keep where nonzero, 2 additive.
+#define ATT_CAUSAL ((pc.flags & 1u) != 0u)
+#define ATT_MASK_KIND ((pc.flags >> 1) & 3u)
+#define ATT_MASK_DT (pc.flags >> 8)
+// Where head bh's rows of an operand `len` rows long and `width` wide start,
+// and how far apart they lie: heads one after another (slots 0), or
+// interleaved along rows `slots` head widths apart (a view of [B, L, slots, W]).
+int head_base(uint slots, uint bh, uint len, uint width) {
+  return int(slots == 0u ? bh * len * width : ((bh / pc.heads) * len * slots + bh % pc.heads) * width);
+}
+uint row_stride(uint slots, uint width) { return slots == 0u ? width : slots * width; }
+// Element offset of row i of head bh, per operand.
+#define ATT_ROW(b, slots, len, width, bh, i) (pc.off[b] + head_base(slots, bh, len, width) + int((i) * row_stride(slots, width)))
+#define Q_ROW(bh, i) ATT_ROW(0, pc.qkv_slots, pc.lq, pc.d, bh, i)
+#define K_ROW(bh, j) ATT_ROW(1, pc.qkv_slots, pc.lk, pc.d, bh, j)
+#define V_ROW(bh, j) ATT_ROW(2, pc.qkv_slots, pc.lk, pc.dv, bh, j)
+#define O_ROW(bh, i) ATT_ROW(3, pc.out_slots, pc.lq, pc.dv, bh, i)
+#define GO_ROW(bh, i) ATT_ROW(5, pc.out_slots, pc.lq, pc.dv, bh, i)
+#define GQ_ROW(bh, i) ATT_ROW(6, pc.grad_slots, pc.lq, pc.d, bh, i)
+#define GK_ROW(bh, j) ATT_ROW(7, pc.grad_slots, pc.lk, pc.d, bh, j)
+#define GV_ROW(bh, j) ATT_ROW(8, pc.grad_slots, pc.lk, pc.dv, bh, j)
+#endif
 #endif

@@ -199,6 +199,22 @@ const std::vector<OpCase>& op_table() {
          Generator gen(11);
          return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], {}, 0.3, false, std::nullopt, &gen);
        }},
+      // Heads read where they lie: views of [B, L, H, D], one q/k/v layout copied, one packed projection.
+      {"sdpa_heads_in_place", {{2, 5, 2, 4}, {2, 7, 2, 4}, {2, 7, 2, 4}}, [](V x) {
+         return scaled_dot_product_attention((x[0] * 2.0).transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2))
+             .transpose(1, 2);
+       }},
+      {"sdpa_mixed_layouts", {{2, 2, 5, 4}, {2, 6, 2, 4}, {2, 2, 6, 4}}, [](V x) {
+         return scaled_dot_product_attention(x[0] * 2.0, x[1].transpose(1, 2), x[2], {}, 0.0, true);
+       }},
+      {"sdpa_packed_causal", {{2, 6, 12}}, [](V x) {
+         return packed_self_attention(x[0] * 2.0, 2, {}, 0.0, true);
+       }},
+      {"sdpa_packed_mask_dropout", {{2, 5, 24}}, [](V x) {
+         Tensor keep = labels({1, 1, 0, 1, 1, 1, 0, 1, 1, 1}, x[0]).to(DType::u8).reshape({2, 1, 1, 5});
+         Generator gen(5);
+         return packed_self_attention(x[0] * 2.0, 4, keep, 0.3, false, std::nullopt, &gen);
+       }},
       // PyTorch-style API: number-first arithmetic, scalar where/masked_fill,
       // values+indices reductions, split/chunk/unbind views, method forms.
       {"sub_div_scalar_left", {{3, 4}}, [](V x) { return (2.0 - x[0]) * div(3.0, x[0]) + 1.5 / x[0]; }, 0.5, 2.0},

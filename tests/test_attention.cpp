@@ -3,6 +3,7 @@
 // lengths that do not divide the kernel's tiles, dropout, errors, memory.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -305,6 +306,65 @@ Tensor mha_by_hand(nn::MultiheadAttention& m, const Tensor& query, const Tensor&
   if (bias.defined()) scores = scores + bias;
   Tensor o = matmul(softmax(scores, -1), v).transpose(1, 2).reshape({n, l, e});
   return matmul(o, m.out_proj.weight.detach().transpose(0, 1)) + m.out_proj.bias.detach();
+}
+
+// q, k and v as views of [B, L, H, D] tensors are read where they lie; the
+// output lies as [B, L, H, Dv], so merging its heads needs no copy.
+TEST(Attention, HeadsReadInPlaceAndOutputLiesAsBatchLengthHeads) {
+  Tensor xq = random_tensor({2, 7, 3, 4}, 40), xk = random_tensor({2, 9, 3, 4}, 41);
+  Tensor xv = random_tensor({2, 9, 3, 5}, 42), seed = random_tensor({2, 3, 7, 5}, 43);
+  auto grads = [&](bool in_place) {
+    Tensor a = xq.detach().requires_grad_(), b = xk.detach().requires_grad_(), c = xv.detach().requires_grad_();
+    auto heads = [&](const Tensor& t) { return in_place ? t.transpose(1, 2) : t.transpose(1, 2).contiguous(); };
+    Tensor out = scaled_dot_product_attention(heads(a), heads(b), heads(c), {}, 0.0, true);
+    auto g = backward(sum(out * seed));
+    return std::array<Tensor, 4>{out, g.at(a), g.at(b), g.at(c)};
+  };
+  const auto in_place = grads(true), copied = grads(false);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_LT(max_abs_diff(in_place[i], copied[i]), 1e-12) << i;
+  EXPECT_TRUE(in_place[0].transpose(1, 2).is_contiguous());
+  EXPECT_TRUE(copied[0].transpose(1, 2).is_contiguous());
+}
+
+// One packed projection in, heads merged out: the same as the attention of
+// the heads split from it, with masks, causal rows and dropout.
+TEST(PackedSelfAttention, MatchesAttentionOnSplitHeads) {
+  const std::int64_t N = 2, L = 9, H = 3, D = 4, E = H * D;
+  Tensor keep = tensor(std::vector<std::uint8_t>{1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {N, 1, 1, L});
+  Tensor seed = random_tensor({N, L, E}, 51);
+  struct Case {
+    const char* name;
+    Tensor mask;
+    double dropout;
+    bool causal;
+  };
+  for (const Case& c : {Case{"plain", {}, 0.0, false}, Case{"causal", {}, 0.0, true},
+                        Case{"padding", keep, 0.0, false}, Case{"additive dropout", additive_from_keep(keep, DType::f64),
+                                                                0.3, false}}) {
+    Tensor qkv = random_tensor({N, L, 3 * E}, 50).requires_grad_();
+    Generator g1(9), g2(9);
+    Tensor got = packed_self_attention(qkv, H, c.mask, c.dropout, c.causal, std::nullopt, &g1);
+    Tensor got_grad = backward(sum(got * seed)).at(qkv);
+    Tensor heads = qkv.reshape({N, L, 3, H, D});
+    auto split = [&](std::int64_t i) { return heads.select(2, i).transpose(1, 2); };
+    Tensor want = scaled_dot_product_attention(split(0), split(1), split(2), c.mask, c.dropout, c.causal,
+                                               std::nullopt, &g2)
+                      .transpose(1, 2)
+                      .reshape({N, L, E});
+    Tensor want_grad = backward(sum(want * seed)).at(qkv);
+    EXPECT_EQ(got.shape(), (Shape{N, L, E})) << c.name;
+    EXPECT_LT(max_abs_diff(got, want), 1e-12) << c.name;
+    EXPECT_LT(max_abs_diff(got_grad, want_grad), 1e-12) << c.name;
+  }
+  expect_error<ShapeError>([] { packed_self_attention(zeros({2, 5, 10}), 3); },
+                           "packed_self_attention: expected (N, L, 3 * E) with E divisible by num_heads 3, got shape "
+                           "[2, 5, 10]");
+  expect_error<ShapeError>([] { packed_self_attention(zeros({5, 12}), 2); }, "got shape [5, 12]");
+  expect_error<ShapeError>([] { packed_self_attention(zeros({2, 5, 12}), 0); }, "num_heads 0");
+  expect_error<ValueError>([] { packed_self_attention(zeros({2, 5, 12}), 2, {}, 2.0); },
+                           "scaled_dot_product_attention: expected 0 <= dropout_p <= 1, got 2");
+  expect_error<DTypeError>([] { packed_self_attention(zeros({2, 5, 12}).to(DType::i64), 2); },
+                           "packed_self_attention");
 }
 
 TEST(MultiheadAttention, PyTorchParameterNames) {

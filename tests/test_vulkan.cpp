@@ -948,6 +948,7 @@ TEST(VulkanAttention, TiledAndWideKernelsAgreeWithCpu) {
     std::int64_t lq, lk, d, dv;
     bool causal, float_mask;
     double dropout;
+    bool side_by_side = false;  // q, k, v and their gradients as views of [B, L, H, D]
   };
   const Case cases[] = {{130, 97, 24, 40, false, true, 0.0}, {70, 70, 64, 64, true, false, 0.0},
                         {65, 33, 16, 16, true, false, 0.3},  {37, 45, 160, 8, false, true, 0.0},
@@ -957,9 +958,13 @@ TEST(VulkanAttention, TiledAndWideKernelsAgreeWithCpu) {
                         // the one-pass backward (grad_q by atomics) over several key workgroups and query
                         // tiles: causal with more keys than queries, a mask with fewer, ragged tiles
                         {97, 131, 32, 28, true, false, 0.15}, {150, 70, 20, 32, false, true, 0.0},
-                        {100, 90, 64, 48, false, false, 0.1}};
+                        {100, 90, 64, 48, false, false, 0.1},
+                        // heads read and written where they lie, by each kernel
+                        {97, 131, 32, 28, true, false, 0.15, true}, {45, 77, 98, 36, true, false, 0.2, true},
+                        {37, 45, 160, 8, false, true, 0.0, true},   {41, 29, 18, 10, false, true, 0.1, true}};
   for (const Case& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "lq " << c.lq << " lk " << c.lk << " d " << c.d << " dv " << c.dv);
+    SCOPED_TRACE(::testing::Message() << "lq " << c.lq << " lk " << c.lk << " d " << c.d << " dv " << c.dv
+                                      << (c.side_by_side ? " side by side" : ""));
     Generator gen(3);
     const std::int64_t B = 2, H = 3;
     Tensor q = randn({B, H, c.lq, c.d}, {}, &gen), k = randn({B, H, c.lk, c.d}, {}, &gen);
@@ -969,12 +974,17 @@ TEST(VulkanAttention, TiledAndWideKernelsAgreeWithCpu) {
     for (int dev = 0; dev < 2; ++dev) {
       const Device where = dev ? kGpu : Device::cpu();
       Generator drop(11);
-      Tensor qd = q.to(where).detach().requires_grad_(), kd = k.to(where).detach().requires_grad_();
-      Tensor vd = v.to(where).detach().requires_grad_();
-      Tensor out = scaled_dot_product_attention(qd, kd, vd, mask.defined() ? mask.to(where) : Tensor(), c.dropout,
-                                                c.causal, std::nullopt, &drop);
+      // Leaves [B, H, L, D], or [B, L, H, D] whose transposes the op reads in place.
+      auto leaf = [&](const Tensor& t) {
+        return (c.side_by_side ? t.transpose(1, 2).contiguous() : t).to(where).detach().requires_grad_();
+      };
+      auto heads = [&](const Tensor& t) { return c.side_by_side ? t.transpose(1, 2) : t; };
+      Tensor qd = leaf(q), kd = leaf(k), vd = leaf(v);
+      Tensor out = scaled_dot_product_attention(heads(qd), heads(kd), heads(vd),
+                                                mask.defined() ? mask.to(where) : Tensor(), c.dropout, c.causal,
+                                                std::nullopt, &drop);
       GradientStore g = backward(out, seed.to(where));
-      for (const Tensor& t : {out, g.get(qd), g.get(kd), g.get(vd)}) {
+      for (const Tensor& t : {out, heads(g.get(qd)), heads(g.get(kd)), heads(g.get(vd))}) {
         ASSERT_TRUE(t.defined()) << "result " << results[dev].size() << " on " << where.str();
         results[dev].push_back(t.cpu());
       }
@@ -1000,14 +1010,19 @@ TEST(VulkanAttention, F16MatrixUnitKernelAgreesWithF32Cpu) {
     int mask;  // 0 none, 1 float, 2 u8 padding
     double dropout;
     double q_scale = 1.0;  // 6: scores spread far enough that row maxima move tile to tile
+    bool side_by_side = false;  // q, k, v and their gradients as views of [B, L, H, D]
   };
   const Case cases[] = {{130, 97, 24, 40, false, 1, 0.0}, {70, 70, 64, 64, true, 0, 0.0},
                         {65, 33, 16, 16, true, 0, 0.3},   {200, 150, 128, 128, false, 2, 0.1},
                         {257, 257, 64, 64, true, 0, 0.1}, {20, 300, 96, 32, false, 0, 0.0},
                         {33, 47, 20, 12, true, 0, 0.2},   // rows not whole 16-byte units
-                        {90, 300, 32, 32, false, 0, 0.0, 6.0}};
+                        {90, 300, 32, 32, false, 0, 0.0, 6.0},
+                        {130, 97, 24, 40, false, 1, 0.0, 1.0, true},
+                        {70, 70, 64, 64, true, 0, 0.1, 1.0, true},
+                        {33, 47, 20, 12, true, 0, 0.2, 1.0, true}};
   for (const Case& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "lq " << c.lq << " lk " << c.lk << " d " << c.d << " dv " << c.dv);
+    SCOPED_TRACE(::testing::Message() << "lq " << c.lq << " lk " << c.lk << " d " << c.d << " dv " << c.dv
+                                      << (c.side_by_side ? " side by side" : ""));
     Generator gen(5);
     const std::int64_t B = 2, H = 2;
     auto half_rounded = [](const Tensor& t) { return t.to(DType::f16).to(DType::f32); };
@@ -1027,13 +1042,18 @@ TEST(VulkanAttention, F16MatrixUnitKernelAgreesWithF32Cpu) {
       const Device where = dev ? kGpu : Device::cpu();
       const DType dt = dev ? DType::f16 : DType::f32;
       Generator drop(11);
-      Tensor qd = q.to(where).to(dt).detach().requires_grad_(), kd = k.to(where).to(dt).detach().requires_grad_();
-      Tensor vd = v.to(where).to(dt).detach().requires_grad_();
+      // Leaves [B, H, L, D], or [B, L, H, D] whose transposes the op reads in place.
+      auto leaf = [&](const Tensor& t) {
+        return (c.side_by_side ? t.transpose(1, 2).contiguous() : t).to(where).to(dt).detach().requires_grad_();
+      };
+      auto heads = [&](const Tensor& t) { return c.side_by_side ? t.transpose(1, 2) : t; };
+      Tensor qd = leaf(q), kd = leaf(k), vd = leaf(v);
       Tensor md = mask.defined() ? (mask.dtype() == DType::u8 ? mask : mask.to(dt)).to(where) : Tensor();
-      Tensor out = scaled_dot_product_attention(qd, kd, vd, md, c.dropout, c.causal, std::nullopt, &drop);
+      Tensor out =
+          scaled_dot_product_attention(heads(qd), heads(kd), heads(vd), md, c.dropout, c.causal, std::nullopt, &drop);
       EXPECT_EQ(out.dtype(), dt);
       GradientStore g = backward(out, seed.to(where).to(dt));
-      for (const Tensor& t : {out, g.get(qd), g.get(kd), g.get(vd)}) {
+      for (const Tensor& t : {out, heads(g.get(qd)), heads(g.get(kd)), heads(g.get(vd))}) {
         ASSERT_TRUE(t.defined()) << "result " << results[dev].size() << " on " << where.str();
         results[dev].push_back(t.cpu().to(DType::f32));
       }

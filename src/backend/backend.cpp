@@ -29,6 +29,18 @@ std::string_view name_of(Kernel kernel) {
 }
 #undef RUMUS_NAME_ENTRY
 
+std::int64_t head_slots(const Layout& l) {
+  const Shape &n = l.shape, &s = l.strides;
+  const std::int64_t b = n[0], h = n[1], len = n[2], w = n[3];
+  if (b * h * len * w == 0) return 0;
+  auto fits = [&](int dim, std::int64_t want) { return n[std::size_t(dim)] <= 1 || s[std::size_t(dim)] == want; };
+  if (fits(3, 1) && fits(2, w) && fits(1, len * w) && fits(0, h * len * w)) return 0;
+  // Rows `row` apart; a single row's distance shows only in the batch stride.
+  const std::int64_t row = len > 1 ? s[2] : b > 1 ? s[0] : h * w;
+  const bool side_by_side = fits(3, 1) && fits(1, w) && fits(2, row) && fits(0, len * row);
+  return side_by_side && row >= h * w && row % w == 0 ? row / w : -1;
+}
+
 void Backend::layer_norm_forward(TensorArg, TensorArg, TensorArg, TensorArg, TensorArg, TensorArg, double) {
   throw DeviceError("layer_norm_forward: this backend has no kernel (ops compose the layer norm instead)");
 }

@@ -106,10 +106,12 @@ struct Pool2dParams {
   bool count_include_pad = true;               // avg only
 };
 
-// Fused scaled dot-product attention over contiguous [BH, L, D] operands
-// (BH = batch * heads): q [BH, lq, d], k [BH, lk, d], v [BH, lk, dv],
-// out [BH, lq, dv], lse [BH, lq] (the row logsumexp of the scaled, masked
-// scores; -inf for a row with every key masked). `mask`, when its storage is
+// Fused scaled dot-product attention over [batch, heads, L, W] operands:
+// q [B, H, lq, d], k [B, H, lk, d], v [B, H, lk, dv], out [B, H, lq, dv] and
+// their gradients, each laid out as head_slots() describes (q, k and v alike;
+// out and grad_out alike; the three gradients alike), and a contiguous
+// lse [B * H, lq] (the row logsumexp of the scaled, masked scores; -inf for
+// a row with every key masked). `mask`, when its storage is
 // not null, is a 4-D view [batch, heads, lq, lk] (stride 0 on broadcast dims):
 // u8 = keep where nonzero, floating = added to the scores. causal keeps
 // key j <= query i. With dropout_p > 0, weight e = (bh * lq + i) * lk + j is
@@ -124,6 +126,13 @@ struct AttentionParams {
   double dropout_p = 0.0;
   std::uint64_t seed = 0, offset = 0;
 };
+
+// How an attention operand [B, H, L, W] lies in memory: its heads one after
+// another, each [L, W] row-major (0); or its heads side by side along rows
+// that lie `slots` head widths apart, as in a [B, L, H, W] tensor (slots = H)
+// or in one packed q/k/v projection (slots = 3H), returning slots; -1 for
+// any other layout.
+std::int64_t head_slots(const Layout& l);
 
 inline std::uint32_t dropout_threshold(double p) {
   const double t = std::ceil(p * 16777216.0);

@@ -50,25 +50,6 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   if (key.shape()[0] != n || value.shape()[0] != n || value.shape()[1] != s)
     throw ShapeError(fmt::format("MultiheadAttention: key and value must share the batch and length, got {}, {} and {}",
                                  shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape())));
-  Tensor q, k, v;
-  if (&query == &key && &key == &value) {
-    // Self-attention: one projection, then split into heads. Selecting before
-    // the transpose keeps the gradient's way back to [n, l, 3 * e] a view:
-    // through a permute of all five dims it would be a five-dim copy.
-    Tensor qkv = linear(query, in_proj_weight, in_proj_bias).reshape({n, l, 3, h, head_dim});
-    q = qkv.select(2, 0).transpose(1, 2);
-    k = qkv.select(2, 1).transpose(1, 2);
-    v = qkv.select(2, 2).transpose(1, 2);
-  } else {
-    auto project = [&](const Tensor& x, std::int64_t i) {
-      Tensor b = in_proj_bias.defined() ? in_proj_bias.narrow(0, i * e, e) : Tensor();
-      return linear(x, in_proj_weight.narrow(0, i * e, e), b).reshape({n, x.shape()[1], h, head_dim}).transpose(1, 2);
-    };
-    q = project(query, 0);
-    k = project(key, 1);
-    v = project(value, 2);
-  }
-
   // PyTorch's MultiheadAttention masks mark what is *not* attended; SDPA's mark what is.
   Tensor mask;
   if (attn_mask.defined()) {
@@ -105,7 +86,18 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
     mask = mask.dtype() == DType::u8 ? gt(mask.to(query.dtype()) * causal.to(query.dtype()), 0.5)
                                      : mask + additive(causal, query.dtype());
   }
-  Tensor out = scaled_dot_product_attention(q, k, v, mask, is_training() ? dropout : 0.0, is_causal && !mask.defined());
+  const double p = is_training() ? dropout : 0.0;
+  const bool causal = is_causal && !mask.defined();
+  if (&query == &key && &key == &value) {
+    // Self-attention: one projection, whose heads the kernels read in place.
+    return out_proj(packed_self_attention(linear(query, in_proj_weight, in_proj_bias), h, mask, p, causal));
+  }
+  auto project = [&](const Tensor& x, std::int64_t i) {
+    Tensor b = in_proj_bias.defined() ? in_proj_bias.narrow(0, i * e, e) : Tensor();
+    return linear(x, in_proj_weight.narrow(0, i * e, e), b).reshape({n, x.shape()[1], h, head_dim}).transpose(1, 2);
+  };
+  // The output lies as [n, l, h, head_dim]: merging its heads is a view.
+  Tensor out = scaled_dot_product_attention(project(query, 0), project(key, 1), project(value, 2), mask, p, causal);
   return out_proj(out.transpose(1, 2).reshape({n, l, e}));
 }
 

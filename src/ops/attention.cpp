@@ -1,6 +1,8 @@
-// Fused scaled dot-product attention: validate, view q/k/v as [B*H, L, D],
-// call the device's attention kernels, record one tape entry whose backward
-// recomputes the scores from the saved inputs and row logsumexps.
+// Fused scaled dot-product attention: validate, view q/k/v as [B, H, L, D]
+// where they lie (copying only layouts the kernels do not read), call the
+// device's attention kernels, record one tape entry whose backward recomputes
+// the scores from the saved inputs and row logsumexps. The output is laid
+// out as [B, L, H, Dv], so merging its heads back is a view.
 #include "rumus/ops/attention.hpp"
 
 #include <algorithm>
@@ -24,8 +26,6 @@ namespace {
 constexpr const char* kOp = "scaled_dot_product_attention";
 // The 16-bit kernels keep a head's rows on the matrix units and in shared memory.
 constexpr std::int64_t kWidest16BitHead = 128;
-
-std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
 void check_operands(const Tensor& q, const Tensor& k, const Tensor& v) {
   for (const Tensor* t : {&q, &k, &v}) detail::check_defined(kOp, *t);
@@ -74,24 +74,130 @@ Layout mask_layout(const Tensor& mask, const Tensor& q, const Shape& full) {
   return l;
 }
 
-}  // namespace
+// [B, H, L, W] of a 3-D (N, L, W) or 4-D operand.
+Tensor heads_of(const Tensor& t) { return t.dim() == 4 ? t : t.unsqueeze(1); }
 
-Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in, const Tensor& value_in,
-                                    const Tensor& attn_mask_in, double dropout_p, bool is_causal,
-                                    std::optional<double> scale, Generator* generator) {
-  // Under autocast, heads wider than the 16-bit kernels take stay in f32.
-  const bool wide = query_in.defined() && value_in.defined() && query_in.dim() > 0 && value_in.dim() > 0 &&
-                    std::max(query_in.shape().back(), value_in.shape().back()) > kWidest16BitHead;
-  const auto cast = wide ? std::array<Tensor, 4>{query_in, key_in, value_in, attn_mask_in}
-                         : detail::autocast(kOp, query_in, key_in, value_in, attn_mask_in);
-  const Tensor &query = cast[0], &key = cast[1], &value = cast[2], &attn_mask = cast[3];
-  check_operands(query, key, value);
+// A new [B, H, L, W] operand stored as [B, L, H, W]: what the kernels write
+// for the output, and what `transpose(1, 2).reshape({B, L, H * W})` views.
+Tensor new_heads(std::int64_t b, std::int64_t h, std::int64_t len, std::int64_t w, const Tensor& like) {
+  return detail::alloc({b, len, h, w}, like.dtype(), like.device()).transpose(1, 2);
+}
+
+// q, k and v as the kernels read them: one head_slots() layout for all three.
+void share_layout(Tensor& q, Tensor& k, Tensor& v) {
+  const std::int64_t slots = head_slots(q.layout());
+  if (slots >= 0 && head_slots(k.layout()) == slots && head_slots(v.layout()) == slots) return;
+  q = q.contiguous();
+  k = k.contiguous();
+  v = v.contiguous();
+}
+
+// `g` in the layout of `like` (grad_out must lie as out does).
+Tensor laid_like(const Tensor& g, const Tensor& like) {
+  if (head_slots(g.layout()) == head_slots(like.layout())) return g;
+  const Shape& n = like.shape();
+  Tensor copy = new_heads(n[0], n[1], n[2], n[3], g);
+  if (copy.numel() > 0) detail::kernels(kOp, Kernel::copy, g).copy(arg(copy), arg(g));
+  return copy;
+}
+
+// What one fused call needs besides its operands.
+struct Plan {
+  AttentionParams p;
+  Tensor mask;
+  Layout ml;
+};
+
+// The checks of dropout_p, attn_mask with is_causal, and scale.
+void check_options(const Tensor& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale) {
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
     throw ValueError(fmt::format("{}: expected 0 <= dropout_p <= 1, got {}", kOp, dropout_p));
   if (attn_mask.defined() && is_causal)
     throw ValueError(fmt::format("{}: expected attn_mask or is_causal, not both", kOp));
   if (scale && !std::isfinite(*scale)) throw ValueError(fmt::format("{}: expected a finite scale, got {}", kOp, *scale));
+}
 
+// The kernels' parameters for [B, H, Lq, D] q and [B, H, Lk, Dv] v; draws the dropout stream.
+Plan make_plan(const Tensor& q, const Tensor& v, std::int64_t lk, std::int64_t user_rank, const Tensor& attn_mask,
+               double dropout_p, bool is_causal, std::optional<double> scale, Generator* generator) {
+  Plan plan;
+  AttentionParams& p = plan.p;
+  const Shape& qs = q.shape();
+  p.batch = qs[0];
+  p.heads = qs[1];
+  p.lq = qs[2];
+  p.lk = lk;
+  p.d = qs[3];
+  p.dv = v.shape()[3];
+  p.scale = scale ? *scale : 1.0 / std::sqrt(double(std::max<std::int64_t>(p.d, 1)));
+  p.causal = is_causal;
+  p.dropout_p = dropout_p;
+  if (attn_mask.defined()) {
+    plan.mask = attn_mask.detach();
+    Shape full = user_rank == 4 ? Shape{p.batch, p.heads, p.lq, p.lk} : Shape{p.batch, p.lq, p.lk};
+    plan.ml = mask_layout(plan.mask, q, full);
+  }
+  if (dropout_p > 0.0) {
+    // Its seed and offset would be recorded: every replay would drop the same weights.
+    check_not_capturing(kOp, "attention dropout (a random draw)");
+    Generator& g = generator ? *generator : default_generator();
+    p.seed = g.seed();
+    p.offset = g.advance(std::uint64_t(p.batch * p.heads * p.lq * p.lk));
+  }
+  return plan;
+}
+
+TensorArg mask_arg(const Plan& plan, DType dtype) {
+  return plan.mask.defined() ? arg(plan.mask, plan.ml) : TensorArg{nullptr, dtype, &plan.ml};
+}
+
+// out = attention(q, k, v); returns the row logsumexps.
+Tensor run_forward(const Plan& plan, const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v) {
+  const AttentionParams& p = plan.p;
+  // Row logsumexps stay f32 for 16-bit inputs: the backward's exp(s - lse) needs their precision.
+  const bool half = q.dtype() == DType::f16 || q.dtype() == DType::bf16;
+  Tensor lse = detail::alloc({p.batch * p.heads, p.lq}, half ? DType::f32 : q.dtype(), q.device());
+  if (out.numel() == 0) return lse;
+  if (p.lk == 0)
+    detail::kernels(kOp, Kernel::fill, out).fill(arg(out), 0.0);  // no keys: every row is fully masked
+  else
+    detail::kernels(kOp, {Kernel::attention_forward, Kernel::attention_backward}, q)
+        .attention_forward(p, arg(out), arg(lse), arg(q), arg(k), arg(v), mask_arg(plan, q.dtype()));
+  return lse;
+}
+
+// The gradients of q, k and v into gq, gk and gv (one head_slots() layout).
+void run_backward(const Plan& plan, const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& go,
+                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+  const AttentionParams& p = plan.p;
+  if (q.numel() == 0 && k.numel() == 0 && v.numel() == 0) return;
+  if (go.numel() == 0 || p.lk == 0) {
+    Backend& be = detail::kernels(kOp, Kernel::fill, q);
+    for (const Tensor* t : {&gq, &gk, &gv})
+      if (t->numel() > 0) be.fill(arg(*t), 0.0);
+    return;
+  }
+  detail::kernels(kOp, Kernel::attention_backward, q)
+      .attention_backward(p, arg(gq), arg(gk), arg(gv), arg(laid_like(go, out)), arg(q), arg(k), arg(v), arg(out),
+                          arg(lse), mask_arg(plan, q.dtype()));
+}
+
+// Under autocast, heads wider than the 16-bit kernels take stay in f32.
+bool wide_heads(const Tensor& q, const Tensor& v) {
+  return q.defined() && v.defined() && q.dim() > 0 && v.dim() > 0 &&
+         std::max(q.shape().back(), v.shape().back()) > kWidest16BitHead;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in, const Tensor& value_in,
+                                    const Tensor& attn_mask_in, double dropout_p, bool is_causal,
+                                    std::optional<double> scale, Generator* generator) {
+  const auto cast = wide_heads(query_in, value_in) ? std::array<Tensor, 4>{query_in, key_in, value_in, attn_mask_in}
+                                                   : detail::autocast(kOp, query_in, key_in, value_in, attn_mask_in);
+  const Tensor &query = cast[0], &key = cast[1], &value = cast[2], &attn_mask = cast[3];
+  check_operands(query, key, value);
+  check_options(attn_mask, dropout_p, is_causal, scale);
   const std::int64_t nd = query.dim();
   const Shape& qs = query.shape();
   if (attn_mask.defined() && is_floating(attn_mask.dtype()) && autograd::needs_grad({&attn_mask})) {
@@ -105,78 +211,82 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
     if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, generator);
     return matmul(weights, value);
   }
-  AttentionParams p;
-  p.batch = qs[0];
-  p.heads = nd == 4 ? qs[1] : 1;
-  p.lq = qs[std::size_t(nd - 2)];
-  p.lk = key.shape()[std::size_t(nd - 2)];
-  p.d = qs[std::size_t(nd - 1)];
-  p.dv = value.shape()[std::size_t(nd - 1)];
-  p.scale = scale ? *scale : 1.0 / std::sqrt(double(std::max<std::int64_t>(p.d, 1)));
-  p.causal = is_causal;
-  p.dropout_p = dropout_p;
+  Tensor q = heads_of(query.detach()), k = heads_of(key.detach()), v = heads_of(value.detach());
+  share_layout(q, k, v);
+  const Plan plan = make_plan(q, v, k.shape()[2], nd, attn_mask, dropout_p, is_causal, scale, generator);
+  const AttentionParams& p = plan.p;
+  const Tensor out = new_heads(p.batch, p.heads, p.lq, p.dv, q);
+  const Tensor lse = run_forward(plan, out, q, k, v);
 
-  Shape out_shape = qs;
-  out_shape.back() = p.dv;
-  const std::int64_t bh = p.batch * p.heads;
-  Tensor q = query.detach().contiguous().reshape({bh, p.lq, p.d});
-  Tensor k = key.detach().contiguous().reshape({bh, p.lk, p.d});
-  Tensor v = value.detach().contiguous().reshape({bh, p.lk, p.dv});
-  Tensor mask = attn_mask.defined() ? attn_mask.detach() : Tensor();
-  Layout ml;
-  if (mask.defined()) {
-    Shape full(qs.begin(), qs.end() - 2);
-    full.push_back(p.lq);
-    full.push_back(p.lk);
-    ml = mask_layout(mask, query, full);
-  }
-
-  if (dropout_p > 0.0) {
-    // Its seed and offset would be recorded: every replay would drop the same weights.
-    check_not_capturing(kOp, "attention dropout (a random draw)");
-    Generator& g = generator ? *generator : default_generator();
-    p.seed = g.seed();
-    p.offset = g.advance(std::uint64_t(bh * p.lq * p.lk));
-  }
-
-  Tensor out = detail::alloc({bh, p.lq, p.dv}, query.dtype(), query.device());
-  // Row logsumexps stay f32 for 16-bit inputs: the backward's exp(s - lse) needs their precision.
-  const bool half = query.dtype() == DType::f16 || query.dtype() == DType::bf16;
-  Tensor lse = detail::alloc({bh, p.lq}, half ? DType::f32 : query.dtype(), query.device());
-  const TensorArg mask_arg = mask.defined() ? arg(mask, ml) : TensorArg{nullptr, query.dtype(), &ml};
-  if (out.numel() > 0) {
-    if (p.lk == 0)
-      detail::kernels(kOp, Kernel::fill, out).fill(arg(out), 0.0);  // no keys: every row is fully masked
-    else
-      detail::kernels(kOp, {Kernel::attention_forward, Kernel::attention_backward}, query)
-          .attention_forward(p, arg(out), arg(lse), arg(q), arg(k), arg(v), mask_arg);
-  }
-  Tensor result = out.reshape(out_shape);
+  Tensor result = (nd == 4 ? out : out.select(1, 0)).detach();
   if (autograd::needs_grad({&query, &key, &value})) {
-    result = result.detach();
     autograd::record(kOp, {query, key, value}, result,
-                     [p, qshape = qs, kshape = key.shape(), vshape = value.shape(), mask, ml,
-                      sq = autograd::SavedTensor(q), sk = autograd::SavedTensor(k), sv = autograd::SavedTensor(v),
-                      so = autograd::SavedTensor(out), sl = autograd::SavedTensor(lse)](const Tensor& g) {
+                     [plan, nd, sq = autograd::SavedTensor(q), sk = autograd::SavedTensor(k),
+                      sv = autograd::SavedTensor(v), so = autograd::SavedTensor(out),
+                      sl = autograd::SavedTensor(lse)](const Tensor& g) {
                        const Tensor &q = sq.get(), &k = sk.get(), &v = sv.get();
-                       Tensor go = g.contiguous().reshape({p.batch * p.heads, p.lq, p.dv});
-                       Tensor gq = detail::alloc(q.shape(), q.dtype(), q.device());
-                       Tensor gk = detail::alloc(k.shape(), k.dtype(), k.device());
-                       Tensor gv = detail::alloc(v.shape(), v.dtype(), v.device());
-                       const TensorArg margs =
-                           mask.defined() ? arg(mask, ml) : TensorArg{nullptr, q.dtype(), &ml};
-                       if (q.numel() > 0 || k.numel() > 0 || v.numel() > 0) {
-                         if (go.numel() == 0 || p.lk == 0) {
-                           Backend& be = detail::kernels(kOp, Kernel::fill, q);
-                           for (const Tensor* t : {&gq, &gk, &gv})
-                             if (t->numel() > 0) be.fill(arg(*t), 0.0);
-                         } else {
-                           detail::kernels(kOp, Kernel::attention_backward, q)
-                               .attention_backward(p, arg(gq), arg(gk), arg(gv), arg(go), arg(q), arg(k), arg(v),
-                                                   arg(so.get()), arg(sl.get()), margs);
-                         }
-                       }
-                       return std::vector<Tensor>{gq.reshape(qshape), gk.reshape(kshape), gv.reshape(vshape)};
+                       // The gradients lie as their inputs do where the kernels read that layout in place.
+                       auto grad_like = [&](const Tensor& t) {
+                         const Shape& n = t.shape();
+                         return head_slots(t.layout()) == 0 ? detail::alloc(n, t.dtype(), t.device())
+                                                            : new_heads(n[0], n[1], n[2], n[3], t);
+                       };
+                       Tensor gq = grad_like(q), gk = grad_like(k), gv = grad_like(v);
+                       run_backward(plan, gq, gk, gv, heads_of(g), q, k, v, so.get(), sl.get());
+                       if (nd == 3) return std::vector<Tensor>{gq.select(1, 0), gk.select(1, 0), gv.select(1, 0)};
+                       return std::vector<Tensor>{gq, gk, gv};
+                     });
+  }
+  return result;
+}
+
+Tensor packed_self_attention(const Tensor& qkv_in, std::int64_t num_heads, const Tensor& attn_mask_in,
+                             double dropout_p, bool is_causal, std::optional<double> scale, Generator* generator) {
+  constexpr const char* kPacked = "packed_self_attention";
+  detail::check_defined(kPacked, qkv_in);
+  if (qkv_in.dim() != 3 || num_heads < 1 || qkv_in.shape()[2] % (3 * num_heads) != 0)
+    throw ShapeError(fmt::format("{}: expected (N, L, 3 * E) with E divisible by num_heads {}, got shape {}",
+                                 kPacked, num_heads, shape_str(qkv_in.shape())));
+  const std::int64_t n = qkv_in.shape()[0], l = qkv_in.shape()[1], e = qkv_in.shape()[2] / 3;
+  const std::int64_t head_dim = e / num_heads;
+  // q, k and v as [N, H, L, D] views of the projection: heads side by side, 3H head widths a row.
+  auto split = [n, l, num_heads, head_dim](const Tensor& t) {
+    const Tensor heads = t.reshape({n, l, 3, num_heads, head_dim});
+    return std::array<Tensor, 3>{heads.select(2, 0).transpose(1, 2), heads.select(2, 1).transpose(1, 2),
+                                 heads.select(2, 2).transpose(1, 2)};
+  };
+  const bool mask_grad =
+      attn_mask_in.defined() && is_floating(attn_mask_in.dtype()) && autograd::needs_grad({&attn_mask_in});
+  if (mask_grad) {  // the mask's gradient: the unfused composition, through views
+    const auto [q, k, v] = split(qkv_in);
+    return scaled_dot_product_attention(q, k, v, attn_mask_in, dropout_p, is_causal, scale, generator)
+        .transpose(1, 2)
+        .reshape({n, l, e});
+  }
+  const auto cast = head_dim > kWidest16BitHead ? std::array<Tensor, 2>{qkv_in, attn_mask_in}
+                                                : detail::autocast(kOp, qkv_in, attn_mask_in);
+  const Tensor &qkv = cast[0], &attn_mask = cast[1];
+  detail::check_floating(kPacked, qkv);
+  check_options(attn_mask, dropout_p, is_causal, scale);
+  auto [q, k, v] = split(qkv.detach());
+  share_layout(q, k, v);
+  const Plan plan = make_plan(q, v, l, 4, attn_mask, dropout_p, is_causal, scale, generator);
+  const Tensor out = new_heads(n, num_heads, l, head_dim, q);
+  const Tensor lse = run_forward(plan, out, q, k, v);
+  Tensor result = out.transpose(1, 2).reshape({n, l, e}).detach();
+  if (autograd::needs_grad({&qkv})) {
+    autograd::record(kPacked, {qkv}, result,
+                     [plan, split, sq = autograd::SavedTensor(q), sk = autograd::SavedTensor(k),
+                      sv = autograd::SavedTensor(v), so = autograd::SavedTensor(out),
+                      sl = autograd::SavedTensor(lse)](const Tensor& g) {
+                       const Tensor& q = sq.get();
+                       const AttentionParams& p = plan.p;
+                       // One gradient for the projection: the kernels write its three parts in place.
+                       Tensor grad = detail::alloc({p.batch, p.lq, 3 * p.heads * p.d}, q.dtype(), q.device());
+                       const auto [gq, gk, gv] = split(grad);
+                       const Tensor go = g.reshape({p.batch, p.lq, p.heads, p.dv}).transpose(1, 2);
+                       run_backward(plan, gq, gk, gv, go, q, sk.get(), sv.get(), so.get(), sl.get());
+                       return std::vector<Tensor>{grad};
                      });
   }
   return result;

@@ -29,6 +29,17 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     const Tensor& attn_mask = {}, double dropout_p = 0.0, bool is_causal = false,
                                     std::optional<double> scale = std::nullopt, Generator* generator = nullptr);
 
+// Self-attention straight from one packed projection: qkv (N, L, 3E) holds
+// q, k and v side by side (as x W_inᵀ gives them, W_in = [W_q; W_k; W_v]),
+// each E = num_heads * head_dim wide; the result (N, L, E) has its heads
+// merged. The same as scaled_dot_product_attention on the heads split from
+// qkv, without the copies that splitting and merging cost: the kernels read
+// the heads where they lie and write qkv's gradient in one buffer. attn_mask
+// broadcasts to (N, num_heads, L, L).
+Tensor packed_self_attention(const Tensor& qkv, std::int64_t num_heads, const Tensor& attn_mask = {},
+                             double dropout_p = 0.0, bool is_causal = false, std::optional<double> scale = std::nullopt,
+                             Generator* generator = nullptr);
+
 }  // namespace rumus
 
 RUMUS_API_END

@@ -36,8 +36,27 @@ template <class T>
 T* base_of(TensorArg t) { return data_of<T>(t) + t.layout->offset; }
 
 void require_contiguous(TensorArg t) {
-  if (!t.layout->is_contiguous()) throw Error("scaled_dot_product_attention: cpu kernel needs contiguous operands");
+  if (!t.layout->is_contiguous())
+    throw Error("scaled_dot_product_attention: cpu kernel needs contiguous row logsumexps");
 }
+
+// The rows of a [B, H, L, W] operand with unit column stride, wherever its
+// heads lie; `ld`, the distance between rows, is the matrix products' leading dim.
+template <class T>
+struct Rows {
+  T* base;
+  std::int64_t heads, batch_stride, head_stride, ld;
+  Rows(TensorArg t, std::int64_t h) : base(base_of<T>(t)), heads(h) {
+    const Shape &n = t.layout->shape, &st = t.layout->strides;
+    if (n[3] > 1 && st[3] != 1)
+      throw Error("scaled_dot_product_attention: cpu kernel needs operands whose rows are contiguous");
+    batch_stride = st[0];
+    head_stride = st[1];
+    ld = n[2] > 1 ? st[2] : std::max<std::int64_t>(n[3], 1);
+  }
+  T* head(std::int64_t bh) const { return base + bh / heads * batch_stride + bh % heads * head_stride; }
+  T* row(std::int64_t bh, std::int64_t i) const { return head(bh) + i * ld; }
+};
 
 // Reads the optional mask and the causal rule for one (bh, i) row.
 struct RowRules {
@@ -112,8 +131,8 @@ void forward_impl(const AttentionParams& p, TensorArg out, TensorArg lse, Tensor
   const std::int64_t bh_count = p.batch * p.heads, q_tiles = (p.lq + kQueryTile - 1) / kQueryTile;
   const std::int64_t d = p.d, dv = p.dv;
   const bool dropout = p.dropout_p > 0;
-  const T *qb = base_of<T>(q), *kb = base_of<T>(k), *vb = base_of<T>(v);
-  T* ob = base_of<T>(out);
+  const Rows<const T> qr(q, p.heads), kr(k, p.heads), vr(v, p.heads);
+  const Rows<T> orows(out, p.heads);
   T* lb = base_of<T>(lse);
   const std::int64_t work = bh_count * q_tiles;
   _Pragma("omp parallel if (work > 1 && bh_count * p.lq * p.lk * d > kParallelGrain)")
@@ -125,16 +144,17 @@ void forward_impl(const AttentionParams& p, TensorArg out, TensorArg lse, Tensor
     for (std::int64_t w = 0; w < work; ++w) {
       const std::int64_t bh = w / q_tiles, i0 = (w % q_tiles) * kQueryTile, i1 = std::min(p.lq, i0 + kQueryTile);
       const std::int64_t rows = i1 - i0;
-      const T* qi = qb + (bh * p.lq + i0) * d;
-      const T* kh = kb + bh * p.lk * d;
-      const T* vh = vb + bh * p.lk * dv;
+      const T* qi = qr.row(bh, i0);
+      const T* kh = kr.head(bh);
+      const T* vh = vr.head(bh);
       std::fill(acc.begin(), acc.end(), T(0));
       std::fill(mx.begin(), mx.end(), kNegInf<T>);
       std::fill(sum.begin(), sum.end(), T(0));
       const std::int64_t last_key = p.causal ? std::min(p.lk, i1) : p.lk;
       for (std::int64_t j0 = 0; j0 < last_key; j0 += kKeyTile) {
         const std::int64_t j1 = std::min(p.lk, j0 + kKeyTile), cols = j1 - j0;
-        gemm_on_this_thread(false, true, rows, cols, d, T(p.scale), qi, d, kh + j0 * d, d, T(0), s.data(), kKeyTile);
+        gemm_on_this_thread(false, true, rows, cols, d, T(p.scale), qi, qr.ld, kh + j0 * kr.ld, kr.ld, T(0), s.data(),
+                            kKeyTile);
         with_isa([&]() RUMUS_INLINE {
           for (std::int64_t r = 0; r < rows; ++r) {
             const std::int64_t i = i0 + r;
@@ -164,12 +184,12 @@ void forward_impl(const AttentionParams& p, TensorArg out, TensorArg lse, Tensor
             }
           }
         });
-        gemm_on_this_thread(false, false, rows, dv, cols, T(1), s.data(), kKeyTile, vh + j0 * dv, dv, T(1),
+        gemm_on_this_thread(false, false, rows, dv, cols, T(1), s.data(), kKeyTile, vh + j0 * vr.ld, vr.ld, T(1),
                             acc.data(), dv);
       }
       for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t row = bh * p.lq + i0 + r;
-        T* orow = ob + row * dv;
+        T* orow = orows.row(bh, i0 + r);
         const T* ar = acc.data() + r * dv;
         if (sum[r] > T(0)) {
           const T inv = T(1) / sum[r];
@@ -189,9 +209,9 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
                    TensorArg q, TensorArg k, TensorArg v, TensorArg out, TensorArg lse, TensorArg mask) {
   const RowRules rules(p, mask);
   const std::int64_t bh_count = p.batch * p.heads, d = p.d, dv = p.dv;
-  const T *qb = base_of<T>(q), *kb = base_of<T>(k), *vb = base_of<T>(v), *ob = base_of<T>(out);
-  const T *gob = base_of<T>(grad_out), *lb = base_of<T>(lse);
-  T *gqb = base_of<T>(grad_q), *gkb = base_of<T>(grad_k), *gvb = base_of<T>(grad_v);
+  const Rows<const T> qr(q, p.heads), kr(k, p.heads), vr(v, p.heads), orows(out, p.heads), gor(grad_out, p.heads);
+  const Rows<T> gqr(grad_q, p.heads), gkr(grad_k, p.heads), gvr(grad_v, p.heads);
+  const T* lb = base_of<T>(lse);
   const T scale = T(p.scale);
   const bool dropout = p.dropout_p > 0;
   const bool parallel = bh_count * p.lq * p.lk * d > kParallelGrain;
@@ -201,8 +221,9 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
   const std::int64_t rows_total = bh_count * p.lq;
   _Pragma("omp parallel for schedule(static) if (parallel)")
   for (std::int64_t r = 0; r < rows_total; ++r) {
+    const T *go = gor.row(r / p.lq, r % p.lq), *o = orows.row(r / p.lq, r % p.lq);
     T acc = 0;
-    for (std::int64_t c = 0; c < dv; ++c) acc += gob[r * dv + c] * ob[r * dv + c];
+    for (std::int64_t c = 0; c < dv; ++c) acc += go[c] * o[c];
     delta[std::size_t(r)] = acc;
   }
 
@@ -221,10 +242,11 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
     _Pragma("omp for schedule(dynamic, 1)")
     for (std::int64_t w = 0; w < bh_count * parts; ++w) {
       const std::int64_t bh = w / parts, part = w % parts;
-      const T* kh = kb + bh * p.lk * d;
-      const T* vh = vb + bh * p.lk * dv;
-      T* gq = parts == 1 ? gqb + bh * head_q : dq_parts.data() + (part * bh_count + bh) * head_q;
-      std::fill(gq, gq + head_q, T(0));
+      const T* kh = kr.head(bh);
+      const T* vh = vr.head(bh);
+      T* gq = parts == 1 ? gqr.head(bh) : dq_parts.data() + (part * bh_count + bh) * head_q;
+      const std::int64_t gq_ld = parts == 1 ? gqr.ld : d;
+      for (std::int64_t i = 0; i < p.lq; ++i) std::fill(gq + i * gq_ld, gq + i * gq_ld + d, T(0));
       for (std::int64_t kt = k_tiles * part / parts; kt < k_tiles * (part + 1) / parts; ++kt) {
         const std::int64_t j0 = kt * kKeyTile, j1 = std::min(p.lk, j0 + kKeyTile), cols = j1 - j0;
         std::fill(gk.begin(), gk.end(), T(0));
@@ -232,10 +254,12 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
         const std::int64_t first_query = p.causal ? std::min(p.lq, j0) : 0;  // earlier rows see none of these keys
         for (std::int64_t i0 = first_query / kQueryTile * kQueryTile; i0 < p.lq; i0 += kQueryTile) {
           const std::int64_t i1 = std::min(p.lq, i0 + kQueryTile), rows = i1 - i0;
-          const T* qi = qb + (bh * p.lq + i0) * d;
-          const T* doi = gob + (bh * p.lq + i0) * dv;
-          gemm_on_this_thread(false, true, rows, cols, d, scale, qi, d, kh + j0 * d, d, T(0), s.data(), kKeyTile);
-          gemm_on_this_thread(false, true, rows, cols, dv, T(1), doi, dv, vh + j0 * dv, dv, T(0), ds.data(), kKeyTile);
+          const T* qi = qr.row(bh, i0);
+          const T* doi = gor.row(bh, i0);
+          gemm_on_this_thread(false, true, rows, cols, d, scale, qi, qr.ld, kh + j0 * kr.ld, kr.ld, T(0), s.data(),
+                              kKeyTile);
+          gemm_on_this_thread(false, true, rows, cols, dv, T(1), doi, gor.ld, vh + j0 * vr.ld, vr.ld, T(0), ds.data(),
+                              kKeyTile);
           with_isa([&]() RUMUS_INLINE {
             for (std::int64_t r = 0; r < rows; ++r) {
               const std::int64_t i = i0 + r, row = bh * p.lq + i;
@@ -260,13 +284,15 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
               }
             }
           });
-          gemm_on_this_thread(true, false, cols, dv, rows, T(1), s.data(), kKeyTile, doi, dv, T(1), gv.data(), dv);
-          gemm_on_this_thread(true, false, cols, d, rows, T(1), ds.data(), kKeyTile, qi, d, T(1), gk.data(), d);
-          gemm_on_this_thread(false, false, rows, d, cols, T(1), ds.data(), kKeyTile, kh + j0 * d, d, T(1),
-                              gq + i0 * d, d);
+          gemm_on_this_thread(true, false, cols, dv, rows, T(1), s.data(), kKeyTile, doi, gor.ld, T(1), gv.data(), dv);
+          gemm_on_this_thread(true, false, cols, d, rows, T(1), ds.data(), kKeyTile, qi, qr.ld, T(1), gk.data(), d);
+          gemm_on_this_thread(false, false, rows, d, cols, T(1), ds.data(), kKeyTile, kh + j0 * kr.ld, kr.ld, T(1),
+                              gq + i0 * gq_ld, gq_ld);
         }
-        std::copy(gk.begin(), gk.begin() + cols * d, gkb + (bh * p.lk + j0) * d);
-        std::copy(gv.begin(), gv.begin() + cols * dv, gvb + (bh * p.lk + j0) * dv);
+        for (std::int64_t r = 0; r < cols; ++r) {
+          std::copy_n(gk.data() + r * d, d, gkr.row(bh, j0 + r));
+          std::copy_n(gv.data() + r * dv, dv, gvr.row(bh, j0 + r));
+        }
       }
     }
   }
@@ -276,7 +302,7 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
     for (std::int64_t e = 0; e < n; ++e) {
       T acc = 0;
       for (std::int64_t part = 0; part < parts; ++part) acc += dq_parts[std::size_t(part * n + e)];
-      gqb[e] = acc;
+      gqr.row(e / head_q, e % head_q / d)[e % d] = acc;
     }
   }
 }
@@ -285,7 +311,7 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
 
 void CpuBackend::attention_forward(const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k,
                                    TensorArg v, TensorArg mask) {
-  for (TensorArg t : {out, lse, q, k, v}) require_contiguous(t);
+  require_contiguous(lse);
   if (q.dtype == DType::f32) return forward_impl<float>(p, out, lse, q, k, v, mask);
   if (q.dtype == DType::f64) {
     openblas_single_threaded();
@@ -298,7 +324,7 @@ void CpuBackend::attention_forward(const AttentionParams& p, TensorArg out, Tens
 void CpuBackend::attention_backward(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
                                     TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v, TensorArg out,
                                     TensorArg lse, TensorArg mask) {
-  for (TensorArg t : {grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse}) require_contiguous(t);
+  require_contiguous(lse);
   if (q.dtype == DType::f32) return backward_impl<float>(p, grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse, mask);
   if (q.dtype == DType::f64) {
     openblas_single_threaded();

@@ -56,9 +56,19 @@ std::uint32_t rows_aligned(const AttentionParams& p, std::initializer_list<Tenso
   return ok ? 1u : 0u;
 }
 
+// The head_slots() layout that operands `group` share; the kernels read no other.
+std::uint32_t shared_slots(std::initializer_list<TensorArg> group) {
+  const std::int64_t slots = head_slots(*group.begin()->layout);
+  for (TensorArg t : group)
+    if (slots < 0 || head_slots(*t.layout) != slots)
+      throw Error("scaled_dot_product_attention: the Vulkan kernels need q, k and v (and out and grad_out, and the "
+                  "gradients) in one layout of heads");
+  return std::uint32_t(slots);
+}
+
 void require_contiguous(TensorArg t) {
   if (!t.layout->is_contiguous())
-    throw Error("scaled_dot_product_attention: the Vulkan kernel needs contiguous operands");
+    throw Error("scaled_dot_product_attention: the Vulkan kernels need contiguous row logsumexps");
 }
 
 AttentionPush make_push(const AttentionParams& p, TensorArg mask) {
@@ -70,10 +80,9 @@ AttentionPush make_push(const AttentionParams& p, TensorArg mask) {
   pc.d = std::uint32_t(p.d);
   pc.dv = std::uint32_t(p.dv);
   pc.scale = float(p.scale);
-  pc.causal = p.causal ? 1u : 0u;
+  pc.flags = p.causal ? 1u : 0u;
   if (mask.storage) {
-    pc.mask_kind = mask.dtype == DType::u8 ? 1u : 2u;
-    pc.mask_dt = std::uint32_t(mask.dtype);
+    pc.flags |= (mask.dtype == DType::u8 ? 1u : 2u) << 1 | std::uint32_t(mask.dtype) << 8;
     pc.mask_off = std::int32_t(mask.layout->offset);
     for (int i = 0; i < 4; ++i) pc.mask_stride[i] = std::int32_t(mask.layout->strides[std::size_t(i)]);
   }
@@ -185,11 +194,13 @@ void require_dtypes(TensorArg q, TensorArg lse, bool coopmat) {
 
 void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k,
                                       TensorArg v, TensorArg mask) {
-  for (TensorArg t : {out, lse, q, k, v}) require_contiguous(t);
+  require_contiguous(lse);
   require_dtypes(q, lse, ctx_->coopmat_attention);
   const std::int64_t rows = p.batch * p.heads * p.lq;
   if (rows == 0) return;
   AttentionPush pc = make_push(p, mask);
+  pc.qkv_slots = shared_slots({q, k, v});
+  pc.out_slots = shared_slots({out});
   const TensorArg ops_in[] = {q, k, v, out, lse};
   for (int b = 0; b < 5; ++b) pc.off[b] = std::int32_t(ops_in[b].layout->offset);
   const TensorArg m = mask.storage ? mask : q;
@@ -224,9 +235,12 @@ void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, T
 void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
                                        TensorArg grad_v, TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v,
                                        TensorArg out, TensorArg lse, TensorArg mask) {
-  for (TensorArg t : {grad_q, grad_k, grad_v, grad_out, q, k, v, out, lse}) require_contiguous(t);
+  require_contiguous(lse);
   require_dtypes(q, lse, ctx_->coopmat_attention);
   AttentionPush pc = make_push(p, mask);
+  pc.qkv_slots = shared_slots({q, k, v});
+  pc.out_slots = shared_slots({out, grad_out});
+  pc.grad_slots = shared_slots({grad_q, grad_k, grad_v});
   const TensorArg in[] = {q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v};
   for (int b = 0; b < 9; ++b) pc.off[b] = std::int32_t(in[b].layout->offset);
   const TensorArg m = mask.storage ? mask : q;
