@@ -21,6 +21,10 @@ TENSOR(0)
 layout(set = 0, binding = 1) readonly buffer State { uint state[]; };
 TENSOR(2)  // DROPOUT: x
 TENSOR(3)  // DROPOUT: x * mask
+// f32 views four elements wide: a bernoulli draw's quad in one 16-byte access.
+layout(set = 0, binding = 0) buffer Q0 { vec4 v[]; } t0q;
+layout(set = 0, binding = 2) readonly buffer Q2 { vec4 v[]; } t2q;
+layout(set = 0, binding = 3) buffer Q3 { vec4 v[]; } t3q;
 
 #include "philox.glsl"
 
@@ -52,8 +56,16 @@ uvec4 draw(uint i) {
 void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   if (KIND == RANDOM_BERNOULLI) {  // pc.b where the draw's top 24 bits fall below the host's exact threshold
+    const bool quads = DT_OUT == DT_F32 && pc.offset_out % 4u == 0u &&
+                       (!DROPOUT || (pc.offset_in % 4u == 0u && pc.offset_result % 4u == 0u));
     for (uint q = gl_GlobalInvocationID.x; q < (pc.n + 3u) / 4u; q += step) {
       uvec4 r = draw(q);
+      if (quads && 4u * q + 3u < pc.n) {
+        const vec4 m = mix(vec4(0.0), vec4(float(param_b())), lessThan(r >> 8, uvec4(pc.range_lo)));
+        t0q.v[pc.offset_out / 4u + q] = m;
+        if (DROPOUT) t3q.v[pc.offset_result / 4u + q] = t2q.v[pc.offset_in / 4u + q] * m;
+        continue;
+      }
       for (uint j = 0u; j < 4u && 4u * q + j < pc.n; ++j) {
         const uint i = 4u * q + j;
         const REAL m = (r[j] >> 8) < pc.range_lo ? param_b() : REAL(0.0);

@@ -1,4 +1,6 @@
 // Host side of reduce.comp.
+#include <algorithm>
+
 #include "rumus/core/error.hpp"
 #include "../strided.hpp"
 #include "push_constants.hpp"
@@ -16,6 +18,7 @@ constexpr std::int64_t kSerialLimit = 64;  // reduced extents up to this run one
 // (partials, then a second launch): one workgroup alone leaves the GPU idle.
 constexpr std::int64_t kChunkedFrom = std::int64_t(1) << 16;
 constexpr std::int64_t kChunk = 4096;  // elements per workgroup, at most 256 workgroups
+constexpr std::int64_t kColumnInvocations = std::int64_t(1) << 18;  // reduce_columns' first pass, wanted
 
 }  // namespace
 
@@ -91,9 +94,10 @@ void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, Reduce
 // Down the columns: one reduced dim outside a contiguous kept one (a bias
 // gradient's sum over the rows of [tokens, features]). A workgroup per output
 // reads one element per memory sector of every row; instead every invocation
-// first sums a run of about 64 rows down its column (neighbours read
-// neighbours) into partials [parts, outputs], and the usual kernel then
-// reduces the partials (a sixty-fourth of the rows).
+// first sums a run of rows down its column (neighbours read neighbours) into
+// partials [parts, outputs], and the usual kernel then reduces the partials.
+// Runs are short enough that about 2^18 invocations share the first pass: at
+// 64 rows a run, [8192, 256] kept 32,768 invocations waiting on memory.
 bool VulkanBackend::reduce_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims) {
   const int nd = dims.nd;
   int dr = -1;
@@ -104,11 +108,16 @@ bool VulkanBackend::reduce_columns(ReduceOp op, TensorArg out, TensorArg in, con
   }
   if (dr < 0 || dr == nd - 1 || dims.stride[0][nd - 1] != 1 || dims.size[nd - 1] < 8 || nd + 1 > kMaxDims)
     return false;
-  // Equal runs (so a mean of means is the mean): the divisor of the extent in [16, 128] nearest 64.
+  // Equal runs (so a mean of means is the mean): the divisor of the extent in [8, 128] nearest the run
+  // length that gives kColumnInvocations.
   const std::int64_t extent = dims.size[dr];
+  std::int64_t outputs = 1;
+  for (int d = 0; d < nd; ++d)
+    if (d != dr) outputs *= dims.size[d];
+  const std::int64_t want = std::clamp<std::int64_t>(extent * outputs / kColumnInvocations, 8, 64);
   std::int64_t rows = 0;
-  for (std::int64_t r = 16; r <= 128 && r < extent; ++r)
-    if (extent % r == 0 && (rows == 0 || std::abs(r - 64) < std::abs(rows - 64))) rows = r;
+  for (std::int64_t r = 8; r <= 128 && r < extent; ++r)
+    if (extent % r == 0 && (rows == 0 || std::abs(r - want) < std::abs(rows - want))) rows = r;
   if (rows == 0) return false;
   const std::int64_t parts = extent / rows;
   Shape split, partial_shape, out_shape;
