@@ -12,6 +12,9 @@ layout(constant_id = 5) const uint DT_C = 0;
 layout(constant_id = 6) const bool CONTIGUOUS = false;  // every operand dense in logical order
 layout(constant_id = 7) const uint ELEM_BYTES = 4;      // raw copies only
 layout(constant_id = 8) const uint KIND = 0;            // POINTWISE_*
+// CONTIGUOUS f32 fills, 4-byte copies, unary and binary ops whose offsets are
+// multiples of 4: an invocation takes four elements in 16-byte accesses.
+layout(constant_id = 9) const bool QUADS = false;
 
 #define PUSH_POINTWISE
 #include "push_constants.h"
@@ -20,6 +23,11 @@ TENSOR(0)
 TENSOR(1)
 TENSOR(2)
 TENSOR(3)
+layout(set = 0, binding = 0) buffer Q0 { vec4 v[]; } t0q;
+layout(set = 0, binding = 1) buffer Q1 { vec4 v[]; } t1q;
+layout(set = 0, binding = 2) buffer Q2 { vec4 v[]; } t2q;
+layout(set = 0, binding = 0) buffer W0 { uvec4 v[]; } t0w;
+layout(set = 0, binding = 1) buffer W1 { uvec4 v[]; } t1w;
 
 
 #ifdef RUMUS_F64
@@ -132,9 +140,29 @@ REAL binary(REAL a, REAL b) {
   return 0.0;
 }
 
+// Elements [4 q, 4 q + 4) of a QUADS dispatch.
+void quad(uint q) {
+  const uint q0 = uint(pc.offset[0]) / 4u + q, q1 = uint(pc.offset[1]) / 4u + q, q2 = uint(pc.offset[2]) / 4u + q;
+  if (KIND == POINTWISE_FILL) {
+    t0q.v[q0] = vec4(pc.p0);
+  } else if (KIND == POINTWISE_RAW_COPY) {
+    t0w.v[q0] = t1w.v[q1];
+  } else if (KIND == POINTWISE_UNARY) {
+    const vec4 a = t1q.v[q1];
+    t0q.v[q0] = vec4(float(unary(a.x)), float(unary(a.y)), float(unary(a.z)), float(unary(a.w)));
+  } else if (KIND == POINTWISE_BINARY) {
+    const vec4 a = t1q.v[q1], b = t2q.v[q2];
+    t0q.v[q0] = vec4(float(binary(a.x, b.x)), float(binary(a.y, b.y)), float(binary(a.z, b.z)),
+                     float(binary(a.w, b.w)));
+  }
+}
+
 void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
+  // QUADS: whole quads first; the last n % 4 elements take the general loop.
+  if (QUADS)
+    for (uint q = gl_GlobalInvocationID.x; q < pc.n / 4u; q += step) quad(q);
+  for (uint i = QUADS ? pc.n / 4u * 4u + gl_GlobalInvocationID.x : gl_GlobalInvocationID.x; i < pc.n; i += step) {
     int o0 = pc.offset[0], o1 = pc.offset[1], o2 = pc.offset[2], o3 = pc.offset[3];
     if (CONTIGUOUS) {
       o0 += int(i); o1 += int(i); o2 += int(i); o3 += int(i);

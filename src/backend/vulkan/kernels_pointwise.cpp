@@ -65,8 +65,13 @@ void VulkanBackend::pointwise(const char* op_name, PointwiseKind kind, std::uint
   }
   const bool raw = kind == PointwiseKind::fill || kind == PointwiseKind::fill64 || kind == PointwiseKind::raw_copy;
   const std::string shader = raw ? std::string("elementwise") : shader_for("elementwise", widest);
+  // Four elements an invocation where every access can be 16 bytes (contiguous means one dispatch).
+  bool quads = contiguous && (kind == PointwiseKind::fill || kind == PointwiseKind::unary ||
+                              kind == PointwiseKind::binary || (kind == PointwiseKind::raw_copy && elem_bytes == 4));
+  for (std::size_t i = 0; i < k; ++i)
+    quads = quads && args[i].layout->offset % 4 == 0 && (kind == PointwiseKind::raw_copy || args[i].dtype == DType::f32);
   std::vector<std::uint32_t> spec = {kLocal,     op,           dt[0], dt[1], dt[2], dt[3], contiguous ? 1u : 0u,
-                                     elem_bytes, std::uint32_t(kind)};
+                                     elem_bytes, std::uint32_t(kind), quads ? 1u : 0u};
   std::int64_t outer_count = n / per_dispatch;
   for (std::int64_t o = 0; o < outer_count; ++o) {
     std::int64_t r = o;
@@ -76,7 +81,8 @@ void VulkanBackend::pointwise(const char* op_name, PointwiseKind kind, std::uint
       r /= size[d];
       for (std::size_t i = 0; i < k; ++i) pc.offset[i] += std::int32_t(idx * stride[i][d]);
     }
-    launch(shader, spec, std::span(ops.data(), k), &pc, sizeof pc, groups_for(per_dispatch, kLocal));
+    launch(shader, spec, std::span(ops.data(), k), &pc, sizeof pc,
+           groups_for(quads ? (per_dispatch + 3) / 4 : per_dispatch, kLocal));
   }
 }
 
