@@ -31,6 +31,9 @@ function(rumus_embed_shaders out_var)
       list(APPEND variants "${name}_f64cas|${src}|-DRUMUS_F64_CAS")
       list(APPEND variants "${name}_cas|${src}|-DRUMUS_F32_CAS")
     endif()
+    if(name STREQUAL "layer_norm")  # rows summed by subgroups, for devices with subgroup arithmetic
+      list(APPEND variants "${name}_sg|${src}|-DSUBGROUP_REDUCE")
+    endif()
     if(name STREQUAL "attention_tiled")  # four invocations per row, for devices with subgroup quads
       list(APPEND variants "${name}_quad|${src}|-DRUMUS_QUAD")
     endif()

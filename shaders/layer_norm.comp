@@ -10,6 +10,11 @@
 //   MODE 3: those partials summed over the blocks, 8 invocations a column:
 //           each sums every 8th block in order, then the first adds the 8
 //           in order, so that the sums are the same on every run (no atomics).
+// The _sg build (-DSUBGROUP_REDUCE, devices with subgroup arithmetic) sums a
+// row with subgroupAdd and one barrier instead of a tree of barriers.
+#ifdef SUBGROUP_REDUCE
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -33,6 +38,23 @@ shared REAL red[2 * gl_WorkGroupSize.x];
 // Sums of a and b over the workgroup.
 void reduce_pair(inout REAL a, inout REAL b) {
   const uint lid = gl_LocalInvocationID.x, n = gl_WorkGroupSize.x;
+#ifdef SUBGROUP_REDUCE
+  a = subgroupAdd(a);
+  b = subgroupAdd(b);
+  if (subgroupElect()) {
+    red[gl_SubgroupID] = a;
+    red[n + gl_SubgroupID] = b;
+  }
+  barrier();
+  a = 0.0;
+  b = 0.0;
+  for (uint s = 0; s < gl_NumSubgroups; ++s) {  // in order: every run sums alike
+    a += red[s];
+    b += red[n + s];
+  }
+  barrier();
+  return;
+#endif
   red[lid] = a;
   red[n + lid] = b;
   barrier();

@@ -201,6 +201,11 @@ Context::Context(int index) {
   subgroup_shuffle = (subgroups.supportedOperations & vk::SubgroupFeatureFlagBits::eShuffle) &&
                      (subgroups.supportedStages & vk::ShaderStageFlagBits::eCompute) && subgroup_size >= 8 &&
                      !(shuffles && std::string_view(shuffles) == "0");
+  // Test knob: RUMUS_VULKAN_SUBGROUP_ARITHMETIC=0 runs the kernels written for devices without subgroup sums.
+  const char* arithmetic = std::getenv("RUMUS_VULKAN_SUBGROUP_ARITHMETIC");
+  subgroup_arithmetic = (subgroups.supportedOperations & vk::SubgroupFeatureFlagBits::eArithmetic) &&
+                        (subgroups.supportedStages & vk::ShaderStageFlagBits::eCompute) &&
+                        !(arithmetic && std::string_view(arithmetic) == "0");
   if (!coopmat_shapes.empty()) {
     // Tuning knob for benchmarks: RUMUS_VULKAN_COOPMAT_TILE="bm,bn,wm,wn[,bk]".
     const char* layout = std::getenv("RUMUS_VULKAN_COOPMAT_TILE");

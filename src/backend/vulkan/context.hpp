@@ -35,6 +35,7 @@ class Context {
   std::uint32_t subgroup_size = 32;
   bool subgroup_quad = false;  // quad operations in compute shaders (attention_tiled_quad)
   bool subgroup_shuffle = false;  // shuffles in compute shaders, 8 lanes or more (attention_blocked)
+  bool subgroup_arithmetic = false;  // subgroupAdd in compute shaders (layer_norm_sg)
   bool float_atomics = false;  // VK_EXT_shader_atomic_float: shaderBufferFloat32AtomicAdd
   bool float64_atomics = false;  // the same extension's shaderBufferFloat64AtomicAdd (f64 index_add)
   bool int64_atomics = false;    // shaderBufferInt64Atomics: f64 index_add by compare-and-swap otherwise

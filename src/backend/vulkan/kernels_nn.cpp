@@ -142,6 +142,12 @@ LayerNormPush layer_norm_push(std::int64_t rows, std::int64_t d) {
 }
 }  // namespace
 
+// The build of layer_norm.comp for its per-row modes (0, 1): rows summed by
+// subgroups where the device has subgroup arithmetic (f64 keeps the tree).
+std::string VulkanBackend::layer_norm_rows_shader(DType dtype) const {
+  return ctx_->subgroup_arithmetic && dtype != DType::f64 ? "layer_norm_sg" : shader_for("layer_norm", dtype);
+}
+
 void VulkanBackend::layer_norm_forward(TensorArg out, TensorArg mean, TensorArg invstd, TensorArg x, TensorArg weight,
                                        TensorArg bias, double eps) {
   for (TensorArg t : {out, mean, invstd, x, weight, bias})
@@ -165,7 +171,7 @@ void VulkanBackend::layer_norm_forward(TensorArg out, TensorArg mean, TensorArg 
                    {mean, true}, {invstd, true}};
   std::uint32_t gx, gy;
   row_grid(rows, gx, gy);
-  launch(shader_for("layer_norm", x.dtype),
+  launch(layer_norm_rows_shader(x.dtype),
          {row_group(d), 0, std::uint32_t(x.dtype), weight.storage != nullptr, bias.storage != nullptr}, ops, &pc,
          sizeof pc, gx, gy);
 }
@@ -192,7 +198,7 @@ void VulkanBackend::layer_norm_backward(TensorArg grad_x, TensorArg grad_weight,
                      {mean, false}, {invstd, false}};
     std::uint32_t gx, gy;
     row_grid(rows, gx, gy);
-    launch(shader, {local, 1, dt, weight.storage != nullptr, 0}, ops, &px, sizeof px, gx, gy);
+    launch(layer_norm_rows_shader(x.dtype), {local, 1, dt, weight.storage != nullptr, 0}, ops, &px, sizeof px, gx, gy);
   }
   if (!grad_weight.storage && !grad_bias.storage) return;
   // Partial sums per block of rows, then the blocks summed in order.

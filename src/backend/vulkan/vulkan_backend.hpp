@@ -105,6 +105,7 @@ class VulkanBackend final : public Backend {
   // The shader to run for arithmetic on `dtype`: its f64 variant (`<name>_f64`,
   // double arithmetic) for f64, and for i64, which float would round above 2^24.
   static std::string shader_for(const char* shader, DType dtype);
+  std::string layer_norm_rows_shader(DType dtype) const;
   // One pointwise kernel over out's shape (elementwise.comp).
   void pointwise(const char* op_name, PointwiseKind kind, std::uint32_t op, std::span<const TensorArg> args, double p0, double p1,
                  std::uint32_t elem_bytes = 4, const std::uint32_t* bits = nullptr);
