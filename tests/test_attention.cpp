@@ -362,7 +362,9 @@ TEST(PackedSelfAttention, MatchesAttentionOnSplitHeads) {
   expect_error<ShapeError>([] { packed_self_attention(zeros({5, 12}), 2); }, "got shape [5, 12]");
   expect_error<ShapeError>([] { packed_self_attention(zeros({2, 5, 12}), 0); }, "num_heads 0");
   expect_error<ValueError>([] { packed_self_attention(zeros({2, 5, 12}), 2, {}, 2.0); },
-                           "scaled_dot_product_attention: expected 0 <= dropout_p <= 1, got 2");
+                           "packed_self_attention: expected 0 <= dropout_p <= 1, got 2");
+  expect_error<ShapeError>([] { packed_self_attention(zeros({2, 5, 12}), 2, zeros({3, 5}).to(DType::u8)); },
+                           "packed_self_attention: attn_mask of shape [3, 5] does not broadcast to [2, 2, 5, 5]");
   expect_error<DTypeError>([] { packed_self_attention(zeros({2, 5, 12}).to(DType::i64), 2); },
                            "packed_self_attention");
 }

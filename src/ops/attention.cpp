@@ -53,10 +53,10 @@ void check_operands(const Tensor& q, const Tensor& k, const Tensor& v) {
 }
 
 // The mask as the kernel reads it: a [B, H, Lq, Lk] view with stride 0 on broadcast dims.
-Layout mask_layout(const Tensor& mask, const Tensor& q, const Shape& full) {
-  detail::check_same_device(kOp, q, mask);
+Layout mask_layout(const char* op, const Tensor& mask, const Tensor& q, const Shape& full) {
+  detail::check_same_device(op, q, mask);
   if (mask.dtype() != DType::u8 && !is_floating(mask.dtype()))
-    throw DTypeError(fmt::format("{}: expected a u8 (boolean) or floating attn_mask, got {}", kOp,
+    throw DTypeError(fmt::format("{}: expected a u8 (boolean) or floating attn_mask, got {}", op,
                                  dtype_name(mask.dtype())));
   bool ok = mask.dim() <= std::int64_t(full.size());
   for (std::int64_t i = 1; ok && i <= mask.dim(); ++i) {
@@ -64,7 +64,7 @@ Layout mask_layout(const Tensor& mask, const Tensor& q, const Shape& full) {
     ok = m == 1 || m == f;
   }
   if (!ok)
-    throw ShapeError(fmt::format("{}: attn_mask of shape {} does not broadcast to {}", kOp, shape_str(mask.shape()),
+    throw ShapeError(fmt::format("{}: attn_mask of shape {} does not broadcast to {}", op, shape_str(mask.shape()),
                                  shape_str(full)));
   Layout l = detail::broadcast_layout(mask, full);
   if (full.size() == 3) {  // (N, Lq, Lk): one head
@@ -93,34 +93,38 @@ void share_layout(Tensor& q, Tensor& k, Tensor& v) {
 }
 
 // `g` in the layout of `like` (grad_out must lie as out does).
-Tensor laid_like(const Tensor& g, const Tensor& like) {
+Tensor laid_like(const char* op, const Tensor& g, const Tensor& like) {
   if (head_slots(g.layout()) == head_slots(like.layout())) return g;
   const Shape& n = like.shape();
   Tensor copy = new_heads(n[0], n[1], n[2], n[3], g);
-  if (copy.numel() > 0) detail::kernels(kOp, Kernel::copy, g).copy(arg(copy), arg(g));
+  if (copy.numel() > 0) detail::kernels(op, Kernel::copy, g).copy(arg(copy), arg(g));
   return copy;
 }
 
 // What one fused call needs besides its operands.
 struct Plan {
+  const char* op;  // the op's name, for messages
   AttentionParams p;
   Tensor mask;
   Layout ml;
 };
 
 // The checks of dropout_p, attn_mask with is_causal, and scale.
-void check_options(const Tensor& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale) {
+void check_options(const char* op, const Tensor& attn_mask, double dropout_p, bool is_causal,
+                   std::optional<double> scale) {
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
-    throw ValueError(fmt::format("{}: expected 0 <= dropout_p <= 1, got {}", kOp, dropout_p));
+    throw ValueError(fmt::format("{}: expected 0 <= dropout_p <= 1, got {}", op, dropout_p));
   if (attn_mask.defined() && is_causal)
-    throw ValueError(fmt::format("{}: expected attn_mask or is_causal, not both", kOp));
-  if (scale && !std::isfinite(*scale)) throw ValueError(fmt::format("{}: expected a finite scale, got {}", kOp, *scale));
+    throw ValueError(fmt::format("{}: expected attn_mask or is_causal, not both", op));
+  if (scale && !std::isfinite(*scale)) throw ValueError(fmt::format("{}: expected a finite scale, got {}", op, *scale));
 }
 
 // The kernels' parameters for [B, H, Lq, D] q and [B, H, Lk, Dv] v; draws the dropout stream.
-Plan make_plan(const Tensor& q, const Tensor& v, std::int64_t lk, std::int64_t user_rank, const Tensor& attn_mask,
-               double dropout_p, bool is_causal, std::optional<double> scale, Generator* generator) {
+Plan make_plan(const char* op, const Tensor& q, const Tensor& v, std::int64_t lk, std::int64_t user_rank,
+               const Tensor& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale,
+               Generator* generator) {
   Plan plan;
+  plan.op = op;
   AttentionParams& p = plan.p;
   const Shape& qs = q.shape();
   p.batch = qs[0];
@@ -135,11 +139,11 @@ Plan make_plan(const Tensor& q, const Tensor& v, std::int64_t lk, std::int64_t u
   if (attn_mask.defined()) {
     plan.mask = attn_mask.detach();
     Shape full = user_rank == 4 ? Shape{p.batch, p.heads, p.lq, p.lk} : Shape{p.batch, p.lq, p.lk};
-    plan.ml = mask_layout(plan.mask, q, full);
+    plan.ml = mask_layout(op, plan.mask, q, full);
   }
   if (dropout_p > 0.0) {
     // Its seed and offset would be recorded: every replay would drop the same weights.
-    check_not_capturing(kOp, "attention dropout (a random draw)");
+    check_not_capturing(op, "attention dropout (a random draw)");
     Generator& g = generator ? *generator : default_generator();
     p.seed = g.seed();
     p.offset = g.advance(std::uint64_t(p.batch * p.heads * p.lq * p.lk));
@@ -159,9 +163,9 @@ Tensor run_forward(const Plan& plan, const Tensor& out, const Tensor& q, const T
   Tensor lse = detail::alloc({p.batch * p.heads, p.lq}, half ? DType::f32 : q.dtype(), q.device());
   if (out.numel() == 0) return lse;
   if (p.lk == 0)
-    detail::kernels(kOp, Kernel::fill, out).fill(arg(out), 0.0);  // no keys: every row is fully masked
+    detail::kernels(plan.op, Kernel::fill, out).fill(arg(out), 0.0);  // no keys: every row is fully masked
   else
-    detail::kernels(kOp, {Kernel::attention_forward, Kernel::attention_backward}, q)
+    detail::kernels(plan.op, {Kernel::attention_forward, Kernel::attention_backward}, q)
         .attention_forward(p, arg(out), arg(lse), arg(q), arg(k), arg(v), mask_arg(plan, q.dtype()));
   return lse;
 }
@@ -172,13 +176,13 @@ void run_backward(const Plan& plan, const Tensor& gq, const Tensor& gk, const Te
   const AttentionParams& p = plan.p;
   if (q.numel() == 0 && k.numel() == 0 && v.numel() == 0) return;
   if (go.numel() == 0 || p.lk == 0) {
-    Backend& be = detail::kernels(kOp, Kernel::fill, q);
+    Backend& be = detail::kernels(plan.op, Kernel::fill, q);
     for (const Tensor* t : {&gq, &gk, &gv})
       if (t->numel() > 0) be.fill(arg(*t), 0.0);
     return;
   }
-  detail::kernels(kOp, Kernel::attention_backward, q)
-      .attention_backward(p, arg(gq), arg(gk), arg(gv), arg(laid_like(go, out)), arg(q), arg(k), arg(v), arg(out),
+  detail::kernels(plan.op, Kernel::attention_backward, q)
+      .attention_backward(p, arg(gq), arg(gk), arg(gv), arg(laid_like(plan.op, go, out)), arg(q), arg(k), arg(v), arg(out),
                           arg(lse), mask_arg(plan, q.dtype()));
 }
 
@@ -197,7 +201,7 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
                                                    : detail::autocast(kOp, query_in, key_in, value_in, attn_mask_in);
   const Tensor &query = cast[0], &key = cast[1], &value = cast[2], &attn_mask = cast[3];
   check_operands(query, key, value);
-  check_options(attn_mask, dropout_p, is_causal, scale);
+  check_options(kOp, attn_mask, dropout_p, is_causal, scale);
   const std::int64_t nd = query.dim();
   const Shape& qs = query.shape();
   if (attn_mask.defined() && is_floating(attn_mask.dtype()) && autograd::needs_grad({&attn_mask})) {
@@ -205,7 +209,7 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
     Shape full(qs.begin(), qs.end() - 2);
     full.push_back(qs[std::size_t(nd - 2)]);
     full.push_back(key.shape()[std::size_t(nd - 2)]);
-    (void)mask_layout(attn_mask, query, full);  // the fused path's checks and messages
+    (void)mask_layout(kOp, attn_mask, query, full);  // the fused path's checks and messages
     const double s = scale ? *scale : 1.0 / std::sqrt(double(std::max<std::int64_t>(qs.back(), 1)));
     Tensor weights = softmax(add(mul(matmul(query, key.transpose(-2, -1)), s), attn_mask), -1);
     if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, generator);
@@ -213,7 +217,7 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
   }
   Tensor q = heads_of(query.detach()), k = heads_of(key.detach()), v = heads_of(value.detach());
   share_layout(q, k, v);
-  const Plan plan = make_plan(q, v, k.shape()[2], nd, attn_mask, dropout_p, is_causal, scale, generator);
+  const Plan plan = make_plan(kOp, q, v, k.shape()[2], nd, attn_mask, dropout_p, is_causal, scale, generator);
   const AttentionParams& p = plan.p;
   const Tensor out = new_heads(p.batch, p.heads, p.lq, p.dv, q);
   const Tensor lse = run_forward(plan, out, q, k, v);
@@ -263,14 +267,15 @@ Tensor packed_self_attention(const Tensor& qkv_in, std::int64_t num_heads, const
         .transpose(1, 2)
         .reshape({n, l, e});
   }
+  // Under autocast, attention's own policy (kOp's); wide heads stay f32 as there.
   const auto cast = head_dim > kWidest16BitHead ? std::array<Tensor, 2>{qkv_in, attn_mask_in}
                                                 : detail::autocast(kOp, qkv_in, attn_mask_in);
   const Tensor &qkv = cast[0], &attn_mask = cast[1];
   detail::check_floating(kPacked, qkv);
-  check_options(attn_mask, dropout_p, is_causal, scale);
+  check_options(kPacked, attn_mask, dropout_p, is_causal, scale);
   auto [q, k, v] = split(qkv.detach());
   share_layout(q, k, v);
-  const Plan plan = make_plan(q, v, l, 4, attn_mask, dropout_p, is_causal, scale, generator);
+  const Plan plan = make_plan(kPacked, q, v, l, 4, attn_mask, dropout_p, is_causal, scale, generator);
   const Tensor out = new_heads(n, num_heads, l, head_dim, q);
   const Tensor lse = run_forward(plan, out, q, k, v);
   Tensor result = out.transpose(1, 2).reshape({n, l, e}).detach();
