@@ -109,6 +109,11 @@ INSTANTIATE_TEST_SUITE_P(Vulkan, OpTable, ::testing::Range<std::size_t>(0, op_ta
 // near the last bits, forward and backward, in every layouting.
 class OpTableF64 : public ::testing::TestWithParam<std::size_t> {};
 
+// The op an attention case of the table calls, as its errors name it.
+std::string attention_op(const OpCase& op) {
+  return op.name.rfind("sdpa_packed", 0) == 0 ? "packed_self_attention" : "scaled_dot_product_attention";
+}
+
 // Fused attention stays f32-only: in f64 it refuses with the op, the kernel and
 // the dtype named (the cases whose mask needs a gradient compose it instead).
 bool refused_f64_attention(const OpCase& op) {
@@ -117,8 +122,8 @@ bool refused_f64_attention(const OpCase& op) {
     run_op(op, Layouting::contiguous, kGpu, DType::f64);
     return false;
   } catch (const DeviceError& e) {
-    EXPECT_NE(std::string(e.what()).find("scaled_dot_product_attention: device vulkan:0 has no attention_forward "
-                                         "kernel for f64 tensors"),
+    EXPECT_NE(std::string(e.what()).find(attention_op(op) +
+                                         ": device vulkan:0 has no attention_forward kernel for f64 tensors"),
               std::string::npos)
         << e.what();
     return true;
@@ -165,8 +170,7 @@ TEST_P(GradCheckF64, MatchesFiniteDifferencesOnDevice) {
     for (const auto& s : op.shapes)
       views.push_back(tensor(sample_values(s, op.low, op.high, 1), s).to(DType::f64).to(kGpu));
     expect_error<DeviceError>([&] { op.fn(views); },
-                              "scaled_dot_product_attention: device vulkan:0 has no attention_forward kernel for "
-                              "f64 tensors");
+                              attention_op(op) + ": device vulkan:0 has no attention_forward kernel for f64 tensors");
     return;
   }
   gradcheck(op, how, 1, kGpu);
