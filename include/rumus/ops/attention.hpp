@@ -14,7 +14,11 @@ namespace rumus {
 // in backward; only one logsumexp per query row is kept).
 //
 // q: (..., Lq, D), k: (..., Lk, D), v: (..., Lk, Dv) with the same leading
-// dims (PyTorch's (B, H, L, D), or (N, L, D)); the result is (..., Lq, Dv).
+// dims (PyTorch's (B, H, L, D), or (N, L, D)); the result is (..., Lq, Dv),
+// laid out as (B, Lq, H, Dv) as PyTorch's fused kernels lay theirs, so
+// `result.transpose(1, 2).reshape({B, Lq, H * Dv})` is a view. q, k and v
+// that are such transposed views (or views of one packed projection) are
+// read in place; other layouts are copied first.
 // attn_mask, broadcastable to (..., Lq, Lk): u8 (bool) where nonzero means
 // "attend", as in PyTorch, or a floating tensor added to the scores. A
 // floating mask that requires grad gets its gradient, as in PyTorch's math
