@@ -67,10 +67,11 @@ float row_max(float x) {
 }
 
 void main() {
-  const uint bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
+  const uvec2 block = attention_block(true);
+  const uint bh = block.y;
   if (bh >= pc.bh) return;  // whole workgroup: barriers stay uniform
   const uint tx = gl_LocalInvocationID.x % 8u, ty = gl_LocalInvocationID.x / 8u;
-  const uint first_row = gl_WorkGroupID.x * ROWS, i = first_row + ty;
+  const uint first_row = block.x * ROWS, i = first_row + ty;
   const uint d = pc.d, dv = pc.dv;
   const int qbase = Q_ROW(bh, 0u), kbase = K_ROW(bh, 0u), vbase = V_ROW(bh, 0u);
   const uint qk_stride = row_stride(pc.qkv_slots, d), v_stride = row_stride(pc.qkv_slots, dv);

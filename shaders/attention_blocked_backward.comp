@@ -79,11 +79,12 @@ void fetch_query_terms(uint bh, uint first, out float lse, out float part) {
 }
 
 void main() {
-  const uint bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
+  const uvec2 block = attention_block(false);
+  const uint bh = block.y;
   if (bh >= pc.bh) return;  // whole workgroup: barriers stay uniform
   const uint tid = gl_LocalInvocationID.x;
   const uint d = pc.d, dv = pc.dv;
-  const uint key0 = gl_WorkGroupID.x * R;
+  const uint key0 = block.x * R;
   const int qbase = Q_ROW(bh, 0u), kbase = K_ROW(bh, 0u), vbase = V_ROW(bh, 0u), gobase = GO_ROW(bh, 0u);
   const int gqbase = GQ_ROW(bh, 0u);
   const uint qk_stride = row_stride(pc.qkv_slots, d), v_stride = row_stride(pc.qkv_slots, dv);

@@ -141,10 +141,11 @@ float delta_part(uint i, uint part, uint parts, int gobase, int obase) {
   }
 
 void main() {
-  const uint bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
+  const uvec2 block = attention_block(MODE != 2u);  // MODE 2 walks key blocks
+  const uint bh = block.y;
   if (bh >= pc.bh) return;  // whole workgroup: barriers stay uniform
   const uint warp = gl_LocalInvocationID.x / LANES, lane = gl_LocalInvocationID.x % LANES;
-  const uint first_row = gl_WorkGroupID.x * ROWS;  // of this workgroup
+  const uint first_row = block.x * ROWS;  // of this workgroup
   const uint mine = first_row + warp * FR;           // this subgroup's first row
   const uint rl = lane / 2, c0 = (lane % 2) * HALF;  // the lane's row in the subgroup, its first column
   const uint d = pc.d, dv = pc.dv;

@@ -27,6 +27,22 @@ float dropout_factor(uint bh, uint i, uint j) {
   return (cached_draw[uint(e & 3ul)] >> 8) >= pc.dropout_threshold ? pc.keep_scale : 0.0;
 }
 
+// The row block and (batch, head) of this workgroup. Workgroups start in
+// the order of their IDs, x fastest. Under a causal mask a block's work
+// grows (query blocks) or falls (key blocks) with x, so blocks are handed
+// out heaviest first across all heads: the last wave is then made of light
+// blocks instead of a few long ones running on an idle GPU.
+uvec2 attention_block(bool work_grows_with_x) {
+  uint x = gl_WorkGroupID.x, bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
+  if (ATT_CAUSAL) {
+    const uint heads = gl_NumWorkGroups.y * gl_NumWorkGroups.z, id = x + gl_NumWorkGroups.x * bh;
+    x = id / heads;
+    bh = id % heads;
+    if (work_grows_with_x) x = gl_NumWorkGroups.x - 1u - x;
+  }
+  return uvec2(x, bh);
+}
+
 // The mask's contribution to score (i, j): -inf where masked or out of range.
 float mask_term(uint bh, uint i, uint j) {
   if (i >= pc.lq || j >= pc.lk) return NEG_INF;

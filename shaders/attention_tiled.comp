@@ -103,10 +103,11 @@ shared float delta_part[gl_WorkGroupSize.x];  // mode 2: partial D_i, several in
 uint run_col(uint lane, uint g) { return 4 * (lane + LANES * g); }
 
 void main() {
-  const uint bh = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y;
+  const uvec2 block = attention_block(MODE != 2u);  // MODE 2 walks key blocks
+  const uint bh = block.y;
   if (bh >= pc.bh) return;  // whole workgroup: barriers stay uniform
   const uint rows = MODE == 2u ? pc.lk : pc.lq;
-  const uint first_row = gl_WorkGroupID.x * ROWS;
+  const uint first_row = block.x * ROWS;
   const uint row = first_row + row_slot(), lane = row_lane();
   const bool in_range = row < rows;
   const uint d = pc.d, dv = pc.dv;
