@@ -14,7 +14,8 @@
 namespace rumus::vulkan {
 
 namespace {
-constexpr const char* kMagic = "rumus gemm tiles 1";
+// Version 2: 64 x 64 tiles run 4 x 4 blocks per invocation; files timed before are retuned.
+constexpr const char* kMagic = "rumus gemm tiles 2";
 
 unsigned ceil_log2(std::int64_t x) { return x <= 1 ? 0 : unsigned(std::bit_width(std::uint64_t(x - 1))); }
 }  // namespace
@@ -23,7 +24,8 @@ std::vector<GemmTile> gemm_tile_candidates() {
   std::vector<GemmTile> out;
   for (std::uint32_t bm : {64u, 128u})
     for (std::uint32_t bn : {64u, 128u})
-      for (std::uint32_t bk : {8u, 16u}) out.push_back({bm, bn, bk});
+      for (std::uint32_t bk : {8u, 16u})
+        if (gemm_tile_block(bm, bn) == 8 || bk == 16) out.push_back({bm, bn, bk});
   return out;
 }
 

@@ -67,7 +67,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
     pc.alpha = 0;
     pc.K = 0;
   }
-  // Tile (bm x bn, 8 x 8 per invocation): 128 on a side unless the matrix is
+  // Tile (bm x bn; 8 x 8 per invocation, 4 x 4 on 64 x 64): 128 on a side unless the matrix is
   // thinner, then smaller tiles while the grid has fewer than 256 (on an H200,
   // 8192 x 256 products ran 1.08x faster in 256 tiles of 64 x 128 than in 512
   // of 64 x 64, and slower in 128 of 128 x 128: bench/RESULTS.md).
@@ -95,12 +95,11 @@ void VulkanBackend::gemm(const GemmArgs& g) {
     pc.k_chunk = split_k_chunk(g.k, want, bk);
     splits = std::uint32_t((g.k + pc.k_chunk - 1) / pc.k_chunk);
   }
-  // Tuning knob for benchmarks: RUMUS_VULKAN_GEMM_TILE="bm,bn,bk" (bm, bn 64 or 128; bk 8 or 16).
+  // Tuning knob for benchmarks: RUMUS_VULKAN_GEMM_TILE="bm,bn,bk" (one of gemm_tile_candidates()).
   static const char* forced = std::getenv("RUMUS_VULKAN_GEMM_TILE");
   if (forced && splits == 1) {
     unsigned fm = 0, fn = 0, fk = 0;
-    if (std::sscanf(forced, "%u,%u,%u", &fm, &fn, &fk) == 3 && (fm == 64 || fm == 128) && (fn == 64 || fn == 128) &&
-        (fk == 8 || fk == 16) && fm * fk * 64 / (fm * fn / 64) <= 16 * 64 && fn * fk * 64 / (fm * fn / 64) <= 16 * 64) {
+    if (std::sscanf(forced, "%u,%u,%u", &fm, &fn, &fk) == 3 && is_gemm_tile_candidate({fm, fn, fk})) {
       bm = fm;
       bn = fn;
       bk = fk;
@@ -111,8 +110,12 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   for (std::uint32_t v : {pc.lda, pc.ldb, pc.ldc, pc.offset_a, pc.offset_b, pc.offset_c, pc.batch_a, pc.batch_b,
                           pc.batch_c, pc.offset_bias})
     if (v % 4) aligned = false;
-  std::vector<std::uint32_t> spec = {(bm / 8) * (bn / 8), bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
-                                     aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype), bias ? 1u : 0u};
+  // 4 x 4 blocks need 256 invocations a workgroup, more than Vulkan promises.
+  std::uint32_t block = gemm_tile_block(bm, bn);
+  if ((bm / block) * (bn / block) > ctx_->properties.limits.maxComputeWorkGroupInvocations) block = 8;
+  std::vector<std::uint32_t> spec = {(bm / block) * (bn / block), bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
+                                     aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype), bias ? 1u : 0u,
+                                     block};
   const std::uint32_t gx = std::uint32_t((g.n + bn - 1) / bn), gy = std::uint32_t((g.m + bm - 1) / bm);
   if (splits == 1) {
     Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}, {bias ? g.bias : g.a, false}};
