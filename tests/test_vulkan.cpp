@@ -1633,6 +1633,9 @@ TEST(VulkanGemmTuner, CorruptOrForeignFileIsIgnoredWithAReason) {
                         Case{good + "m1.n1.k1.b0.t00 64 64\n", "line 4"},
                         Case{good + "m1.n1.k1.b0.t00 96 64 8\n", "line 4"},
                         Case{good + "m1.n1.k1.b0.t00 64 64 8 9\n", "line 4"},
+                        // timed before 64 x 64 tiles ran 4 x 4 blocks: the old version, a tile no longer taken
+                        Case{"rumus gemm tiles 1\ndevice dev:1\nm10.n10.k10.b0.t00 64 64 16\n", "does not start with"},
+                        Case{good + "m1.n1.k1.b0.t00 64 64 8\n", "line 4"},
                         Case{good + "m1.n1.k1.b0.t00 -64 64 8\n", "line 4"}}) {
     f.write(c.text);
     vulkan::GemmTuner tuner("dev:1", f.path, true);
