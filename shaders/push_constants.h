@@ -35,6 +35,17 @@ RUMUS_PUSH_BLOCK(ReducePush) {
 } RUMUS_PUSH_END
 #endif
 
+// column_reduce.comp: [batch, rows, columns] with contiguous columns (units
+// of 4 floats when aligned); workgroup y reduces rows [y run, (y + 1) run)
+// into out row y (part_stride apart); divide_by != 0 divides the result (a mean).
+#ifdef PUSH_COLUMN_REDUCE
+RUMUS_PUSH_BLOCK(ColumnReducePush) {
+  uint rows, units, run, divide_by;
+  int offset_in, row_stride, batch_stride_in;
+  int offset_out, part_stride, batch_stride_out;
+} RUMUS_PUSH_END
+#endif
+
 // Split-K: z = batch * splits + split; each split sums its K chunk and writes
 // its own C slice (batch_c apart); the host adds the slices.
 #ifdef PUSH_GEMM

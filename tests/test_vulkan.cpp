@@ -1401,6 +1401,51 @@ TEST(VulkanReduce, DownTheColumnsMatchesCpu) {
   auto col_max = amax(tensor(with_nan, {2048, 16}).to(kGpu), {0}).cpu().to_vector<float>();
   EXPECT_TRUE(std::isnan(col_max[3]));
   EXPECT_EQ(col_max[4], 1.0f);
+  auto col_min = amin(tensor(with_nan, {2048, 16}).to(kGpu), {0}).cpu().to_vector<float>();
+  EXPECT_TRUE(std::isnan(col_min[3]));
+  EXPECT_EQ(col_min[4], 1.0f);
+}
+
+// The f32 kernel down contiguous columns (column_reduce.comp): 16-byte units
+// and single floats, one run of rows or partial rows and a second launch,
+// batches, more columns than one workgroup takes, and views at odd offsets.
+TEST(VulkanReduce, DownContiguousColumnsMatchesCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(6);
+  struct Case {
+    Shape shape;
+    const char* what;
+  };
+  for (const Case& c : {Case{{16, 5000}, "split-K slices: one run, 1,250 units"},
+                        Case{{8192, 256}, "a bias gradient: partial rows, then a second launch"},
+                        Case{{3000, 7}, "7 columns: single floats, rows past the unrolled loop"},
+                        Case{{2, 3}, "two rows"},
+                        Case{{5, 1200, 12}, "a batch of five"}}) {
+    Tensor x = randn(c.shape, {}, &gen), xg = x.to(kGpu);
+    const int dim = int(c.shape.size()) - 2;
+    expect_close(sum(xg, {dim}).cpu(), sum(x, {dim}), 2e-4, c.what);
+    expect_close(mean(xg, {dim}).cpu(), mean(x, {dim}), 1e-5, c.what);
+    expect_close(amax(xg, {dim}).cpu(), amax(x, {dim}), 0, c.what);
+    expect_close(amin(xg, {dim}).cpu(), amin(x, {dim}), 0, c.what);
+  }
+  // A view one float in: unaligned, read a float at a time.
+  Tensor w = randn({600, 33}, {}, &gen), wg = w.to(kGpu);
+  expect_close(sum(wg.narrow(1, 1, 32), {0}).cpu(), sum(w.narrow(1, 1, 32), {0}), 1e-4, "a view at an odd offset");
+  // Into an output view with its own offset (the GEMM's split-K sum into a slice of C).
+  Tensor out = zeros({3, 256}).to(kGpu), src = randn({64, 256}, {}, &gen), src_g = src.to(kGpu);
+  Tensor row = out.narrow(0, 1, 1);
+  backend(kGpu).reduce(ReduceOp::sum, arg_of(row), arg_of(src_g));
+  expect_close(out.cpu().narrow(0, 1, 1), sum(src, {0}, true), 1e-4, "into a row of a matrix");
+  EXPECT_EQ(out.cpu().narrow(0, 0, 1).abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(out.cpu().narrow(0, 2, 1).abs().sum().item<float>(), 0.0f);
+  // Infinities and NaN through partial rows.
+  std::vector<float> v(8192 * 8, 0.5f);
+  v[7000 * 8 + 1] = -std::numeric_limits<float>::infinity();
+  v[100 * 8 + 2] = std::numeric_limits<float>::quiet_NaN();
+  auto mins = amin(tensor(v, {8192, 8}).to(kGpu), {0}).cpu().to_vector<float>();
+  EXPECT_EQ(mins[1], -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(mins[2]));
+  EXPECT_EQ(mins[0], 0.5f);
 }
 
 TEST(VulkanConv, LongReductionMatchesCpu) {

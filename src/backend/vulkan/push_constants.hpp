@@ -12,6 +12,7 @@ using uint = std::uint32_t;
 
 #define PUSH_POINTWISE
 #define PUSH_REDUCE
+#define PUSH_COLUMN_REDUCE
 #define PUSH_GEMM
 #define PUSH_GEMM_F64
 #define PUSH_RANDOM
@@ -25,7 +26,7 @@ using uint = std::uint32_t;
 #define PUSH_ATTENTION
 #include "push_constants.h"
 
-static_assert(sizeof(PointwisePush) <= kPushBytes && sizeof(ReducePush) <= kPushBytes &&
+static_assert(sizeof(PointwisePush) <= kPushBytes && sizeof(ReducePush) <= kPushBytes && sizeof(ColumnReducePush) <= kPushBytes &&
               sizeof(GemmPush) <= kPushBytes && sizeof(GemmF64Push) <= kPushBytes && sizeof(RandomPush) <= kPushBytes && sizeof(OptimPush) <= kPushBytes &&
               sizeof(ConvPush) <= kPushBytes && sizeof(ConvIgemmPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes && sizeof(LayerNormPush) <= kPushBytes &&
               sizeof(IndexPush) <= kPushBytes && sizeof(AttentionPush) <= kPushBytes);

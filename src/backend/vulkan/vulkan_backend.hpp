@@ -118,6 +118,7 @@ class VulkanBackend final : public Backend {
   enum class ReducePlan { any, serial, no_columns };
   void reduce_pass(ReduceOp op, TensorArg out, TensorArg in, ReducePlan plan);
   bool reduce_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims);
+  bool reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims);
   // Split-K, for either GEMM kernel: `launch_slices` runs the kernel with `pc`
   // set to write [batch, splits, m, n] f32 slices (alpha applied) into `parts`;
   // the slices are then summed into C with beta (kernels_gemm.cpp).
