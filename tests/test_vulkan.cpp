@@ -1406,9 +1406,10 @@ TEST(VulkanReduce, DownTheColumnsMatchesCpu) {
   EXPECT_EQ(col_min[4], 1.0f);
 }
 
-// The f32 kernel down contiguous columns (column_reduce.comp): 16-byte units
-// and single floats, one run of rows or partial rows and a second launch,
-// batches, more columns than one workgroup takes, and views at odd offsets.
+// The kernel down contiguous columns (column_reduce.comp): units of 4 and
+// single elements, one run of rows or partial rows and a second launch,
+// batches, more columns than one workgroup takes, views at odd offsets, and
+// f16 and bf16 values.
 TEST(VulkanReduce, DownContiguousColumnsMatchesCpu) {
   REQUIRE_VULKAN();
   Generator gen(6);
@@ -1428,6 +1429,19 @@ TEST(VulkanReduce, DownContiguousColumnsMatchesCpu) {
     expect_close(amax(xg, {dim}).cpu(), amax(x, {dim}), 0, c.what);
     expect_close(amin(xg, {dim}).cpu(), amin(x, {dim}), 0, c.what);
   }
+  // 16-bit inputs (f32 arithmetic) into 16-bit results, against the CPU on the same values;
+  // both round the f32 sum once.
+  for (const DType dt : {DType::f16, DType::bf16})
+    for (const Shape& shape : {Shape{8192, 256}, Shape{3000, 7}, Shape{4, 900, 12}}) {
+      Tensor x = randn(shape, {}, &gen).to(dt), xg = x.to(kGpu);
+      const int dim = int(shape.size()) - 2;
+      const std::string what = std::string(dtype_name(dt)) + " " + shape_str(shape);
+      const double tol = dt == DType::f16 ? 1e-3 : 8e-3;  // half an ulp of the result, and the order of the adds
+      expect_close(sum(xg, {dim}).cpu().to(DType::f32), sum(x, {dim}).to(DType::f32), tol, what + " sum");
+      expect_close(mean(xg, {dim}).cpu().to(DType::f32), mean(x, {dim}).to(DType::f32), tol, what + " mean");
+      expect_close(amax(xg, {dim}).cpu().to(DType::f32), amax(x, {dim}).to(DType::f32), 0, what + " amax");
+      EXPECT_EQ(sum(xg, {dim}).dtype(), dt) << what;
+    }
   // A view one float in: unaligned, read a float at a time.
   Tensor w = randn({600, 33}, {}, &gen), wg = w.to(kGpu);
   expect_close(sum(wg.narrow(1, 1, 32), {0}).cpu(), sum(w.narrow(1, 1, 32), {0}), 1e-4, "a view at an odd offset");

@@ -94,12 +94,14 @@ void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, Reduce
   }
 }
 
-// f32 down contiguous columns, [batch, rows, columns] (column_reduce.comp):
-// bias gradients and split-K slices. The generic kernel's one invocation per
-// output waited on memory at every row (16 us for the 16 slices of a 1024 x
-// 256 weight gradient on an H200). False where it does not apply.
+// Down contiguous columns, [batch, rows, columns] of f32, f16 or bf16
+// (column_reduce.comp): bias gradients and split-K slices. The generic
+// kernel's one invocation per output waited on memory at every row (16 us for
+// the 16 slices of a 1024 x 256 weight gradient on an H200). False where it
+// does not apply.
 bool VulkanBackend::reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims) {
-  if (in.dtype != DType::f32 || out.dtype != DType::f32) return false;
+  const auto takes = [](DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; };
+  if (!takes(in.dtype) || !takes(out.dtype)) return false;
   const int nd = dims.nd, dr = nd - 2;  // [rows, columns] or [batch, rows, columns]
   if (dr < 0 || dr > 1 || dims.stride[1][dr] != 0 || dims.size[dr] < 2) return false;
   if (dims.stride[0][nd - 1] != 1 || dims.stride[1][nd - 1] != 1) return false;
@@ -128,7 +130,8 @@ bool VulkanBackend::reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in
   pc.run = std::uint32_t((rows + runs - 1) / runs);
   runs = (rows + pc.run - 1) / pc.run;
   const std::uint32_t divide_by = op == ReduceOp::mean ? std::uint32_t(rows) : 0u;
-  const std::vector<std::uint32_t> spec = {256, std::uint32_t(op), std::uint32_t(lx), aligned ? 1u : 0u};
+  std::vector<std::uint32_t> spec = {256, std::uint32_t(op), std::uint32_t(lx), aligned ? 1u : 0u,
+                                     std::uint32_t(in.dtype), std::uint32_t(out.dtype)};
   const auto groups = [&](std::int64_t y) {
     return std::array<std::uint32_t, 3>{std::uint32_t(column_groups), std::uint32_t(y), std::uint32_t(batch)};
   };
@@ -149,7 +152,10 @@ bool VulkanBackend::reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in
   first.batch_stride_out = std::int32_t(runs * columns);
   Operand first_ops[] = {{part, true}, {in, false}};
   auto g = groups(runs);
+  spec[5] = std::uint32_t(DType::f32);
   launch("column_reduce", spec, first_ops, &first, sizeof first, g[0], g[1], g[2]);
+  spec[4] = std::uint32_t(DType::f32);
+  spec[5] = std::uint32_t(out.dtype);
   push::ColumnReducePush second = pc;
   second.rows = std::uint32_t(runs);
   second.run = std::uint32_t(runs);
