@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdint>
 
 #include "rumus/core/error.hpp"
 #include "../strided.hpp"
@@ -107,6 +108,12 @@ bool VulkanBackend::reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in
   if (dims.stride[0][nd - 1] != 1 || dims.stride[1][nd - 1] != 1) return false;
   if (dr == 1 && (dims.stride[1][0] == 0 || dims.size[0] > 65535)) return false;
   const std::int64_t rows = dims.size[dr], columns = dims.size[nd - 1], batch = dr == 1 ? dims.size[0] : 1;
+  // The kernel indexes elements with 32-bit ints.
+  const std::int64_t last_in = in.layout->offset + (batch - 1) * (dr == 1 ? dims.stride[0][0] : 0) +
+                               (rows - 1) * dims.stride[0][dr] + columns;
+  const std::int64_t last_out = out.layout->offset + (batch - 1) * (dr == 1 ? dims.stride[1][0] : 0) + columns;
+  if (dims.stride[0][dr] < 0 || last_in > INT32_MAX || last_out > INT32_MAX || batch * rows * columns > INT32_MAX)
+    return false;
   push::ColumnReducePush pc{};
   pc.rows = std::uint32_t(rows);
   pc.offset_in = std::int32_t(in.layout->offset);
