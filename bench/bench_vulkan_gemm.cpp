@@ -1,7 +1,10 @@
 // GEMM throughput on a Vulkan device: C = A B for f32 matrices, or f16 ones
 // with --f16 (the tensor-core kernel where the device has cooperative
 // matrices), timed between synchronize() calls; checks entries across C
-// against double-precision dot products of the (rounded) inputs.
+// against double-precision dot products of the (rounded) inputs. The loop
+// waits for the device every 16 products: memory freed inside a batch of
+// commands is reused only once the batch completes, so a longer run of
+// products would time the allocation of fresh device memory for each output.
 //   bench_vulkan_gemm [--f16] [device (default vulkan:0)] [N or MxNxK ...]
 #include <rumus/core/device_backend.hpp>
 #include <rumus/rumus.hpp>
@@ -40,7 +43,10 @@ int main(int argc, char** argv) {
     const double flop = 2.0 * double(m) * double(n) * double(kk);
     const int iters = flop > 1e11 ? 30 : 100;
     auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) c = matmul(a, b);
+    for (int i = 0; i < iters; ++i) {
+      c = matmul(a, b);
+      if (i % 16 == 15) synchronize(dev);
+    }
     synchronize(dev);
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
     // Check: the edges and a spread of rows and columns, against double-precision
@@ -62,7 +68,8 @@ int main(int argc, char** argv) {
         double err = std::abs(cv[i * n + j] - ref) / std::max(scale, 1e-30);
         worst = std::isnan(cv[i * n + j]) ? INFINITY : std::max(worst, err);
       }
-    std::printf("%s %lldx%lldx%lld on %s: %.0f GFLOP/s (%.3f ms), max rel err %.1e\n", f16 ? "hgemm" : "sgemm",
-                (long long)m, (long long)n, (long long)kk, dev.str().c_str(), flop / dt * 1e-9, dt * 1e3, worst);
+    std::printf("%s %lldx%lldx%lld on %s: %.0f GFLOP/s (%.3f ms), max rel err %.1e, %.0f MB of device memory held\n",
+                f16 ? "hgemm" : "sgemm", (long long)m, (long long)n, (long long)kk, dev.str().c_str(), flop / dt * 1e-9,
+                dt * 1e3, worst, double(device_stats(dev).bytes_reserved) / 1e6);
   }
 }
