@@ -2,8 +2,8 @@
 // Sum, mean, max or min down the columns of [batch, rows, columns]
 // matrices whose columns are contiguous: a bias gradient (the sum over the
 // rows of [tokens, features]) and the split-K slices of a GEMM. A
-// workgroup takes LX column units (16 bytes each when ALIGNED, else one
-// float) and a run of rows; its 256 / LX invocations per unit take every
+// workgroup takes LX column units (4 elements each when ALIGNED, else one)
+// and a run of rows; its 256 / LX invocations per unit take every
 // (256 / LX)-th row of the run, eight rows' loads in flight at a time (one
 // load per loop trip waited on memory every row), then add up through
 // shared memory. Runs split over several workgroups (y) write partial rows

@@ -1,4 +1,4 @@
-// Host side of reduce.comp.
+// Host side of reduce.comp and column_reduce.comp.
 #include <algorithm>
 #include <array>
 #include <bit>

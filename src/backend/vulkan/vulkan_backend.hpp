@@ -112,8 +112,9 @@ class VulkanBackend final : public Backend {
   void release_finished();
   // The tensor-core GEMM (kernels_gemm_coopmat.cpp) where coopmat_gemm_applies().
   void coopmat_gemm(const GemmArgs& g);
-  // reduce() in one launch (two for one long output), or in two passes down
-  // the columns (reduce_columns). `serial`: one invocation per output;
+  // reduce() in one launch (two for one long output), down contiguous
+  // columns in column_reduce.comp (reduce_down_columns), or in two passes
+  // down other columns (reduce_columns). `serial`: one invocation per output;
   // `no_columns`: the one-launch choices only.
   enum class ReducePlan { any, serial, no_columns };
   void reduce_pass(ReduceOp op, TensorArg out, TensorArg in, ReducePlan plan);
