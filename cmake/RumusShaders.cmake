@@ -17,7 +17,7 @@ function(rumus_embed_shaders out_var)
   set(variants "")
   foreach(src IN LISTS shader_sources)
     get_filename_component(name ${src} NAME_WE)
-    if(name MATCHES "^attention_blocked")  # one build per head width, never generic
+    if(name MATCHES "^attention_(blocked|grid)")  # one build per head width, never generic
       foreach(width 32 64)
         list(APPEND variants "${name}${width}|${src}|-DBLOCKED_D=${width}")
       endforeach()

@@ -116,10 +116,11 @@ void main() {
     const float corr = new_max == NEG_INF ? 1.0 : exp(mx - new_max);
     vec4 w;
     float part = 0.0;
+    const vec4 z = dropout_factors4(bh, i, j0 + 4 * tx);
     [[unroll]] for (uint c = 0; c < 4; ++c) {
       const float p = s[c] == NEG_INF ? 0.0 : exp(s[c] - new_max);
       part += p;
-      w[c] = p == 0.0 ? 0.0 : p * dropout_factor(bh, i, j0 + 4 * tx + c);
+      w[c] = p * z[c];
     }
     sum = sum * corr + part;  // this invocation's keys only; added up at the end
     mx = new_max;

@@ -156,11 +156,12 @@ void main() {
       const uint row = 2 * b + e, i = t0 + row;
       const float lse = query_lse[row], delta = dot(query_delta[row], vec4(1.0));
       vec4 ds, pz;
+      const vec4 zs = dropout_factors4(bh, i, key0 + 4 * a);
       [[unroll]] for (uint c = 0; c < 4; ++c) {
         const uint j = key0 + 4 * a + c;
         const float m = plain ? 0.0 : mask_term(bh, i, j);
         const float p = m == NEG_INF || lse == NEG_INF ? 0.0 : exp(s[4 * e + c] * pc.scale + m - lse);
-        const float z = p == 0.0 ? 0.0 : dropout_factor(bh, i, j);
+        const float z = p == 0.0 ? 0.0 : zs[c];
         ds[c] = p * (dp[4 * e + c] * z - delta) * pc.scale;
         pz[c] = p * z;
       }

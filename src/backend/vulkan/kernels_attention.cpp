@@ -3,7 +3,8 @@
 // up to 128, shaders/attention.comp (one row per invocation, everything from
 // global memory) beyond; the forward for head dims up to 64 runs
 // shaders/attention_blocked.comp (rows by keys per invocation) where
-// subgroups shuffle, and the backward for those heads
+// subgroups shuffle, from 512 keys shaders/attention_grid.comp (a 4 x 4 grid
+// of scores per invocation), and the backward for those heads
 // shaders/attention_blocked_backward.comp (one pass, grad_q by float atomics)
 // where the device has them. f16: shaders/attention_coopmat.comp on the
 // matrix units, head dims up to 128.
@@ -146,6 +147,25 @@ const char* blocked_forward(const Context& ctx, const AttentionParams& p, std::u
   return d_max == 32 ? "attention_blocked32" : "attention_blocked64";
 }
 
+// attention_grid.comp, the forward for head dims up to 64 over long key
+// sequences where subgroups shuffle: a 4 x 4 grid of scores per invocation,
+// 64 query rows per workgroup of 128 invocations. Measured on one GPU
+// against attention_blocked.comp (bench/RESULTS.md): 1.1x faster at 512
+// keys and 1.2x at 1024, as fast at 256, slower at 128, where its
+// workgroups see too few key tiles to pay for their 64 query rows.
+constexpr std::uint32_t kGridRows = 64;
+constexpr std::int64_t kGridMinKeys = 512;
+
+// Its build (register width 32 or 64), or nullptr where it does not apply.
+const char* grid_forward(const Context& ctx, const AttentionParams& p) {
+  const std::int64_t widest = std::max(p.d, p.dv);
+  if (!ctx.subgroup_shuffle || widest > 64 || p.lk < kGridMinKeys) return nullptr;
+  const std::uint32_t d_max = widest <= 32 ? 32 : 64;
+  // Shared memory as its declarations add up: query rows, key and value tiles of 32 rows, weights.
+  if (!blocked_fits(ctx, (kGridRows * d_max + 2 * 32 * d_max + 32 * kGridRows) * 4)) return nullptr;
+  return d_max == 32 ? "attention_grid32" : "attention_grid64";
+}
+
 // attention_blocked_backward.comp, the f32 backward for head dims up to 64
 // in one pass (grad_q by float atomics): 128 invocations, 32 keys per
 // workgroup, tiles of 32 queries.
@@ -213,6 +233,11 @@ void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, T
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
     launch("attention_coopmat", {kCoopmatThreads, kForward, d_max, tile, rows_aligned(p, {q, k, v, out}, 8)}, ops, &pc,
            sizeof pc, gx, gy, gz);
+    return;
+  }
+  if (const char* grid = grid_forward(*ctx_, p)) {
+    tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz, kGridRows);
+    launch(grid, {kBlockedThreads, kForward, 0, 0, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc, gx, gy, gz);
     return;
   }
   if (const char* blocked = blocked_forward(*ctx_, p, d_max)) {
