@@ -12,6 +12,7 @@
 //           in order, so that the sums are the same on every run (no atomics).
 // The _sg build (-DSUBGROUP_REDUCE, devices with subgroup arithmetic) sums a
 // row with subgroupAdd and one barrier instead of a tree of barriers.
+#extension GL_EXT_control_flow_attributes : require
 #ifdef SUBGROUP_REDUCE
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
@@ -109,7 +110,20 @@ void main() {
     if (c >= d) return;
     const uint blk = gl_WorkGroupID.y, first = blk * pc.block, last = min(pc.rows, first + pc.block);
     REAL sw = 0.0, sb = 0.0;
-    for (uint r = first; r < last; ++r) {
+    // Eight rows' loads in flight: a row at a time, the loop waited on memory at every row.
+    uint r = first;
+    for (; r + 8u <= last; r += 8u) {
+      REAL g[8], xhat[8];
+      [[unroll]] for (uint k = 0; k < 8u; ++k) {
+        g[k] = load3(DT, pc.off3 + (r + k) * d + c);
+        xhat[k] = (load1(DT, pc.off1 + (r + k) * d + c) - load4(DT, pc.off4 + r + k)) * load5(DT, pc.off5 + r + k);
+      }
+      [[unroll]] for (uint k = 0; k < 8u; ++k) {
+        sw += g[k] * xhat[k];
+        sb += g[k];
+      }
+    }
+    for (; r < last; ++r) {
       const REAL g = load3(DT, pc.off3 + r * d + c);
       sw += g * (load1(DT, pc.off1 + r * d + c) - load4(DT, pc.off4 + r)) * load5(DT, pc.off5 + r);
       sb += g;
