@@ -2,18 +2,18 @@
 // Fused scaled dot-product attention, forward (f32), flash-attention style,
 // with a 4 x 4 grid of scores per invocation. A workgroup of 16 x 8
 // invocations takes 64 query rows of one (batch, head) and keeps them in
-// shared memory; keys and values stream through shared memory 32
-// rows at a time, the next tile fetched into registers while the current
-// one is worked. Invocation (ty, tx) scores queries 4 ty + r against keys
-// 4 tx + c, so a 16-byte shared read feeds 8 multiply-adds
-// (attention_blocked.comp scores one query row per invocation: 3.2), and a
-// tile's barriers and shuffles serve four times as many scores per invocation. The weights go through shared
-// memory once; the same invocation then accumulates its 4 rows' outputs at
-// 16-byte units tx + 8 n. An online softmax keeps each row's running
-// maximum and sum; lse is written for the backward kernels. Scores are
-// never stored in global memory. z is the dropout multiplier (the same
-// Philox draws as the other kernels and the CPU). Needs subgroups of at
-// least 8 lanes with shuffles: the 8 invocations of a row block are
+// shared memory; keys and values stream through shared memory 32 rows at a
+// time, the next tile fetched into registers while the current one is
+// worked. Invocation (ty, tx) scores queries 4 ty + r against keys 4 tx + c,
+// so a 16-byte shared read feeds 8 multiply-adds (attention_blocked.comp
+// scores one query row per invocation: 3.2), and a tile's barriers and
+// shuffles serve four times as many scores per invocation. The weights go
+// through shared memory once; the same invocation then accumulates its four
+// rows' outputs at 16-byte units tx + 8 n. An online softmax keeps each
+// row's running maximum and sum; lse is written for the backward kernels.
+// Scores are never stored in global memory. z is the dropout multiplier
+// (the same Philox draws as the other kernels and the CPU). Needs subgroups
+// of at least 8 lanes with shuffles: the 8 invocations of a row block are
 // neighbouring lanes and reduce over it with three xor shuffles.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
