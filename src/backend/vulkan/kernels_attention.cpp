@@ -3,8 +3,8 @@
 // up to 128, shaders/attention.comp (one row per invocation, everything from
 // global memory) beyond; the forward for head dims up to 64 runs
 // shaders/attention_blocked.comp (rows by keys per invocation) where
-// subgroups shuffle, from 512 keys shaders/attention_grid.comp (a 4 x 4 grid
-// of scores per invocation), and the backward for those heads
+// subgroups shuffle, from 512 queries and keys shaders/attention_grid.comp (a
+// 4 x 4 grid of scores per invocation), and the backward for those heads
 // shaders/attention_blocked_backward.comp (one pass, grad_q by float atomics)
 // where the device has them. f16: shaders/attention_coopmat.comp on the
 // matrix units, head dims up to 128.
@@ -147,19 +147,21 @@ const char* blocked_forward(const Context& ctx, const AttentionParams& p, std::u
   return d_max == 32 ? "attention_blocked32" : "attention_blocked64";
 }
 
-// attention_grid.comp, the forward for head dims up to 64 over long key
+// attention_grid.comp, the forward for head dims up to 64 over long
 // sequences where subgroups shuffle: a 4 x 4 grid of scores per invocation,
 // 64 query rows per workgroup of 128 invocations. Measured on one GPU
-// against attention_blocked.comp (bench/RESULTS.md): 1.1x faster at 512
-// keys and 1.2x at 1024, as fast at 256, slower at 128, where its
-// workgroups see too few key tiles to pay for their 64 query rows.
+// against attention_blocked.comp with as many queries as keys
+// (bench/RESULTS.md): 1.1x faster at 512 and 1.2x at 1024, as fast at 256,
+// slower at 128, where its workgroups see too few key tiles to pay for
+// their 64 query rows. Fewer queries than that were not measured: they
+// keep the blocked kernel's 16-row workgroups.
 constexpr std::uint32_t kGridRows = 64;
-constexpr std::int64_t kGridMinKeys = 512;
+constexpr std::int64_t kGridMinLength = 512;
 
 // Its build (register width 32 or 64), or nullptr where it does not apply.
 const char* grid_forward(const Context& ctx, const AttentionParams& p) {
   const std::int64_t widest = std::max(p.d, p.dv);
-  if (!ctx.subgroup_shuffle || widest > 64 || p.lk < kGridMinKeys) return nullptr;
+  if (!ctx.subgroup_shuffle || widest > 64 || std::min(p.lq, p.lk) < kGridMinLength) return nullptr;
   const std::uint32_t d_max = widest <= 32 ? 32 : 64;
   // Shared memory as its declarations add up: query rows, key and value tiles of 32 rows, weights.
   if (!blocked_fits(ctx, (kGridRows * d_max + 2 * 32 * d_max + 32 * kGridRows) * 4)) return nullptr;
