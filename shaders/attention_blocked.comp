@@ -52,19 +52,9 @@ shared vec4 tile_v[BC * DU];
 shared vec4 weights[ROWS * BC / 4];  // P z of the tile, [ROWS][BC]
 
 #define ATTENTION_BLOCKED_TILES
+#define ATTENTION_ROW_SHUFFLES
 #include "attention_terms.glsl"
 
-// The sum (or maximum) over the 8 invocations of a row.
-float row_sum(float x) {
-  x += subgroupShuffleXor(x, 1u);
-  x += subgroupShuffleXor(x, 2u);
-  return x + subgroupShuffleXor(x, 4u);
-}
-float row_max(float x) {
-  x = max(x, subgroupShuffleXor(x, 1u));
-  x = max(x, subgroupShuffleXor(x, 2u));
-  return max(x, subgroupShuffleXor(x, 4u));
-}
 
 void main() {
   const uvec2 block = attention_block(true);

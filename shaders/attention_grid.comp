@@ -50,39 +50,21 @@ layout(set = 0, binding = 0) readonly buffer Q4 { vec4 v[]; } q4_;
 layout(set = 0, binding = 1) readonly buffer K4 { vec4 v[]; } k4_;
 layout(set = 0, binding = 2) readonly buffer V4 { vec4 v[]; } v4_;
 
-shared vec4 rows_q[ROWS * DU];   // swizzled by at()
-shared vec4 tile_k[BC * DU];     // swizzled by at()
+shared vec4 rows_q[ROWS * DU];   // swizzled by key_at()
+shared vec4 tile_k[BC * DU];     // swizzled by key_at()
 shared vec4 tile_v[BC * DU];     // plain rows
 shared vec4 weights[BC * RU];    // P z of the tile, [key][4 query rows], swizzled by weight_at()
 
+#define ATTENTION_BLOCKED_TILES
+#define ATTENTION_ROW_SHUFFLES
 #include "attention_terms.glsl"
 
-// Unit u of row `row` of the query or key tile: units xor row / 4, so the
-// invocations reading rows 4 tx + c at one unit hit distinct banks.
-uint at(uint row, uint u) { return row * DU + (u ^ ((row >> 2) & 7u)); }
+// Unit u of row `row` of the value tile: plain rows, read a row at a time.
+uint value_at(uint row, uint u) { return row * DU + u; }
 // Query rows [4 b, 4 b + 4) of key j's weights: b xor j / 4, so the
 // invocations storing keys 4 tx + c of one row block hit distinct banks.
 uint weight_at(uint j, uint b) { return j * RU + (b ^ (j >> 2)); }
 
-// The sum (or maximum) over the 8 invocations of a row block.
-float row_sum(float x) {
-  x += subgroupShuffleXor(x, 1u);
-  x += subgroupShuffleXor(x, 2u);
-  return x + subgroupShuffleXor(x, 4u);
-}
-float row_max(float x) {
-  x = max(x, subgroupShuffleXor(x, 1u));
-  x = max(x, subgroupShuffleXor(x, 2u));
-  return max(x, subgroupShuffleXor(x, 4u));
-}
-
-// This invocation's PER units of rows [first, first + BC) of a [rows, width] matrix.
-#define FETCH(regs, src, src4, base, stride, first, width)                                                   \
-  [[unroll]] for (uint f = 0; f < PER; ++f) {                                                               \
-    const uint e = gl_LocalInvocationID.x + THREADS * f, r = e / DU, u = e % DU;                            \
-    regs[f] = (first) + r < pc.lk ? LOAD_RUN(src, src4, (base) + int(((first) + r) * (stride)), 4 * u, width) \
-                                  : vec4(0.0);                                                              \
-  }
 
 void main() {
   const uvec2 block = attention_block(true);
@@ -96,7 +78,7 @@ void main() {
 
   for (uint e = tid; e < ROWS * DU; e += THREADS) {
     const uint r = e / DU, u = e % DU;
-    rows_q[at(r, u)] =
+    rows_q[key_at(r, u)] =
         first_row + r < pc.lq ? LOAD_RUN(q_.v, q4_.v, qbase + int((first_row + r) * qk_stride), 4 * u, d) : vec4(0.0);
   }
   float mx[4], sum[4];
@@ -109,19 +91,16 @@ void main() {
   // Causal: keys past the workgroup's last query are masked for every row.
   const uint kend = ATT_CAUSAL ? min(pc.lk, min(first_row + ROWS, pc.lq)) : pc.lk;
   vec4 next_k[PER], next_v[PER];
-  FETCH(next_k, k_.v, k4_.v, kbase, qk_stride, 0u, d)
-  FETCH(next_v, v_.v, v4_.v, vbase, v_stride, 0u, dv)
+  FETCH_TILE(next_k, k_.v, k4_.v, kbase, qk_stride, 0u, pc.lk, d)
+  FETCH_TILE(next_v, v_.v, v4_.v, vbase, v_stride, 0u, pc.lk, dv)
   for (uint j0 = 0; j0 < kend; j0 += BC) {
     barrier();  // the last tile's products are done with tile_v and weights
-    [[unroll]] for (uint f = 0; f < PER; ++f) {
-      const uint e = tid + THREADS * f, r = e / DU, u = e % DU;
-      tile_k[at(r, u)] = next_k[f];
-      tile_v[e] = next_v[f];
-    }
+    STORE_TILE(tile_k, next_k, key_at)
+    STORE_TILE(tile_v, next_v, value_at)
     barrier();
     if (j0 + BC < kend) {
-      FETCH(next_k, k_.v, k4_.v, kbase, qk_stride, j0 + BC, d)
-      FETCH(next_v, v_.v, v4_.v, vbase, v_stride, j0 + BC, dv)
+      FETCH_TILE(next_k, k_.v, k4_.v, kbase, qk_stride, j0 + BC, pc.lk, d)
+      FETCH_TILE(next_v, v_.v, v4_.v, vbase, v_stride, j0 + BC, pc.lk, dv)
     }
     // Scores of rows i0 + r with keys j0 + 4 tx + c.
     float s[16];  // r * 4 + c
@@ -131,8 +110,8 @@ void main() {
     [[dont_unroll]] for (uint u0 = 0; u0 < DU; u0 += 4) [[unroll]] for (uint uu = 0; uu < 4; ++uu) {
       const uint u = u0 + uu;
       vec4 qv[4], kv[4];
-      [[unroll]] for (uint r = 0; r < 4; ++r) qv[r] = rows_q[at(4 * ty + r, u)];
-      [[unroll]] for (uint c = 0; c < 4; ++c) kv[c] = tile_k[at(4 * tx + c, u)];
+      [[unroll]] for (uint r = 0; r < 4; ++r) qv[r] = rows_q[key_at(4 * ty + r, u)];
+      [[unroll]] for (uint c = 0; c < 4; ++c) kv[c] = tile_k[key_at(4 * tx + c, u)];
       [[unroll]] for (uint r = 0; r < 4; ++r)
         [[unroll]] for (uint c = 0; c < 4; ++c) s[r * 4 + c] += dot(qv[r], kv[c]);
     }
@@ -167,7 +146,7 @@ void main() {
       const uint j = j8 + jj;
       const vec4 pw = weights[weight_at(j, ty)];
       [[unroll]] for (uint n = 0; n < NC; ++n) {
-        const vec4 vv = tile_v[j * DU + tx + TC * n];
+        const vec4 vv = tile_v[value_at(j, tx + TC * n)];
         [[unroll]] for (uint r = 0; r < 4; ++r) acc[r * NC + n] += pw[r] * vv;
       }
     }

@@ -1,10 +1,12 @@
 // What the tiled attention kernels (attention_tiled, attention_blocked,
-// attention_blocked_backward, attention_coopmat) share: the mask's term in a
-// score, the dropout multiplier, and row access 16 bytes at a time. Included
-// after the push constants (PUSH_ATTENTION); the row macros need the
-// kernel's ALIGNED constant, row_delta its O and dO bindings
-// (ATTENTION_ROW_DELTA), the blocked kernels' tile helpers their DU and PER
-// and a workgroup of 128 (ATTENTION_BLOCKED_TILES).
+// attention_blocked_backward, attention_grid, attention_coopmat) share: the
+// mask's term in a score, the dropout multiplier, and row access 16 bytes at
+// a time. Included after the push constants (PUSH_ATTENTION); the row macros
+// need the kernel's ALIGNED constant, row_delta its O and dO bindings
+// (ATTENTION_ROW_DELTA), the blocked and grid kernels' tile helpers their DU
+// and PER and a workgroup of 128 (ATTENTION_BLOCKED_TILES), and their sums
+// over the 8 neighbouring lanes of a row subgroup shuffles
+// (ATTENTION_ROW_SHUFFLES).
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
@@ -116,4 +118,18 @@ uint query_at(uint row, uint u) { return row * DU + (u ^ ((row >> 1) & 7u)); }
     const uint e = gl_LocalInvocationID.x + 128u * f;                                             \
     dst[at(e / DU, e % DU)] = regs[f];                                                            \
   }
+#endif
+
+#ifdef ATTENTION_ROW_SHUFFLES
+// The sum (or maximum) over the 8 neighbouring invocations of a row: three xor shuffles.
+float row_sum(float x) {
+  x += subgroupShuffleXor(x, 1u);
+  x += subgroupShuffleXor(x, 2u);
+  return x + subgroupShuffleXor(x, 4u);
+}
+float row_max(float x) {
+  x = max(x, subgroupShuffleXor(x, 1u));
+  x = max(x, subgroupShuffleXor(x, 2u));
+  return max(x, subgroupShuffleXor(x, 4u));
+}
 #endif
