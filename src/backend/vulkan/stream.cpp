@@ -85,6 +85,7 @@ void Stream::order(std::span<const Binding> access) {
   }
   if (conflict) {
     full_barrier(capturing_ ? capture_cmd_ : recording_.cmd);  // into the buffer being recorded
+    ++profile_barriers_;
     read_.clear();
     written_.clear();
   }
@@ -112,6 +113,7 @@ void Stream::dispatch(vk::Pipeline pipeline, vk::PipelineLayout layout, std::spa
   if (capturing_) return;  // one buffer per capture; no timestamps in it
   if (profile_) {
     recording_.labels.push_back(label ? *label : "?");
+    ++profile_dispatches_;
     cmd.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, recording_.queries,
                        std::uint32_t(recording_.labels.size() - 1));
   }
@@ -187,10 +189,12 @@ void Stream::wait_all() {
       total += t.first;
     }
     std::sort(rows.rbegin(), rows.rend());
-    std::fprintf(stderr, "vulkan profile (%s): %.3f ms of kernels\n", ctx_.name.c_str(), total);
-    for (std::size_t i = 0; i < rows.size() && i < 25; ++i)
+    std::fprintf(stderr, "vulkan profile (%s): %.3f ms of kernels, %llu dispatches, %llu barriers between them\n",
+                 ctx_.name.c_str(), total, (unsigned long long)profile_dispatches_, (unsigned long long)profile_barriers_);
+    for (std::size_t i = 0; i < rows.size() && i < 40; ++i)
       std::fprintf(stderr, "  %9.3f ms  %s\n", rows[i].first, rows[i].second.c_str());
     profile_totals_.clear();
+    profile_dispatches_ = profile_barriers_ = 0;
   }
 }
 

@@ -88,6 +88,7 @@ class Stream {
   std::unordered_set<std::uint64_t> read_, written_;
   bool profile_ = false;
   std::map<std::string, std::pair<double, std::uint64_t>> profile_totals_;  // label -> (ms, count)
+  std::uint64_t profile_dispatches_ = 0, profile_barriers_ = 0;  // since the last profile printed
 };
 
 }  // namespace rumus::vulkan
