@@ -1,9 +1,11 @@
 #version 450
 // Batched SGEMM, C = alpha * op(A) op(B) + beta * C (+ bias), row-major with leading
 // dims. A workgroup computes a BM x BN tile; each invocation an 8 x 8 block
-// held as 2 x 2 vec4 quads half a tile apart (conflict-free shared reads),
-// or (MICRO = 4) a single 4 x 4 quad: four times the invocations per tile, for
-// products with too few tiles to keep the GPU's schedulers busy.
+// held as 2 x 2 vec4 quads half a tile apart (conflict-free shared reads).
+// Sliced K (KSLICES > 1): as many groups of invocations share the tile, each
+// multiplying its own part of every K-slice, and their sums meet in shared
+// memory at the end. Thin products (64 x 64 tiles) get the occupancy of small
+// blocks that way while keeping 8 x 8 blocks' few shared reads per multiply.
 // Aligned shapes fetch the next K-slice into registers (vec4 loads) while the
 // current one is used; ragged ones load bounds-checked scalars straight into
 // shared memory (staging them in registers measured far slower on an H200).
@@ -14,7 +16,7 @@
 // same code as without them.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
-layout(local_size_x_id = 0) in;  // (BM / MICRO) * (BN / MICRO)
+layout(local_size_x_id = 0) in;  // (BM / 8) * (BN / 8) * KSLICES
 layout(constant_id = 1) const uint BM = 128;
 layout(constant_id = 2) const uint BN = 128;
 layout(constant_id = 3) const uint BK = 16;
@@ -26,10 +28,9 @@ layout(constant_id = 8) const uint OUT_TYPE = 0;  // C: the same codes
 // A bias vector (binding 3, C's type) added to every row of C: linear's bias
 // in the epilogue, instead of a copy into C before the product.
 layout(constant_id = 9) const bool HAS_BIAS = false;
-// Each invocation's block of C: 8 x 8, or 4 x 4 (then BM * BK / THREADS >= 4: the
-// host pairs it with 64 x 64 tiles and slices of 16, gemm_tile_block()).
-layout(constant_id = 10) const uint MICRO = 8;
-const uint QUADS = MICRO / 4;  // quads per side of an invocation's block
+// Groups of invocations splitting each K-slice (BK % KSLICES == 0; the host
+// keeps BM * BK / THREADS between 4 and 16).
+layout(constant_id = 10) const uint KSLICES = 1;
 
 // Split-K: workgroup z = batch * splits + s sums K-range [s * k_chunk, (s + 1) * k_chunk)
 // and writes its own C slice (batch_c apart); the host adds the slices.
@@ -114,13 +115,16 @@ void store_c4(uint i4, vec4 v) {
   else ch4[i4] = to16x4(OUT_TYPE, v);
 }
 
-const uint THREADS = (BM / MICRO) * (BN / MICRO);
+const uint TILE_THREADS = (BM / 8) * (BN / 8);  // invocations of one group
+const uint THREADS = TILE_THREADS * KSLICES;
 const uint AS = BM / 4 + 1;  // k-major rows of vec4, padded
 const uint BS = BN / 4;
 const uint LA = BM * BK / THREADS;  // A elements each invocation fetches per slice
 const uint LB = BN * BK / THREADS;
 shared vec4 As[BK * AS];
 shared vec4 Bs[BK * BS];
+const uint RED = KSLICES == 1u ? 1u : TILE_THREADS * 16u;
+shared vec4 red[RED];  // one group's 8 x 8 blocks at a time, for the first group to add
 
 float ra[16];
 float rb[16];
@@ -195,7 +199,8 @@ void stash() {
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
-  const uint tx = tid % (BN / MICRO), ty = tid / (BN / MICRO);
+  const uint group = tid / TILE_THREADS, tt = tid % TILE_THREADS;
+  const uint tx = tt % (BN / 8), ty = tt / (BN / 8);
   const uint z = gl_WorkGroupID.z / pc.splits, split = gl_WorkGroupID.z % pc.splits;
   bm = gl_WorkGroupID.y * BM;
   bn = gl_WorkGroupID.x * BN;
@@ -212,12 +217,8 @@ void main() {
     stash();
     barrier();
     if (k0 + BK < k_end) fetch(k0 + BK);
-    for (uint k = 0; k < BK; ++k) {
-      if (MICRO == 4u) {
-        const vec4 a0 = As[k * AS + ty], b0 = Bs[k * BS + tx];
-        for (uint r = 0; r < 4; ++r) acc[2 * r] += a0[r] * b0;
-        continue;
-      }
+    for (uint kk = 0; kk < BK / KSLICES; ++kk) {
+      const uint k = group * (BK / KSLICES) + kk;
       vec4 a0 = As[k * AS + ty], a1v = As[k * AS + ty + BM / 8];
       vec4 b0 = Bs[k * BS + tx], b1v = Bs[k * BS + tx + BN / 8];
       for (uint r = 0; r < 4; ++r) {
@@ -229,13 +230,22 @@ void main() {
     }
     barrier();
   }
+  if (KSLICES > 1u) {  // the other groups' sums into the first group's, one group at a time
+    for (uint s = 1; s < KSLICES; ++s) {
+      if (group == s) [[unroll]] for (uint i = 0; i < 16; ++i) red[i * TILE_THREADS + tt] = acc[i];
+      barrier();
+      if (group == 0u) [[unroll]] for (uint i = 0; i < 16; ++i) acc[i] += red[i * TILE_THREADS + tt];
+      barrier();
+    }
+    if (group != 0u) return;
+  }
 
   const uint base_c = pc.offset_c + gl_WorkGroupID.z * pc.batch_c;
   if (ALIGNED) {
-    for (uint h = 0; h < QUADS; ++h) {
+    for (uint h = 0; h < 2; ++h) {
       for (uint r = 0; r < 4; ++r) {
         uint m = bm + ty * 4 + h * (BM / 2) + r;
-        for (uint q = 0; q < QUADS; ++q) {
+        for (uint q = 0; q < 2; ++q) {
           const uint n = bn + tx * 4 + q * (BN / 2), at = base_c + m * pc.ldc + n;
           vec4 v = pc.alpha * acc[2 * r + 8 * h + q];
           if (pc.beta != 0.0) v += pc.beta * load_c4(at / 4);
@@ -247,11 +257,11 @@ void main() {
     return;
   }
   // Ragged edges: fully unrolled, so acc stays in registers (measured 13x faster on an H200).
-  [[unroll]] for (uint h = 0; h < QUADS; ++h) {
+  [[unroll]] for (uint h = 0; h < 2; ++h) {
     [[unroll]] for (uint r = 0; r < 4; ++r) {
       uint m = bm + ty * 4 + h * (BM / 2) + r;
       if (m >= pc.M) continue;
-      [[unroll]] for (uint q = 0; q < QUADS; ++q) {
+      [[unroll]] for (uint q = 0; q < 2; ++q) {
         uint n = bn + tx * 4 + q * (BN / 2);
         vec4 v = pc.alpha * acc[2 * r + 8 * h + q];
         uint at = base_c + m * pc.ldc + n;

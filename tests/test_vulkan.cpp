@@ -1687,19 +1687,19 @@ TEST(VulkanGemmTuner, CorruptOrForeignFileIsIgnoredWithAReason) {
   TempFile f("corrupt");
   const auto all = vulkan::gemm_tile_candidates();
   const vulkan::GemmTile fast{128, 64, 8};
-  const std::string good = "rumus gemm tiles 2\ndevice dev:1\nm10.n10.k10.b0.t00 64 64 16\n";
+  const std::string good = "rumus gemm tiles 3\ndevice dev:1\nm10.n10.k10.b0.t00 64 64 32\n";
   struct Case {
     std::string text, reason;
   };
   for (const Case& c : {Case{"\x01\x02garbage\xff", "does not start with"},
-                        Case{"rumus gemm tiles 2\n", "second line does not name the device"},
-                        Case{"rumus gemm tiles 2\ndevice dev:2\nm10.n10.k10.b0.t00 64 64 16\n", "another device"},
+                        Case{"rumus gemm tiles 3\n", "second line does not name the device"},
+                        Case{"rumus gemm tiles 3\ndevice dev:2\nm10.n10.k10.b0.t00 64 64 32\n", "another device"},
                         Case{good + "m1.n1.k1.b0.t00 64 64\n", "line 4"},
                         Case{good + "m1.n1.k1.b0.t00 96 64 8\n", "line 4"},
                         Case{good + "m1.n1.k1.b0.t00 64 64 8 9\n", "line 4"},
-                        // timed before 64 x 64 tiles ran 4 x 4 blocks: the old version, a tile no longer taken
-                        Case{"rumus gemm tiles 1\ndevice dev:1\nm10.n10.k10.b0.t00 64 64 16\n", "does not start with"},
-                        Case{good + "m1.n1.k1.b0.t00 64 64 8\n", "line 4"},
+                        // timed before 64 x 64 tiles ran sliced K: the old version, a tile no longer taken
+                        Case{"rumus gemm tiles 2\ndevice dev:1\nm10.n10.k10.b0.t00 64 64 16\n", "does not start with"},
+                        Case{good + "m1.n1.k1.b0.t00 64 64 16\n", "line 4"},
                         Case{good + "m1.n1.k1.b0.t00 -64 64 8\n", "line 4"}}) {
     f.write(c.text);
     vulkan::GemmTuner tuner("dev:1", f.path, true);

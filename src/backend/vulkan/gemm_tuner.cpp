@@ -14,8 +14,8 @@
 namespace rumus::vulkan {
 
 namespace {
-// Version 2: 64 x 64 tiles run 4 x 4 blocks per invocation; files timed before are retuned.
-constexpr const char* kMagic = "rumus gemm tiles 2";
+// Version 3: 64 x 64 tiles run sliced K with bk 32; files timed before are retuned.
+constexpr const char* kMagic = "rumus gemm tiles 3";
 
 unsigned ceil_log2(std::int64_t x) { return x <= 1 ? 0 : unsigned(std::bit_width(std::uint64_t(x - 1))); }
 }  // namespace
@@ -24,8 +24,8 @@ std::vector<GemmTile> gemm_tile_candidates() {
   std::vector<GemmTile> out;
   for (std::uint32_t bm : {64u, 128u})
     for (std::uint32_t bn : {64u, 128u})
-      for (std::uint32_t bk : {8u, 16u})
-        if (gemm_tile_block(bm, bn) == 8 || bk == 16) out.push_back({bm, bn, bk});
+      for (std::uint32_t bk : {8u, 16u, 32u})
+        if ((bm == 64 && bn == 64) == (bk == 32)) out.push_back({bm, bn, bk});
   return out;
 }
 

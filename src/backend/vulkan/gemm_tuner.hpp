@@ -20,14 +20,19 @@ struct GemmTile {
   bool operator==(const GemmTile&) const = default;
 };
 
-// The side of each invocation's block of C in a bm x bn tile: 4 for 64 x 64
-// tiles (256 invocations: measured on an H200, char_lm's products on 64 x 64
-// tiles ran 1.1-1.2x faster than with 64 invocations of 8 x 8), else 8.
-// Blocks of 4 fetch too little per invocation with slices of 8, so those
-// tiles take bk 16 only.
-constexpr std::uint32_t gemm_tile_block(std::uint32_t bm, std::uint32_t bn) { return bm == 64 && bn == 64 ? 4 : 8; }
+// Groups of invocations that share a bm x bn tile, each taking part of every
+// K-slice (gemm.comp's sliced K): 4 for 64 x 64 tiles, whose 64 invocations
+// alone leave the GPU's schedulers idle (measured on an H200, char_lm at
+// context 128: 0.86-0.88M tokens/s with 4 x 4 blocks per invocation, 0.91-0.93M
+// with 8 x 8 blocks in four groups), or as many as the device's workgroup
+// limit allows (Vulkan promises 128 invocations, so at least 2); else 1.
+constexpr std::uint32_t gemm_tile_kslices(std::uint32_t bm, std::uint32_t bn, std::uint32_t max_invocations) {
+  if (bm != 64 || bn != 64) return 1;
+  return max_invocations >= 256 ? 4 : 2;
+}
 
-// Every tile gemm.comp accepts (bm, bn in {64, 128}, bk in {8, 16}; 64 x 64 with bk 16).
+// Every tile gemm.comp accepts: bm, bn in {64, 128} with bk in {8, 16}, but
+// 64 x 64 with bk 32 (its groups then take 8 or 16 of each slice).
 std::vector<GemmTile> gemm_tile_candidates();
 bool is_gemm_tile_candidate(const GemmTile& t);
 

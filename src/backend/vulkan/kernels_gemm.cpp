@@ -67,7 +67,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
     pc.alpha = 0;
     pc.K = 0;
   }
-  // Tile (bm x bn; 8 x 8 per invocation, 4 x 4 on 64 x 64): 128 on a side unless the matrix is
+  // Tile (bm x bn; 8 x 8 per invocation, K sliced in groups on 64 x 64): 128 on a side unless the matrix is
   // thinner, then smaller tiles while the grid has fewer than 256 (on an H200,
   // 8192 x 256 products ran 1.08x faster in 256 tiles of 64 x 128 than in 512
   // of 64 x 64, and slower in 128 of 128 x 128: bench/RESULTS.md).
@@ -75,7 +75,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   std::uint32_t bm = g.m <= 64 ? 64 : 128, bn = g.n <= 64 ? 64 : 128;
   if (tiles(bm, bn) < 256 && bm == 128) bm = 64;
   if (tiles(bm, bn) < 256 && bn == 128) bn = 64;
-  std::uint32_t bk = bm == 64 && bn == 64 ? 16 : 8;  // 128 x 128 x 8 measured fastest on an H200
+  std::uint32_t bk = bm == 64 && bn == 64 ? 32 : 8;  // 128 x 128 x 8 measured fastest on an H200
   if (auto tile = gemm_tile_for(g, {bm, bn, bk})) {  // measured on this device (kernels_gemm_tune.cpp)
     bm = tile->bm;
     bn = tile->bn;
@@ -110,12 +110,10 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   for (std::uint32_t v : {pc.lda, pc.ldb, pc.ldc, pc.offset_a, pc.offset_b, pc.offset_c, pc.batch_a, pc.batch_b,
                           pc.batch_c, pc.offset_bias})
     if (v % 4) aligned = false;
-  // 4 x 4 blocks need 256 invocations a workgroup, more than Vulkan promises.
-  std::uint32_t block = gemm_tile_block(bm, bn);
-  if ((bm / block) * (bn / block) > ctx_->properties.limits.maxComputeWorkGroupInvocations) block = 8;
-  std::vector<std::uint32_t> spec = {(bm / block) * (bn / block), bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
+  const std::uint32_t kslices = gemm_tile_kslices(bm, bn, ctx_->properties.limits.maxComputeWorkGroupInvocations);
+  std::vector<std::uint32_t> spec = {(bm / 8) * (bn / 8) * kslices, bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
                                      aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype), bias ? 1u : 0u,
-                                     block};
+                                     kslices};
   const std::uint32_t gx = std::uint32_t((g.n + bn - 1) / bn), gy = std::uint32_t((g.m + bm - 1) / bm);
   if (splits == 1) {
     Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}, {bias ? g.bias : g.a, false}};
