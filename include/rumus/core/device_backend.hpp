@@ -24,6 +24,7 @@ struct DeviceStats {
   std::uint64_t host_to_device = 0;   // transfers (write calls)
   std::uint64_t device_to_host = 0;   // transfers (read calls)
   std::uint64_t submits = 0;          // command-buffer submissions
+  std::uint64_t commands = 0;         // kernels and copies recorded (outside captures)
 };
 
 // Device work recorded by capture() (core/capture.hpp); a CapturedStep owns it.

@@ -117,7 +117,15 @@ void Stream::dispatch(vk::Pipeline pipeline, vk::PipelineLayout layout, std::spa
     cmd.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, recording_.queries,
                        std::uint32_t(recording_.labels.size() - 1));
   }
-  if (++commands_ >= kBatchLimit) submit();
+  after_command();
+}
+
+void Stream::after_command() {
+  ++commands_total_;
+  if (++commands_ >= kBatchLimit) return submit();
+  // A device with nothing left to run would wait for the whole batch: after
+  // a host read, until the host has recorded up to the next one.
+  if (commands_ % kIdleCheck == 0 && (completed_serial(), in_flight_.empty())) submit();
 }
 
 void Stream::copy(const Allocation& src, std::size_t src_offset, const Allocation& dst, std::size_t dst_offset,
@@ -128,7 +136,7 @@ void Stream::copy(const Allocation& src, std::size_t src_offset, const Allocatio
   vk::BufferCopy region{.srcOffset = src.offset + src_offset, .dstOffset = dst.offset + dst_offset, .size = nbytes};
   cmd.copyBuffer(src.buffer, dst.buffer, region);
   if (capturing_) return;
-  if (++commands_ >= kBatchLimit) submit();
+  after_command();
 }
 
 void Stream::timestamp(vk::QueryPool pool, std::uint32_t query) {

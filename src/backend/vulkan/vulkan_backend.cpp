@@ -330,6 +330,7 @@ DeviceStats VulkanBackend::stats() const {
   s.host_to_device = uploads_;
   s.device_to_host = downloads_;
   s.submits = stream_->submits();
+  s.commands = stream_->commands();
   return s;
 }
 
