@@ -1747,9 +1747,17 @@ TEST(VulkanGemmTuner, CorruptOrForeignFileIsIgnoredWithAReason) {
 // ragged, transposed and split-K shapes.
 TEST(VulkanGemmTuner, EveryCandidateTileGivesCorrectProducts) {
   REQUIRE_VULKAN();
+  std::vector<std::pair<vulkan::GemmTile, std::uint32_t>> runs;  // a tile and its K groups (0: the device's)
   for (const vulkan::GemmTile& tile : vulkan::gemm_tile_candidates()) {
-    const std::string name = std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" + std::to_string(tile.bk);
+    runs.push_back({tile, 0});
+    // Two groups, as on a device that allows 128 invocations a workgroup.
+    if (vulkan::gemm_tile_kslices(tile.bm, tile.bn, 1024) > 1) runs.push_back({tile, 2});
+  }
+  for (const auto& [tile, groups] : runs) {
+    const std::string name = std::to_string(tile.bm) + "x" + std::to_string(tile.bn) + "x" + std::to_string(tile.bk) +
+                             (groups ? " in " + std::to_string(groups) + " K groups" : "");
     vulkan::gemm_tile_override() = tile;
+    if (groups) vulkan::gemm_kslices_override() = groups;
     for (auto [m, k, n] : {std::array<std::int64_t, 3>{128, 64, 128}, {33, 17, 65}, {6, 1100, 5}, {130, 40, 70}}) {
       Generator gen(13);
       Tensor a = rand({m, k}, {}, &gen), b = rand({k, n}, {}, &gen);
@@ -1761,7 +1769,16 @@ TEST(VulkanGemmTuner, EveryCandidateTileGivesCorrectProducts) {
       expect_close(matmul(at, bt), want, 1e-4, what + " transposed");
     }
     vulkan::gemm_tile_override().reset();
+    vulkan::gemm_kslices_override().reset();
   }
+}
+
+TEST(VulkanGemmTuner, SlicedKGroupsFitTheWorkgroupLimit) {
+  EXPECT_EQ(vulkan::gemm_tile_kslices(64, 64, 1024), 4u);
+  EXPECT_EQ(vulkan::gemm_tile_kslices(64, 64, 256), 4u);
+  EXPECT_EQ(vulkan::gemm_tile_kslices(64, 64, 128), 2u) << "Vulkan's minimum limit: 2 groups of 64";
+  EXPECT_EQ(vulkan::gemm_tile_kslices(128, 128, 1024), 1u);
+  EXPECT_EQ(vulkan::gemm_tile_kslices(64, 128, 1024), 1u);
 }
 
 // On first use of a shape class the backend times the candidates on the

@@ -29,6 +29,11 @@ std::vector<GemmTile> gemm_tile_candidates() {
   return out;
 }
 
+std::optional<std::uint32_t>& gemm_kslices_override() {
+  thread_local std::optional<std::uint32_t> groups;
+  return groups;
+}
+
 std::optional<GemmTile>& gemm_tile_override() {
   thread_local std::optional<GemmTile> tile;
   return tile;

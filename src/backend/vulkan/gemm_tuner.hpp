@@ -52,6 +52,9 @@ inline std::uint32_t split_k_chunk(std::int64_t k, std::int64_t slices, std::uin
 // A tile forced on the calling thread (while the tuner times a candidate, and
 // in tests); when set, the f32 GEMM uses it instead of any other choice.
 std::optional<GemmTile>& gemm_tile_override();
+// The groups of 64 x 64 tiles forced on the calling thread (2 or 4), for
+// tests of the split a device with a smaller workgroup limit gets.
+std::optional<std::uint32_t>& gemm_kslices_override();
 
 // Shapes whose sizes round up to the same powers of two share a choice.
 std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, bool trans_a,

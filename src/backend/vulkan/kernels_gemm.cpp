@@ -110,7 +110,8 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   for (std::uint32_t v : {pc.lda, pc.ldb, pc.ldc, pc.offset_a, pc.offset_b, pc.offset_c, pc.batch_a, pc.batch_b,
                           pc.batch_c, pc.offset_bias})
     if (v % 4) aligned = false;
-  const std::uint32_t kslices = gemm_tile_kslices(bm, bn, ctx_->properties.limits.maxComputeWorkGroupInvocations);
+  std::uint32_t kslices = gemm_tile_kslices(bm, bn, ctx_->properties.limits.maxComputeWorkGroupInvocations);
+  if (auto forced = gemm_kslices_override(); forced && kslices > 1) kslices = *forced;
   std::vector<std::uint32_t> spec = {(bm / 8) * (bn / 8) * kslices, bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
                                      aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype), bias ? 1u : 0u,
                                      kslices};
