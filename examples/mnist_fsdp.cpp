@@ -193,6 +193,7 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
     trainer->train(true);
     pg.barrier();
     const StagingStats staged_before = staging_stats();
+    const CollectiveStats collectives_before = collective_stats();
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     for (std::int64_t s = 0; s < steps; ++s) {
@@ -205,6 +206,7 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
     pg.barrier();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const StagingStats staged = staging_stats();
+    const CollectiveStats collectives = collective_stats();
 
     // Evaluation: each rank scores its share of the test set.
     trainer->train(false);
@@ -244,6 +246,14 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
                     double(staged.device_to_host - staged_before.device_to_host) * per_step,
                     double(staged.host_to_device_bytes - staged_before.host_to_device_bytes) * per_step / 1e6,
                     double(staged.host_to_device - staged_before.host_to_device) * per_step);
+      // Per rank: this process's ranks (all of them for threads, one under mpirun) share the counters.
+      const double local_ranks = launched_by_mpi() ? 1.0 : double(n);
+      if (collectives.calls > collectives_before.calls)
+        std::printf("  collectives per step and rank: %.1f calls, %.3f ms exchanging between ranks, %.3f ms staging "
+                    "through the host\n",
+                    double(collectives.calls - collectives_before.calls) * per_step / local_ranks,
+                    (collectives.exchange_seconds - collectives_before.exchange_seconds) * 1e3 * per_step / local_ranks,
+                    (collectives.staging_seconds - collectives_before.staging_seconds) * 1e3 * per_step / local_ranks);
       std::fflush(stdout);
     }
   }

@@ -487,6 +487,29 @@ TEST(Staging, ContiguousCpuTensorsAreUsedInPlace) {
   EXPECT_EQ(staging_stats().host_repacks, after.host_repacks + 2);
 }
 
+// Every collective call is counted and timed; a rank that arrives late makes
+// the others wait in the exchange, which is where that time shows.
+TEST(Staging, CollectivesAreCountedAndTimed) {
+  const CollectiveStats before = collective_stats();
+  run_threads(2, [](ProcessGroup& pg) {
+    Tensor t = ones({1 << 16});
+    if (pg.rank() == 1)  // rank 1 is busy before the first collective; rank 0 waits for it
+      for (int i = 0; i < 20; ++i) t = t * 1.0001;
+    pg.all_reduce(t);
+    pg.all_gather(t);
+    pg.reduce_scatter(t);
+    pg.broadcast(t, 1);
+    pg.barrier();
+  });
+  const CollectiveStats after = collective_stats();
+  EXPECT_EQ(after.calls - before.calls, 10u) << "5 collectives on each of 2 ranks";
+  EXPECT_GT(after.exchange_seconds, before.exchange_seconds);
+  EXPECT_GE(after.staging_seconds, before.staging_seconds) << "CPU tensors are used in place: little or no staging";
+  // One rank: nothing to exchange, but the call still counts.
+  run_threads(1, [](ProcessGroup& pg) { Tensor t = ones({4}); pg.all_reduce(t); });
+  EXPECT_EQ(collective_stats().calls, after.calls + 1);
+}
+
 TEST(Staging, VulkanTensorsTravelThroughHostStaging) {
   Device dev = Device::vulkan(0);
   try {

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -25,6 +27,40 @@ const char* collective_name(Collective c) {
 }
 
 namespace {
+
+struct TimeCounters {
+  std::atomic<std::uint64_t> calls{0}, exchange_ns{0}, staging_ns{0};
+};
+TimeCounters& time_counters() {
+  static TimeCounters c;
+  return c;
+}
+// Adds the wall time of one scope to a counter of time_counters().
+class Timed {
+ public:
+  explicit Timed(std::atomic<std::uint64_t>& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    total_ += std::uint64_t(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+  }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  std::atomic<std::uint64_t>& total_;
+  std::chrono::steady_clock::time_point start_;
+};
+// f() timed as a collective's exchange between ranks, or as its device <-> host staging.
+template <class F>
+auto exchanged(F&& f) {
+  Timed t(time_counters().exchange_ns);
+  return f();
+}
+template <class F>
+auto staged(F&& f) {
+  Timed t(time_counters().staging_ns);
+  return f();
+}
 
 const char* reduce_name(Reduce op) { return op == Reduce::sum ? "sum" : "average"; }
 
@@ -120,10 +156,11 @@ void ProcessGroup::all_reduce(const Tensor& tensor, Reduce op) {
     exchange(req, nullptr, nullptr, 0);  // throws on every rank
     throw_kind(req.error_kind, req.error);
   }
+  ++time_counters().calls;
   if (size() == 1) return;  // one rank: the sum and the average are the tensor itself
-  staging::HostCopy h = staging::to_host(tensor);
-  exchange(req, h.data(), h.data(), std::size_t(tensor.numel()));
-  staging::write_back(tensor, h);
+  staging::HostCopy h = staged([&] { return staging::to_host(tensor); });
+  exchanged([&] { exchange(req, h.data(), h.data(), std::size_t(tensor.numel())); });
+  staged([&] { staging::write_back(tensor, h); });
 }
 
 Tensor ProcessGroup::reduce_scatter(const Tensor& input, Reduce op) {
@@ -132,14 +169,15 @@ Tensor ProcessGroup::reduce_scatter(const Tensor& input, Reduce op) {
     exchange(req, nullptr, nullptr, 0);
     throw_kind(req.error_kind, req.error);
   }
+  ++time_counters().calls;
   if (size() == 1) return input.detach().clone();  // stays on its device: nothing to exchange
-  staging::HostCopy h = staging::to_host(input);
+  staging::HostCopy h = staged([&] { return staging::to_host(input); });
   Shape out_shape = input.shape();
   out_shape[0] /= size();
   Tensor out = staging::host_output(out_shape, input.dtype(), input.device());
   staging::HostCopy o{out, true};
-  exchange(req, h.data(), o.data(), std::size_t(numel_of(out_shape)));
-  return staging::to_device(out, input.device());
+  exchanged([&] { exchange(req, h.data(), o.data(), std::size_t(numel_of(out_shape))); });
+  return staged([&] { return staging::to_device(out, input.device()); });
 }
 
 Tensor ProcessGroup::all_gather(const Tensor& input) {
@@ -148,15 +186,16 @@ Tensor ProcessGroup::all_gather(const Tensor& input) {
     exchange(req, nullptr, nullptr, 0);
     throw_kind(req.error_kind, req.error);
   }
+  ++time_counters().calls;
   if (size() == 1) return input.detach().reshape(input.dim() == 0 ? Shape{1} : input.shape()).clone();
-  staging::HostCopy h = staging::to_host(input);
+  staging::HostCopy h = staged([&] { return staging::to_host(input); });
   Shape out_shape = input.shape();
   if (out_shape.empty()) out_shape = {size()};
   else out_shape[0] *= size();
   Tensor out = staging::host_output(out_shape, input.dtype(), input.device());
   staging::HostCopy o{out, true};
-  exchange(req, h.data(), o.data(), std::size_t(input.numel()));
-  return staging::to_device(out, input.device());
+  exchanged([&] { exchange(req, h.data(), o.data(), std::size_t(input.numel())); });
+  return staged([&] { return staging::to_device(out, input.device()); });
 }
 
 void ProcessGroup::broadcast(const Tensor& tensor, int root) {
@@ -165,19 +204,26 @@ void ProcessGroup::broadcast(const Tensor& tensor, int root) {
     exchange(req, nullptr, nullptr, 0);
     throw_kind(req.error_kind, req.error);
   }
+  ++time_counters().calls;
   if (size() == 1) return;  // the root's tensor is already everyone's
   staging::HostCopy h;
   if (rank() == root || (tensor.device().is_cpu() && tensor.is_contiguous()))
-    h = staging::to_host(tensor);
+    h = staged([&] { return staging::to_host(tensor); });
   else  // its old values are not needed: no read
     h = {staging::host_output(tensor.shape(), tensor.dtype(), tensor.device()), false};
-  exchange(req, h.data(), h.data(), std::size_t(tensor.numel()));
-  if (rank() != root) staging::write_back(tensor, h);
+  exchanged([&] { exchange(req, h.data(), h.data(), std::size_t(tensor.numel())); });
+  if (rank() != root) staged([&] { staging::write_back(tensor, h); });
 }
 
 void ProcessGroup::barrier() {
   CollectiveRequest req = make_request(Collective::barrier, nullptr, Reduce::sum, 0, size());
-  exchange(req, nullptr, nullptr, 0);
+  ++time_counters().calls;
+  exchanged([&] { exchange(req, nullptr, nullptr, 0); });
+}
+
+CollectiveStats collective_stats() {
+  const TimeCounters& c = time_counters();
+  return {c.calls.load(), double(c.exchange_ns.load()) * 1e-9, double(c.staging_ns.load()) * 1e-9};
 }
 
 namespace detail {

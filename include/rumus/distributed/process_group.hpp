@@ -114,6 +114,18 @@ struct StagingStats {
 };
 StagingStats staging_stats();
 
+// Where collectives of this process spent their wall time (all ranks of a
+// ThreadGroup together: divide by the ranks for a rank's share). `exchange`
+// is the rendezvous with the other ranks, the host reduction and copies
+// between their buffers, so waiting for a late rank counts there; `staging`
+// is the device <-> host copies, whose reads first wait for the work queued
+// on the device before them.
+struct CollectiveStats {
+  std::uint64_t calls = 0;
+  double exchange_seconds = 0, staging_seconds = 0;
+};
+CollectiveStats collective_stats();
+
 // Shards along dim 0: a tensor of `rows` rows is padded with zero rows to
 // size * shard_rows(rows, size) rows, and rank r holds rows [r * c, (r + 1) * c).
 // Every rank's shard has the same shape, so gathers and reduce-scatters move
