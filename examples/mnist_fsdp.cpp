@@ -60,11 +60,11 @@ struct Cnn : nn::Module {
 
 struct Config {
   int ranks = 2;
-  std::string mode = "fsdp", model = "mlp", devices = "cpu";
+  std::string mode = "fsdp", model = "mlp", devices = "cpu", optimizer = "sgd";
   std::string data = "/usr/share/datasets/fashion-mnist", save;
   int epochs = 1, threads = 0;
   std::int64_t batch_size = 64, limit = 0;
-  double lr = 0.05;
+  double lr = 0.05;  // SGD's; AdamW takes 1e-3 unless --lr is given
   std::uint64_t seed = 0;
 };
 
@@ -87,7 +87,10 @@ std::optional<int> parse(Config& c, int argc, char** argv) {
       ->type_name("N")->capture_default_str()->check(whole_number(1));
   app.add_option("--epochs", c.epochs, "passes over the training set")
       ->type_name("N")->capture_default_str()->check(whole_number(1));
-  app.add_option("--lr", c.lr, "SGD learning rate, momentum 0.9")->capture_default_str()->check(number_at_least(0, true));
+  app.add_option("--optimizer", c.optimizer, "sgd (momentum 0.9, Nesterov) or adamw (two state tensors per parameter)")
+      ->capture_default_str()->check(CLI::IsMember({"sgd", "adamw"}));
+  CLI::Option* lr = app.add_option("--lr", c.lr, "learning rate (adamw: 0.001 unless given)")
+                        ->capture_default_str()->check(number_at_least(0, true));
   app.add_option("--threads", c.threads, "CPU threads per rank (0: the machine's divided by the ranks)")
       ->type_name("N")->capture_default_str()->check(whole_number(0));
   app.add_option("--limit", c.limit, "train on the first N examples of each epoch (0: all)")
@@ -100,6 +103,7 @@ std::optional<int> parse(Config& c, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (c.optimizer == "adamw" && lr->count() == 0) c.lr = 1e-3;
   return std::nullopt;
 }
 
@@ -179,14 +183,18 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
   std::unique_ptr<Trainer> trainer;
   if (c.mode == "fsdp") trainer = std::make_unique<FsdpTrainer>(std::move(net), pg, dev);
   else trainer = std::make_unique<DdpTrainer>(std::move(net), pg, dev);
-  optim::SGD opt(trainer->parameters(), {.lr = c.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
+  std::unique_ptr<optim::Optimizer> opt;
+  if (c.optimizer == "adamw") opt = std::make_unique<optim::AdamW>(trainer->parameters(), optim::AdamWOptions{.lr = c.lr});
+  else
+    opt = std::make_unique<optim::SGD>(trainer->parameters(),
+                                       optim::SGDOptions{.lr = c.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
 
   data::DataLoader order_of(train_set, {.batch_size = c.batch_size, .shuffle = true, .drop_last = true, .seed = c.seed});
   const std::int64_t steps = example::steps_per_epoch(train_set->size(), c.batch_size, c.limit, c.data);
   if (rank == 0)
-    std::printf("mnist_fsdp: %s %s, %d rank%s (%s), global batch %lld (%lld per rank), %lld steps per epoch, lr %g\n",
+    std::printf("mnist_fsdp: %s %s, %d rank%s (%s), global batch %lld (%lld per rank), %lld steps per epoch, %s lr %g\n",
                 c.mode.c_str(), c.model.c_str(), n, n > 1 ? "s" : "", pg.name().c_str(), (long long)c.batch_size,
-                (long long)local, (long long)steps, c.lr);
+                (long long)local, (long long)steps, c.optimizer.c_str(), c.lr);
 
   for (int epoch = 0; epoch < c.epochs; ++epoch) {
     const std::vector<std::int64_t> order = order_of.order(epoch);
@@ -194,19 +202,21 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
     pg.barrier();
     const StagingStats staged_before = staging_stats();
     const CollectiveStats collectives_before = collective_stats();
+    pg.barrier();  // the counters are shared by rank threads: every rank reads them before any moves on
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     for (std::int64_t s = 0; s < steps; ++s) {
       auto first = order.begin() + s * c.batch_size + rank * local;
       data::Batch b = train_set->get_batch(std::vector<std::int64_t>(first, first + local));
       Tensor loss = cross_entropy(trainer->forward(b.x.to(dev)), b.y.to(dev));
-      opt.step(trainer->backward(loss));
+      opt->step(trainer->backward(loss));
       loss_sum += loss.item();
     }
     pg.barrier();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const StagingStats staged = staging_stats();
     const CollectiveStats collectives = collective_stats();
+    pg.barrier();
 
     // Evaluation: each rank scores its share of the test set.
     trainer->train(false);
@@ -247,6 +257,7 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
                     double(staged.host_to_device_bytes - staged_before.host_to_device_bytes) * per_step / 1e6,
                     double(staged.host_to_device - staged_before.host_to_device) * per_step);
       // Per rank: this process's ranks (all of them for threads, one under mpirun) share the counters.
+      // The epoch's two barriers around the steps count too.
       const double local_ranks = launched_by_mpi() ? 1.0 : double(n);
       if (collectives.calls > collectives_before.calls)
         std::printf("  collectives per step and rank: %.1f calls, %.3f ms exchanging between ranks, %.3f ms staging "
