@@ -428,6 +428,24 @@ TEST(GradScaler, GrowsAfterGrowthIntervalCleanStepsInARow) {
   EXPECT_EQ(scaler.growth_tracker(), 0);
 }
 
+// With all-zero gradients every step is clean: the scale grows until it
+// saturates at the largest finite f32 instead of reaching 2^128 (inf in f32,
+// which would make the scaled loss NaN and skip every step from then on).
+TEST(GradScaler, GrowthSaturatesAtTheLargestFiniteF32) {
+  Tensor p = rnd({4}, Device::cpu(), 81).requires_grad_();
+  optim::SGD opt({p}, {.lr = 0.1});
+  optim::GradScaler scaler({.init_scale = 0x1p120, .growth_interval = 1});
+  for (int i = 0; i < 12; ++i) {
+    SCOPED_TRACE(i);
+    GradientStore g = backward(scaler.scale(sum(mul(p, 0.0))));
+    EXPECT_TRUE(scaler.step(opt, g));
+    scaler.update();
+    EXPECT_TRUE(std::isfinite(float(scaler.get_scale())));
+  }
+  EXPECT_EQ(scaler.get_scale(), double(std::numeric_limits<float>::max()));
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
 TEST(GradScaler, UnscaleOfAWholeStoreIsSeenByStep) {
   ScaledParam su;
   optim::GradScaler scaler;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/ops/creation.hpp"
@@ -121,8 +122,10 @@ void GradScaler::update() {
     return;
   }
   if (++growth_tracker_ == options_.growth_interval) {
-    const double grown = scale_ * options_.growth_factor;
-    if (std::isfinite(grown)) scale_ = grown;  // f64 overflow: keep the scale
+    // The scale multiplies f32 losses: growth saturates at the largest finite
+    // f32, where 2^128 would be inf and turn every scaled loss into inf/NaN.
+    constexpr double max_scale = std::numeric_limits<float>::max();
+    if (scale_ < max_scale) scale_ = std::min(scale_ * options_.growth_factor, max_scale);
     growth_tracker_ = 0;
   }
 }

@@ -50,7 +50,8 @@ class GradScaler {
   bool step(Optimizer& optimizer, GradientStore& grads);
 
   // Ends the iteration: backoff_factor on the scale if any step was skipped,
-  // else growth_factor after growth_interval clean iterations in a row.
+  // else growth_factor after growth_interval clean iterations in a row; growth
+  // stops at the largest finite f32 (about 3.4e38), so the scale never becomes inf.
   void update();
   // Sets the scale instead (the growth count is kept).
   void update(double new_scale);
