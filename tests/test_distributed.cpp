@@ -398,6 +398,27 @@ TEST(ThreadGroup, RankThatLeavesEarlyFailsTheOthersAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 
+// A timeout the clock cannot add to now (centuries, milliseconds::max())
+// means waiting as long as it takes, not a deadline that wrapped into the
+// past. In every collective the first rank to arrive waits for the other.
+TEST(ThreadGroup, HugeTimeoutsDoNotOverflowTheDeadline) {
+  using years = std::chrono::duration<std::int64_t, std::ratio<31556952>>;
+  for (std::chrono::milliseconds timeout :
+       {std::chrono::milliseconds::max(), std::chrono::duration_cast<std::chrono::milliseconds>(years(300))}) {
+    SCOPED_TRACE(timeout.count());
+    std::atomic<int> wrong{0};
+    run_threads(2, [&](ProcessGroup& pg) {
+      for (int step = 0; step < 200; ++step) {
+        Tensor t = full({3}, double(pg.rank() + 1));
+        pg.all_reduce(t);
+        if (t.to_vector<float>() != std::vector<float>{3, 3, 3}) wrong++;
+      }
+      pg.barrier();
+    }, {.timeout = timeout}, {.threads_per_rank = 1});
+    EXPECT_EQ(wrong.load(), 0);
+  }
+}
+
 // ------------------------------------------------------------- bad arguments
 
 TEST(ProcessGroupErrors, WorldSizeAndRankOutOfRange) {

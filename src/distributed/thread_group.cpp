@@ -36,6 +36,7 @@
 #include <mutex>
 #include <thread>
 
+#include "deadline.hpp"
 #include "host_reduce.hpp"
 #include "rumus/core/parallel.hpp"
 
@@ -111,7 +112,8 @@ struct ThreadShared {
       advance();
       return bank;
     }
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline =
+        saturating_deadline<std::chrono::steady_clock>(std::chrono::steady_clock::now(), timeout);
     for (;;) {
       if (generation != gen) return bank;
       if (failed) {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../deadline.hpp"
 #include "../host_reduce.hpp"
 
 namespace rumus::distributed {
@@ -80,7 +81,9 @@ struct MpiGroup::Impl {
   // into buffers the caller has since released, should the missing rank come.
   void wait(MPI_Request& request, const char* op, const char* what) {
     const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + timeout, busy_until = start + busy_poll;
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = detail::saturating_deadline<Clock>(start, timeout),
+               busy_until = detail::saturating_deadline<Clock>(start, busy_poll);
     for (unsigned polls = 0;; ++polls) {
       int done = 0;
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
