@@ -216,6 +216,25 @@ TEST(OpErrors, IntegerDivisionByZeroThrows) {
   EXPECT_TRUE(std::isinf(div(ones({1}), 0.0).item()));
 }
 
+// As torch.neg: unsigned values wrap around, signed ones negate, the dtype is kept.
+TEST(OpValues, IntegerNegWrapsOnEveryDevice) {
+  for (const DeviceInfo& info : Device::list()) {
+    const Device dev = info.device;
+    SCOPED_TRACE(dev.str());
+    Tensor u = tensor(std::vector<double>{1, 0, 200, 255}).to(DType::u8).to(dev);
+    Tensor nu = neg(u);
+    EXPECT_EQ(nu.dtype(), DType::u8);
+    EXPECT_EQ(nu.device(), dev);
+    EXPECT_EQ(nu.to(Device::cpu()).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{255, 0, 56, 1}));
+    EXPECT_EQ(u.neg().to(Device::cpu()).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{255, 0, 56, 1}));
+    for (DType dt : {DType::i32, DType::i64}) {
+      Tensor n = neg(tensor(std::vector<double>{5, -7, 0}).to(dt).to(dev));
+      EXPECT_EQ(n.dtype(), dt);
+      EXPECT_EQ(n.to(Device::cpu()).to(DType::i64).to_vector<std::int64_t>(), (std::vector<std::int64_t>{-5, 7, 0}));
+    }
+  }
+}
+
 TEST(OpValues, IntegerDivisionWrapsAtTheMinimum) {
   Tensor a = tensor(std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min(), 7, -7});
   Tensor b = tensor(std::vector<std::int32_t>{-1, -2, 2});

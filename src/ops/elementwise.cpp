@@ -193,7 +193,9 @@ Tensor pow(const Tensor& x, double e) {
 }
 
 Tensor neg(const Tensor& x) {
-  if (!is_floating(x.dtype())) return mul(x, -1.0);
+  // Integers wrap as in PyTorch (u8 [1, 0, 200] -> [255, 0, 56]): 0 - x in the
+  // tensor's own dtype. Not x * -1, whose -1 would saturate to 0 in u8.
+  if (!is_floating(x.dtype())) return sub(0.0, x);
   return unary_float("neg", UnaryOp::neg, x, 0, 0, Saves::nothing,
                      [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
 }
