@@ -4,7 +4,10 @@
 
 #include <rumus/rumus.hpp>
 
+#include "expect_error.hpp"
+
 using namespace rumus;
+using rumus::testing::expect_error;
 
 namespace {
 
@@ -168,6 +171,19 @@ TEST(Optimizer, BadOptionsAreErrors) {
   EXPECT_THROW(optim::SGD({a}, {.lr = 0.1, .nesterov = true}), Error);
   EXPECT_THROW(optim::Adam({a}, {.beta1 = 1.0}), Error);
   EXPECT_THROW(optim::SGD({ones({2}, {.dtype = DType::i64})}), Error);
+}
+
+TEST(Optimizer, EmptyParameterListIsAnError) {
+  const std::vector<Tensor> none;
+  expect_error<ValueError>([&] { optim::SGD o(none); }, "SGD: optimizer got an empty parameter list");
+  expect_error<ValueError>([&] { optim::Adam o(none); }, "Adam: optimizer got an empty parameter list");
+  expect_error<ValueError>([&] { optim::AdamW o(none); }, "AdamW: optimizer got an empty parameter list");
+  expect_error<ValueError>([&] { optim::RMSprop o(none); }, "RMSprop: optimizer got an empty parameter list");
+  std::vector<optim::ParamGroup> empty_groups(2);
+  expect_error<ValueError>([&] { optim::SGD o(empty_groups, {.lr = 0.1}); }, "got 0 in 2 parameter groups");
+  // An empty group next to a non-empty one is fine, as in PyTorch.
+  empty_groups[1].params.push_back(ones({2}).requires_grad_());
+  EXPECT_NO_THROW(optim::SGD(empty_groups, {.lr = 0.1}));
 }
 
 namespace {

@@ -17,6 +17,14 @@ namespace rumus::optim {
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name) {
   if (groups.empty()) throw Error(fmt::format("{}: expected at least one parameter group", name));
+  // As torch.optim's "optimizer got an empty parameter list" (an empty group
+  // beside non-empty ones is accepted, as in PyTorch).
+  std::size_t count = 0;
+  for (const ParamGroup& pg : groups) count += pg.params.size();
+  if (count == 0)
+    throw ValueError(fmt::format("{}: optimizer got an empty parameter list: expected at least one parameter, got 0 "
+                                 "in {} parameter group{}",
+                                 name, groups.size(), groups.size() == 1 ? "" : "s"));
   for (std::size_t g = 0; g < groups.size(); ++g) {
     ParamGroup& pg = groups[g];
     double glr = pg.lr.value_or(lr), gwd = pg.weight_decay.value_or(weight_decay);
