@@ -107,6 +107,37 @@ TEST(Module, TrainAndEvalReachEverySubmodule) {
   EXPECT_TRUE(net.block.bn.is_training());
 }
 
+// As torch.nn.Dropout(p=1): all zeros in training, and a zero gradient (no
+// 1 / (1 - p) blow-up); the identity in eval. p outside [0, 1] is refused.
+TEST(Module, DropoutOfOneZeroesEverythingOnEveryDevice) {
+  for (const DeviceInfo& info : Device::list()) {
+    SCOPED_TRACE(info.device.str());
+    Tensor x = randn({3, 5}).to(info.device).requires_grad_();
+    nn::Dropout drop(1.0);
+    drop.to(info.device);
+    Tensor y = drop(x);
+    EXPECT_EQ(y.to(Device::cpu()).to_vector<float>(), std::vector<float>(15, 0.0f));
+    GradientStore grads = backward(sum(mul(y, 2.0)));
+    EXPECT_EQ(grads.at(x).to(Device::cpu()).to_vector<float>(), std::vector<float>(15, 0.0f));
+    // The functional form, in f64 and through its composed path.
+    Tensor x64 = randn({4}, {.dtype = DType::f64}).to(info.device).requires_grad_();
+    Tensor y64 = dropout(x64, 1.0, true);
+    EXPECT_EQ(y64.to(Device::cpu()).to_vector<double>(), std::vector<double>(4, 0.0));
+    EXPECT_EQ(backward(sum(y64)).at(x64).to(Device::cpu()).to_vector<double>(), std::vector<double>(4, 0.0));
+    drop.eval();
+    EXPECT_EQ(drop(x).to(Device::cpu()).to_vector<float>(), x.to(Device::cpu()).to_vector<float>());
+  }
+  EXPECT_NO_THROW(nn::Dropout(0.0));
+  for (double bad : {1.5, -0.1, std::nan("")}) {
+    try {
+      nn::Dropout d(bad);
+      ADD_FAILURE() << "Dropout(" << bad << ") was accepted";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("Dropout: expected 0 <= p <= 1, got"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Module, ToKeepsTensorIdentity) {
   Net net;
   Tensor w = net.head[1].named_parameters()[0].second;

@@ -5,7 +5,8 @@
 namespace rumus::nn {
 
 Dropout::Dropout(double p) : p(p) {
-  if (!(p >= 0 && p < 1)) throw Error(fmt::format("Dropout: expected 0 <= p < 1, got {}", p));
+  // As torch.nn.Dropout: p = 1 is allowed (all zeros in training).
+  if (!(p >= 0 && p <= 1)) throw ValueError(fmt::format("Dropout: expected 0 <= p <= 1, got {}", p));
 }
 
 }  // namespace rumus::nn
