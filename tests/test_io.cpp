@@ -348,6 +348,50 @@ TEST(Checkpoint, SaveRemovesStaleTemporariesOfDeadProcessesOnly) {
   EXPECT_TRUE(fs::exists(path));
 }
 
+// A save killed midway (kill -9) leaves its temporary; the next load of that
+// checkpoint removes it, and keeps those of live processes (a save in progress).
+TEST(Checkpoint, LoadRemovesStaleTemporariesOfDeadProcessesOnly) {
+  fs::path dir = scratch("stale_load");
+  std::string path = (dir / "c.safetensors").string();
+  TinyNet net;
+  optim::SGD sgd(net.parameters(), {.lr = 0.1});
+  io::save_checkpoint(path, net, sgd, {0, 1});
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // reaped: no process has this pid now
+  const std::string dead = std::to_string(child);
+  const fs::path stale = path + ".tmp." + dead + ".3.1a2b3c4d";
+  const fs::path stale_old = path + ".tmp." + dead;
+  const fs::path mine = path + ".tmp." + std::to_string(::getpid()) + ".999999.1a2b3c4d";
+  const fs::path parents = path + ".tmp." + std::to_string(::getppid()) + ".0.1a2b3c4d";
+  const fs::path other = (dir / "other.safetensors").string() + ".tmp." + dead + ".0.1a2b3c4d";
+  for (const fs::path& p : {stale, stale_old, mine, parents, other}) spit(p, "partial");
+
+  TinyNet loaded;
+  optim::SGD sgd2(loaded.parameters(), {.lr = 0.1});
+  EXPECT_EQ(io::load_checkpoint(path, loaded, sgd2).step, 1);
+  EXPECT_FALSE(fs::exists(stale)) << "a dead process's temporary was kept";
+  EXPECT_FALSE(fs::exists(stale_old));
+  EXPECT_TRUE(fs::exists(mine)) << "this process's temporary was removed";
+  EXPECT_TRUE(fs::exists(parents)) << "a live process's temporary was removed";
+  EXPECT_TRUE(fs::exists(other)) << "another path's temporary was removed";
+}
+
+// Designated initialisation that names only some fields compiles cleanly
+// (-Wmissing-field-initializers, part of -Wextra, made an error here).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wmissing-field-initializers"
+TEST(Checkpoint, TrainingStateTakesDesignatedInitializers) {
+  const io::TrainingState a{.epoch = 3};
+  const io::TrainingState b{.epoch = 1, .step = 7};
+  EXPECT_EQ(a.epoch, 3);
+  EXPECT_EQ(a.step, 0);
+  EXPECT_TRUE(a.settings.empty());
+  EXPECT_EQ(b.step, 7);
+}
+#pragma GCC diagnostic pop
+
 TEST(Checkpoint, ADirectoryIsAnIoErrorNamingIt) {
   fs::path dir = scratch("ckpt_dir");
   TinyNet net;

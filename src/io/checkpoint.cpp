@@ -76,6 +76,7 @@ TrainingState load(const std::string& path, nn::Module& model, optim::Optimizer&
   struct stat st{};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw IoError(fmt::format("load_checkpoint: expected a file, got the directory '{}'", path));
+  remove_stale_temporaries(path);  // left by a save that was killed
   Metadata meta;
   StateDict all = load_safetensors(path, &meta);
   if (meta["format"] != kFormat)

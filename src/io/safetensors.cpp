@@ -44,6 +44,13 @@ bool all_digits(std::string_view s) {
   return !s.empty() && s.size() <= 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+std::string temporary_name(const std::string& path) {
+  static std::atomic<std::uint64_t> counter{0};
+  thread_local std::mt19937_64 rng{std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32)};
+  return fmt::format("{}.tmp.{}.{}.{:08x}", path, ::getpid(), counter.fetch_add(1), std::uint32_t(rng()));
+}
+}  // namespace
+
 // Temporaries are named "<name>.tmp.<pid>.<counter>.<random hex>" (older
 // versions wrote "<name>.tmp.<pid>"). A temporary whose process is gone was
 // left by a crash; it is removed. Anything else is left alone.
@@ -75,13 +82,6 @@ void remove_stale_temporaries(const std::string& path) {
     }
   }
 }
-
-std::string temporary_name(const std::string& path) {
-  static std::atomic<std::uint64_t> counter{0};
-  thread_local std::mt19937_64 rng{std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32)};
-  return fmt::format("{}.tmp.{}.{}.{:08x}", path, ::getpid(), counter.fetch_add(1), std::uint32_t(rng()));
-}
-}  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   remove_stale_temporaries(path);

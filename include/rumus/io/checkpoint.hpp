@@ -24,7 +24,7 @@ using RunSettings = std::map<std::string, std::string>;
 struct TrainingState {
   std::int64_t epoch = 0;  // epochs completed
   std::int64_t step = 0;   // optimizer steps completed
-  RunSettings settings;
+  RunSettings settings{};  // an initializer each, so TrainingState{.epoch = e} is warning-free
 };
 
 // Atomic: an existing checkpoint at `path` stays intact if anything fails.

@@ -23,6 +23,10 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata = nullptr
 
 // Replaces `path` with `bytes` through a temporary file and a rename.
 void write_file_atomic(const std::string& path, const std::string& bytes);
+// Removes the temporaries of `path` ("<path>.tmp.<pid>...") whose process is
+// gone: what a save killed midway (kill -9) leaves. Saves and
+// load_checkpoint call it; the temporaries of live processes stay.
+void remove_stale_temporaries(const std::string& path);
 
 }  // namespace rumus::io
 
