@@ -230,6 +230,31 @@ TEST(Printing, FmtAndStream) {
   EXPECT_EQ(fmt::format("{}", DType::bf16), "bf16");
 }
 
+// As libtorch: std::cout << torch::kFloat, << t.sizes(), and
+// torch::arange(0, 3, torch::kLong).
+TEST(Printing, DTypesShapesAndSizes) {
+  std::ostringstream os;
+  os << DType::f32 << " " << DType::i64 << " " << DType::u8;
+  EXPECT_EQ(os.str(), "f32 i64 u8");
+  Tensor t = zeros({2, 3, 4});
+  os.str("");
+  os << t.sizes() << " " << Shape{} << " " << t.select(0, 1).shape();
+  EXPECT_EQ(os.str(), "[2, 3, 4] [] [3, 4]");
+  EXPECT_EQ(t.sizes(), (Shape{2, 3, 4}));
+  EXPECT_EQ(&t.sizes(), &t.shape());
+}
+
+TEST(Creation, ArangeWithADType) {
+  Tensor a = arange(0, 3, DType::i64);
+  EXPECT_EQ(a.dtype(), DType::i64);
+  EXPECT_EQ(a.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_EQ(arange(4, DType::i32).to_vector<std::int32_t>(), (std::vector<std::int32_t>{0, 1, 2, 3}));
+  Tensor b = arange(1, 2, 0.25, DType::f64);
+  EXPECT_EQ(b.dtype(), DType::f64);
+  EXPECT_EQ(b.to_vector<double>(), (std::vector<double>{1, 1.25, 1.5, 1.75}));
+  EXPECT_EQ(arange(5, 0, -2, DType::u8).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{5, 3, 1}));
+}
+
 TEST(DeviceValues, ParseAndCompare) {
   EXPECT_EQ(Device::parse("cpu"), Device::cpu());
   EXPECT_EQ(Device::parse("vulkan:1"), Device::vulkan(1));

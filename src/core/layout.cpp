@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <ostream>
+
 #include "rumus/core/error.hpp"
 
 namespace rumus {
@@ -59,6 +61,7 @@ std::int64_t Layout::max_extent() const {
 }
 
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape_str(shape); }
 
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
   std::int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;

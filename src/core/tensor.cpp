@@ -117,5 +117,6 @@ std::string to_string(const Tensor& t) {
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << to_string(t); }
+std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
 }  // namespace rumus

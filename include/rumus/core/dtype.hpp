@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iosfwd>
 #include <string_view>
 #include "rumus/core/export.hpp"
 
@@ -36,6 +37,8 @@ constexpr std::string_view dtype_name(DType t) {
   }
   return "?";
 }
+// Prints the name, as dtype_name: "f32".
+std::ostream& operator<<(std::ostream& os, DType t);
 constexpr bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 #include "rumus/core/export.hpp"
@@ -27,6 +28,9 @@ struct Layout {
 std::int64_t numel_of(const Shape& shape);
 Shape contiguous_strides(const Shape& shape);
 std::string shape_str(const Shape& shape);
+// Prints shape_str(shape): "[2, 3]", as libtorch prints sizes(). Shape is a
+// std::vector, so this is found from namespace rumus or under `using namespace rumus`.
+std::ostream& operator<<(std::ostream& os, const Shape& shape);
 // Maps a possibly negative dim into [0, ndim); throws ShapeError naming op otherwise.
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op);
 // NumPy broadcasting of two shapes; throws ShapeError naming op.

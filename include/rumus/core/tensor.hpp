@@ -54,6 +54,7 @@ class Tensor {
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return impl().layout.shape; }
+  const Shape& sizes() const { return shape(); }  // libtorch's name for the shape
   const Shape& strides() const { return impl().layout.strides; }
   std::int64_t offset() const { return impl().layout.offset; }
   const Layout& layout() const { return impl().layout; }

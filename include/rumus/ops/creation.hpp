@@ -16,6 +16,12 @@ Tensor ones(const Shape& shape, TensorOptions options = {});
 Tensor full(const Shape& shape, double value, TensorOptions options = {});
 Tensor arange(double end, TensorOptions options = {});
 Tensor arange(double start, double end, double step = 1.0, TensorOptions options = {});
+// With a dtype alone, as torch::arange(0, 3, torch::kLong).
+inline Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, {.dtype = dtype}); }
+inline Tensor arange(double start, double end, DType dtype) { return arange(start, end, 1.0, {.dtype = dtype}); }
+inline Tensor arange(double start, double end, double step, DType dtype) {
+  return arange(start, end, step, {.dtype = dtype});
+}
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);   // U[0, 1)
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);  // N(0, 1)
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, TensorOptions options = {.dtype = DType::i64},
