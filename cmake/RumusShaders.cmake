@@ -30,6 +30,13 @@ function(rumus_embed_shaders out_var)
     if(name STREQUAL "index_add")  # adds by compare-and-swap, for devices without float atomics
       list(APPEND variants "${name}_f64cas|${src}|-DRUMUS_F64_CAS")
       list(APPEND variants "${name}_cas|${src}|-DRUMUS_F32_CAS")
+      # scatter_add: the same adds with an index per element (fault code 4)
+      set(each "-DPER_ELEMENT,-DKERNEL_CODE=4u")
+      list(APPEND variants "scatter_add|${src}|${each}" "scatter_add_f64|${src}|${each},-DRUMUS_F64"
+                           "scatter_add_f64cas|${src}|${each},-DRUMUS_F64_CAS" "scatter_add_cas|${src}|${each},-DRUMUS_F32_CAS")
+    endif()
+    if(name STREQUAL "index_select")  # gather: an index per element (fault code 3)
+      list(APPEND variants "gather|${src}|-DPER_ELEMENT,-DKERNEL_CODE=3u")
     endif()
     if(name STREQUAL "layer_norm")  # rows summed by subgroups, for devices with subgroup arithmetic
       list(APPEND variants "${name}_sg|${src}|-DSUBGROUP_REDUCE")
@@ -46,6 +53,7 @@ function(rumus_embed_shaders out_var)
     set(defines "")
     if(nparts GREATER 2)
       list(GET parts 2 defines)
+      string(REPLACE "," ";" defines "${defines}")  # several defines, comma-separated
     endif()
     set(words ${gen_dir}/${name}.spv.inc)
     # spirv-opt of Debian 12's shaderc (2022.4) crashes on the cooperative-matrix

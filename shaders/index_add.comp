@@ -3,6 +3,8 @@
 // out[o, index[o', j], k] += src[o, j, k]. Rows may repeat, so float atomics
 // (VK_EXT_shader_atomic_float); rows outside [0, n) are skipped and recorded
 // in the fault record, which the host checks at its next wait.
+// Built again with -DPER_ELEMENT as scatter_add (and its variants): index
+// shaped as src, out[o, index[o, j, k], k] += src[o, j, k].
 // The f64 variants add doubles: by atomicAdd (shaderBufferFloat64AtomicAdd), or
 // (RUMUS_F64_CAS) by a compare-and-swap loop on the 64-bit words for devices
 // with 64-bit integer atomics only. RUMUS_F32_CAS is the same loop on 32-bit
@@ -16,6 +18,10 @@
 #endif
 
 layout(local_size_x_id = 0) in;
+
+#ifndef KERNEL_CODE
+#define KERNEL_CODE 2u  // VulkanBackend::IndexKernel
+#endif
 
 #define PUSH_INDEX
 #include "push_constants.h"
@@ -60,10 +66,14 @@ void main() {
   for (uint i = gl_GlobalInvocationID.x; i < pc.total; i += step) {
     uint k = i % pc.inner, t = i / pc.inner;
     uint j = t % pc.m, o = t / pc.m;
+    #ifdef PER_ELEMENT
+    int at = pc.off_index + int(i);
+#else
     int at = pc.off_index + int((pc.index_outer == 1 ? 0 : o) * pc.m + j);
+#endif
     int row = int(index[2 * at]);
     if (index[2 * at + 1] != 0u || row < 0 || uint(row) >= pc.n) {
-      if (atomicExchange(fault.seen, 1u) == 0u) { fault.index = row; fault.n = pc.n; fault.kernel = 2u; }
+      if (atomicExchange(fault.seen, 1u) == 0u) { fault.index = row; fault.n = pc.n; fault.kernel = KERNEL_CODE; }
       continue;
     }
     add_to(pc.off_big + int((o * pc.n + uint(row)) * pc.inner + k), src[pc.off_small + int(i)]);

@@ -170,6 +170,22 @@ const std::vector<OpCase>& op_table() {
          Tensor keep = tensor({0.0, 1.0, 0.0, 1.0}, like(x[0])).reshape({4, 1});
          return mul(embedding(labels({4, 0, 4, 2}, x[0]).to(DType::i32), x[0], 4), keep);
        }},
+      // Per-element gathers and scatter-adds (repeated indices add up).
+      {"gather_dim1", {{3, 4}}, [](V x) {
+         return gather(x[0], 1, labels({3, 0, 0, 1, 2, 2, 0, 1, 3}, x[0]).reshape({3, 3}));
+       }},
+      {"gather_dim0_smaller_index", {{4, 3, 2}}, [](V x) {
+         return gather(x[0], 0, labels({3, 1, 0, 0, 2, 3, 1, 1}, x[0]).reshape({2, 2, 2}));
+       }},
+      {"gather_negative_dim", {{2, 3, 4}}, [](V x) {
+         return gather(x[0], -2, labels({2, 0, 1, 1, 0, 2, 2, 2}, x[0]).reshape({2, 1, 4}));
+       }},
+      {"scatter_add_repeated", {{3, 4}, {3, 2}}, [](V x) {
+         return scatter_add(x[0], 1, labels({1, 1, 0, 3, 2, 2}, x[0]).reshape({3, 2}), x[1]);
+       }},
+      {"scatter_add_dim0_larger_src", {{3, 2}, {3, 3}}, [](V x) {
+         return scatter_add(x[0], 0, labels({2, 0, 2, 2}, x[0]).reshape({2, 2}), x[1]);
+       }},
       {"dropout", {{4, 5}}, [](V x) {
          Generator gen(7);  // same mask on every call of this function
          return dropout(x[0], 0.4, true, &gen);

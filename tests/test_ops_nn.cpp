@@ -119,6 +119,39 @@ TEST(NnErrors, EmbeddingDropoutJoin) {
                            "stack: expected every tensor to have shape [2, 3], got [3, 2] at index 1");
 }
 
+TEST(NnErrors, GatherScatterAdd) {
+  expect_error<DTypeError>([] { gather(zeros({2, 3}), 1, zeros({2, 1}, {.dtype = DType::i32})); },
+                           "gather: expected an i64 index, got i32");
+  expect_error<ShapeError>([] { gather(zeros({2, 3}), 1, i64({0, 1})); },
+                           "gather: expected an index of 2 dims as input [2, 3], got [2]");
+  expect_error<ShapeError>([] { gather(zeros({2, 3}), 1, i64({0, 0, 0}, {3, 1})); },
+                           "gather: index [3, 1] is larger than input [2, 3] in dim 0");
+  expect_error<ShapeError>([] { gather(zeros({2, 3}), 2, i64({0, 0}, {2, 1})); }, "gather: dim 2 out of range");
+  expect_error<ShapeError>([] { gather(zeros({2, 3}), 1, i64({0, 3}, {2, 1})); },
+                           "gather: index 3 is out of range for a dim of size 3");
+  expect_error<DTypeError>([] { scatter_add(zeros({2, 3}), 1, i64({0, 0}, {2, 1}), zeros({2, 1}, {.dtype = DType::f64})); },
+                           "scatter_add: expected src of self's dtype f32, got f64");
+  expect_error<ShapeError>([] { scatter_add(zeros({2, 3}), 1, i64({0, 0, 0, 0}, {2, 2}), zeros({2, 1})); },
+                           "scatter_add: index [2, 2] is larger than src [2, 1] in dim 1");
+  expect_error<ShapeError>([] { scatter_add(zeros({2, 3}), 0, i64({0, 0, 0, 0}, {1, 4}), zeros({2, 4})); },
+                           "scatter_add: index [1, 4] is larger than self [2, 3] in dim 1");
+  expect_error<ShapeError>([] { scatter_add(zeros({2, 3}), 0, i64({-1, 0}, {1, 2}), zeros({1, 2})); },
+                           "scatter_add: index -1 is out of range for a dim of size 2");
+}
+
+// PyTorch's own examples: torch.gather's doc table, scatter_add on integers, 0-d operands.
+TEST(Indexing, GatherAndScatterAddValues) {
+  Tensor t = tensor({{1.0, 2.0}, {3.0, 4.0}});
+  EXPECT_EQ(gather(t, 1, i64({0, 0, 1, 0}, {2, 2})).to_vector<float>(), (std::vector<float>{1, 1, 4, 3}));
+  Tensor counts = scatter_add(zeros({4}, {.dtype = DType::i64}), 0, i64({1, 3, 1, 1}), ones({4}, {.dtype = DType::i64}));
+  EXPECT_EQ(counts.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 3, 0, 1}));
+  Tensor s = scatter_add(full({}, 2.0), 0, i64({0}, {}), full({}, 5.0));
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_EQ(s.item<float>(), 7.0f);
+  EXPECT_EQ(gather(full({}, 3.0), -1, i64({0}, {})).item<float>(), 3.0f);
+  EXPECT_EQ(gather(zeros({2, 0}), 1, zeros({2, 0}, {.dtype = DType::i64})).shape(), (Shape{2, 0}));
+}
+
 // What the CPU lacks is named by the op, not by a kernel deep inside.
 TEST(NnErrors, MissingKernelsNameTheOp) {
   const TensorOptions half{.dtype = DType::f16};

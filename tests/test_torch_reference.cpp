@@ -113,6 +113,9 @@ const std::map<std::string, Fn>& ops() {
       {"silu", [](V x) { return silu(x[0]); }},
       {"cat", [](V x) { return cat({x[0], x[1], x[2]}, 1); }},
       {"stack", [](V x) { return stack({x[0], x[1]}, 2); }},
+      {"gather", [](V x) { return gather(x[0], 1, x[1]); }},
+      {"gather_dim0", [](V x) { return gather(x[0], 0, x[1]); }},
+      {"scatter_add", [](V x) { return scatter_add(x[0], 1, x[1], x[2]); }},
       {"views",
        [](V x) {
          return x[0].permute({2, 0, 1}).slice(0, 1, 5, 2).narrow(2, 1, 2).select(1, 2).flatten().reshape({2, 2}).t() *

@@ -927,6 +927,21 @@ TEST(VulkanIndices, OutOfRangeIsAnErrorAtTheNextWait) {
   EXPECT_NO_THROW(synchronize(kGpu));
 }
 
+// gather and scatter_add record their bad indices under their own names.
+TEST(VulkanIndices, GatherAndScatterAddNameTheirFaults) {
+  REQUIRE_VULKAN();
+  Tensor x = ones({2, 3}, {.device = kGpu});
+  Tensor bad = tensor(std::vector<std::int64_t>{0, 5}, {2, 1}).to(kGpu);
+  expect_error<ShapeError>([&] { gather(x, 1, bad).cpu(); }, "gather: index 5 is out of range for a dim of size 3");
+  expect_error<ShapeError>([&] { scatter_add(x, 1, bad, ones({2, 1}, {.device = kGpu})).cpu(); },
+                           "scatter_add: index 5 is out of range for a dim of size 3");
+  Tensor fine = tensor(std::vector<std::int64_t>{2, 2}, {2, 1}).to(kGpu);
+  EXPECT_EQ(scatter_add(x, 1, fine, ones({2, 1}, {.device = kGpu})).cpu().to_vector<float>(),
+            (std::vector<float>{1, 1, 2, 1, 1, 2}));
+  expect_error<DeviceError>([&] { scatter_add(x.to(DType::i32), 1, fine, ones({2, 1}, {.dtype = DType::i32, .device = kGpu})); },
+                            "scatter_add: device vulkan:0 has no scatter_add kernel for i32 tensors");
+}
+
 TEST(VulkanIntegers, SumIsExactInt64AndDivisionByZeroThrows) {
   REQUIRE_VULKAN();
   Tensor x = tensor(std::vector<std::int32_t>{16777217, 16777217, 3});  // past f32's exact integers

@@ -26,6 +26,7 @@
 #include "rumus/ops/dropout.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/embedding.hpp"
+#include "rumus/ops/indexing.hpp"
 #include "rumus/ops/join.hpp"
 #include "rumus/ops/linalg.hpp"
 #include "rumus/ops/loss.hpp"

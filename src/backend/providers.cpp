@@ -2,6 +2,7 @@
 // which backends this build has.
 #include "../core/device_registry.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "kernel_registry.hpp"
 #ifdef RUMUS_VULKAN
 #include "vulkan/vulkan_backend.hpp"
 #endif
@@ -9,6 +10,7 @@
 namespace rumus::detail {
 
 std::vector<DeviceProvider> builtin_providers() {
+  register_kernel_families();  // before the first device exists, so before any kernel runs
   std::vector<DeviceProvider> providers;
   providers.push_back(cpu::provider());
 #ifdef RUMUS_VULKAN

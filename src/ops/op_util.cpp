@@ -35,6 +35,16 @@ Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, cons
   return be;
 }
 
+Backend& kernel_device(std::string_view op, const Tensor& t) {
+  if (is_capturing()) check_capturable(op, t);
+  return backend(t.device());
+}
+
+void no_kernel(std::string_view op, std::string_view kernel, const Tensor& t) {
+  throw DeviceError(fmt::format("{}: device {} has no {} kernel for {} tensors", op, t.device().str(), kernel,
+                                dtype_name(t.dtype())));
+}
+
 void check_indices(const char* op, const char* what, const Tensor& index, std::int64_t n) {
   const std::int64_t count = index.numel();
   if (count == 0) return;

@@ -4,6 +4,7 @@
 
 #include "rumus/autograd/tape.hpp"
 #include "../backend/backend.hpp"
+#include "../backend/kernel_registry.hpp"
 #include "rumus/core/generator.hpp"
 #include "rumus/core/tensor.hpp"
 
@@ -15,6 +16,17 @@ inline TensorArg arg(const Tensor& t, const Layout& l) { return {t.storage_ptr()
 // kernel of `needed`) on t's dtype; otherwise the op's one DeviceError.
 Backend& kernels(std::string_view op, Kernel kernel, const Tensor& t);
 Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, const Tensor& t);
+
+// A registered kernel (src/backend/kernel_registry.hpp) on t's device, once
+// the device registered it for t's dtype; otherwise the op's one DeviceError.
+Backend& kernel_device(std::string_view op, const Tensor& t);
+[[noreturn]] void no_kernel(std::string_view op, std::string_view kernel, const Tensor& t);
+template <class K>
+BoundKernel<K> kernel(std::string_view op, const Tensor& t) {
+  Backend& be = kernel_device(op, t);
+  if (!supports<K>(be, t.dtype())) no_kernel(op, K::name, t);
+  return BoundKernel<K>(be, op, profiling());
+}
 
 // Fills the fresh contiguous `out` with draws of `kind` from `gen` (random.comp's
 // parameters a, b). Inside a capture the draw takes fresh numbers at each

@@ -137,6 +137,13 @@ def main():
     case("cast_f16", [rand(3, 4, low=-8.0, high=8.0)], lambda x: (x.float().half() * 2).double())
     case("cast_bf16", [rand(3, 4, low=-8.0, high=8.0)], lambda x: (x.float().bfloat16() * 2).double())
 
+    # Per-element gathers and scatters (appended, so earlier cases keep their draws).
+    case("gather", [rand(3, 5), torch.tensor([[4, 0, 4], [1, 1, 2], [3, 0, 0]])], lambda x, i: torch.gather(x, 1, i))
+    case("gather_dim0", [rand(4, 2, 3), torch.tensor([[[3, 0], [1, 1]], [[0, 2], [2, 3]]])],
+         lambda x, i: torch.gather(x, 0, i))
+    case("scatter_add", [rand(3, 4), torch.tensor([[1, 1], [0, 3], [2, 2]]), rand(3, 2)],
+         lambda x, i, s: torch.scatter_add(x, 1, i, s))
+
 
 if __name__ == "__main__":
     main()

@@ -32,9 +32,6 @@ constexpr std::int64_t kKeyTile = 64;
 // the order of dQ's sums.
 constexpr std::int64_t kBackwardWork = 32;
 
-template <class T>
-T* base_of(TensorArg t) { return data_of<T>(t) + t.layout->offset; }
-
 void require_contiguous(TensorArg t) {
   if (!t.layout->is_contiguous())
     throw Error("scaled_dot_product_attention: cpu kernel needs contiguous row logsumexps");

@@ -15,9 +15,6 @@ namespace rumus::cpu {
 
 namespace {
 
-template <class T>
-T* base_of(TensorArg t) { return t.storage ? data_of<T>(t) + t.layout->offset : nullptr; }
-
 // Rows are taken in blocks whose weight and bias gradients are summed
 // separately, then block by block in order: the sums do not depend on the
 // number of threads. At most kMaxBlocks blocks, of at least kMinBlockRows rows.

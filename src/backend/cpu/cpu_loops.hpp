@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "../backend.hpp"
@@ -97,6 +98,13 @@ inline T store(A v) {
 
 template <class T>
 T* data_of(TensorArg t) { return static_cast<T*>(t.storage->data()); }
+// The first element of a view; null for an absent operand (no storage).
+template <class T>
+T* base_of(TensorArg t) { return t.storage ? data_of<T>(t) + t.layout->offset : nullptr; }
+
+inline void require_contiguous(const char* op, TensorArg t) {
+  if (!t.layout->is_contiguous()) throw Error(std::string(op) + ": cpu kernel needs contiguous operands");
+}
 
 }  // namespace rumus::cpu
 

@@ -16,13 +16,6 @@ namespace rumus::cpu {
 
 namespace {
 
-template <class T>
-T* base_of(TensorArg t) { return data_of<T>(t) + t.layout->offset; }
-
-void require_contiguous(const char* op, TensorArg t) {
-  if (!t.layout->is_contiguous()) throw Error(std::string(op) + ": cpu kernel needs contiguous operands");
-}
-
 // First output position whose input coordinate (o * stride - pad + k) is >= 0,
 // and one past the last with it < size.
 void valid_range(std::int64_t size, std::int64_t out, std::int64_t stride, std::int64_t offset, std::int64_t& lo,

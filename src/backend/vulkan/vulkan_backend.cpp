@@ -78,6 +78,16 @@ std::string VulkanBackend::shader_for(const char* shader, DType dtype) {
 }
 
 namespace {
+const char* index_kernel_name(std::uint32_t code) {
+  switch (VulkanBackend::IndexKernel(code)) {
+    case VulkanBackend::IndexKernel::index_select: return "index_select";
+    case VulkanBackend::IndexKernel::index_add: return "index_add";
+    case VulkanBackend::IndexKernel::gather: return "gather";
+    case VulkanBackend::IndexKernel::scatter_add: return "scatter_add";
+  }
+  return "an indexing op";
+}
+
 constexpr std::size_t kDeviceBlock = std::size_t(64) << 20;
 constexpr std::size_t kStagingBlock = std::size_t(16) << 20;
 }  // namespace
@@ -317,7 +327,7 @@ void VulkanBackend::raise_index_fault(Allocation* stage) {
   staging_->release(zeros, stream_->recording_serial());
   throw ShapeError(fmt::format("{}: index {} is out of range for a dim of size {} (indices of an earlier op on {}, "
                                "found when the host waited for the device)",
-                               f.kernel == 1 ? "index_select" : "index_add", f.index, f.n, device().str()));
+                               index_kernel_name(f.kernel), f.index, f.n, device().str()));
 }
 
 DeviceStats VulkanBackend::stats() const {

@@ -92,8 +92,7 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<CapturedWork> end_capture() override;
   void abort_capture() override;
 
- private:
-  friend class VulkanCapturedWork;
+ // What kernel family files (vulkan/<family>.cpp, src/backend/kernel_registry.hpp) build on.
   struct Operand {
     TensorArg arg;
     bool written;
@@ -102,6 +101,15 @@ class VulkanBackend final : public Backend {
   void launch(const std::string& shader, const std::vector<std::uint32_t>& spec, std::span<const Operand> operands,
               const void* push, std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy = 1,
               std::uint32_t gz = 1);
+  // The device's features (float atomics, f64, subgroups).
+  const Context& context() const { return *ctx_; }
+  // Gather kernels' fault codes (binding 3 of their shaders).
+  enum class IndexKernel : std::uint32_t { index_select = 1, index_add = 2, gather = 3, scatter_add = 4 };
+  // The fault record as a kernel operand; marks that a check is due at the next wait.
+  TensorArg index_fault_operand();
+
+ private:
+  friend class VulkanCapturedWork;
   // The shader to run for arithmetic on `dtype`: its f64 variant (`<name>_f64`,
   // double arithmetic) for f64, and for i64, which float would round above 2^24.
   static std::string shader_for(const char* shader, DType dtype);
@@ -139,16 +147,15 @@ class VulkanBackend final : public Backend {
   void unpin(const std::vector<Allocation*>& used);
 
   // The record a gather kernel leaves when it meets an index outside [0, n)
-  // (binding 3 of index_select.comp and index_add.comp).
+  // (binding 3 of index_select.comp and index_add.comp, and their
+  // per-element variants gather and scatter_add).
   struct IndexFault {
     std::uint32_t seen;    // nonzero once a kernel met a bad index
     std::int32_t index;    // the first one recorded
     std::uint32_t n;       // the size of the dim it indexed
-    std::uint32_t kernel;  // 1 = index_select, 2 = index_add
+    std::uint32_t kernel;  // an IndexKernel
   };
   static inline const Layout kIndexFaultLayout = Layout::contiguous({4});
-  // The record as a kernel operand; marks that a check is due at the next wait.
-  TensorArg index_fault_operand();
   // With mu_ held: queue a read of the record if a gather ran since the last
   // wait, and raise its error once the wait is over.
   Allocation* queue_index_fault_read();

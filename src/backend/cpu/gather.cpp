@@ -1,0 +1,73 @@
+// CPU kernels of the gather family (../gather.hpp).
+#include "../gather.hpp"
+
+#include "cpu_backend.hpp"
+#include "cpu_loops.hpp"
+
+namespace rumus::cpu {
+namespace {
+
+struct GatherSizes {
+  std::int64_t outer, n, m, inner;
+};
+
+GatherSizes sizes_of(const char* op, TensorArg big, TensorArg small, TensorArg index) {
+  require_contiguous(op, big);
+  require_contiguous(op, small);
+  require_contiguous(op, index);
+  if (index.dtype != DType::i64) throw DTypeError(std::string(op) + ": cpu kernel needs i64 indices");
+  const Shape &b = big.layout->shape, &s = small.layout->shape;
+  if (b.size() != 3 || s.size() != 3 || index.layout->shape != s)
+    throw Error(std::string(op) + ": cpu kernel needs 3-D views and an index shaped as the small operand");
+  return {b[0], b[1], s[1], b[2]};
+}
+
+void gather(Backend&, TensorArg out, TensorArg src, TensorArg index) {
+  const GatherSizes z = sizes_of("gather", src, out, index);
+  const std::int64_t* ix = base_of<std::int64_t>(index);
+  RUMUS_DISPATCH_ALL(src.dtype, "gather", [&] {
+    using T = scalar_t;
+    const T* s = base_of<T>(src);
+    T* o = base_of<T>(out);
+    const std::int64_t rows = z.outer * z.m;
+    _Pragma("omp parallel for schedule(static) if (rows * z.inner > kParallelGrain)")
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* slice = s + (r / z.m) * z.n * z.inner;
+      for (std::int64_t k = 0; k < z.inner; ++k) o[r * z.inner + k] = slice[ix[r * z.inner + k] * z.inner + k];
+    }
+  });
+}
+
+void scatter_add(Backend&, TensorArg out, TensorArg index, TensorArg src) {
+  const GatherSizes z = sizes_of("scatter_add", out, src, index);
+  const std::int64_t* ix = base_of<std::int64_t>(index);
+  RUMUS_DISPATCH_ALL(src.dtype, "scatter_add", [&] {
+    using T = scalar_t;
+    const T* s = base_of<T>(src);
+    T* o = base_of<T>(out);
+    // Threads own distinct (outer, column) pairs, which never share a
+    // destination; within one, the rows add in index order, so results repeat.
+    const std::int64_t columns = z.outer * z.inner;
+    _Pragma("omp parallel for schedule(static) if (columns * z.m > kParallelGrain && columns > 1)")
+    for (std::int64_t c = 0; c < columns; ++c) {
+      const std::int64_t ob = c / z.inner, k = c % z.inner;
+      T* dst = o + ob * z.n * z.inner + k;
+      for (std::int64_t j = 0; j < z.m; ++j) {
+        const std::int64_t at = (ob * z.m + j) * z.inner + k;
+        dst[ix[at] * z.inner] = store<T>(load(dst[ix[at] * z.inner]) + load(s[at]));
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace rumus::cpu
+
+namespace rumus {
+
+RUMUS_KERNEL_FAMILY(cpu, gather) {
+  register_kernel<GatherKernel>(Device::Kind::cpu, kAllDTypes, &cpu::gather);
+  register_kernel<ScatterAddKernel>(Device::Kind::cpu, kAllDTypes, &cpu::scatter_add);
+}
+
+}  // namespace rumus

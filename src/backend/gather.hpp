@@ -1,0 +1,27 @@
+#pragma once
+// The gather family: per-element gathers and scatter-adds along the middle
+// dim of contiguous 3-D views, the kernels of gather() and scatter_add()
+// (src/ops/indexing.cpp, which flattens any rank and dim to these views).
+//
+// index is i64 [outer, m, inner], src (gather) or out (scatter_add) is
+// [outer, n, inner], the other operand is [outer, m, inner]:
+//   gather:      out[o, j, k] = src[o, index[o, j, k], k]
+//   scatter_add: out[o, index[o, j, k], k] += src[o, j, k]
+// CPU kernels take indices in range (ops check them first); GPU kernels skip
+// an index outside [0, n) (zeros for gather), record it, and raise the error
+// at the device's next wait, as index_select does.
+#include "kernel_registry.hpp"
+
+namespace rumus {
+
+struct GatherKernel {
+  static constexpr std::string_view name = "gather";
+  using Fn = void(Backend&, TensorArg out, TensorArg src, TensorArg index);
+};
+
+struct ScatterAddKernel {
+  static constexpr std::string_view name = "scatter_add";
+  using Fn = void(Backend&, TensorArg out, TensorArg index, TensorArg src);
+};
+
+}  // namespace rumus

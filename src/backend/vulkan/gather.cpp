@@ -1,0 +1,64 @@
+// Vulkan kernels of the gather family (../gather.hpp): index_select.comp and
+// index_add.comp built with an index per element (-DPER_ELEMENT).
+#include "../gather.hpp"
+
+#include "push_constants.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+namespace {
+
+constexpr std::uint32_t kLocal = 256;
+
+push::IndexPush per_element_push(const char* op, TensorArg big, TensorArg small, TensorArg index) {
+  for (TensorArg t : {big, small, index})
+    if (!t.layout->is_contiguous()) throw Error(std::string(op) + ": the Vulkan kernel needs contiguous operands");
+  if (index.dtype != DType::i64) throw DTypeError(std::string(op) + ": the Vulkan kernel needs i64 indices");
+  const Shape &b = big.layout->shape, &s = small.layout->shape;
+  if (b.size() != 3 || s.size() != 3 || index.layout->shape != s)
+    throw Error(std::string(op) + ": the Vulkan kernel needs 3-D views and an index shaped as the small operand");
+  return {std::uint32_t(b[0]), std::uint32_t(b[1]), std::uint32_t(s[1]), std::uint32_t(b[2]), std::uint32_t(s[0]),
+          std::int32_t(big.layout->offset), std::int32_t(small.layout->offset), std::int32_t(index.layout->offset),
+          std::uint32_t(small.layout->numel())};
+}
+
+void gather(Backend& be, TensorArg out, TensorArg src, TensorArg index) {
+  auto& vk = static_cast<VulkanBackend&>(be);
+  push::IndexPush pc = per_element_push("gather", src, out, index);
+  if (pc.total == 0) return;
+  VulkanBackend::Operand ops[] = {{out, true}, {src, false}, {index, false}, {vk.index_fault_operand(), true}};
+  vk.launch("gather", {kLocal, std::uint32_t(out.dtype), std::uint32_t(dtype_size(out.dtype))}, ops, &pc, sizeof pc,
+            groups_for(pc.total, kLocal));
+}
+
+void scatter_add(Backend& be, TensorArg out, TensorArg index, TensorArg src) {
+  auto& vk = static_cast<VulkanBackend&>(be);
+  push::IndexPush pc = per_element_push("scatter_add", out, src, index);
+  if (pc.total == 0) return;
+  VulkanBackend::Operand ops[] = {{out, true}, {src, false}, {index, false}, {vk.index_fault_operand(), true}};
+  // Without float atomics of the width: the variants that add by compare-and-swap.
+  const Context& ctx = vk.context();
+  const char* shader = out.dtype == DType::f64 ? (ctx.float64_atomics ? "scatter_add_f64" : "scatter_add_f64cas")
+                       : ctx.float_atomics     ? "scatter_add"
+                                               : "scatter_add_cas";
+  vk.launch(shader, {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
+}
+
+// f64 adds need double arithmetic and either f64 atomics or 64-bit integer ones.
+bool scatter_add_runs(Backend& be, DType dtype) {
+  const Context& ctx = static_cast<VulkanBackend&>(be).context();
+  return dtype == DType::f32 || (dtype == DType::f64 && ctx.float64 && (ctx.float64_atomics || ctx.int64_atomics));
+}
+
+}  // namespace
+}  // namespace rumus::vulkan
+
+namespace rumus {
+
+RUMUS_KERNEL_FAMILY(vulkan, gather) {
+  register_kernel<GatherKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::gather);
+  register_kernel<ScatterAddKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64}, &vulkan::scatter_add,
+                                    &vulkan::scatter_add_runs);
+}
+
+}  // namespace rumus
