@@ -3,8 +3,8 @@
 // and an optimizer step, test accuracy, a checkpoint after every epoch and
 // resuming from it, and a device chosen on the command line.
 //
-// README.md ("Coming from libtorch") shows the part between the two marker
-// comments; the test own_loop_readme checks that the README still has it
+// docs/getting-started.md ("Your own training loop") shows the part between the two marker
+// comments; the test own_loop_readme checks that that page still has it
 // word for word, and own_loop / own_loop_resume run it.
 #include <CLI/CLI.hpp>
 
