@@ -13,7 +13,7 @@
 # Both programs run with OMP_WAIT_POLICY=passive and OPENBLAS_CORETYPE set for
 # the CPU (unless the environment sets them). Without the first, idle OpenMP
 # threads spin and starve the working ones on small machines, in both
-# programs alike (see RESULTS.md and the README).
+# programs alike (see RESULTS.md and docs/devices.md, "Threads").
 set -eu
 ROUNDS=${1:-3}
 THREADS=${2:-2}

@@ -15,6 +15,6 @@ string(SUBSTRING "${source}" ${begin} ${length} excerpt)
 string(FIND "${readme}" "${excerpt}" found)
 if(found EQUAL -1)
   message(FATAL_ERROR "${README} no longer shows the excerpt of ${SOURCE} between its readme markers: "
-                      "copy it again into the README's code block")
+                      "copy it again into that page's code block")
 endif()
 message(STATUS "${README} shows the excerpt of ${SOURCE}")

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "../../core/env.hpp"
 #include "rumus/core/error.hpp"
 
 VULKAN_HPP_DEFAULT_DISPATCH_LOADER_DYNAMIC_STORAGE
@@ -42,12 +43,12 @@ Instance make_instance() {
   std::stable_sort(ordered.begin(), ordered.end(), [](vk::PhysicalDevice a, vk::PhysicalDevice b) {
     return type_rank(a.getProperties().deviceType) < type_rank(b.getProperties().deviceType);
   });
-  if (const char* env = std::getenv("RUMUS_VULKAN_DEVICE"); env && *env) {
+  if (const auto chosen = env::text("RUMUS_VULKAN_DEVICE")) {
     char* end = nullptr;
-    long want = std::strtol(env, &end, 10);
+    long want = std::strtol(chosen->c_str(), &end, 10);
     if (*end != '\0' || want < 0 || want >= long(all.size()))
       throw DeviceError("vulkan: RUMUS_VULKAN_DEVICE must be an index in [0, " + std::to_string(all.size()) +
-                        ") of the driver's device list, got \"" + env + "\"");
+                        ") of the driver's device list, got \"" + *chosen + "\"");
     auto it = std::find(ordered.begin(), ordered.end(), all[std::size_t(want)]);
     std::rotate(ordered.begin(), it, it + 1);
   }
@@ -136,9 +137,8 @@ Context::Context(int index) {
   if (has_atomic_float) {
     auto af = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>();
     // Test knob: RUMUS_VULKAN_FLOAT_ATOMICS=0 runs the kernels written for devices without them.
-    const char* knob = std::getenv("RUMUS_VULKAN_FLOAT_ATOMICS");
     float_atomics = af.get<vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>().shaderBufferFloat32AtomicAdd &&
-                    !(knob && std::string_view(knob) == "0");
+                    !env::off("RUMUS_VULKAN_FLOAT_ATOMICS");
     float64_atomics = float_atomics && af.get<vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT>().shaderBufferFloat64AtomicAdd;
   }
   want_atomic.shaderBufferFloat64AtomicAdd = float64_atomics;
@@ -172,9 +172,8 @@ Context::Context(int index) {
   }
   // Tuning knob: RUMUS_VULKAN_PIPELINE_STATS=1 prints what the driver reports
   // of each compiled kernel (registers, spills, shared memory) as it is built.
-  const char* stats = std::getenv("RUMUS_VULKAN_PIPELINE_STATS");
   vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR want_statistics{.pipelineExecutableInfo = true};
-  if (has_statistics && stats && std::string_view(stats) == "1") {
+  if (has_statistics && env::on("RUMUS_VULKAN_PIPELINE_STATS")) {
     pipeline_statistics = true;
     *chain_end = &want_statistics;
     extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
@@ -192,25 +191,22 @@ Context::Context(int index) {
   const auto& subgroups = sub.get<vk::PhysicalDeviceSubgroupProperties>();
   subgroup_size = subgroups.subgroupSize;
   // Test knob: RUMUS_VULKAN_SUBGROUP_QUADS=0 runs the kernels written for devices without quads.
-  const char* quads = std::getenv("RUMUS_VULKAN_SUBGROUP_QUADS");
   subgroup_quad = (subgroups.supportedOperations & vk::SubgroupFeatureFlagBits::eQuad) &&
                   (subgroups.supportedStages & vk::ShaderStageFlagBits::eCompute) && subgroup_size % 4 == 0 &&
-                  subgroup_size <= 256 && !(quads && std::string_view(quads) == "0");
+                  subgroup_size <= 256 && !env::off("RUMUS_VULKAN_SUBGROUP_QUADS");
   // Test knob: RUMUS_VULKAN_SUBGROUP_SHUFFLE=0 runs the kernels written for devices without shuffles.
-  const char* shuffles = std::getenv("RUMUS_VULKAN_SUBGROUP_SHUFFLE");
   subgroup_shuffle = (subgroups.supportedOperations & vk::SubgroupFeatureFlagBits::eShuffle) &&
                      (subgroups.supportedStages & vk::ShaderStageFlagBits::eCompute) && subgroup_size >= 8 &&
-                     !(shuffles && std::string_view(shuffles) == "0");
+                     !env::off("RUMUS_VULKAN_SUBGROUP_SHUFFLE");
   // Test knob: RUMUS_VULKAN_SUBGROUP_ARITHMETIC=0 runs the kernels written for devices without subgroup sums.
-  const char* arithmetic = std::getenv("RUMUS_VULKAN_SUBGROUP_ARITHMETIC");
   subgroup_arithmetic = (subgroups.supportedOperations & vk::SubgroupFeatureFlagBits::eArithmetic) &&
                         (subgroups.supportedStages & vk::ShaderStageFlagBits::eCompute) &&
-                        !(arithmetic && std::string_view(arithmetic) == "0");
+                        !env::off("RUMUS_VULKAN_SUBGROUP_ARITHMETIC");
   if (!coopmat_shapes.empty()) {
     // Tuning knob for benchmarks: RUMUS_VULKAN_COOPMAT_TILE="bm,bn,wm,wn[,bk]".
-    const char* layout = std::getenv("RUMUS_VULKAN_COOPMAT_TILE");
     coopmat_tile = choose_coopmat_tile(coopmat_shapes, subgroup_size, properties.limits.maxComputeSharedMemorySize,
-                                       properties.limits.maxComputeWorkGroupInvocations, layout ? layout : "");
+                                       properties.limits.maxComputeWorkGroupInvocations,
+                                       env::text("RUMUS_VULKAN_COOPMAT_TILE").value_or(""));
     for (const CoopMatShape& s : coopmat_shapes)
       if (s.subgroup_scope && s.m == 16 && s.n == 16 && s.k == 16 && s.a == CoopMatType::f16 &&
           s.b == CoopMatType::f16 && s.c == CoopMatType::f32 && s.d == CoopMatType::f32)

@@ -1,5 +1,6 @@
 // GEMM tile tuning: candidates, shape classes and the per-device cache file.
 #include "gemm_tuner.hpp"
+#include "../../core/env.hpp"
 
 #include <unistd.h>
 
@@ -54,9 +55,9 @@ std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, std
 }
 
 std::filesystem::path cache_directory() {
-  if (const char* d = std::getenv("RUMUS_CACHE_DIR"); d && *d) return d;
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::filesystem::path(d) / "rumus";
-  if (const char* d = std::getenv("HOME"); d && *d) return std::filesystem::path(d) / ".cache" / "rumus";
+  if (auto d = env::text("RUMUS_CACHE_DIR")) return *d;
+  if (auto d = env::text("XDG_CACHE_HOME")) return std::filesystem::path(*d) / "rumus";
+  if (auto d = env::text("HOME")) return std::filesystem::path(*d) / ".cache" / "rumus";
   return {};
 }
 
@@ -161,9 +162,8 @@ std::optional<GemmTile> GemmTuner::choose(const std::string& key, const std::vec
 
 std::int64_t gemm_split_k_min() {
   static const std::int64_t k = [] {
-    const char* env = std::getenv("RUMUS_VULKAN_GEMM_SPLIT_K_MIN");
-    const long long v = env ? std::atoll(env) : 0;
-    return v >= 16 ? std::int64_t(v) : std::int64_t(256);  // bench/RESULTS.md: 1024 left small-batch MLP steps on 8 workgroups
+    const std::int64_t v = env::integer("RUMUS_VULKAN_GEMM_SPLIT_K_MIN").value_or(0);
+    return v >= 16 ? v : std::int64_t(256);  // bench/RESULTS.md: 1024 left small-batch MLP steps on 8 workgroups
   }();
   return k;
 }

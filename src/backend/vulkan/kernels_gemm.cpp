@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "rumus/core/error.hpp"
+#include "../../core/env.hpp"
 #include "gemm_coopmat.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
@@ -97,10 +98,10 @@ void VulkanBackend::gemm(const GemmArgs& g) {
     splits = std::uint32_t((g.k + pc.k_chunk - 1) / pc.k_chunk);
   }
   // Tuning knob for benchmarks: RUMUS_VULKAN_GEMM_TILE="bm,bn,bk" (one of gemm_tile_candidates()).
-  static const char* forced = std::getenv("RUMUS_VULKAN_GEMM_TILE");
+  static const std::optional<std::string> forced = env::text("RUMUS_VULKAN_GEMM_TILE");
   if (forced && splits == 1) {
     unsigned fm = 0, fn = 0, fk = 0;
-    if (std::sscanf(forced, "%u,%u,%u", &fm, &fn, &fk) == 3 && is_gemm_tile_candidate({fm, fn, fk})) {
+    if (std::sscanf(forced->c_str(), "%u,%u,%u", &fm, &fn, &fk) == 3 && is_gemm_tile_candidate({fm, fn, fk})) {
       bm = fm;
       bn = fn;
       bk = fk;

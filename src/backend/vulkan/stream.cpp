@@ -1,6 +1,7 @@
 // Command recording, hazard barriers, batched submission and fences.
 #include "stream.hpp"
 
+#include "../../core/env.hpp"
 #include "pipelines.hpp"
 
 #include <algorithm>
@@ -26,8 +27,7 @@ void full_barrier(vk::CommandBuffer cmd) {
 }  // namespace
 
 Stream::Stream(Context& ctx) : ctx_(ctx) {
-  const char* p = std::getenv("RUMUS_VULKAN_PROFILE");
-  profile_ = p && *p && *p != '0';
+  profile_ = env::on("RUMUS_VULKAN_PROFILE");
   pool_ = ctx_.device.createCommandPool(
       {.flags = vk::CommandPoolCreateFlagBits::eResetCommandBuffer, .queueFamilyIndex = ctx_.queue_family});
 }

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "../../core/env.hpp"
 #include "rumus/core/capture.hpp"
 #include "rumus/core/error.hpp"
 
@@ -102,10 +103,9 @@ std::unique_ptr<GemmTuner> make_gemm_tuner(const Context& ctx) {
   std::string id = fmt::format("{:04x}:{:04x}:{}:{}:{}", p.vendorID, p.deviceID, p.driverVersion, uuid, ctx.name);
   std::filesystem::path dir = cache_directory(), file;
   if (!dir.empty()) file = dir / "vulkan" / fmt::format("gemm_tiles_{:04x}_{:04x}.txt", p.vendorID, p.deviceID);
-  const char* env = std::getenv("RUMUS_VULKAN_GEMM_TUNE");
   // Opt-in: tuning stalls the stream at the first product of each shape class
   // and measured gains were small (bench/RESULTS.md).
-  const bool enabled = env && *env && *env != '0';
+  const bool enabled = env::on("RUMUS_VULKAN_GEMM_TUNE");
   auto tuner = std::make_unique<GemmTuner>(id, file, enabled);
   if (std::string why = tuner->problem(); !why.empty()) std::fprintf(stderr, "rumus: vulkan: %s\n", why.c_str());
   return tuner;
@@ -118,8 +118,7 @@ std::uint32_t groups_for(std::int64_t n, std::uint32_t local) {
 }
 
 VulkanBackend::VulkanBackend(int index) : index_(index) {
-  const char* p = std::getenv("RUMUS_VULKAN_PROFILE");
-  profiling_ = p && *p && *p != '0';
+  profiling_ = env::on("RUMUS_VULKAN_PROFILE");
   try {
     ctx_ = std::make_unique<Context>(index);
     memory_ = std::make_unique<Allocator>(*ctx_, false, kDeviceBlock);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../core/env.hpp"
 #include "../deadline.hpp"
 #include "../host_reduce.hpp"
 
@@ -107,7 +108,7 @@ struct MpiGroup::Impl {
 bool mpi_available() { return true; }
 
 bool launched_by_mpi() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+  return env::is_set("OMPI_COMM_WORLD_SIZE") || env::is_set("PMI_SIZE") || env::is_set("PMIX_RANK");
 }
 
 int MpiGroup::thread_level() { return runtime().level; }

@@ -1,5 +1,6 @@
 // MpiGroup in a build without MPI: constructing one says how to get it.
 #include "rumus/distributed/mpi_group.hpp"
+#include "../../core/env.hpp"
 
 #include <cstdlib>
 
@@ -10,7 +11,7 @@ struct MpiGroup::Impl {};
 bool mpi_available() { return false; }
 
 bool launched_by_mpi() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+  return env::is_set("OMPI_COMM_WORLD_SIZE") || env::is_set("PMI_SIZE") || env::is_set("PMIX_RANK");
 }
 
 MpiGroup::MpiGroup(MpiGroupOptions) {
