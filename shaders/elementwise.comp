@@ -96,6 +96,10 @@ REAL unary(REAL x) {
     case UNARY_RSQRT: return 1.0 / sqrt(x);
     case UNARY_ADD_SCALAR: return x + param0();
     case UNARY_MUL_SCALAR: return x * param0();
+    case UNARY_FLOOR: return floor(x);
+    case UNARY_CEIL: return ceil(x);
+    case UNARY_TRUNC: return trunc(x);
+    case UNARY_ROUND: return roundEven(x);  // half to even, as PyTorch
   }
   return 0.0;
 }

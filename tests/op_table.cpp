@@ -170,6 +170,11 @@ const std::vector<OpCase>& op_table() {
          Tensor keep = tensor({0.0, 1.0, 0.0, 1.0}, like(x[0])).reshape({4, 1});
          return mul(embedding(labels({4, 0, 4, 2}, x[0]).to(DType::i32), x[0], 4), keep);
        }},
+      // Rounding: zero gradient almost everywhere (no sample lands on a step).
+      {"floor_ceil_trunc_round", {{3, 4}}, [](V x) {
+         Tensor y = x[0] * 3.0;
+         return add(floor(y), add(mul(ceil(y), 2.0), add(mul(trunc(y), 3.0), mul(round(y), 4.0)))) + x[0];
+       }},
       // Per-element gathers and scatter-adds (repeated indices add up).
       {"gather_dim1", {{3, 4}}, [](V x) {
          return gather(x[0], 1, labels({3, 0, 0, 1, 2, 2, 0, 1, 3}, x[0]).reshape({3, 3}));

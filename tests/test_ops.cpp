@@ -208,12 +208,46 @@ TEST(OpErrors, IntegerDivisionByZeroThrows) {
   for (DType dt : {DType::i32, DType::i64, DType::u8}) {
     Tensor x = full({3}, 7, {.dtype = dt});
     Tensor z = tensor(std::vector<double>{1, 0, 2}).to(dt);
-    expect_error<ValueError>([&] { div(x, z); }, "div: integer division by zero");
-    expect_error<ValueError>([&] { div(x, zeros({}, {.dtype = dt})); }, "div: integer division by zero");
-    expect_error<ValueError>([&] { div(x, 0.0); }, "div: integer division by zero");
+    for (const char* mode : {"trunc", "floor"}) {
+      expect_error<ValueError>([&] { div(x, z, mode); }, "div: integer division by zero");
+      expect_error<ValueError>([&] { div(x, zeros({}, {.dtype = dt}), mode); }, "div: integer division by zero");
+    }
+    // True division divides as f32, with IEEE results.
+    EXPECT_EQ(div(x, z).dtype(), DType::f32);
+    EXPECT_TRUE(std::isinf(div(x, z).to_vector<float>()[1]));
+    EXPECT_TRUE(std::isinf(div(x, 0.0).to_vector<float>()[0]));
   }
+  expect_error<ValueError>([] { div(ones({1}), ones({1}), "round"); },
+                           "div: expected rounding_mode \"trunc\" or \"floor\", got \"round\"");
   // Floats keep IEEE results.
   EXPECT_TRUE(std::isinf(div(ones({1}), 0.0).item()));
+}
+
+// torch.div's three modes and the rounding functions, on every device (values from PyTorch).
+TEST(OpValues, DivisionModesAndRoundingOnEveryDevice) {
+  for (const DeviceInfo& info : Device::list()) {
+    const Device dev = info.device;
+    SCOPED_TRACE(dev.str());
+    Tensor a = tensor(std::vector<std::int64_t>{-7, 7, -7, 7, 6}).to(dev);
+    Tensor b = tensor(std::vector<std::int64_t>{2, 2, -2, -2, 3}).to(dev);
+    EXPECT_EQ(div(a, b).to_vector<float>(), (std::vector<float>{-3.5f, 3.5f, 3.5f, -3.5f, 2}));
+    EXPECT_EQ(div(a, b, "trunc").to_vector<std::int64_t>(), (std::vector<std::int64_t>{-3, 3, 3, -3, 2}));
+    EXPECT_EQ(div(a, b, "floor").to_vector<std::int64_t>(), (std::vector<std::int64_t>{-4, 3, 3, -4, 2}));
+    EXPECT_EQ(floor_divide(a, b).dtype(), DType::i64);
+    Tensor u = tensor(std::vector<std::int64_t>{7, 201}).to(DType::u8).to(dev);
+    EXPECT_EQ(div(u, tensor(std::vector<std::int64_t>{2, 3}).to(DType::u8).to(dev)).to_vector<float>(),
+              (std::vector<float>{3.5f, 67}));
+    Tensor x = tensor({-7.5, 7.5, -0.5, 2.5, 1.5}).to(dev);
+    EXPECT_EQ(div(x, 2.0).to_vector<float>(), (std::vector<float>{-3.75f, 3.75f, -0.25f, 1.25f, 0.75f}));
+    EXPECT_EQ(div(x, full({}, 2.0).to(dev), "floor").to_vector<float>(), (std::vector<float>{-4, 3, -1, 1, 0}));
+    EXPECT_EQ(div(x, full({}, 2.0).to(dev), "trunc").to_vector<float>(), (std::vector<float>{-3, 3, -0.0f, 1, 0}));
+    EXPECT_EQ(floor(x).to_vector<float>(), (std::vector<float>{-8, 7, -1, 2, 1}));
+    EXPECT_EQ(ceil(x).to_vector<float>(), (std::vector<float>{-7, 8, -0.0f, 3, 2}));
+    EXPECT_EQ(trunc(x).to_vector<float>(), (std::vector<float>{-7, 7, -0.0f, 2, 1}));
+    EXPECT_EQ(round(x).to_vector<float>(), (std::vector<float>{-8, 8, -0.0f, 2, 2}));  // half to even
+    EXPECT_EQ(round(a).to_vector<std::int64_t>(), a.cpu().to_vector<std::int64_t>());
+    EXPECT_EQ(floor(x.to(DType::f64)).to_vector<double>(), (std::vector<double>{-8, 7, -1, 2, 1}));
+  }
 }
 
 // As torch.neg: unsigned values wrap around, signed ones negate, the dtype is kept.
@@ -238,10 +272,13 @@ TEST(OpValues, IntegerNegWrapsOnEveryDevice) {
 TEST(OpValues, IntegerDivisionWrapsAtTheMinimum) {
   Tensor a = tensor(std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min(), 7, -7});
   Tensor b = tensor(std::vector<std::int32_t>{-1, -2, 2});
-  EXPECT_EQ(div(a, b).to_vector<std::int32_t>(),
+  EXPECT_EQ(div(a, b, "trunc").to_vector<std::int32_t>(),
             (std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min(), -3, -3}));
+  EXPECT_EQ(div(a, b, "floor").to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min(), -4, -4}));
   Tensor c = tensor(std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min()});
-  EXPECT_EQ(div(c, -1.0).item<std::int64_t>(), std::numeric_limits<std::int64_t>::min());
+  EXPECT_EQ(div(c, tensor(std::vector<std::int64_t>{-1}), "trunc").item<std::int64_t>(),
+            std::numeric_limits<std::int64_t>::min());
 }
 
 TEST(OpValues, IntegerSumAccumulatesInInt64) {
@@ -440,8 +477,9 @@ TEST(OpValues, NumberOnTheLeft) {
   Tensor i = tensor(std::vector<std::int32_t>{1, 2, 3});
   EXPECT_EQ(sub(10.0, i).to_vector<std::int32_t>(), (std::vector<std::int32_t>{9, 8, 7}));
   EXPECT_EQ(sub(10.0, i).dtype(), DType::i32);
-  EXPECT_EQ(div(7.0, i).to_vector<std::int32_t>(), (std::vector<std::int32_t>{7, 3, 2}));
-  expect_error<ValueError>([&] { div(1.0, tensor(std::vector<std::int32_t>{0})); }, "div: integer division by zero");
+  EXPECT_EQ(div(7.0, i).dtype(), DType::f32);
+  EXPECT_EQ(div(6.0, i * 2).to_vector<float>(), (std::vector<float>{3, 1.5f, 1}));
+  EXPECT_TRUE(std::isinf(div(1.0, tensor(std::vector<std::int32_t>{0})).item()));
 }
 
 TEST(OpValues, SplitChunkUnbindAreViews) {

@@ -27,7 +27,11 @@
   X(reciprocal)            \
   X(rsqrt)                 \
   X(add_scalar)            \
-  X(mul_scalar)
+  X(mul_scalar)            \
+  X(floor)                 \
+  X(ceil)                  \
+  X(trunc)                 \
+  X(round)
 
 // BinaryOp: out = f(a, b). Comparisons write 1 or 0 in the output dtype.
 // The *_backward ops take a = upstream gradient, b = saved input x or output y.

@@ -118,7 +118,10 @@ static void check_int_divisor(const Tensor& b) {
 
 Tensor div(const Tensor& a0, const Tensor& b0) {
   auto [a, b] = promoted("div", a0, b0);
-  check_int_divisor(b);
+  if (!is_floating(a.dtype())) {  // true division: integers divide as the default float
+    a = a.to(DType::f32);
+    b = b.to(DType::f32);
+  }
   Tensor out = detail::binary_kernel(BinaryOp::div, "div", a, b, a.dtype());
   if (autograd::needs_grad({&a, &b})) {
     autograd::record("div", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {
@@ -183,9 +186,47 @@ Tensor mul(const Tensor& a, double b) {
                      [b](const Tensor& g, const Tensor&, const Tensor&) { return mul(g, b); });
 }
 Tensor div(const Tensor& a, double b) {
-  if (!is_floating(a.dtype())) return div(a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
+  if (!is_floating(a.dtype())) return div(a.to(DType::f32), b);
   return mul(a, 1.0 / b);
 }
+
+Tensor div(const Tensor& a0, const Tensor& b0, std::string_view rounding_mode) {
+  const bool floor_mode = rounding_mode == "floor";
+  if (!floor_mode && rounding_mode != "trunc")
+    throw ValueError(fmt::format("div: expected rounding_mode \"trunc\" or \"floor\", got \"{}\"", rounding_mode));
+  auto [a, b] = promoted("div", a0, b0);
+  // The rounded quotient is piecewise constant: no gradient flows (PyTorch's is zero).
+  if (is_floating(a.dtype())) {
+    Tensor q = detail::binary_kernel(BinaryOp::div, "div", a, b, a.dtype());
+    return floor_mode ? floor(q) : trunc(q);
+  }
+  check_int_divisor(b);
+  Tensor q = detail::binary_kernel(BinaryOp::div, "div", a, b, a.dtype());  // integers: toward zero
+  if (!floor_mode) return q;
+  // Down instead of toward zero: one less where the division left a remainder of the divisor's opposite sign.
+  Tensor r = sub(a, mul(q, b));
+  Tensor zero = zeros({}, {.dtype = a.dtype(), .device = a.device()});
+  Tensor adjust = mul(ne(r, zero), ne(lt(r, zero), lt(b, zero)));
+  return sub(q, adjust.to(a.dtype()));
+}
+
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return div(a, b, "floor"); }
+
+namespace {
+// Rounding to integral values: integers unchanged, zero gradient.
+Tensor rounded(const char* name, UnaryOp op, const Tensor& x) {
+  detail::check_defined(name, x);
+  if (!is_floating(x.dtype())) return x.clone();
+  return unary_float(name, op, x, 0, 0, Saves::nothing, [](const Tensor& g, const Tensor&, const Tensor&) {
+    return zeros(g.shape(), {.dtype = g.dtype(), .device = g.device()});
+  });
+}
+}  // namespace
+
+Tensor floor(const Tensor& x) { return rounded("floor", UnaryOp::floor, x); }
+Tensor ceil(const Tensor& x) { return rounded("ceil", UnaryOp::ceil, x); }
+Tensor trunc(const Tensor& x) { return rounded("trunc", UnaryOp::trunc, x); }
+Tensor round(const Tensor& x) { return rounded("round", UnaryOp::round, x); }
 
 Tensor pow(const Tensor& x, double e) {
   return unary_float("pow", UnaryOp::pow_scalar, x, e, 0, Saves::input,
@@ -236,7 +277,7 @@ Tensor sub(double a, const Tensor& b) {
 }
 Tensor div(double a, const Tensor& b) {
   detail::check_defined("div", b);
-  if (!is_floating(b.dtype())) return div(full({}, a, {.dtype = b.dtype(), .device = b.device()}), b);
+  if (!is_floating(b.dtype())) return div(a, b.to(DType::f32));
   return mul(pow(b, -1.0), a);
 }
 

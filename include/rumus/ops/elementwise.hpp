@@ -1,5 +1,7 @@
 #pragma once
 // Pointwise math with NumPy broadcasting, forward and backward.
+#include <string_view>
+
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/export.hpp"
 
@@ -10,7 +12,14 @@ namespace rumus {
 Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a + alpha * b
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
+// True division, as torch.div: integer operands divide as f32 (7 / 2 = 3.5).
 Tensor div(const Tensor& a, const Tensor& b);
+// torch.div(a, b, rounding_mode="trunc" or "floor"): the quotient rounded
+// toward zero or down, in the operands' promoted dtype (integers stay integers;
+// an integer division by zero is a ValueError). Its gradient is zero.
+Tensor div(const Tensor& a, const Tensor& b, std::string_view rounding_mode);
+// torch.floor_divide: div(a, b, "floor").
+Tensor floor_divide(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
@@ -30,6 +39,12 @@ Tensor abs(const Tensor& x);
 Tensor square(const Tensor& x);
 // NaN bound = unbounded on that side.
 Tensor clamp(const Tensor& x, double min, double max);
+// Rounding to integral values (round: half to even, as torch.round); integer
+// tensors come back as they are. Their gradient is zero.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor trunc(const Tensor& x);
+Tensor round(const Tensor& x);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

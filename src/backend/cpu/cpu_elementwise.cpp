@@ -109,6 +109,10 @@ void CpuBackend::unary(UnaryOp op, TensorArg out, TensorArg in, double p0, doubl
       case UnaryOp::rsqrt: map1<T>(out, in, [](A x) { return A(1) / std::sqrt(x); }); break;
       case UnaryOp::add_scalar: map1<T>(out, in, [s0](A x) { return x + s0; }); break;
       case UnaryOp::mul_scalar: map1<T>(out, in, [s0](A x) { return x * s0; }); break;
+      case UnaryOp::floor: map1<T>(out, in, [](A x) { return std::floor(x); }); break;
+      case UnaryOp::ceil: map1<T>(out, in, [](A x) { return std::ceil(x); }); break;
+      case UnaryOp::trunc: map1<T>(out, in, [](A x) { return std::trunc(x); }); break;
+      case UnaryOp::round: map1<T>(out, in, [](A x) { return std::nearbyint(x); }); break;  // half to even
     }
   });
 }
