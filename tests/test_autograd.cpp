@@ -422,3 +422,119 @@ TEST(Profiler, OnePerThread) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- autograd::grad: any tensor's gradient, and gradients of gradients ----
+
+TEST(AutogradGrad, LeavesAndIntermediatesOfSeveralOutputs) {
+  Tensor x = tensor({1.0, 2.0, 3.0}).requires_grad_();
+  Tensor y = mul(x, x);               // an intermediate
+  Tensor a = sum(mul(y, 3.0)), b = mul(y, x);
+  std::vector<Tensor> g = autograd::grad({a, b}, {x, y}, {.grad_outputs = {Tensor(), tensor({1.0, 0.0, 2.0})}});
+  // d(3 sum y + sum(v * y * x))/dy = 3 + v x;  /dx = 6x + v * 3x^2
+  EXPECT_EQ(g[1].to_vector<float>(), (std::vector<float>{4, 3, 9}));
+  EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{9, 12, 72}));
+  EXPECT_EQ(autograd::tape_size(), 0u);  // not retained: create_graph is off
+}
+
+TEST(AutogradGrad, UnusedInputsAndBadArguments) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_(), z = tensor({5.0}).requires_grad_();
+  Tensor loss = sum(mul(x, 2.0));
+  std::vector<Tensor> g = autograd::grad({loss}, {x, z}, {.retain_graph = true, .allow_unused = true});
+  expect_error<AutogradError>([&] { autograd::grad({loss}, {x, z}); },
+                              "autograd::grad: input 1 (shape [1]) was not used to compute the outputs");
+  EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{2, 2}));
+  EXPECT_FALSE(g[1].defined());
+  expect_error<AutogradError>([&] { autograd::grad({loss}, {x}, {.grad_outputs = {Tensor(), Tensor()}}); },
+                              "expected one grad_output per output (1), got 2");
+  expect_error<AutogradError>([&] { autograd::grad({mul(x, 2.0)}, {x}); },
+                              "autograd::grad: expected a scalar (1-element) root when no seed is given");
+  expect_error<AutogradError>([&] { autograd::grad({tensor({1.0})}, {x}); }, "output 0 does not require grad");
+  expect_error<AutogradError>([&] { autograd::grad({loss}, {tensor({1.0})}); }, "input 0 (shape [1]) does not require grad");
+  autograd::clear_tape();
+}
+
+TEST(AutogradGrad, RetainGraphDefaultsToCreateGraph) {
+  Tensor x = tensor({2.0}).requires_grad_();
+  Tensor y = mul(mul(x, x), x);
+  autograd::grad({y}, {x}, {.create_graph = true});
+  EXPECT_EQ(autograd::grad({y}, {x})[0].item(), 12.0);  // the graph was kept
+  expect_error<AutogradError>([&] { autograd::grad({y}, {x}); }, "already freed by an earlier backward");
+  autograd::clear_tape();
+}
+
+TEST(AutogradGrad, ThirdDerivativeOfACube) {
+  Tensor x = tensor({1.5, -2.0}).requires_grad_();
+  Tensor y = sum(mul(mul(x, x), x));
+  Tensor d1 = autograd::grad({y}, {x}, {.create_graph = true})[0];             // 3x^2
+  Tensor d2 = autograd::grad({sum(d1)}, {x}, {.create_graph = true})[0];       // 6x
+  Tensor d3 = autograd::grad({sum(d2)}, {x})[0];                               // 6
+  EXPECT_EQ(d1.to_vector<double>(), (std::vector<double>{6.75, 12.0}));
+  EXPECT_EQ(d2.to_vector<double>(), (std::vector<double>{9.0, -12.0}));
+  EXPECT_EQ(d3.to_vector<double>(), (std::vector<double>{6.0, 6.0}));
+  autograd::clear_tape();
+}
+
+// u = tanh(w x + b): u'' = -2 w^2 u (1 - u^2), as a physics-informed loss needs it, on every device.
+TEST(AutogradGrad, SecondDerivativeOfATanhUnitOnEveryDevice) {
+  for (const DeviceInfo& info : Device::list()) {
+    const Device dev = info.device;
+    SCOPED_TRACE(dev.str());
+    Tensor x = tensor({-1.0, 0.25, 0.8}).to(DType::f64).to(dev).reshape({3, 1}).requires_grad_();
+    Tensor w = tensor({1.7}).to(DType::f64).to(dev).reshape({1, 1}).requires_grad_();
+    Tensor b = tensor({-0.3}).to(DType::f64).to(dev).requires_grad_();
+    Tensor u = tanh(linear(x, w, b));
+    Tensor du = autograd::grad({sum(u)}, {x}, {.create_graph = true})[0];
+    Tensor d2u = autograd::grad({sum(du)}, {x}, {.create_graph = true})[0];
+    // And the residual's gradient with respect to the weight, through both derivatives.
+    Tensor dw = autograd::grad({sum(d2u)}, {w})[0];
+    const auto uv = u.detach().cpu().to_vector<double>(), xv = x.detach().cpu().to_vector<double>();
+    const auto got = d2u.cpu().to_vector<double>();
+    double want_dw = 0;
+    const double wv = w.detach().cpu().item();  // 1.7 as f32 (tensor() stores floats), widened
+    for (std::size_t i = 0; i < 3; ++i) {
+      const double t = uv[i], s = 1 - t * t;
+      EXPECT_NEAR(got[i], -2 * wv * wv * t * s, 1e-12);
+      // d/dw of -2 w^2 t (1 - t^2), with dt/dw = x (1 - t^2)
+      want_dw += -4 * wv * t * s - 2 * wv * wv * (1 - 3 * t * t) * xv[i] * s;
+    }
+    EXPECT_NEAR(dw.cpu().item(), want_dw, 1e-10);
+    autograd::clear_tape();
+  }
+}
+
+// A Hessian-vector product through a small tanh MLP against central differences of its gradient.
+TEST(AutogradGrad, HessianVectorProductMatchesFiniteDifferences) {
+  Generator gen(3);
+  Tensor w1 = randn({4, 3}, {.dtype = DType::f64}, &gen).requires_grad_();
+  Tensor w2 = randn({1, 4}, {.dtype = DType::f64}, &gen);
+  Tensor x = randn({5, 3}, {.dtype = DType::f64}, &gen);
+  Tensor v = randn({4, 3}, {.dtype = DType::f64}, &gen);
+  auto loss = [&](const Tensor& w) { return sum(square(linear(tanh(linear(x, w)), w2))); };
+  Tensor g = autograd::grad({loss(w1)}, {w1}, {.create_graph = true})[0];
+  Tensor hv = autograd::grad({sum(mul(g, v))}, {w1})[0];
+  const double eps = 1e-6;
+  NoGradGuard none;
+  auto grad_at = [&](double t) {
+    Tensor w = add(w1.detach(), mul(v, t)).requires_grad_();
+    set_grad_enabled(true);
+    Tensor gw = autograd::grad({loss(w)}, {w})[0];
+    set_grad_enabled(false);
+    return gw;
+  };
+  const auto numeric = div(sub(grad_at(eps), grad_at(-eps)), 2 * eps).to_vector<double>();
+  const auto got = hv.to_vector<double>();
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], numeric[i], 1e-6 * (1 + std::abs(numeric[i])));
+}
+
+// An op whose backward is a fused kernel only refuses under create_graph, naming itself.
+TEST(AutogradGrad, CreateGraphNamesAnOpWithoutADifferentiableBackward) {
+  Tensor x = randn({1, 1, 4, 4}).requires_grad_();
+  Tensor y = sum(conv2d(x, ones({1, 1, 3, 3})));
+  EXPECT_EQ(autograd::grad({y}, {x}, {.retain_graph = true})[0].shape(), x.shape());  // first order is unaffected
+  expect_error<AutogradError>([&] { autograd::grad({y}, {x}, {.create_graph = true}); },
+                              "autograd::grad: conv2d has no differentiable backward yet");
+}
+
+}  // namespace

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -90,45 +91,68 @@ GradientStore backward(const Tensor& root, BackwardOptions options) {
   return backward(root, ones_like(root), options);
 }
 
-GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions options) {
-  if (seed.shape() != root.shape())
-    throw ShapeError(fmt::format("backward: seed shape {} differs from root shape {}", shape_str(seed.shape()),
-                                 shape_str(root.shape())));
-  if (!root.requires_grad())
-    throw AutogradError("backward: the root does not require grad (no input of it requires grad, or it was "
-                        "computed under NoGradGuard)");
-  NoGradGuard no_grad;  // gradients themselves are not recorded
+namespace {
+
+// One pass of Kahn's algorithm over the part of this thread's tape reachable
+// from the roots. Returns the gradients of the leaves, and of the recorded
+// tensors in `wanted` (captured when their producer runs).
+struct Pass {
+  std::vector<Tensor> roots, seeds;  // seeds already shaped and typed as their roots
+  std::unordered_set<GradId> wanted;
+  bool retain_graph = false;
+  bool create_graph = false;
+  const char* caller = "backward";
+};
+
+std::unordered_map<GradId, Tensor> run(const Pass& pass) {
+  // The backward records its own ops only under create_graph.
+  const bool prev_grad = grad_enabled();
+  set_grad_enabled(pass.create_graph);
+  struct RestoreGrad {
+    bool prev;
+    ~RestoreGrad() { set_grad_enabled(prev); }
+  } restore{prev_grad};
+  autograd::NoPruneGuard no_prune;  // nodes are reached by index while the backward may record
   detail::ProfilePhase phase("backward");
   AutocastGuard no_autocast(false);  // backward keeps the dtypes the forward chose
   auto& tape = autograd::this_thread_tape();
+  const std::size_t recorded = tape.size();  // entries the backward itself records come after
   std::unordered_map<GradId, std::size_t> producer;
-  producer.reserve(tape.size());
-  for (std::size_t i = 0; i < tape.size(); ++i) producer[tape[i].output] = i;
-  // A recorded root whose entry is gone would silently give no gradients.
-  const std::thread::id recorded_on = root.impl().recorded_on;
-  if (recorded_on != std::thread::id{} && !producer.count(root.grad_id())) {
+  producer.reserve(recorded);
+  for (std::size_t i = 0; i < recorded; ++i) producer[tape[i].output] = i;
+  for (const Tensor& root : pass.roots) {
+    // A recorded root whose entry is gone would silently give no gradients.
+    const std::thread::id recorded_on = root.impl().recorded_on;
+    if (recorded_on == std::thread::id{} || producer.count(root.grad_id())) continue;
     if (recorded_on != std::this_thread::get_id())
-      throw AutogradError("backward: the root's graph was recorded on another thread; each thread records on its "
-                          "own tape, so run a graph's forward and backward on one thread");
-    throw AutogradError("backward: the root's graph was already freed by an earlier backward; pass "
-                        "{.retain_graph = true} to the first one to run backward twice");
+      throw AutogradError(fmt::format("{}: the root's graph was recorded on another thread; each thread records on "
+                                      "its own tape, so run a graph's forward and backward on one thread",
+                                      pass.caller));
+    throw AutogradError(fmt::format("{}: the root's graph was already freed by an earlier backward; pass "
+                                    "{{.retain_graph = true}} to the first one to run backward twice",
+                                    pass.caller));
   }
 
-  // The subgraph reachable from the root, and how many consumers each tensor has in it.
-  std::vector<char> reachable(tape.size(), 0);
+  // The subgraph reachable from the roots, and how many consumers each tensor has in it.
+  std::vector<char> reachable(recorded, 0);
   std::unordered_map<GradId, int> pending;
   std::vector<std::size_t> stack;
-  if (auto it = producer.find(root.grad_id()); it != producer.end()) {
-    reachable[it->second] = 1;
-    stack.push_back(it->second);
-  }
+  for (const Tensor& root : pass.roots)
+    if (auto it = producer.find(root.grad_id()); it != producer.end() && !reachable[it->second]) {
+      reachable[it->second] = 1;
+      stack.push_back(it->second);
+    }
   while (!stack.empty()) {
     const Node& node = tape[stack.back()];
     stack.pop_back();
     if (!node.backward)
-      throw AutogradError(fmt::format("backward: the graph through {} was already freed by an earlier backward; "
+      throw AutogradError(fmt::format("{}: the graph through {} was already freed by an earlier backward; "
                                       "pass retain_graph to run backward twice",
-                                      node.name));
+                                      pass.caller, node.name));
+    if (pass.create_graph && !node.differentiable)
+      throw AutogradError(fmt::format("{}: {} has no differentiable backward yet, so create_graph cannot "
+                                      "record it (docs/semantics.md lists the ops that have one)",
+                                      pass.caller, node.name));
     for (std::size_t j = 0; j < node.inputs.size(); ++j) {
       if (!node.input_needs_grad[j]) continue;
       auto it = producer.find(node.inputs[j]);
@@ -141,36 +165,67 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
     }
   }
 
+  // Sums the gradients a tensor receives from several consumers; recorded under create_graph.
+  auto accumulate = [&](Tensor& into, const Tensor& g) {
+    if (into.dtype() != g.dtype())
+      throw AutogradError(fmt::format("{}: gradients of one tensor differ in dtype: {} and {}", pass.caller,
+                                      dtype_name(into.dtype()), dtype_name(g.dtype())));
+    into = pass.create_graph ? into.add(g) : sum_of(into, g);
+  };
+
   // Kahn's algorithm: an entry runs once every consumer of its output is done.
-  std::unordered_map<GradId, Tensor> grads;
+  std::unordered_map<GradId, Tensor> grads, captured;
   std::unordered_set<GradId> owned;  // gradients in buffers the engine made: nothing else holds them
-  grads[root.grad_id()] = seed.to(root.dtype());
   std::vector<std::size_t> ready;
-  if (auto it = producer.find(root.grad_id()); it != producer.end()) ready.push_back(it->second);
+  for (std::size_t r = 0; r < pass.roots.size(); ++r) {
+    const GradId id = pass.roots[r].grad_id();
+    auto [slot, fresh] = grads.try_emplace(id, pass.seeds[r]);
+    if (!fresh) accumulate(slot->second, pass.seeds[r]);
+  }
+  for (const Tensor& root : pass.roots)
+    if (auto it = producer.find(root.grad_id()); it != producer.end() && pending[root.grad_id()] == 0 &&
+                                                 std::find(ready.begin(), ready.end(), it->second) == ready.end())
+      ready.push_back(it->second);
   while (!ready.empty()) {
-    Node& node = tape[ready.back()];
+    const std::size_t at = ready.back();
     ready.pop_back();
-    auto git = grads.find(node.output);
+    auto git = grads.find(tape[at].output);
     Tensor grad_out = git != grads.end() ? std::move(git->second) : Tensor();
     if (git != grads.end()) grads.erase(git);  // freed as soon as its consumers are done
+    if (grad_out.defined() && pass.wanted.count(tape[at].output)) captured[tape[at].output] = grad_out;
 
-    owned.erase(node.output);
-    const bool added = grad_out.defined() && add_into_part(grads, owned, node, grad_out);
+    owned.erase(tape[at].output);
+    // In place into the input's gradient: not under create_graph, whose sums are recorded ops.
+    const bool added = grad_out.defined() && !pass.create_graph && add_into_part(grads, owned, tape[at], grad_out);
 
     std::vector<Tensor> input_grads;
     if (grad_out.defined() && !added) {
       try {
-        input_grads = node.backward(grad_out);
+        if (pass.create_graph) {  // a copy: the call records onto the tape, which can move its entries
+          const autograd::BackwardFn backward = tape[at].backward;
+          input_grads = backward(grad_out);
+        } else {
+          input_grads = tape[at].backward(grad_out);
+        }
       } catch (const autograd::VersionError& e) {
-        throw AutogradError(fmt::format("backward of {}: {}", node.name, e.what()));
+        throw AutogradError(fmt::format("backward of {}: {}", tape[at].name, e.what()));
       }
-      if (input_grads.size() != node.inputs.size())
-        throw AutogradError(fmt::format("backward of {}: returned {} gradients for {} inputs", node.name,
-                                        input_grads.size(), node.inputs.size()));
+      if (input_grads.size() != tape[at].inputs.size())
+        throw AutogradError(fmt::format("backward of {}: returned {} gradients for {} inputs", tape[at].name,
+                                        input_grads.size(), tape[at].inputs.size()));
     }
-    if (!options.retain_graph) {  // releases saved tensors now
-      node.backward = nullptr;
-      node.embed = nullptr;
+    // What the loop below reads of the entry, copied: under create_graph the
+    // sums it records can move the tape's entries.
+    Node copy{};
+    if (pass.create_graph)
+      copy = {.name = tape[at].name,
+              .inputs = tape[at].inputs,
+              .input_needs_grad = tape[at].input_needs_grad,
+              .input_shapes = tape[at].input_shapes};
+    const Node& node = pass.create_graph ? copy : tape[at];
+    if (!pass.retain_graph) {  // releases saved tensors now
+      tape[at].backward = nullptr;
+      tape[at].embed = nullptr;
     }
 
     for (std::size_t j = 0; j < node.inputs.size(); ++j) {
@@ -182,7 +237,7 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
           throw AutogradError(fmt::format("backward of {}: gradient shape {} differs from input {} shape {}",
                                           node.name, shape_str(g.shape()), j, shape_str(node.input_shapes[j])));
         auto [slot, fresh] = grads.try_emplace(id, g);
-        if (!fresh) slot->second = sum_of(slot->second, g);
+        if (!fresh) accumulate(slot->second, g);
         // Made here, or by a part-view's backward (a fresh zero-filled tensor): nothing else holds it.
         if (!fresh || node.embed) owned.insert(id);
       }
@@ -191,17 +246,96 @@ GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions o
     }
   }
 
-  GradientStore store;
+  std::unordered_map<GradId, Tensor> result = std::move(captured);
   for (auto& [id, g] : grads)
-    if (!producer.count(id)) store.insert(id, std::move(g));
+    if (!producer.count(id)) result[id] = std::move(g);
 
-  if (!options.retain_graph) {
+  if (!pass.retain_graph) {
     std::size_t w = 0;
     for (std::size_t i = 0; i < tape.size(); ++i)
-      if (!reachable[i]) tape[w++] = std::move(tape[i]);
+      if (i >= recorded || !reachable[i]) tape[w++] = std::move(tape[i]);
     tape.resize(w);
   }
+  return result;
+}
+
+// The seed of one root: `seed` (checked, cast to the root's dtype) or ones for a 1-element root.
+Tensor seed_for(const char* caller, const Tensor& root, const Tensor& seed) {
+  if (!seed.defined()) {
+    if (root.numel() != 1)
+      throw AutogradError(fmt::format("{}: expected a scalar (1-element) root when no seed is given, got "
+                                      "shape {}; pass a seed gradient",
+                                      caller, shape_str(root.shape())));
+    return ones_like(root);
+  }
+  if (seed.shape() != root.shape())
+    throw ShapeError(fmt::format("{}: seed shape {} differs from root shape {}", caller, shape_str(seed.shape()),
+                                 shape_str(root.shape())));
+  return seed.to(root.dtype());
+}
+
+}  // namespace
+
+GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions options) {
+  if (seed.shape() != root.shape())
+    throw ShapeError(fmt::format("backward: seed shape {} differs from root shape {}", shape_str(seed.shape()),
+                                 shape_str(root.shape())));
+  if (!root.requires_grad())
+    throw AutogradError("backward: the root does not require grad (no input of it requires grad, or it was "
+                        "computed under NoGradGuard)");
+  Tensor seed_value;
+  {
+    NoGradGuard no_grad;
+    seed_value = seed.to(root.dtype());
+  }
+  std::unordered_map<GradId, Tensor> grads =
+      run({.roots = {root}, .seeds = {seed_value}, .retain_graph = options.retain_graph});
+  GradientStore store;
+  for (auto& [id, g] : grads) store.insert(id, std::move(g));
   return store;
 }
+
+namespace autograd {
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const GradOptions& options) {
+  const char* op = "autograd::grad";
+  if (outputs.empty()) throw AutogradError("autograd::grad: expected at least one output");
+  if (!options.grad_outputs.empty() && options.grad_outputs.size() != outputs.size())
+    throw AutogradError(fmt::format("autograd::grad: expected one grad_output per output ({}), got {}",
+                                    outputs.size(), options.grad_outputs.size()));
+  Pass pass{.retain_graph = options.retain_graph.value_or(options.create_graph),
+            .create_graph = options.create_graph,
+            .caller = op};
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    if (!out.defined() || !out.requires_grad())
+      throw AutogradError(fmt::format("autograd::grad: output {} does not require grad (no input of it requires "
+                                      "grad, or it was computed under NoGradGuard)",
+                                      i));
+    NoGradGuard no_grad;  // the seeds are constants of the pass
+    pass.roots.push_back(out);
+    pass.seeds.push_back(seed_for(op, out, options.grad_outputs.empty() ? Tensor() : options.grad_outputs[i]));
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined() || !inputs[i].requires_grad())
+      throw AutogradError(fmt::format("autograd::grad: input {} (shape {}) does not require grad", i,
+                                      inputs[i].defined() ? shape_str(inputs[i].shape()) : "undefined"));
+    pass.wanted.insert(inputs[i].grad_id());
+  }
+  std::unordered_map<GradId, Tensor> grads = run(pass);
+  std::vector<Tensor> result;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    auto it = grads.find(inputs[i].grad_id());
+    if (it == grads.end() && !options.allow_unused)
+      throw AutogradError(fmt::format("autograd::grad: input {} (shape {}) was not used to compute the outputs; "
+                                      "pass {{.allow_unused = true}} to get an undefined gradient for it",
+                                      i, shape_str(inputs[i].shape())));
+    result.push_back(it == grads.end() ? Tensor() : it->second);
+  }
+  return result;
+}
+
+}  // namespace autograd
 
 }  // namespace rumus

@@ -22,6 +22,7 @@ struct Tape {
   std::unordered_map<const TensorImpl*, long> saved_refs;
   std::vector<Node> nodes;
   std::size_t prune_at = 4096;
+  int no_prune = 0;  // NoPruneGuards alive
 };
 thread_local Tape g_tape;
 
@@ -89,6 +90,8 @@ void prune(Tape& tape) {
 }  // namespace
 
 std::vector<Node>& this_thread_tape() { return g_tape.nodes; }
+NoPruneGuard::NoPruneGuard() { ++g_tape.no_prune; }
+NoPruneGuard::~NoPruneGuard() { --g_tape.no_prune; }
 std::size_t tape_size() { return g_tape.nodes.size(); }
 void clear_tape() { g_tape.nodes.clear(); }
 
@@ -107,7 +110,7 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 }
 
 void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn backward,
-            EmbedFn embed) {
+            EmbedFn embed, Backward kind) {
   Node node;
   node.name = name;
   node.inputs.reserve(inputs.size());
@@ -123,8 +126,9 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
   node.output_alive = output.impl_ptr();
   node.backward = std::move(backward);
   node.embed = std::move(embed);
+  node.differentiable = kind == Backward::differentiable;
   g_tape.nodes.push_back(std::move(node));
-  if (g_tape.nodes.size() >= g_tape.prune_at) prune(g_tape);
+  if (g_tape.nodes.size() >= g_tape.prune_at && g_tape.no_prune == 0) prune(g_tape);
 }
 
 }  // namespace rumus::autograd

@@ -1,22 +1,56 @@
 // Activations: forward with one unary kernel, backward with one fused gradient kernel.
 #include "rumus/ops/activation.hpp"
 
+#include <optional>
+
 #include "op_util.hpp"
+#include "rumus/ops/compare.hpp"
+#include "rumus/ops/elementwise.hpp"
 
 namespace rumus {
 
 using detail::arg;
 
 namespace {
-// `use_output`: the gradient kernel reads y = f(x) instead of x.
+// The gradient with ops, for create_graph: `saved` is x, or y = f(x) for
+// sigmoid and tanh. Nothing for the activations that have none yet.
+std::optional<Tensor> composed_gradient(UnaryOp fwd, const Tensor& g, const Tensor& saved, double p0) {
+  switch (fwd) {
+    case UnaryOp::relu: return mul(g, gt(saved, 0.0).to(g.dtype()));
+    case UnaryOp::leaky_relu: return where(gt(saved, 0.0), g, mul(g, p0));
+    case UnaryOp::sigmoid: return mul(g, mul(saved, sub(1.0, saved)));
+    case UnaryOp::tanh: return mul(g, sub(1.0, square(saved)));
+    case UnaryOp::silu: {
+      const Tensor s = sigmoid(saved);
+      return mul(g, mul(s, add(mul(saved, sub(1.0, s)), 1.0)));
+    }
+    default: return std::nullopt;
+  }
+}
+
+bool has_composed_gradient(UnaryOp fwd) {
+  return fwd == UnaryOp::relu || fwd == UnaryOp::leaky_relu || fwd == UnaryOp::sigmoid || fwd == UnaryOp::tanh ||
+         fwd == UnaryOp::silu;
+}
+
+// Records y = f(x): one fused gradient kernel, or under create_graph the same
+// gradient with ops. `saved` is x, or the output y for sigmoid and tanh.
+void record_activation(const char* name, UnaryOp fwd, BinaryOp bwd, const Tensor& x, Tensor& out,
+                       const Tensor& saved, double p0) {
+  autograd::record(
+      name, {x}, out,
+      [name, fwd, bwd, p0, s = autograd::SavedTensor(saved)](const Tensor& g) {
+        if (grad_enabled()) return std::vector<Tensor>{*composed_gradient(fwd, g, s.get(), p0)};
+        return std::vector<Tensor>{detail::binary_kernel(bwd, name, g, s.get(), g.dtype(), p0, 0)};
+      },
+      {}, has_composed_gradient(fwd) ? autograd::Backward::differentiable : autograd::Backward::once);
+}
+
+// `use_output`: the gradient reads y = f(x) instead of x.
 Tensor activation(const char* name, UnaryOp fwd, BinaryOp bwd, const Tensor& x, bool use_output, double p0 = 0) {
   detail::check_floating(name, x);
   Tensor out = detail::unary_kernel(fwd, x, p0, 0);
-  if (autograd::needs_grad({&x}))
-    autograd::record(name, {x}, out,
-                     [name, bwd, p0, saved = autograd::SavedTensor(use_output ? out.detach() : x)](const Tensor& g) {
-                       return std::vector<Tensor>{detail::binary_kernel(bwd, name, g, saved.get(), g.dtype(), p0, 0)};
-                     });
+  if (autograd::needs_grad({&x})) record_activation(name, fwd, bwd, x, out, use_output ? out : x, p0);
   return out;
 }
 
@@ -32,10 +66,7 @@ Tensor activation_in_place(const char* name, UnaryOp fwd, BinaryOp bwd, Tensor&&
   Tensor out = x.detach();
   if (out.numel() > 0) detail::kernels(name, Kernel::unary, out).unary(fwd, arg(out), arg(out), 0, 0);
   out.storage().bump_version();
-  if (autograd::needs_grad({&x}))
-    autograd::record(name, {x}, out, [name, bwd, saved = autograd::SavedTensor(out.detach())](const Tensor& g) {
-      return std::vector<Tensor>{detail::binary_kernel(bwd, name, g, saved.get(), g.dtype(), 0, 0)};
-    });
+  if (autograd::needs_grad({&x})) record_activation(name, fwd, bwd, x, out, out, 0);
   return out;
 }
 }  // namespace

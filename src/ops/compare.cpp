@@ -78,7 +78,8 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
                      [c = autograd::SavedTensor(cond), sa = a.shape(), sb = b.shape()](const Tensor& g) {
                        Tensor z = zeros({}, {.dtype = g.dtype(), .device = g.device()});
                        return std::vector<Tensor>{sum_to(where(c.get(), g, z), sa), sum_to(where(c.get(), z, g), sb)};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   return out;
 }
 

@@ -19,6 +19,9 @@
 #include "autocast.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/activation.hpp"
+#include "rumus/ops/compare.hpp"
+#include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/linalg.hpp"
 #include "rumus/ops/reduction.hpp"
 
 namespace rumus {
@@ -335,18 +338,26 @@ Tensor linear_impl(const char* op, const Tensor& input_in, const Tensor& weight_
   if (autograd::needs_grad({&input, &weight, &bias})) {
     const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
     autograd::record(op, {input, weight, bias}, out,
-                     [op, gx, gw, gb, in_shape = input.shape(), m, out_f, sx = SavedTensor(gw ? x2 : Tensor()),
-                      sw = SavedTensor(gx ? weight.detach() : Tensor()),
-                      sy = SavedTensor(relu ? out.detach() : Tensor())](const Tensor& grad) {
+                     [op, gx, gw, gb, in_shape = input.shape(), in_f, m, out_f, sx = SavedTensor(gw ? x2 : Tensor()),
+                      sw = SavedTensor(gx ? weight : Tensor()), si = SavedTensor(gw ? input : Tensor()),
+                      sy = SavedTensor(relu ? out : Tensor())](const Tensor& grad) {
+                       if (grad_enabled()) {  // under create_graph: the same products with ops, recorded
+                         Tensor g2 = (sy.defined() ? mul(grad, gt(sy.get(), 0.0).to(grad.dtype())) : grad)
+                                         .reshape({m, out_f});
+                         return std::vector<Tensor>{gx ? matmul(g2, sw.get()).reshape(in_shape) : Tensor(),
+                                                    gw ? matmul(g2.t(), si.get().reshape({m, in_f})) : Tensor(),
+                                                    gb ? sum(g2, {0}) : Tensor()};
+                       }
                        // Through the ReLU first: zero where its output is.
                        Tensor g2 = (sy.defined() ? detail::binary_kernel(BinaryOp::relu_backward, op, grad, sy.get(),
                                                                          grad.dtype(), 0, 0)
                                                  : grad)
                                        .reshape({m, out_f});
-                       return std::vector<Tensor>{gx ? detail::gemm(g2, sw.get()).view(in_shape) : Tensor(),
+                       return std::vector<Tensor>{gx ? detail::gemm(g2, sw.get().detach()).view(in_shape) : Tensor(),
                                                   gw ? detail::gemm(g2.t(), sx.get()) : Tensor(),
                                                   gb ? sum(g2, {0}) : Tensor()};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   }
   return out;
 }
@@ -382,7 +393,7 @@ Tensor add_channel_bias(const Tensor& input, const Tensor& bias) {
       if (d != 1) dims.push_back(d);
     autograd::record(op, {input, bias}, out, [dims](const Tensor& g) {
       return std::vector<Tensor>{g, sum(g, dims)};
-    });
+    }, {}, autograd::Backward::differentiable);
   }
   return out;
 }

@@ -13,7 +13,7 @@ Tensor Tensor::clone() const {
   Tensor out = detail::alloc(shape(), dtype(), device());
   if (numel() > 0) detail::kernels("clone", Kernel::copy, *this).copy(arg(out), arg(*this));
   if (autograd::needs_grad({this}))
-    autograd::record("clone", {*this}, out, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+    autograd::record("clone", {*this}, out, [](const Tensor& g) { return std::vector<Tensor>{g}; }, {}, autograd::Backward::differentiable);
   return out;
 }
 
@@ -22,7 +22,8 @@ Tensor Tensor::to(DType target) const {
   Tensor out = detail::alloc(shape(), target, device());
   if (numel() > 0) detail::kernels("to", Kernel::copy, *this).copy(arg(out), arg(*this));
   if (is_floating(target) && autograd::needs_grad({this}))
-    autograd::record("cast", {*this}, out, [src = dtype()](const Tensor& g) { return std::vector<Tensor>{g.to(src)}; });
+    autograd::record("cast", {*this}, out, [src = dtype()](const Tensor& g) { return std::vector<Tensor>{g.to(src)}; },
+                     {}, autograd::Backward::differentiable);
   return out;
 }
 
@@ -45,7 +46,8 @@ Tensor Tensor::to(Device target) const {
   }
   if (autograd::needs_grad({this}))
     autograd::record("to_device", {*this}, out,
-                     [src_device = device()](const Tensor& g) { return std::vector<Tensor>{g.to(src_device)}; });
+                     [src_device = device()](const Tensor& g) { return std::vector<Tensor>{g.to(src_device)}; }, {},
+                     autograd::Backward::differentiable);
   return out;
 }
 

@@ -55,9 +55,10 @@ Tensor unary_float(const char* name, UnaryOp op, const Tensor& x, double p0, dou
   if (autograd::needs_grad({&x}))
     autograd::record(name, {x}, out,
                      [sx = SavedTensor(saves == Saves::input ? x : Tensor()),
-                      sy = SavedTensor(saves == Saves::output ? out.detach() : Tensor()), grad](const Tensor& g) {
+                      sy = SavedTensor(saves == Saves::output ? out : Tensor()), grad](const Tensor& g) {
                        return std::vector<Tensor>{grad(g, sx.get(), sy.get())};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   return out;
 }
 
@@ -70,7 +71,8 @@ Tensor add(const Tensor& a0, const Tensor& b0, double alpha) {
   if (autograd::needs_grad({&a, &bb})) {
     Shape sa = a.shape(), sb = bb.shape();
     autograd::record("add", {a, bb}, out,
-                     [sa, sb](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)}; });
+                     [sa, sb](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)}; }, {},
+                     autograd::Backward::differentiable);
   }
   return out;
 }
@@ -81,7 +83,8 @@ Tensor sub(const Tensor& a0, const Tensor& b0) {
   if (autograd::needs_grad({&a, &b})) {
     Shape sa = a.shape(), sb = b.shape();
     autograd::record("sub", {a, b}, out,
-                     [sa, sb](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)}; });
+                     [sa, sb](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)}; },
+                     {}, autograd::Backward::differentiable);
   }
   return out;
 }
@@ -97,7 +100,8 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
                       shape_a = a.shape(), shape_b = b.shape()](const Tensor& g) {
                        return std::vector<Tensor>{ga ? sum_to(mul(g, sb.get()), shape_a) : Tensor(),
                                                   gb ? sum_to(mul(g, sa.get()), shape_b) : Tensor()};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   }
   return out;
 }
@@ -128,7 +132,7 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
       const Tensor &x = sa.get(), &y = sb.get();
       Tensor ga = div(g, y);
       return std::vector<Tensor>{sum_to(ga, x.shape()), sum_to(neg(mul(ga, div(x, y))), y.shape())};
-    });
+    }, {}, autograd::Backward::differentiable);
   }
   return out;
 }
@@ -150,7 +154,7 @@ Tensor extremum_pair(BinaryOp op, const char* name, bool is_max, const Tensor& a
   if (autograd::needs_grad({&a, &b}))
     autograd::record(name, {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b), is_max](const Tensor& g) {
       return extremum_pair_grad(g, sa.get(), sb.get(), is_max);
-    });
+    }, {}, autograd::Backward::differentiable);
   return out;
 }
 }  // namespace
@@ -164,12 +168,13 @@ Tensor pow(const Tensor& a0, const Tensor& b0) {
   Tensor out = detail::binary_kernel(BinaryOp::pow, "pow", a, b, a.dtype());
   if (autograd::needs_grad({&a, &b}))
     autograd::record("pow", {a, b}, out,
-                     [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out.detach())](const Tensor& g) {
+                     [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out)](const Tensor& g) {
                        const Tensor &x = sa.get(), &e = sb.get();
                        Tensor gx = mul(g, mul(e, pow(x, sub(e, 1.0))));
                        Tensor ge_ = mul(g, mul(so.get(), log(x)));
                        return std::vector<Tensor>{sum_to(gx, x.shape()), sum_to(ge_, e.shape())};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   return out;
 }
 
@@ -211,6 +216,11 @@ Tensor div(const Tensor& a0, const Tensor& b0, std::string_view rounding_mode) {
 }
 
 Tensor floor_divide(const Tensor& a, const Tensor& b) { return div(a, b, "floor"); }
+
+Tensor Tensor::add(const Tensor& other, double alpha) const { return rumus::add(*this, other, alpha); }
+Tensor Tensor::sub(const Tensor& other) const { return rumus::sub(*this, other); }
+Tensor Tensor::mul(const Tensor& other) const { return rumus::mul(*this, other); }
+Tensor Tensor::div(const Tensor& other) const { return rumus::div(*this, other); }
 
 namespace {
 // Rounding to integral values: integers unchanged, zero gradient.
@@ -258,6 +268,8 @@ Tensor square(const Tensor& x) {
 }
 Tensor abs(const Tensor& x) {
   return unary_float("abs", UnaryOp::abs, x, 0, 0, Saves::input, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    // Under create_graph: g * sign(x), whose sign is constant almost everywhere.
+    if (grad_enabled()) return mul(g, detail::unary_kernel(UnaryOp::sign, x));
     return detail::binary_kernel(BinaryOp::abs_backward, "abs", g, x, g.dtype());
   });
 }
@@ -265,6 +277,10 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
   if (lo > hi) throw Error(fmt::format("clamp: expected min <= max, got min {} and max {}", lo, hi));
   return unary_float("clamp", UnaryOp::clamp, x, lo, hi, Saves::input,
                      [lo, hi](const Tensor& g, const Tensor& x, const Tensor&) {
+                       if (grad_enabled()) {  // under create_graph: g times the (constant) mask of the range
+                         Tensor one = ones(g.shape(), {.dtype = g.dtype(), .device = g.device()});
+                         return mul(g, detail::binary_kernel(BinaryOp::clamp_backward, "clamp", one, x, g.dtype(), lo, hi));
+                       }
                        return detail::binary_kernel(BinaryOp::clamp_backward, "clamp", g, x, g.dtype(), lo, hi);
                      });
 }

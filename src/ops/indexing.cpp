@@ -73,7 +73,7 @@ Tensor scatter_into_zeros(const char* op, const Tensor& src, std::int64_t dim, c
   if (autograd::needs_grad({&src}))
     autograd::record(op, {src}, out, [dim, si = autograd::SavedTensor(rows)](const Tensor& g) {
       return std::vector<Tensor>{gather(g, dim, si.get())};
-    });
+    }, {}, autograd::Backward::differentiable);
   return out;
 }
 
@@ -104,7 +104,8 @@ Tensor gather(const Tensor& input_, std::int64_t dim, const Tensor& index_) {
     autograd::record(op, {input}, out,
                      [dim, n, shape = input.shape(), si = autograd::SavedTensor(rows)](const Tensor& g) {
                        return std::vector<Tensor>{pad_to(scatter_into_zeros("gather", g, dim, si.get(), n), shape)};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   return input_.dim() == 0 ? out.reshape(index_.shape()) : out;
 }
 

@@ -49,7 +49,7 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
         offset += sizes[i];
       }
       return grads;
-    });
+    }, {}, autograd::Backward::differentiable);
   }
   return out;
 }

@@ -84,15 +84,18 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 // 2-D x 2-D, recorded.
-Tensor mm(const Tensor& a, const Tensor& b) {
+Tensor mm(const Tensor& a, const Tensor& b) {  // NOLINT(misc-no-recursion): its backward may call it
   Tensor out = gemm_kernel(a, b);
   if (autograd::needs_grad({&a, &b})) {
     bool ga = a.requires_grad(), gb = b.requires_grad();
     autograd::record("matmul", {a, b}, out,
                      [sa = SavedTensor(gb ? a : Tensor()), sb = SavedTensor(ga ? b : Tensor()), ga, gb](const Tensor& g) {
-                       return std::vector<Tensor>{ga ? gemm_kernel(g, sb.get().t()) : Tensor(),
-                                                  gb ? gemm_kernel(sa.get().t(), g) : Tensor()};
-                     });
+                       // Under create_graph the products are recorded (mm), to be differentiated again.
+                       auto product = grad_enabled() ? mm : gemm_kernel;
+                       return std::vector<Tensor>{ga ? product(g, sb.get().t()) : Tensor(),
+                                                  gb ? product(sa.get().t(), g) : Tensor()};
+                     },
+                     {}, autograd::Backward::differentiable);
   }
   return out;
 }
@@ -109,8 +112,10 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = gemm_kernel(a, b);
   if (autograd::needs_grad({&a, &b}))
     autograd::record("bmm", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) {
+      if (grad_enabled())  // under create_graph: recorded, to be differentiated again
+        return std::vector<Tensor>{bmm(g, sb.get().transpose(1, 2)), bmm(sa.get().transpose(1, 2), g)};
       return std::vector<Tensor>{gemm_kernel(g, sb.get().transpose(1, 2)), gemm_kernel(sa.get().transpose(1, 2), g)};
-    });
+    }, {}, autograd::Backward::differentiable);
   return out;
 }
 

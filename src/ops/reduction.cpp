@@ -53,7 +53,8 @@ Tensor extremum(ReduceOp op, const char* name, const Tensor& x, std::vector<std:
     autograd::record(name, {x}, out,
                      [sx = SavedTensor(x), sk = SavedTensor(keep.detach()), keep_shape, dims](const Tensor& g) {
                        return extremum_grad(g, sx.get(), sk.get(), keep_shape, dims);
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   return out;
 }
 
@@ -79,7 +80,7 @@ Tensor sum(const Tensor& x_in, const std::vector<std::int64_t>& dims_in, bool ke
     Shape in_shape = x.shape();
     autograd::record("sum", {x}, out, [in_shape, keep_shape](const Tensor& g) {
       return std::vector<Tensor>{g.reshape(keep_shape).expand(in_shape)};
-    });
+    }, {}, autograd::Backward::differentiable);
   }
   return out;
 }
@@ -97,7 +98,7 @@ Tensor mean(const Tensor& x_in, const std::vector<std::int64_t>& dims_in, bool k
     Shape in_shape = x.shape();
     autograd::record("mean", {x}, out, [in_shape, keep_shape, count](const Tensor& g) {
       return std::vector<Tensor>{mul(g, 1.0 / double(count)).reshape(keep_shape).expand(in_shape)};
-    });
+    }, {}, autograd::Backward::differentiable);
   }
   return out;
 }
@@ -128,7 +129,8 @@ std::tuple<Tensor, Tensor> extremum_dim(ReduceOp op, ReduceOp arg_op, const char
                        Tensor pos = arange(double(along[std::size_t(d)]), {.dtype = DType::i64, .device = g.device()});
                        Tensor one_hot = eq(pos.reshape(along), si.get()).to(g.dtype());
                        return std::vector<Tensor>{mul(one_hot, g.reshape(keep_shape))};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   return {values, finish(keep_index, keep_shape, keepdim, dims)};
 }
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "op_util.hpp"
 #include "rumus/ops/creation.hpp"
+#include "rumus/ops/indexing.hpp"
 #include "rumus/ops/reduction.hpp"
 
 namespace rumus {
@@ -14,8 +15,25 @@ namespace {
 Tensor make_view(const Tensor& x, Layout layout, const char* name, autograd::BackwardFn backward,
                  autograd::EmbedFn embed = {}) {
   Tensor out(x.storage_ptr(), std::move(layout), x.dtype());
-  if (autograd::needs_grad({&x})) autograd::record(name, {x}, out, std::move(backward), std::move(embed));
+  if (autograd::needs_grad({&x}))
+    autograd::record(name, {x}, out, std::move(backward), std::move(embed), autograd::Backward::differentiable);
   return out;
+}
+
+// The gradient of a strided part of a tensor shaped `in_shape`: g's rows along
+// d added at start, start + step, ... of zeros. With ops (scatter_add), so
+// that create_graph records it; otherwise by a copy into the part.
+Tensor part_gradient(const Shape& in_shape, std::int64_t d, std::int64_t start, std::int64_t step, const Tensor& g) {
+  if (!grad_enabled()) {
+    Tensor gi = zeros(in_shape, {.dtype = g.dtype(), .device = g.device()});
+    gi.slice(d, start, in_shape[d], step).slice(d, 0, g.shape()[d]).copy_(g);
+    return gi;
+  }
+  Shape along(g.shape().size(), 1);
+  along[d] = g.shape()[d];
+  Tensor rows = arange(double(start), double(start + along[d] * step), double(step), {.dtype = DType::i64, .device = g.device()});
+  rows = rows.reshape(along).expand(g.shape()).contiguous();
+  return scatter_add(zeros(in_shape, {.dtype = g.dtype(), .device = g.device()}), d, rows, g);
 }
 
 Shape infer_shape(const Shape& shape, std::int64_t numel, const char* op) {
@@ -137,10 +155,8 @@ Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end, std::
   l.strides[d] *= step;
   return make_view(
       *this, std::move(l), "slice",
-      [in_shape = shape(), d, start, end, step](const Tensor& g) {
-        Tensor gi = zeros(in_shape, {.dtype = g.dtype(), .device = g.device()});
-        gi.slice(d, start, end, step).copy_(g);
-        return std::vector<Tensor>{gi};
+      [in_shape = shape(), d, start, step](const Tensor& g) {
+        return std::vector<Tensor>{part_gradient(in_shape, d, start, step, g)};
       },
       [d, start, end, step](const Tensor& t) { return t.slice(d, start, end, step); });
 }
@@ -170,9 +186,7 @@ Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
   return make_view(
       *this, std::move(l), "select",
       [in_shape = shape(), d, index](const Tensor& g) {
-        Tensor gi = zeros(in_shape, {.dtype = g.dtype(), .device = g.device()});
-        gi.select(d, index).copy_(g);
-        return std::vector<Tensor>{gi};
+        return std::vector<Tensor>{part_gradient(in_shape, d, index, 1, g.unsqueeze(d))};
       },
       [d, index](const Tensor& t) { return t.select(d, index); });
 }

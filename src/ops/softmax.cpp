@@ -3,6 +3,8 @@
 
 #include "autocast.hpp"
 #include "op_util.hpp"
+#include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/reduction.hpp"
 
 namespace rumus {
 
@@ -21,13 +23,21 @@ Tensor softmax_impl(const char* op, const Tensor& x, std::int64_t dim, bool log)
   Tensor out = x.dim() == 0 ? yt.reshape({}) : yt.transpose(d, nd - 1);
   if (autograd::needs_grad({&x})) {
     out = out.detach();
-    autograd::record(op, {x}, out, [op, d, nd, log, scalar = x.dim() == 0, sy = autograd::SavedTensor(yt)](const Tensor& g) {
+    autograd::record(op, {x}, out, [op, d, nd, log, scalar = x.dim() == 0, sy = autograd::SavedTensor(yt),
+                                    so = autograd::SavedTensor(out)](const Tensor& g) {
+      if (grad_enabled()) {  // under create_graph: the formula in ops, on the recorded output
+        const Tensor& y = so.get();
+        const std::vector<std::int64_t> along{scalar ? 0 : d};
+        if (scalar) return std::vector<Tensor>{mul(g, 0.0)};  // a softmax of one element is constant
+        if (log) return std::vector<Tensor>{sub(g, mul(exp(y), sum(g, along, true)))};
+        return std::vector<Tensor>{mul(y, sub(g, sum(mul(g, y), along, true)))};
+      }
       const Tensor& y = sy.get();
       Tensor gt = (scalar ? g.reshape({1}) : g.transpose(d, nd - 1)).contiguous();
       Tensor gi = detail::alloc(y.shape(), g.dtype(), g.device());
       if (gi.numel() > 0) detail::kernels(op, Kernel::softmax_backward, g).softmax_backward(arg(gi), arg(gt), arg(y), log);
       return std::vector<Tensor>{scalar ? gi.reshape({}) : gi.transpose(d, nd - 1)};
-    });
+    }, {}, autograd::Backward::differentiable);
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #pragma once
+#include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/export.hpp"
@@ -33,6 +35,29 @@ struct BackwardOptions {
 // `root`. `root` must hold one element; otherwise pass a seed gradient.
 GradientStore backward(const Tensor& root, BackwardOptions options = {});
 GradientStore backward(const Tensor& root, const Tensor& seed, BackwardOptions options = {});
+
+namespace autograd {
+
+struct GradOptions {
+  // One seed per output; an undefined one (or none at all) is ones, for a
+  // 1-element output.
+  std::vector<Tensor> grad_outputs;
+  // Keep the graph for another pass; unset: as create_graph, as PyTorch.
+  std::optional<bool> retain_graph;
+  // Record the backward pass itself, so its results can be differentiated
+  // again (to any order). An op whose backward cannot be is an AutogradError.
+  bool create_graph = false;
+  // An input the outputs do not depend on gets an undefined tensor instead
+  // of an AutogradError.
+  bool allow_unused = false;
+};
+
+// torch::autograd::grad: the gradients of sum(outputs[i] * grad_outputs[i])
+// with respect to each input, leaves and intermediate tensors alike.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const GradOptions& options = {});
+
+}  // namespace autograd
 
 }  // namespace rumus
 

@@ -60,15 +60,24 @@ struct Node {
   std::weak_ptr<TensorImpl> output_alive;  // lets the tape drop graphs nobody can reach
   BackwardFn backward;
   EmbedFn embed;  // set for views of part of their one input
+  // The backward is written with ops on graph-connected tensors, so under
+  // create_graph it records its own graph (differentiable to any order).
+  bool differentiable = false;
 };
+
+// Whether a node's backward can be differentiated again (Node::differentiable).
+enum class Backward { once, differentiable };
 
 // True when grad mode is on and any input requires grad.
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Records `output = name(inputs)` and marks output as requiring grad.
+// `kind`: Backward::differentiable when `backward` computes with ops on
+// tensors saved with their graph (not detached), so that create_graph can
+// differentiate it again; Backward::once makes create_graph refuse the op.
 void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn backward,
-            EmbedFn embed = {});
+            EmbedFn embed = {}, Backward kind = Backward::once);
 
 // Entries on this thread's tape (for tests and diagnostics).
 std::size_t tape_size();
@@ -76,6 +85,15 @@ void clear_tape();
 
 // Internal: the engine's access to the tape.
 std::vector<Node>& this_thread_tape();
+// While one lives, record() does not prune: a backward that records
+// (create_graph) appends to the tape it is walking by index.
+class NoPruneGuard {
+ public:
+  NoPruneGuard();
+  ~NoPruneGuard();
+  NoPruneGuard(const NoPruneGuard&) = delete;
+  NoPruneGuard& operator=(const NoPruneGuard&) = delete;
+};
 
 }  // namespace rumus::autograd
 

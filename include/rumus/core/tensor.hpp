@@ -165,6 +165,10 @@ class Tensor {
   Tensor sigmoid() &&;
   Tensor tanh() &&;
   Tensor matmul(const Tensor& other) const;
+  Tensor add(const Tensor& other, double alpha = 1.0) const;
+  Tensor sub(const Tensor& other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor div(const Tensor& other) const;
 
   // Views of consecutive pieces along `dim` (the last may be shorter), as torch.split/chunk/unbind.
   std::vector<Tensor> split(std::int64_t split_size, std::int64_t dim = 0) const;
