@@ -54,7 +54,7 @@ inline constexpr DTypeSet kAllDTypes{DType::f32, DType::f64, DType::f16, DType::
 // further condition the device decides at run time (a feature it may lack).
 template <class K>
 struct KernelEntry {
-  K::Fn* fn = nullptr;
+  typename K::Fn* fn = nullptr;
   DTypeSet dtypes;
   bool (*available)(Backend&, DType) = nullptr;
 };
