@@ -143,6 +143,8 @@ def main():
          lambda x, i: torch.gather(x, 0, i))
     case("scatter_add", [rand(3, 4), torch.tensor([[1, 1], [0, 3], [2, 2]]), rand(3, 2)],
          lambda x, i, s: torch.scatter_add(x, 1, i, s))
+    case("rounding", [rand(3, 4, low=-3.0, high=3.0)],
+         lambda x: torch.floor(x) + 2 * torch.ceil(x) + 3 * torch.trunc(x) + 4 * torch.round(x) + x)
 
 
 if __name__ == "__main__":
