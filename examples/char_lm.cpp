@@ -58,7 +58,7 @@ std::string read_text(const std::string& path) {
   std::string text;
   for (auto& f : files) {
     std::ifstream in(f, std::ios::binary);
-    if (!in) throw IoError("char_lm: cannot read " + f.string());
+    if (!in) throw IoError(fmt::format("cannot read '{}'", f.string()));
     std::ostringstream ss;
     ss << in.rdbuf();
     text += ss.str();
@@ -166,7 +166,7 @@ int train(const example::Options& o, const LmOptions& lm) {
   const std::size_t split = text.size() * 95 / 100;
   const std::string train_text = text.substr(0, split), val_text = text.substr(split);
   if (std::int64_t(train_text.size()) <= lm.context + 1 || std::int64_t(val_text.size()) <= lm.context + 1)
-    throw Error(fmt::format("char_lm: {} bytes of text are too few for a context of {} (5 % is held out)",
+    throw Error(fmt::format("{} bytes of text are too few for a context of {} (5 % is held out)",
                             text.size(), lm.context));
 
   nn::GPT net({.vocab_size = 256,
