@@ -190,11 +190,12 @@ int train(const example::Options& o, const LmOptions& lm) {
     std::fprintf(stderr, "resumed from %s at epoch %lld, step %lld\n", o.resume.c_str(), (long long)state.epoch,
                  (long long)state.step);
   }
-  std::printf("char_lm: %lld parameters (%lld layers, d_model %lld, %lld heads, context %lld), %zu bytes of text "
+  auto count = [](std::int64_t n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); };
+  std::printf("char_lm: %lld parameters (%s, d_model %lld, %s, context %lld), %zu bytes of text "
               "(%zu held out), %s, lr %g, batch %lld, %d threads, device %s\n",
-              (long long)net.num_parameters(), (long long)lm.layers, (long long)lm.d_model, (long long)lm.heads,
-              (long long)lm.context, text.size(), val_text.size(), o.optimizer.c_str(), lr, (long long)o.batch_size,
-              o.threads, dev.str().c_str());
+              (long long)net.num_parameters(), count(lm.layers, "layer").c_str(), (long long)lm.d_model,
+              count(lm.heads, "head").c_str(), (long long)lm.context, text.size(), val_text.size(),
+              o.optimizer.c_str(), lr, (long long)o.batch_size, o.threads, dev.str().c_str());
   std::fflush(stdout);
 
   optim::GradScaler scaler({.enabled = o.amp});  // passes through without --amp
