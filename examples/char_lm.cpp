@@ -177,7 +177,7 @@ int train(const example::Options& o, const LmOptions& lm) {
                .dropout = lm.dropout});
   net.to(dev);
 
-  const double lr = o.lr.value_or(o.optimizer == "sgd" ? 0.05 : 1e-3);
+  const double lr = example::learning_rate(o);
   auto opt = example::make_optimizer(o.optimizer, net.parameters(), lr, o.weight_decay, o.nesterov);
   auto sched = example::make_schedule(o.schedule, *opt, lr, lm.steps_per_epoch * o.epochs);
 
@@ -262,11 +262,13 @@ int main(int argc, char** argv) {
   options.epochs = 5;
   options.batch_size = 32;
   options.schedule = "cosine";
+  options.default_lr = 1e-3;  // as bench/char_lm_torch.py
   LmOptions lm;
   CLI::App app{"Trains a small GPT on text (Debian's fortunes by default) and samples from it.", "char_lm"};
   example::add_options(app, options);
   app.get_option("--data")->description("a text file, or a directory of fortune files")->type_name("PATH");
-  app.get_option("--limit")->description("unused by char_lm (see --steps-per-epoch)");
+  app.get_option("--batch-size")->description("sequences per training step");
+  app.remove_option(app.get_option("--limit"));  // --steps-per-epoch sets the length of an epoch
   app.add_option("--context", lm.context, "tokens (bytes) per sequence")->type_name("N")->capture_default_str()->check(example::whole_number(1));
   app.add_option("--d-model", lm.d_model, "width of the model")->type_name("N")->capture_default_str()->check(example::whole_number(1));
   app.add_option("--heads", lm.heads, "attention heads (divide --d-model)")->type_name("N")->capture_default_str()->check(example::whole_number(1));

@@ -82,7 +82,7 @@ int train(const example::Options& o) {
   data::DataLoader test_loader(std::move(test_set), {.batch_size = o.batch_size});
 
   // Optimizer (AdamW by default) and a learning-rate schedule stepped once per batch.
-  const double lr = o.lr.value_or(o.optimizer == "sgd" ? 0.05 : 2e-3);
+  const double lr = example::learning_rate(o);
   auto opt = example::make_optimizer(o.optimizer, net.parameters(), lr, o.weight_decay, o.nesterov);
   auto sched = example::make_schedule(o.schedule, *opt, lr, steps_per_epoch * o.epochs);
   // What this run trains; stored in its checkpoints, and a resume must match it.

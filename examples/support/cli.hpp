@@ -21,7 +21,8 @@ struct Options {
   std::string data = "/usr/share/datasets/fashion-mnist";
   int epochs = 1;
   std::int64_t batch_size = 64;
-  std::optional<double> lr;            // unset: 2e-3, or 0.05 for sgd
+  std::optional<double> lr;            // unset: default_lr, or 0.05 for sgd
+  double default_lr = 2e-3;            // the program's --lr for adam, adamw and rmsprop
   std::string optimizer = "adamw";
   std::string schedule = "onecycle";
   std::optional<double> weight_decay;  // unset: 0.05 for adamw, 5e-4 for sgd, 0 otherwise
@@ -33,6 +34,9 @@ struct Options {
   std::int64_t limit = 0;              // training examples per epoch; 0: all
   bool amp = false;                    // mixed precision: autocast + GradScaler
 };
+
+// The learning rate a run uses: --lr, else the program's default for its optimizer.
+inline double learning_rate(const Options& o) { return o.lr.value_or(o.optimizer == "sgd" ? 0.05 : o.default_lr); }
 
 // A whole number of at least `min`, written in decimal digits only.
 inline CLI::Validator whole_number(std::int64_t min) {
@@ -83,7 +87,7 @@ inline void add_options(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--epochs", o.epochs, "passes over the training set")->type_name("N")->capture_default_str()->check(whole_number(1));
   app.add_option("--batch-size", o.batch_size, "examples per training step")->type_name("N")->capture_default_str()->check(whole_number(1));
-  app.add_option("--lr", o.lr, "peak learning rate of the schedule (default 2e-3, 0.05 with sgd)")
+  app.add_option("--lr", o.lr, fmt::format("peak learning rate of the schedule (default {:g}, 0.05 with sgd)", o.default_lr))
       ->type_name("X")
       ->check(number_at_least(0, true));
   app.add_option("--optimizer", o.optimizer, "sgd (momentum 0.9, Nesterov), adam, adamw or rmsprop")
