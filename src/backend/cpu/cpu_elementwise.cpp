@@ -1,5 +1,6 @@
 // CPU pointwise kernels: unary math, binary math/comparisons, activation gradients.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <type_traits>
 
@@ -118,6 +119,18 @@ void CpuBackend::unary(UnaryOp op, TensorArg out, TensorArg in, double p0, doubl
 }
 
 namespace {
+// Signed integers wrap as in PyTorch (two's complement) instead of overflowing,
+// which C++ leaves undefined: the arithmetic is done on the unsigned twin.
+template <class A, class F>
+A wrapping(A x, A y, F f) {
+  if constexpr (std::is_integral_v<A> && std::is_signed_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return A(f(U(x), U(y)));
+  } else {
+    return A(f(x, y));
+  }
+}
+
 // Division that never traps: see the BinaryOp::div case.
 template <class A>
 A divide(A x, A y) {
@@ -138,9 +151,9 @@ void CpuBackend::binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, do
     using A = acc_t<T>;
     auto cmp = [&](auto f) { map2<std::uint8_t, T>(out, a, b, [f](A x, A y) { return std::uint8_t(f(x, y)); }); };
     switch (op) {
-      case BinaryOp::add: map2<T, T>(out, a, b, [](A x, A y) { return x + y; }); return;
-      case BinaryOp::sub: map2<T, T>(out, a, b, [](A x, A y) { return x - y; }); return;
-      case BinaryOp::mul: map2<T, T>(out, a, b, [](A x, A y) { return x * y; }); return;
+      case BinaryOp::add: map2<T, T>(out, a, b, [](A x, A y) { return wrapping(x, y, std::plus<>()); }); return;
+      case BinaryOp::sub: map2<T, T>(out, a, b, [](A x, A y) { return wrapping(x, y, std::minus<>()); }); return;
+      case BinaryOp::mul: map2<T, T>(out, a, b, [](A x, A y) { return wrapping(x, y, std::multiplies<>()); }); return;
       case BinaryOp::div:
         // The op rejects integer zero divisors; the guards here keep the kernel from
         // trapping regardless: x / 0 gives 0 and INT_MIN / -1 wraps to INT_MIN.
