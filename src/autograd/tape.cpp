@@ -21,8 +21,16 @@ struct Tape {
   // Declared before `nodes`, so it outlives the nodes' saved tensors.
   std::unordered_map<const TensorImpl*, long> saved_refs;
   std::vector<Node> nodes;
-  std::size_t prune_at = 4096;
+  // Prune when the tape has doubled in entries or in bytes saved since the last
+  // prune (amortised O(1) a record): a dropped graph of a few large tensors is
+  // freed by the next forward, not only after thousands of entries.
+  std::size_t prune_at = kMinPruneEntries;
+  std::size_t saved_bytes = 0;  // saved since the last prune
+  std::size_t prune_bytes_at = kMinPruneBytes;
   int no_prune = 0;  // NoPruneGuards alive
+
+  static constexpr std::size_t kMinPruneEntries = 4096;
+  static constexpr std::size_t kMinPruneBytes = std::size_t(16) << 20;
 };
 thread_local Tape g_tape;
 
@@ -30,6 +38,7 @@ void count_saved(const Tensor& t, long delta) {
   if (!t.defined()) return;
   auto& refs = g_tape.saved_refs;
   auto [it, fresh] = refs.try_emplace(t.impl_ptr().get(), 0);
+  if (fresh) g_tape.saved_bytes += t.storage().nbytes();
   if ((it->second += delta) <= 0) refs.erase(it);
 }
 }  // namespace
@@ -85,7 +94,10 @@ void prune(Tape& tape) {
   for (std::size_t i = 0; i < nodes.size(); ++i)
     if (keep[i]) nodes[w++] = std::move(nodes[i]);
   nodes.resize(w);
-  tape.prune_at = std::max<std::size_t>(4096, 2 * w);
+  const std::size_t kept_bytes = tape_saved_bytes();
+  tape.prune_at = std::max(Tape::kMinPruneEntries, 2 * w);
+  tape.saved_bytes = 0;
+  tape.prune_bytes_at = std::max(Tape::kMinPruneBytes, kept_bytes);
 }
 }  // namespace
 
@@ -93,6 +105,11 @@ std::vector<Node>& this_thread_tape() { return g_tape.nodes; }
 NoPruneGuard::NoPruneGuard() { ++g_tape.no_prune; }
 NoPruneGuard::~NoPruneGuard() { --g_tape.no_prune; }
 std::size_t tape_size() { return g_tape.nodes.size(); }
+std::size_t tape_saved_bytes() {
+  std::size_t bytes = 0;
+  for (const auto& [impl, count] : g_tape.saved_refs) bytes += impl->storage ? impl->storage->nbytes() : 0;
+  return bytes;
+}
 void clear_tape() { g_tape.nodes.clear(); }
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
@@ -128,7 +145,8 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
   node.embed = std::move(embed);
   node.differentiable = kind == Backward::differentiable;
   g_tape.nodes.push_back(std::move(node));
-  if (g_tape.nodes.size() >= g_tape.prune_at && g_tape.no_prune == 0) prune(g_tape);
+  const bool grown = g_tape.nodes.size() >= g_tape.prune_at || g_tape.saved_bytes >= g_tape.prune_bytes_at;
+  if (grown && g_tape.no_prune == 0) prune(g_tape);
 }
 
 }  // namespace rumus::autograd

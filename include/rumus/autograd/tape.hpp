@@ -81,6 +81,9 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
 
 // Entries on this thread's tape (for tests and diagnostics).
 std::size_t tape_size();
+// Bytes of the storages that this thread's saved tensors hold (views counted
+// by their whole storage).
+std::size_t tape_saved_bytes();
 void clear_tape();
 
 // Internal: the engine's access to the tape.
