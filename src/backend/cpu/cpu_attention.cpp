@@ -160,7 +160,9 @@ void forward_impl(const AttentionParams& p, TensorArg out, TensorArg lse, Tensor
             T tile_max = kNegInf<T>;
             _Pragma("omp simd reduction(max : tile_max)")
             for (std::int64_t j = 0; j < cols; ++j) tile_max = std::max(tile_max, sr[j]);
-            if (tile_max == kNegInf<T>) {  // every key of this tile masked for this row
+            if (tile_max == kNegInf<T>) {  // every key of this tile masked for this row, or a NaN score
+              // std::max passes NaN over: a NaN score (in q, k or the mask) poisons the row, as in PyTorch.
+              if (std::any_of(sr, sr + cols, [](T x) { return std::isnan(x); })) sum[r] = std::numeric_limits<T>::quiet_NaN();
               std::fill(sr, sr + cols, T(0));
               continue;
             }
@@ -188,7 +190,7 @@ void forward_impl(const AttentionParams& p, TensorArg out, TensorArg lse, Tensor
         const std::int64_t row = bh * p.lq + i0 + r;
         T* orow = orows.row(bh, i0 + r);
         const T* ar = acc.data() + r * dv;
-        if (sum[r] > T(0)) {
+        if (sum[r] != T(0)) {  // NaN too: a NaN anywhere in the row's scores gives a NaN row
           const T inv = T(1) / sum[r];
           for (std::int64_t c = 0; c < dv; ++c) orow[c] = ar[c] * inv;
           lb[row] = mx[r] + std::log(sum[r]);
