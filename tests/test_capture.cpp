@@ -333,4 +333,48 @@ TEST(CaptureErrors, OptimizersThatCannotBeCapturedOrAreGone) {
   expect_error<CaptureError>([&] { stale.replay(); }, "SGD.load_state_dict replaced the state");
 }
 
+// What a replay depends on is checked at capture and at each replay: a second
+// optimizer step in one capture, a model moved away and back, an input rebound
+// to a new tensor. Each is a CaptureError, on the CPU (from its first replay
+// on) as on Vulkan, never a replay that writes stale memory.
+TEST(CaptureErrors, WhatTheStepUsesChangedSinceCapture) {
+  std::vector<Device> devices{Device::cpu()};
+  if (have_vulkan()) devices.push_back(kGpu);
+  for (const Device dev : devices) {
+    SCOPED_TRACE(dev.str());
+    Tensor w = full({1}, 2.0, {.device = dev}).requires_grad_();
+    optim::Adam adam({w}, {.lr = 0.1});
+    auto two_steps = [&] {
+      adam.step(backward(sum(mul(w, w))));
+      adam.step(backward(sum(mul(w, w))));
+    };
+    expect_error<CaptureError>(
+        [&] {
+          CapturedStep step = capture(dev, two_steps);
+          step.replay();
+        },
+        "Adam.step: a second step inside one capture");
+
+    Mlp net;
+    net.to(dev);
+    optim::SGD sgd(net.parameters(), {.lr = 0.1});
+    Tensor x = ones({4, 20}, {.device = dev});
+    Tensor y = zeros({4}, {.dtype = DType::i64, .device = dev});
+    CapturedStep step = capture(dev, [&] { sgd.step(backward(cross_entropy(net.forward(x), y))); });
+    step.replay();
+    step.replay();
+    const std::vector<float> before = net.fc1.weight.to_vector<float>();
+    net.to(Device::cpu());
+    net.to(dev);
+    if (dev != Device::cpu())
+      expect_error<CaptureError>([&] { step.replay(); }, "was moved to other memory since capture");
+    EXPECT_EQ(net.fc1.weight.to_vector<float>(), before);  // nothing was written anywhere
+
+    CapturedStep fresh = capture(dev, [&] { sgd.step(backward(cross_entropy(net.forward(x), y))); });
+    fresh.replay();
+    x = ones({8, 20}, {.device = dev});  // rebound, not copied into
+    expect_error<CaptureError>([&] { fresh.replay(); }, "was released or rebound to another tensor since capture");
+  }
+}
+
 }  // namespace

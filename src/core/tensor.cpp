@@ -1,5 +1,7 @@
 #include "rumus/core/tensor.hpp"
 
+#include "rumus/core/capture.hpp"
+
 #include <fmt/format.h>
 
 #include <atomic>
@@ -35,7 +37,10 @@ Tensor& Tensor::requires_grad_(bool on) {
   return *this;
 }
 
-Tensor Tensor::detach() const { return Tensor(impl().storage, impl().layout, impl().dtype); }
+Tensor Tensor::detach() const {
+  note_captured_tensor(*this);  // a captured kernel that reads the alias depends on this tensor's memory
+  return Tensor(impl().storage, impl().layout, impl().dtype);
+}
 
 namespace {
 template <class T>

@@ -5,13 +5,21 @@
 #include "rumus/autograd/tape.hpp"
 #include "../backend/backend.hpp"
 #include "../backend/kernel_registry.hpp"
+#include "rumus/core/capture.hpp"
 #include "rumus/core/generator.hpp"
 #include "rumus/core/tensor.hpp"
 
 namespace rumus::detail {
 
-inline TensorArg arg(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
-inline TensorArg arg(const Tensor& t, const Layout& l) { return {t.storage_ptr().get(), t.dtype(), &l}; }
+// Every kernel argument passes here, so a capture learns what its commands use.
+inline TensorArg arg(const Tensor& t) {
+  note_captured_tensor(t);
+  return {t.storage_ptr().get(), t.dtype(), &t.layout()};
+}
+inline TensorArg arg(const Tensor& t, const Layout& l) {
+  note_captured_tensor(t);
+  return {t.storage_ptr().get(), t.dtype(), &l};
+}
 // The kernel table of t's device, once it has said it runs `kernel` (or every
 // kernel of `needed`) on t's dtype; otherwise the op's one DeviceError.
 Backend& kernels(std::string_view op, Kernel kernel, const Tensor& t);

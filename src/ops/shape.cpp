@@ -14,6 +14,7 @@ namespace {
 
 Tensor make_view(const Tensor& x, Layout layout, const char* name, autograd::BackwardFn backward,
                  autograd::EmbedFn embed = {}) {
+  note_captured_tensor(x);  // a captured kernel that reads the view depends on x's memory
   Tensor out(x.storage_ptr(), std::move(layout), x.dtype());
   if (autograd::needs_grad({&x}))
     autograd::record(name, {x}, out, std::move(backward), std::move(embed), autograd::Backward::differentiable);

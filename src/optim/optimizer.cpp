@@ -58,6 +58,12 @@ void Optimizer::step(const GradientStore& grads) {
   NoGradGuard no_grad;
   detail::ProfilePhase phase("step");
   const bool capturing = is_capturing();
+  // Each replay advances the step count once and uploads one set of scalars:
+  // a second step in the same capture would replay with the first one's.
+  if (!first_in_capture(this))
+    throw CaptureError(fmt::format("{}.step: a second step inside one capture (each replay is one step: capture one "
+                                   "step and replay it as often as needed)",
+                                   type_name()));
   std::vector<std::pair<std::size_t, std::size_t>> stepped;  // (group, index), when capturing
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];

@@ -32,8 +32,11 @@
 // - No kernels on another GPU, no nested capture, and no kernels or replays
 //   on the capturing device from other threads while it records. CPU tensor
 //   work inside the closure is host code: it runs once, at capture.
-// - One optimizer.step() per capture; SGD, Adam and AdamW can be captured
-//   (their fused f32 updates), RMSprop cannot.
+// - One optimizer.step() per capture (a second is a CaptureError); SGD, Adam
+//   and AdamW can be captured (their fused f32 updates), RMSprop cannot.
+// - Tensors made before the capture that the step uses must stay where they
+//   are: a replay after Module::to, or after an input was rebound (x = other,
+//   instead of x.copy_(other)) or released, is a CaptureError naming it.
 // - Tensors and optimizers the step uses must outlive the CapturedStep.
 //   Optimizers advance their step counts and read the current learning rate
 //   at each replay, so schedulers that change the lr between replays work;
@@ -41,7 +44,9 @@
 //
 // On the CPU, kernels run as soon as they are called, so there is nothing to
 // record: capture() keeps the closure without running it, and replay() runs
-// it. Code written for capture runs unchanged on every device.
+// it. Code written for capture runs unchanged on every device, and refuses
+// the same changes: the first CPU replay notes what the step uses, and the
+// later ones check it.
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -90,6 +95,20 @@ void on_replay(std::function<void()> hook);
 
 // Throws CaptureError "{op}: {what} inside a capture ..." when this thread is capturing.
 void check_not_capturing(const char* op, const char* what);
+
+// The ops layer calls this for each tensor a kernel reads or writes. Inside a
+// capture, a tensor made before capture() began (a parameter, an input, an
+// optimizer's state) is remembered with its memory and layout: each replay
+// checks that it is still alive and still there, and refuses with a
+// CaptureError where it was released, rebound, moved (Module::to) or reshaped,
+// since the recorded commands would read and write the old memory.
+class Tensor;
+void note_captured_tensor(const Tensor& t);
+
+// True the first time `key` is seen inside the capture this thread records,
+// false after: an optimizer refuses a second step() in one capture this way.
+// Outside a capture, always true.
+bool first_in_capture(const void* key);
 
 }  // namespace rumus
 
