@@ -1,6 +1,6 @@
 // The machine's peak f32 FLOP/s: independent fused multiply-adds on every
 // thread, with AVX-512 and with AVX2 registers. Training-step throughput is
-// reported against this (bench/RESULTS.md: FLOPs per step x steps/s / peak).
+// compared with this as FLOPs per step x steps/s / peak.
 // Run: build/release/bench/bench_peak_flops --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
