@@ -25,6 +25,8 @@
 #include "support/metrics.hpp"
 #include "support/optim.hpp"
 #include "support/progress.hpp"
+#include "support/run_settings.hpp"
+#include "support/training_size.hpp"
 
 using namespace rumus;
 
@@ -64,6 +66,29 @@ std::string read_text(const std::string& path) {
     text += ss.str();
   }
   return text;
+}
+
+// 64-bit FNV-1a of the text: a resume on other text of the same size is refused too.
+std::string checksum(const std::string& text) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
+  return fmt::format("{:016x}", h);
+}
+
+// What this run trains, stored in its checkpoints; a resume must match it.
+// The sampling options (--prompt, --temperature, ...) are free to change.
+io::RunSettings lm_settings(const example::Options& o, const LmOptions& lm, const optim::Optimizer& opt, double lr,
+                            const std::string& text) {
+  io::RunSettings s = example::training_settings(o, "gpt", opt, lr);
+  s["context"] = std::to_string(lm.context);
+  s["d_model"] = std::to_string(lm.d_model);
+  s["heads"] = std::to_string(lm.heads);
+  s["layers"] = std::to_string(lm.layers);
+  s["dropout"] = fmt::format("{}", lm.dropout);
+  s["steps_per_epoch"] = std::to_string(lm.steps_per_epoch);
+  s["text_bytes"] = std::to_string(text.size());
+  s["text_fnv1a"] = checksum(text);
+  return s;
 }
 
 // splitmix64: the batch offsets are a function of (seed, step, row) only, so a
@@ -181,10 +206,15 @@ int train(const example::Options& o, const LmOptions& lm) {
   auto opt = example::make_optimizer(o.optimizer, net.parameters(), lr, o.weight_decay, o.nesterov);
   auto sched = example::make_schedule(o.schedule, *opt, lr, lm.steps_per_epoch * o.epochs);
 
-  io::TrainingState state;
+  io::TrainingState state;  // epochs and steps completed
+  state.settings = lm_settings(o, lm, *opt, lr, text);
+
+  // Resuming: model, optimizer state, random generator and counters; a
+  // checkpoint of a run with other settings is refused.
   std::vector<example::EpochMetrics> history;
   if (!o.resume.empty()) {
-    state = io::load_checkpoint(o.resume, net, *opt);
+    state = io::load_checkpoint(o.resume, net, *opt, state.settings);
+    example::check_epochs_left(state.epoch, o.epochs, o.resume);
     sched->set_step(state.step);
     history = example::read_metrics(o.metrics, state.epoch);
     std::fprintf(stderr, "resumed from %s at epoch %lld, step %lld\n", o.resume.c_str(), (long long)state.epoch,
