@@ -163,7 +163,7 @@ std::optional<GemmTile> GemmTuner::choose(const std::string& key, const std::vec
 std::int64_t gemm_split_k_min() {
   static const std::int64_t k = [] {
     const std::int64_t v = env::integer("RUMUS_VULKAN_GEMM_SPLIT_K_MIN").value_or(0);
-    return v >= 16 ? v : std::int64_t(256);  // bench/RESULTS.md: 1024 left small-batch MLP steps on 8 workgroups
+    return v >= 16 ? v : std::int64_t(256);  // bench/RESULTS.md at 7280857: 1024 left small-batch MLP steps on 8 workgroups
   }();
   return k;
 }

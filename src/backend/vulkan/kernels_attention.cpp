@@ -151,7 +151,7 @@ const char* blocked_forward(const Context& ctx, const AttentionParams& p, std::u
 // sequences where subgroups shuffle: a 4 x 4 grid of scores per invocation,
 // 64 query rows per workgroup of 128 invocations. Measured on one GPU
 // against attention_blocked.comp with as many queries as keys
-// (bench/RESULTS.md): 1.1x faster at 512 and 1.2x at 1024, as fast at 256,
+// (bench/RESULTS.md at 5bd8bfb): 1.1x faster at 512 and 1.2x at 1024, as fast at 256,
 // slower at 128, where its workgroups see too few key tiles to pay for
 // their 64 query rows. Fewer queries than that were not measured: they
 // keep the blocked kernel's 16-row workgroups.

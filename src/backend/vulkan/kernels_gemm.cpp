@@ -71,7 +71,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   // Tile (bm x bn; 8 x 8 per invocation, K sliced in groups on 64 x 64): 128 on a side unless the matrix is
   // thinner, then smaller tiles while the grid has fewer than 256 (on an H200,
   // 8192 x 256 products ran 1.08x faster in 256 tiles of 64 x 128 than in 512
-  // of 64 x 64, and slower in 128 of 128 x 128: bench/RESULTS.md).
+  // of 64 x 64, and slower in 128 of 128 x 128: bench/RESULTS.md at 7811d18).
   auto tiles = [&](std::int64_t bm, std::int64_t bn) { return ((g.m + bm - 1) / bm) * ((g.n + bn - 1) / bn) * g.batch; };
   std::uint32_t bm = g.m <= 64 ? 64 : 128, bn = g.n <= 64 ? 64 : 128;
   if (tiles(bm, bn) < 256 && bm == 128) bm = 64;
@@ -90,7 +90,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
     std::int64_t want = (264 + tiles(bm, bn) - 1) / tiles(bm, bn);
     // A K of 8,192 or more (weight gradients over many tokens): up to 16
     // slices, about 1,056 workgroups. Measured on an H200 (char_lm, context
-    // 1024, bench/RESULTS.md): its three weight-gradient products with their
+    // 1024, bench/RESULTS.md at cf1fd47): its three weight-gradient products with their
     // slice sums 1.15x faster in 17-22 slices than in 5-6, slower in 32-43.
     if (g.k >= 8192 && want < 16) want = std::min<std::int64_t>(16, (1056 + tiles(bm, bn) - 1) / tiles(bm, bn));
     want = std::min<std::int64_t>(want, g.k / (gemm_split_k_min() / 4));

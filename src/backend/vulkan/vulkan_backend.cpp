@@ -104,7 +104,7 @@ std::unique_ptr<GemmTuner> make_gemm_tuner(const Context& ctx) {
   std::filesystem::path dir = cache_directory(), file;
   if (!dir.empty()) file = dir / "vulkan" / fmt::format("gemm_tiles_{:04x}_{:04x}.txt", p.vendorID, p.deviceID);
   // Opt-in: tuning stalls the stream at the first product of each shape class
-  // and measured gains were small (bench/RESULTS.md).
+  // and measured gains were small (docs/benchmarks.md, gemm_vulkan_f32; bench/RESULTS.md at 3fd7f2c).
   const bool enabled = env::on("RUMUS_VULKAN_GEMM_TUNE");
   auto tuner = std::make_unique<GemmTuner>(id, file, enabled);
   if (std::string why = tuner->problem(); !why.empty()) std::fprintf(stderr, "rumus: vulkan: %s\n", why.c_str());
