@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <random>
 #include <sstream>
 #include <string>
@@ -43,6 +44,10 @@ struct LmOptions {
   double temperature = 0.8;
 };
 
+// At most 1 GiB of text: all of it is held in memory (twice: whole, then
+// split); more is an error, and so is a device (/dev/zero has no end).
+constexpr std::uint64_t kMaxTextBytes = std::uint64_t(1) << 30;
+
 // The text: a file, or every plain-text fortune file of a directory in name
 // order (the .dat indexes and .u8 variants skipped).
 std::string read_text(const std::string& path) {
@@ -55,15 +60,37 @@ std::string read_text(const std::string& path) {
     }
     std::sort(files.begin(), files.end());
   } else {
+    std::error_code ec;
+    const fs::file_status status = fs::status(path, ec);
+    if (fs::is_character_file(status) || fs::is_block_file(status))
+      throw ValueError(fmt::format("--data '{}' is a device, not a text file or a directory of them", path));
     files.push_back(path);
   }
+  auto too_long = [&] {
+    return ValueError(fmt::format("--data '{}' holds more than {} bytes (1 GiB) of text, the most char_lm reads; "
+                                  "expected a shorter text",
+                                  path, kMaxTextBytes));
+  };
+  // Files are measured before reading; pipes are read up to the limit.
+  std::uint64_t size = 0;
+  for (auto& f : files) {
+    std::error_code ec;
+    if (fs::is_regular_file(f, ec)) size += fs::file_size(f, ec);
+  }
+  if (size > kMaxTextBytes) throw too_long();
   std::string text;
+  text.reserve(std::size_t(size));
+  std::vector<char> chunk(std::size_t(1) << 20);
   for (auto& f : files) {
     std::ifstream in(f, std::ios::binary);
     if (!in) throw IoError(fmt::format("cannot read '{}'", f.string()));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text += ss.str();
+    while (in) {
+      in.read(chunk.data(), std::streamsize(chunk.size()));
+      const auto got = std::size_t(in.gcount());
+      if (text.size() + got > kMaxTextBytes) throw too_long();
+      text.append(chunk.data(), got);
+    }
+    if (in.bad()) throw IoError(fmt::format("cannot read '{}'", f.string()));
   }
   return text;
 }
@@ -193,6 +220,13 @@ int train(const example::Options& o, const LmOptions& lm) {
   if (std::int64_t(train_text.size()) <= lm.context + 1 || std::int64_t(val_text.size()) <= lm.context + 1)
     throw Error(fmt::format("{} bytes of text are too few for a context of {} (5 % is held out)",
                             text.size(), lm.context));
+  // A batch holds distinct windows of the training text at most (more would
+  // repeat them, and fail to allocate long before a step runs).
+  const std::int64_t windows = std::int64_t(train_text.size()) - lm.context;
+  if (o.batch_size > windows)
+    throw ValueError(fmt::format("--batch-size {} is larger than the {} windows of --context {} in the training text; "
+                                 "expected --batch-size <= {}",
+                                 o.batch_size, windows, lm.context, windows));
 
   nn::GPT net({.vocab_size = 256,
                .context = lm.context,
@@ -296,7 +330,7 @@ int main(int argc, char** argv) {
   LmOptions lm;
   CLI::App app{"Trains a small GPT on text (Debian's fortunes by default) and samples from it.", "char_lm"};
   example::add_options(app, options);
-  app.get_option("--data")->description("a text file, or a directory of fortune files")->type_name("PATH");
+  app.get_option("--data")->description("a text file, or a directory of fortune files (1 GiB at most)")->type_name("PATH");
   app.get_option("--batch-size")->description("sequences per training step");
   app.remove_option(app.get_option("--limit"));  // --steps-per-epoch sets the length of an epoch
   app.add_option("--context", lm.context, "tokens (bytes) per sequence")->type_name("N")->capture_default_str()->check(example::whole_number(1));
@@ -312,6 +346,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     return train(options, lm);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "char_lm: out of memory; a smaller --batch-size, --context, --d-model or --layers needs less\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "char_lm: %s\n", e.what());
     return 1;
