@@ -303,12 +303,13 @@ int train(const example::Options& o, const LmOptions& lm) {
                        double(tokens) / seconds, seconds});
     std::printf("epoch %lld: train loss %.4f, val loss %.4f, val accuracy %.4f, %.0f tokens/s\n",
                 (long long)epoch + 1, history.back().train_loss, val.loss, val.accuracy,
-                history.back().samples_per_sec);
+                history.back().per_sec);
     std::fflush(stdout);
 
     state.epoch = epoch + 1;
     io::save_checkpoint(o.checkpoint, net, *opt, state);
-    example::write_metrics(o.metrics, "char_lm on " + std::filesystem::path(o.data).filename().string(), history);
+    example::write_metrics(o.metrics, "char_lm on " + std::filesystem::path(o.data).filename().string(), history,
+                           {.split = "val", .split_title = "validation", .unit = "tokens"});
   }
 
   io::save_safetensors(net.state_dict(), o.save, {{"model", "char_lm"}});

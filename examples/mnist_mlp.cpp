@@ -167,7 +167,7 @@ int train(const example::Options& o) {
                        test.accuracy, double(samples) / seconds, seconds});
     std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f samples/s\n",
                 (long long)epoch + 1, history.back().train_loss, test.loss, test.accuracy,
-                history.back().samples_per_sec);
+                history.back().per_sec);
     std::fflush(stdout);
 
     state.epoch = epoch + 1;

@@ -1,5 +1,5 @@
 // Per-epoch metrics: a CSV file and, beside it, an SVG chart of the losses and
-// the test accuracy (same name, .svg), both rewritten after every epoch.
+// the held-out accuracy (same name, .svg), both rewritten after every epoch.
 #pragma once
 #include <rumus/rumus.hpp>
 
@@ -14,16 +14,26 @@
 
 namespace example {
 
-struct EpochMetrics {
-  int epoch;
-  double train_loss, test_loss, test_accuracy, samples_per_sec, seconds;
+// What a trainer's held-out split and throughput are: the MNIST trainers
+// evaluate on the test set and count images, char_lm validates on held-out
+// text and counts tokens.
+struct MetricNames {
+  std::string split = "test";        // CSV columns <split>_loss, <split>_accuracy
+  std::string split_title = "test";  // the chart's word for it
+  std::string unit = "samples";      // CSV column <unit>_per_sec
 };
 
-inline std::string metrics_csv(const std::vector<EpochMetrics>& rows) {
-  std::string s = "epoch,train_loss,test_loss,test_accuracy,samples_per_sec,seconds\n";
+struct EpochMetrics {
+  int epoch;
+  double train_loss, eval_loss, eval_accuracy;  // eval: on the held-out split
+  double per_sec, seconds;                      // per_sec: units of MetricNames per second
+};
+
+inline std::string metrics_csv(const std::vector<EpochMetrics>& rows, const MetricNames& names) {
+  std::string s = fmt::format("epoch,train_loss,{0}_loss,{0}_accuracy,{1}_per_sec,seconds\n", names.split, names.unit);
   for (auto& r : rows)
-    s += fmt::format("{},{:.6f},{:.6f},{:.6f},{:.1f},{:.2f}\n", r.epoch, r.train_loss, r.test_loss, r.test_accuracy,
-                     r.samples_per_sec, r.seconds);
+    s += fmt::format("{},{:.6f},{:.6f},{:.6f},{:.1f},{:.2f}\n", r.epoch, r.train_loss, r.eval_loss, r.eval_accuracy,
+                     r.per_sec, r.seconds);
   return s;
 }
 
@@ -35,16 +45,17 @@ inline std::vector<EpochMetrics> read_metrics(const std::string& path, std::int6
   std::getline(in, line);  // header
   while (std::getline(in, line)) {
     EpochMetrics r{};
-    if (std::sscanf(line.c_str(), "%d,%lf,%lf,%lf,%lf,%lf", &r.epoch, &r.train_loss, &r.test_loss, &r.test_accuracy,
-                    &r.samples_per_sec, &r.seconds) == 6 &&
+    if (std::sscanf(line.c_str(), "%d,%lf,%lf,%lf,%lf,%lf", &r.epoch, &r.train_loss, &r.eval_loss, &r.eval_accuracy,
+                    &r.per_sec, &r.seconds) == 6 &&
         r.epoch <= epochs)
       rows.push_back(r);
   }
   return rows;
 }
 
-// Two panels: losses (train and test) and test accuracy, per epoch.
-inline std::string metrics_svg(const std::string& title, const std::vector<EpochMetrics>& rows) {
+// Two panels: losses (train and held-out) and held-out accuracy, per epoch.
+inline std::string metrics_svg(const std::string& title, const std::vector<EpochMetrics>& rows,
+                               const MetricNames& names) {
   const double W = 900, H = 380, top = 50, bottom = 50, left = 60, gap = 80, pw = (W - 2 * left - gap) / 2,
                ph = H - top - bottom;
   std::string s = fmt::format(
@@ -88,18 +99,20 @@ inline std::string metrics_svg(const std::string& title, const std::vector<Epoch
                        series[j].first);
     }
   };
-  std::vector<double> train, test, acc;
-  for (auto& r : rows) train.push_back(r.train_loss), test.push_back(r.test_loss), acc.push_back(r.test_accuracy);
-  panel(left, "loss", {{"train loss", train}, {"test loss", test}}, {"#1f77b4", "#d62728"});
-  panel(left + pw + gap, "test accuracy", {{"test accuracy", acc}}, {"#2ca02c"});
+  std::vector<double> train, eval, acc;
+  for (auto& r : rows) train.push_back(r.train_loss), eval.push_back(r.eval_loss), acc.push_back(r.eval_accuracy);
+  const std::string split = names.split_title;
+  panel(left, "loss", {{"train loss", train}, {split + " loss", eval}}, {"#1f77b4", "#d62728"});
+  panel(left + pw + gap, split + " accuracy", {{split + " accuracy", acc}}, {"#2ca02c"});
   return s + "</svg>\n";
 }
 
 // Rewrites `csv_path` and the chart beside it (each atomically).
-inline void write_metrics(const std::string& csv_path, const std::string& title, const std::vector<EpochMetrics>& rows) {
-  rumus::io::write_file_atomic(csv_path, metrics_csv(rows));
+inline void write_metrics(const std::string& csv_path, const std::string& title, const std::vector<EpochMetrics>& rows,
+                          const MetricNames& names = {}) {
+  rumus::io::write_file_atomic(csv_path, metrics_csv(rows, names));
   rumus::io::write_file_atomic(std::filesystem::path(csv_path).replace_extension(".svg").string(),
-                               metrics_svg(title, rows));
+                               metrics_svg(title, rows, names));
 }
 
 }  // namespace example
