@@ -91,8 +91,11 @@ void prune(Tape& tape) {
     }
   }
   std::size_t w = 0;
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (keep[i]) nodes[w++] = std::move(nodes[i]);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!keep[i]) continue;
+    if (w != i) nodes[w] = std::move(nodes[i]);  // never onto itself: a self-move empties a Node
+    ++w;
+  }
   nodes.resize(w);
   const std::size_t kept_bytes = tape_saved_bytes();
   tape.prune_at = std::max(Tape::kMinPruneEntries, 2 * w);
