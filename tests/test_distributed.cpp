@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <chrono>
 #include <filesystem>
 #include <latch>
@@ -693,6 +695,81 @@ TEST(Fsdp, ShardedMlpWithAdamWMatchesSingleRankTraining) {
   check_equivalence<Mlp>(Mode::fsdp_shard, Opt::adamw, {16}, 23);
 }
 TEST(Fsdp, ShardedCnnMatchesSingleRankTraining) { check_equivalence<Cnn>(Mode::fsdp_shard, Opt::sgd, {1, 10, 10}, 24); }
+
+// Under FSDP each rank holds a shard of every gradient. Clipping by the whole
+// model's norm (fsdp::clip_grad_norm_) and skipping the steps where any rank
+// found an inf (ShardedGradScaler) give the parameters, norms and scale of one
+// process on the whole batch, on 2 and 3 ranks. At step 1 row 0 of fc1.weight's
+// gradient is inf: only rank 0 holds that row.
+TEST(Fsdp, ClipGradNormAndShardedGradScalerMatchSingleRankTraining) {
+  const StateDict init = initial_state<Mlp>(41);
+  const Data d = make_data({16}, 42);
+  const double max_norm = 0.05;  // below the gradients' norm: every step clips
+  struct Run {
+    StateDict state;
+    std::vector<double> norms;
+    double scale = 0;
+  };
+  // One step on `grads` of `params`, with `poison` to put the inf in.
+  auto train = [&](auto&& forward_loss, const std::vector<Tensor>& params, bool holds_row0, optim::GradScaler& scaler,
+                   auto&& clip) {
+    optim::SGD opt(params, {.lr = 0.1, .momentum = 0.9});
+    std::vector<double> norms;
+    for (int s = 0; s < kSteps; ++s) {
+      GradientStore grads = backward(scaler.scale(forward_loss(s)));
+      if (s == 1 && holds_row0) {
+        Tensor* g = grads.find(params[0].grad_id());
+        Tensor poisoned = g->clone();
+        poisoned.narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
+        *g = poisoned;
+      }
+      scaler.unscale_(opt, grads);
+      norms.push_back(clip(grads));
+      scaler.step(opt, grads);
+      scaler.update();
+    }
+    return norms;
+  };
+  Run want;
+  {
+    Mlp m;
+    m.load_state_dict(init);
+    optim::GradScaler scaler({.init_scale = 1024.0});
+    want.norms = train([&](int s) { return cross_entropy(m(d.x[std::size_t(s)]), d.y[std::size_t(s)]); },
+                       m.parameters(), true, scaler,
+                       [&](GradientStore& g) { return optim::clip_grad_norm_(g, m.parameters(), max_norm); });
+    want.state = cloned(m.state_dict());
+    want.scale = scaler.get_scale();
+  }
+  ASSERT_TRUE(std::isinf(want.norms[1]));
+  ASSERT_GT(want.norms[0], max_norm);
+  for (int n : {2, 3}) {
+    std::vector<Run> got(static_cast<std::size_t>(n));
+    run_threads(n, [&](ProcessGroup& pg) {
+      Mlp m;
+      m.load_state_dict(init);
+      auto sharded = fsdp::shard(m, pg);
+      fsdp::ShardedGradScaler scaler(pg, {.init_scale = 1024.0});
+      Run& run = got[std::size_t(pg.rank())];
+      run.norms = train([&](int s) {
+        return cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg));
+      }, sharded->parameters(), pg.rank() == 0, scaler, [&](GradientStore& g) { return sharded->clip_grad_norm_(g, max_norm); });
+      run.state = cloned(sharded->state_dict());
+      run.scale = scaler.get_scale();
+    }, {.timeout = 60s}, {.threads_per_rank = 1});
+    for (int r = 0; r < n; ++r) {
+      const Run& run = got[std::size_t(r)];
+      const std::string what = fmt::format("{} ranks, rank {}", n, r);
+      expect_same_state(run.state, want.state, what);
+      EXPECT_EQ(run.scale, want.scale) << what;
+      ASSERT_EQ(run.norms.size(), want.norms.size());
+      for (std::size_t s = 0; s < want.norms.size(); ++s) {
+        if (std::isinf(want.norms[s])) EXPECT_TRUE(std::isinf(run.norms[s])) << what << " step " << s;
+        else EXPECT_NEAR(run.norms[s], want.norms[s], 1e-5 * want.norms[s]) << what << " step " << s;
+      }
+    }
+  }
+}
 
 TEST(Ddp, MlpMatchesSingleRankTraining) { check_equivalence<Mlp>(Mode::ddp, Opt::sgd, {16}, 31); }
 TEST(Ddp, CnnMatchesSingleRankTraining) { check_equivalence<Cnn>(Mode::ddp, Opt::adamw, {1, 10, 10}, 32); }

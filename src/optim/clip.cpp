@@ -21,9 +21,13 @@ struct Partial {
 };
 }  // namespace
 
-double clip_grad_norm_(GradientStore& grads, const std::vector<Tensor>& params, double max_norm, double p) {
-  if (!(max_norm >= 0)) throw Error(fmt::format("clip_grad_norm_: expected max_norm >= 0, got {}", max_norm));
-  if (!(p >= 1)) throw Error(fmt::format("clip_grad_norm_: expected norm_type >= 1 or infinity, got {}", p));
+void check_clip_arguments(const char* op, double max_norm, double p) {
+  if (!(max_norm >= 0)) throw Error(fmt::format("{}: expected max_norm >= 0, got {}", op, max_norm));
+  if (!(p >= 1)) throw Error(fmt::format("{}: expected norm_type >= 1 or infinity, got {}", op, p));
+}
+
+double grad_norm_term(const GradientStore& grads, const std::vector<Tensor>& params, double p, const char* op) {
+  check_clip_arguments(op, 0.0, p);
   NoGradGuard no_grad;
   const bool inf = std::isinf(p);
   std::vector<Partial> partials;
@@ -41,13 +45,25 @@ double clip_grad_norm_(GradientStore& grads, const std::vector<Tensor>& params, 
       it->value = inf ? maximum(it->value, part) : add(it->value, part);
   }
   // One host read per device and dtype (one in the usual case), combined in double.
-  double total = 0;
-  for (const Partial& s : partials) total = inf ? std::max(total, s.value.item()) : total + s.value.item();
-  if (!inf) total = std::pow(total, 1.0 / p);
-  double scale = max_norm / (total + 1e-6);
+  double term = 0;
+  for (const Partial& s : partials) term = inf ? std::max(term, s.value.item()) : term + s.value.item();
+  return term;
+}
+
+double norm_from_term(double term, double p) { return std::isinf(p) ? term : std::pow(term, 1.0 / p); }
+
+void scale_grads_to_norm(GradientStore& grads, const std::vector<Tensor>& params, double total, double max_norm) {
+  NoGradGuard no_grad;
+  const double scale = max_norm / (total + 1e-6);
   if (scale < 1.0)
     for (const Tensor& t : params)
       if (Tensor* g = grads.find(t.grad_id())) *g = mul(*g, scale);
+}
+
+double clip_grad_norm_(GradientStore& grads, const std::vector<Tensor>& params, double max_norm, double p) {
+  check_clip_arguments("clip_grad_norm_", max_norm, p);
+  const double total = norm_from_term(grad_norm_term(grads, params, p, "clip_grad_norm_"), p);
+  scale_grads_to_norm(grads, params, total, max_norm);
   return total;
 }
 

@@ -60,7 +60,7 @@ bool GradScaler::unscale_grads(GradientStore& grads, const std::vector<const Ten
   }
   bool found = false;
   for (const Tensor& f : flags) found = found || f.item() != 0.0;
-  return found;
+  return found_inf_anywhere(found);
 }
 
 void GradScaler::unscale_(Optimizer& optimizer, GradientStore& grads) {

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "rumus/autograd/engine.hpp"
 #include "rumus/distributed/functional.hpp"
 #include "rumus/distributed/process_group.hpp"
 #include "rumus/io/safetensors.hpp"
@@ -88,6 +89,9 @@ class FullyShardedModule {
   // This rank's shards (leaves that require grad), in the module's parameter order.
   std::vector<Tensor> parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  // Collective: fsdp::clip_grad_norm_ (sharded_optim.hpp) over this module's
+  // shards, as torch's FullyShardedDataParallel.clip_grad_norm_.
+  double clip_grad_norm_(GradientStore& grads, double max_norm, double norm_type = 2.0);
   // Elements of this rank's shards, and of the full parameters.
   std::int64_t shard_numel() const;
   std::int64_t full_numel() const;

@@ -14,6 +14,14 @@ namespace rumus::optim {
 // returns the norm before clipping. norm_type is p >= 1 or infinity.
 double clip_grad_norm_(GradientStore& grads, const std::vector<Tensor>& params, double max_norm,
                        double norm_type = 2.0);
+// The two halves of clip_grad_norm_, for norms that span several processes
+// (fsdp::clip_grad_norm_): the sum of |g|^p over the gradients of `params`
+// (max |g| for p = infinity), not yet rooted; and the clipping itself.
+double grad_norm_term(const GradientStore& grads, const std::vector<Tensor>& params, double norm_type, const char* op);
+double norm_from_term(double term, double norm_type);
+void scale_grads_to_norm(GradientStore& grads, const std::vector<Tensor>& params, double total_norm, double max_norm);
+void check_clip_arguments(const char* op, double max_norm, double norm_type);
+
 // Clamps every gradient of `params` into [-clip_value, clip_value].
 void clip_grad_value_(GradientStore& grads, const std::vector<Tensor>& params, double clip_value);
 

@@ -33,6 +33,7 @@ struct GradScalerOptions {
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
+  virtual ~GradScaler() = default;
 
   // loss * scale (a recorded op), or loss itself when disabled.
   Tensor scale(const Tensor& loss) const;
@@ -64,6 +65,11 @@ class GradScaler {
   // "scale" and "growth_tracker" (f64 scalars), to resume training.
   StateDict state_dict() const;
   void load_state_dict(const StateDict& state);
+
+ protected:
+  // Whether any process found an inf or NaN, given this one's finding:
+  // itself here; a sharded scaler asks every rank (fsdp::ShardedGradScaler).
+  virtual bool found_inf_anywhere(bool found_here) { return found_here; }
 
  private:
   enum class Stage { ready, unscaled, stepped };
