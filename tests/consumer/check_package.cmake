@@ -1,9 +1,10 @@
 # Runs as a test (cmake -P, see tests/CMakeLists.txt): builds user projects against rumus.
 #
 #   MODE=find_package      installs this build (a static librumus.a by default) to a fresh
-#                          prefix; the installed CMake files name no absolute path; a
-#                          find_package(rumus) consumer and a pkg-config consumer
-#                          (pkg-config --static) build and run.
+#                          prefix; the installed CMake files name no absolute path;
+#                          find_package(rumus) consumers (plain, CPU-only with MPI and
+#                          Vulkan not findable, COMPONENTS mpi vulkan) and pkg-config consumers
+#                          (plain --libs, MpiGroup too) build and run.
 #   MODE=shared            configures, builds and installs rumus as a shared library
 #                          (BUILD_SHARED_LIBS=ON; the main build's compiler cache makes this
 #                          cheap); checks the soname and that no symbol of src/'s internals
@@ -14,7 +15,7 @@
 #                          (Debug, and unset), and rumus compiles with the parent's flags;
 #                          then a Release consumer builds rumus as its subdirectory and runs.
 #
-# Inputs: SOURCE_DIR, BUILD_DIR, WORK_DIR, MODE, RUMUS_VULKAN, CXX (compiler), LIBDIR
+# Inputs: SOURCE_DIR, BUILD_DIR, WORK_DIR, MODE, RUMUS_VULKAN, RUMUS_MPI, CXX (compiler), LIBDIR
 # (the main build's CMAKE_INSTALL_LIBDIR), PKG_CONFIG (may be empty: that part is skipped).
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -45,6 +46,9 @@ function(build_and_run_consumer name)
       -DCMAKE_CXX_COMPILER=${CXX} ${launcher} ${ARGN})
   run("building the ${name} consumer" ${CMAKE_COMMAND} --build ${dir} -j2)
   run("running the ${name} consumer (it checks a gradient)" ${dir}/consumer)
+  if(EXISTS ${dir}/mpi_consumer)
+    run("running the ${name} MpiGroup consumer" ${dir}/mpi_consumer)
+  endif()
 endfunction()
 
 # The installed CMake package names targets, never a path of this machine.
@@ -64,7 +68,9 @@ function(check_relocatable_export)
   endif()
 endfunction()
 
-# Compiles tests/consumer/main.cpp with nothing but `pkg-config --cflags --libs rumus`.
+# Compiles tests/consumer/main.cpp with nothing but `pkg-config --cflags --libs rumus`
+# (shared or static alike: no --static, no rpath of our own), runs it, and does
+# the same with mpi_main.cpp where rumus has MpiGroup.
 function(build_and_run_pkg_config_consumer)
   if(NOT PKG_CONFIG)
     message(WARNING "pkg-config not found: the pkg-config consumer is not checked")
@@ -82,9 +88,14 @@ function(build_and_run_pkg_config_consumer)
   separate_arguments(flags UNIX_COMMAND "${flags}")
   set(exe ${WORK_DIR}/pkg_config_consumer)
   run("building a consumer with pkg-config ${ARGN} (${flags})"
-      ${ccache} ${CXX} ${SOURCE_DIR}/tests/consumer/main.cpp ${flags}
-      -Wl,-rpath,${prefix}/${libdir} -o ${exe})
+      ${ccache} ${CXX} ${SOURCE_DIR}/tests/consumer/main.cpp ${flags} -o ${exe})
   run("running the pkg-config consumer" ${exe})
+  if(RUMUS_MPI)
+    set(mpi_exe ${WORK_DIR}/pkg_config_mpi_consumer)
+    run("building an MpiGroup consumer with pkg-config ${ARGN} (${flags})"
+        ${ccache} ${CXX} ${SOURCE_DIR}/tests/consumer/mpi_main.cpp ${flags} -o ${mpi_exe})
+    run("running the MpiGroup consumer" ${mpi_exe})
+  endif()
 endfunction()
 
 if(MODE STREQUAL "find_package")
@@ -92,11 +103,22 @@ if(MODE STREQUAL "find_package")
   run("installing rumus" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
   check_relocatable_export()
   build_and_run_consumer(find_package -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix})
-  if(EXISTS ${prefix}/${libdir}/librumus.a)
-    build_and_run_pkg_config_consumer(--static)
-  else()
-    build_and_run_pkg_config_consumer()
+  # A CPU-only program on a machine without MPI's and Vulkan's development files.
+  build_and_run_consumer(find_package_cpu_only -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix}
+                         -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_Vulkan=ON)
+  # A program that asks for what it uses.
+  set(components "")
+  if(RUMUS_MPI)
+    list(APPEND components mpi)
   endif()
+  if(RUMUS_VULKAN)
+    list(APPEND components vulkan)
+  endif()
+  if(components)
+    build_and_run_consumer(find_package_components -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix}
+                           "-DRUMUS_COMPONENTS=${components}")
+  endif()
+  build_and_run_pkg_config_consumer()
 
 elseif(MODE STREQUAL "shared")
   # The main build's flags, so the compiler cache it filled serves this build;

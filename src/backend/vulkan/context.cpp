@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "../../core/env.hpp"
@@ -27,8 +28,25 @@ int type_rank(vk::PhysicalDeviceType t) {
   }
 }
 
+// The loader (libvulkan.so.1) is opened at run time, not linked: a program
+// built with the Vulkan backend runs, on the CPU, where no loader is installed,
+// and neither rumus nor its users link against one.
+PFN_vkGetInstanceProcAddr loader_entry_point() {
+  static const auto entry = []() -> PFN_vkGetInstanceProcAddr {
+    static std::optional<vk::DynamicLoader> loader;
+    try {
+      loader.emplace();
+    } catch (const std::exception& e) {
+      throw DeviceError(std::string("vulkan: no Vulkan device: the Vulkan loader libvulkan.so.1 could not be opened (") +
+                        e.what() + "); install libvulkan1 and a driver, e.g. mesa-vulkan-drivers for lavapipe");
+    }
+    return loader->getProcAddress<PFN_vkGetInstanceProcAddr>("vkGetInstanceProcAddr");
+  }();
+  return entry;
+}
+
 Instance make_instance() {
-  VULKAN_HPP_DEFAULT_DISPATCHER.init(vkGetInstanceProcAddr);
+  VULKAN_HPP_DEFAULT_DISPATCHER.init(loader_entry_point());
   vk::ApplicationInfo app{.pApplicationName = "rumus", .pEngineName = "rumus", .apiVersion = VK_API_VERSION_1_2};
   Instance inst;
   try {
