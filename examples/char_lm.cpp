@@ -264,12 +264,13 @@ int train(const example::Options& o, const LmOptions& lm) {
 
   optim::GradScaler scaler({.enabled = o.amp});  // passes through without --amp
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
-    example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), lm.steps_per_epoch);
-    // Losses are summed on the device and read only when progress is shown:
-    // reading one every step would make the host wait for each step before
+    example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), lm.steps_per_epoch,
+                               {.unit = "tokens"});
+    // The loss is summed on the device and read only when progress is shown:
+    // reading it every step would make the host wait for each step before
     // recording the next (the PyTorch reference reads one every 100 steps).
-    Tensor loss_sum, recent_sum;
-    std::int64_t steps = 0, tokens = 0, recent_steps = 0;
+    Tensor loss_sum;
+    std::int64_t steps = 0, tokens = 0;
     for (; steps < lm.steps_per_epoch;) {
       auto [x, y] = batch_at(train_text, state.step, o.batch_size, lm.context, o.seed, dev);
       Tensor loss;
@@ -285,14 +286,8 @@ int train(const example::Options& o, const LmOptions& lm) {
       ++state.step;
       const Tensor l = loss.detach();
       loss_sum = loss_sum.defined() ? loss_sum + l : l;
-      recent_sum = recent_sum.defined() ? recent_sum + l : l;
-      ++recent_steps;
       tokens += o.batch_size * lm.context;
-      if (progress.due(++steps)) {
-        progress.advance(steps, tokens, recent_sum.item() / double(recent_steps));
-        recent_sum = Tensor();
-        recent_steps = 0;
-      }
+      if (progress.due(++steps)) progress.advance(steps, tokens, loss_sum.item() / double(steps));
     }
     const double seconds = progress.seconds();
     progress.finish();
