@@ -771,6 +771,37 @@ TEST(Fsdp, ClipGradNormAndShardedGradScalerMatchSingleRankTraining) {
   }
 }
 
+// backward twice through one FSDP forward (retain_graph) is supported: each
+// pass reduce-scatters its own gradients, and each gives every rank its shard
+// of the whole batch's gradient, as two passes in one process do.
+TEST(Fsdp, BackwardTwiceWithRetainGraphReduceScattersEachPass) {
+  const StateDict init = initial_state<Mlp>(51);
+  const Data d = make_data({16}, 52);
+  Mlp ref;
+  ref.load_state_dict(init);
+  Tensor ref_loss = cross_entropy(ref(d.x[0]), d.y[0]);
+  GradientStore first = backward(ref_loss, {.retain_graph = true});
+  GradientStore second = backward(mul(ref_loss, 3.0));
+  for (int n : {2, 3}) {
+    run_threads(n, [&](ProcessGroup& pg) {
+      Mlp m;
+      m.load_state_dict(init);
+      auto sharded = fsdp::shard(m, pg);
+      Tensor loss = cross_entropy((*sharded)(my_slice(d.x[0], pg)), my_slice(d.y[0], pg));
+      GradientStore g1 = backward(loss, {.retain_graph = true});
+      GradientStore g2 = backward(mul(loss, 3.0));
+      const auto shards = sharded->named_parameters();
+      const auto full = ref.named_parameters();
+      ASSERT_EQ(shards.size(), full.size());
+      for (std::size_t i = 0; i < shards.size(); ++i) {
+        SCOPED_TRACE(fmt::format("{} ranks, rank {}, {}", n, pg.rank(), shards[i].first));
+        expect_close(values(g1.at(shards[i].second)), values(shard_of(first.at(full[i].second), pg.rank(), n)));
+        expect_close(values(g2.at(shards[i].second)), values(shard_of(second.at(full[i].second), pg.rank(), n)));
+      }
+    }, {.timeout = 60s}, {.threads_per_rank = 1});
+  }
+}
+
 TEST(Ddp, MlpMatchesSingleRankTraining) { check_equivalence<Mlp>(Mode::ddp, Opt::sgd, {16}, 31); }
 TEST(Ddp, CnnMatchesSingleRankTraining) { check_equivalence<Cnn>(Mode::ddp, Opt::adamw, {1, 10, 10}, 32); }
 

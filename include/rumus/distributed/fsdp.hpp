@@ -74,8 +74,9 @@ struct ShardOptions {
 // the module's forward, and frees each gathered copy as soon as nothing can
 // read it any more: right after forward when no graph was recorded, else when
 // the gradient of that parameter has been reduce-scattered (the autograd node
-// that did it is released). Running backward through one graph twice
-// (retain_graph) is not supported.
+// that did it is released). backward through one graph twice (retain_graph)
+// works as in one process: each pass reduce-scatters its own gradients, and
+// the gathered copies live until the graph is released.
 class FullyShardedModule {
  public:
   FullyShardedModule(nn::Module& module, ProcessGroup& group, ShardOptions options = {});
