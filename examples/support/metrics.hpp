@@ -4,10 +4,12 @@
 #include <rumus/rumus.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,10 +55,26 @@ inline std::vector<EpochMetrics> read_metrics(const std::string& path, std::int6
   return rows;
 }
 
+// A value axis from lo to hi in round steps (1, 2 or 5 times a power of ten),
+// about four of them, padded so no point sits on the frame, and kept within
+// [min, max] (an accuracy axis within [0, 1]).
+struct Axis {
+  double lo, hi, step;
+};
+inline Axis nice_axis(double lo, double hi, double min, double max) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;  // no finite value to show
+  const double pad = hi > lo ? (hi - lo) * 0.05 : std::max(std::abs(lo) * 0.05, 0.01);  // one value: a band around it
+  lo = std::max(lo - pad, min), hi = std::min(hi + pad, max);
+  const double raw = (hi - lo) / 4, magnitude = std::pow(10.0, std::floor(std::log10(raw))), f = raw / magnitude;
+  const double step = (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * magnitude;
+  return {std::max(min, std::floor(lo / step) * step), std::min(max, std::ceil(hi / step) * step), step};
+}
+
 // Two panels: losses (train and held-out) and held-out accuracy, per epoch.
+// Each panel's legend is below it, off the data.
 inline std::string metrics_svg(const std::string& title, const std::vector<EpochMetrics>& rows,
                                const MetricNames& names) {
-  const double W = 900, H = 380, top = 50, bottom = 50, left = 60, gap = 80, pw = (W - 2 * left - gap) / 2,
+  const double W = 900, H = 410, top = 50, bottom = 80, left = 60, gap = 80, pw = (W - 2 * left - gap) / 2,
                ph = H - top - bottom;
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
@@ -64,46 +82,56 @@ inline std::string metrics_svg(const std::string& title, const std::vector<Epoch
       "<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">{}</text>\n",
       W, H, W / 2, title);
   auto panel = [&](double x0, const std::string& name, std::vector<std::pair<std::string, std::vector<double>>> series,
-                   std::vector<std::string> colors) {
-    double lo = 1e300, hi = -1e300;
+                   std::vector<std::string> colors, double min, double max) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
     for (auto& [n, v] : series)
-      for (double y : v) lo = std::min(lo, y), hi = std::max(hi, y);
-    if (!(hi > lo)) hi = lo + 1, lo -= 1;
-    double pad = (hi - lo) * 0.08;
-    lo -= pad, hi += pad;
+      for (double y : v)
+        if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
+    const Axis axis = nice_axis(lo, hi, min, max);
     const int n = int(rows.size());
     auto X = [&](int i) { return x0 + (n > 1 ? pw * (i - 1) / (n - 1) : pw / 2); };
-    auto Y = [&](double y) { return top + ph * (hi - y) / (hi - lo); };
+    auto Y = [&](double y) { return top + ph * (axis.hi - std::clamp(y, axis.lo, axis.hi)) / (axis.hi - axis.lo); };
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n", x0, top,
                      pw, ph);
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x0 + pw / 2, top - 8, name);
-    for (int k = 0; k <= 4; ++k) {
-      double y = lo + (hi - lo) * k / 4;
+    const int decimals = std::max(0, int(-std::floor(std::log10(axis.step) + 1e-9)));
+    const int ticks = int(std::lround((axis.hi - axis.lo) / axis.step));
+    for (int k = 0; k <= ticks; ++k) {
+      const double y = axis.lo + axis.step * k;
       s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
-                       "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.3f}</text>\n",
-                       x0, x0 + pw, Y(y), Y(y), x0 - 6, Y(y) + 4, y);
+                       "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.{}f}</text>\n",
+                       x0, x0 + pw, Y(y), Y(y), x0 - 6, Y(y) + 4, y + 0.0, decimals);  // + 0.0: no "-0.00"
     }
+    const int every = std::max(1, (n + 9) / 10);  // at most about ten epoch labels
     for (int i = 1; i <= n; ++i)
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", X(i), top + ph + 18, i);
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">epoch</text>\n", x0 + pw / 2, top + ph + 38);
+      if ((i - 1) % every == 0 || i == n)
+        s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", X(i), top + ph + 18, i);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">epoch</text>\n", x0 + pw / 2, top + ph + 36);
+    double legend_x = x0;
+    const double legend_y = top + ph + 60;
     for (std::size_t j = 0; j < series.size(); ++j) {
-      std::string pts;
-      for (int i = 0; i < n; ++i) pts += fmt::format("{:.1f},{:.1f} ", X(i + 1), Y(series[j].second[std::size_t(i)]));
+      std::string pts, dots;
+      for (int i = 0; i < n; ++i) {
+        const double v = series[j].second[std::size_t(i)];
+        if (!std::isfinite(v)) continue;  // a diverged epoch (nan, inf) has no point
+        pts += fmt::format("{:.1f},{:.1f} ", X(i + 1), Y(v));
+        dots += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", X(i + 1), Y(v), colors[j]);
+      }
       s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", pts, colors[j]);
-      for (int i = 0; i < n; ++i)
-        s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", X(i + 1),
-                         Y(series[j].second[std::size_t(i)]), colors[j]);
+      s += dots;
       s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"/>"
                        "<text x=\"{}\" y=\"{}\">{}</text>\n",
-                       x0 + 10, x0 + 30, top + 14 + 16 * j, top + 14 + 16 * j, colors[j], x0 + 36, top + 18 + 16 * j,
+                       legend_x, legend_x + 20, legend_y - 4, legend_y - 4, colors[j], legend_x + 26, legend_y,
                        series[j].first);
+      legend_x += 46 + 7.0 * double(series[j].first.size());  // past the label (about 7 px a character)
     }
   };
   std::vector<double> train, eval, acc;
   for (auto& r : rows) train.push_back(r.train_loss), eval.push_back(r.eval_loss), acc.push_back(r.eval_accuracy);
   const std::string split = names.split_title;
-  panel(left, "loss", {{"train loss", train}, {split + " loss", eval}}, {"#1f77b4", "#d62728"});
-  panel(left + pw + gap, split + " accuracy", {{split + " accuracy", acc}}, {"#2ca02c"});
+  const double inf = std::numeric_limits<double>::infinity();
+  panel(left, "loss", {{"train loss", train}, {split + " loss", eval}}, {"#1f77b4", "#d62728"}, 0, inf);
+  panel(left + pw + gap, split + " accuracy", {{split + " accuracy", acc}}, {"#2ca02c"}, 0, 1);
   return s + "</svg>\n";
 }
 
