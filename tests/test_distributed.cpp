@@ -898,6 +898,17 @@ TEST(MpiTimeout, DISABLED_MissingRankAbortsTheJob) {
   }
 }
 
+// A rank that calls exit() while the other waits in a collective: the job
+// ends at once (the group's timeout is far longer than ctest's for this test).
+TEST(MpiExit, DISABLED_RankThatExitsEndsTheJob) {
+  if (!mpi_available() || !launched_by_mpi()) GTEST_SKIP() << "needs mpirun";
+  MpiGroup group({.timeout = std::chrono::minutes(10)});
+  if (group.rank() == 1) std::exit(3);
+  Tensor t = ones({1});
+  group.all_reduce(t);
+  ADD_FAILURE() << "the collective returned without rank 1";
+}
+
 TEST_F(Mpi, ThreadLevelIsSerialized) {
   ProcessGroup& pg = mpi_world();
   EXPECT_EQ(pg.name(), "MpiGroup");

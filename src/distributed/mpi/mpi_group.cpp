@@ -28,13 +28,20 @@ struct MpiRuntime {
   int level = -1;
   bool we_initialised = false;
   std::thread::id init_thread;
+  int live_groups = 0;
 };
 MpiRuntime& runtime() {
   static MpiRuntime* r = new MpiRuntime();  // outlives static destructors
   return *r;
 }
 
+// A process that exits while one of its groups is alive (exit() inside the
+// group's scope: a rank giving up mid-job) must not finalize: MPI_Finalize
+// would wait for the other ranks, which wait in a collective for this one,
+// until the job's time runs out. Leaving without it ends the job at once, as
+// Open MPI's launcher does for any rank that exits without finalizing.
 void finalize_at_exit() {
+  if (runtime().live_groups > 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -138,9 +145,16 @@ MpiGroup::MpiGroup(MpiGroupOptions options) : impl_(std::make_unique<Impl>()) {
   check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
   MPI_Comm_rank(impl_->comm, &impl_->rank);
   MPI_Comm_size(impl_->comm, &impl_->size);
+  std::lock_guard lk(rt.mu);
+  ++rt.live_groups;
 }
 
 MpiGroup::~MpiGroup() {
+  {
+    MpiRuntime& rt = runtime();
+    std::lock_guard lk(rt.mu);
+    --rt.live_groups;
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (impl_ && impl_->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&impl_->comm);
