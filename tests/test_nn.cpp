@@ -35,6 +35,31 @@ std::vector<std::string> names(const std::vector<std::pair<std::string, Tensor>>
 
 }  // namespace
 
+// A growing std::vector<Net> moves its modules: each moved Net's submodules
+// (registered by reference, nested two deep) are its own members, so forward,
+// parameters and training reach the tensors those members hold.
+TEST(Module, MovedModulesKeepTheirMembers) {
+  manual_seed(3);
+  std::vector<Net> nets;
+  for (int i = 0; i < 5; ++i) nets.emplace_back();  // each growth moves the earlier nets
+  Tensor x = randn({2, 1, 8, 8});
+  for (Net& net : nets) {
+    net.eval();
+    const auto children = net.named_children();
+    ASSERT_EQ(children.size(), 2u);
+    EXPECT_EQ(children[0].second, &net.block);
+    EXPECT_EQ(children[1].second, &net.head);
+    EXPECT_EQ(net.block.named_children()[0].second, &net.block.conv);
+    EXPECT_EQ(net.parameters()[0].impl_ptr(), net.block.conv.weight.impl_ptr());
+    Tensor by_hand = net.head(max_pool2d(relu(net.block.bn(net.block.conv(x))), 2));
+    EXPECT_EQ(net.forward(x).to_vector<float>(), by_hand.to_vector<float>());
+  }
+  optim::SGD opt(nets[0].parameters(), {.lr = 0.1});
+  const std::vector<float> before = nets[0].block.conv.weight.to_vector<float>();
+  opt.step(backward(sum(nets[0].forward(x))));
+  EXPECT_NE(nets[0].block.conv.weight.to_vector<float>(), before);
+}
+
 TEST(Module, DottedNamesInRegistrationOrder) {
   Net net;
   EXPECT_EQ(names(net.named_parameters()),

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdint>
 #include <set>
 
 #include "rumus/autograd/grad_mode.hpp"
@@ -14,11 +15,13 @@ Module::Module(Module&& other)
       buffers_(std::move(other.buffers_)),
       children_(std::move(other.children_)),
       training_(other.training_) {
-  for (const Child& c : children_)
-    if (!c.owned)
-      throw Error(fmt::format("{}: cannot move a module whose submodule '{}' was registered by reference; "
-                              "hold it by std::shared_ptr instead",
-                              type_name(), c.name));
+  // A child registered by reference is a member of the module being moved
+  // (register_module's contract), so this module's member at the same offset
+  // takes its place: the derived class's move constructor moves it there
+  // right after this base. Owned children moved with their shared_ptr.
+  const std::uintptr_t from = reinterpret_cast<std::uintptr_t>(&other), to = reinterpret_cast<std::uintptr_t>(this);
+  for (Child& c : children_)
+    if (!c.owned) c.module = reinterpret_cast<Module*>(reinterpret_cast<std::uintptr_t>(c.module) - from + to);
 }
 
 Tensor Module::forward(const Tensor&) {

@@ -28,8 +28,9 @@ class Module {
  public:
   Module() = default;
   virtual ~Module() = default;
-  // Parameters are shared handles, so a moved leaf module stays valid; a module
-  // whose children were registered by reference cannot move (they are members).
+  // Moves (a std::vector<Net> that grows): parameters are shared handles, and
+  // children registered by reference, being members, are found at the same
+  // place in the new module. Move a module only into one of its own type.
   Module(Module&& other);
   Module& operator=(Module&&) = delete;
   Module(const Module&) = delete;
