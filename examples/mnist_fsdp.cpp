@@ -7,21 +7,30 @@
 //
 // Each step takes a global batch (--batch-size) and gives every rank an equal
 // slice of it; gradients are averaged across ranks, so N ranks train the same
-// model as one rank on the whole batch. Run with --help for the options.
+// model as one rank on the whole batch. The options, progress line, metrics
+// files, checkpoints and --resume are those of mnist_mlp (support/); a
+// checkpoint holds the whole model and optimizer state as one unsharded run
+// would, so a run resumes on any number of ranks, in either mode.
+// Run with --help for the options.
 #include <rumus/distributed/distributed.hpp>
 #include <rumus/rumus.hpp>
 
-#include "support/cli.hpp"
-#include "support/training_size.hpp"
-
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <mutex>
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/cli.hpp"
+#include "support/metrics.hpp"
+#include "support/optim.hpp"
+#include "support/progress.hpp"
+#include "support/run_settings.hpp"
+#include "support/training_size.hpp"
 
 using namespace rumus;
 using namespace rumus::distributed;
@@ -58,54 +67,11 @@ struct Cnn : nn::Module {
   std::string type_name() const override { return "Cnn"; }
 };
 
-struct Config {
+// The options of this program beyond the trainers' shared ones.
+struct RankOptions {
   int ranks = 2;
-  std::string mode = "fsdp", model = "mlp", devices = "cpu", optimizer = "sgd";
-  std::string data = "/usr/share/datasets/fashion-mnist", save;
-  int epochs = 1, threads = 0;
-  std::int64_t batch_size = 64, limit = 0;
-  double lr = 0.05;  // SGD's; AdamW takes 1e-3 unless --lr is given
-  std::uint64_t seed = 0;
+  std::string mode = "fsdp", model = "mlp", devices = "cpu";
 };
-
-// Options, parsed with CLI11 like the other examples: "--ranks 2" and
-// "--ranks=2" both work, malformed values stop with a message. Returns the
-// exit status when the program should stop (--help, or a bad option).
-std::optional<int> parse(Config& c, int argc, char** argv) {
-  using example::number_at_least;
-  using example::whole_number;
-  CLI::App app{"Trains the MLP or CNN on N ranks with FSDP or DDP: threads of this process, or one process per "
-               "rank under mpirun (mpirun -np N mnist_fsdp ...)."};
-  app.add_option("--ranks", c.ranks, "ranks as threads of this process (under mpirun: one per process)")
-      ->type_name("N")->capture_default_str()->check(whole_number(1));
-  app.add_option("--mode", c.mode, "fsdp (sharded parameters, gradients and optimizer state) or ddp")
-      ->capture_default_str()->check(CLI::IsMember({"fsdp", "ddp"}));
-  app.add_option("--model", c.model, "mlp, cnn, or wide (784-8192-8192-8192-10)")->capture_default_str()->check(CLI::IsMember({"mlp", "cnn", "wide"}));
-  app.add_option("--devices", c.devices, "comma-separated devices taken round-robin by rank: cpu, vulkan, vulkan:1")
-      ->capture_default_str();
-  app.add_option("--batch-size", c.batch_size, "global batch, split evenly over the ranks")
-      ->type_name("N")->capture_default_str()->check(whole_number(1));
-  app.add_option("--epochs", c.epochs, "passes over the training set")
-      ->type_name("N")->capture_default_str()->check(whole_number(1));
-  app.add_option("--optimizer", c.optimizer, "sgd (momentum 0.9, Nesterov) or adamw (two state tensors per parameter)")
-      ->capture_default_str()->check(CLI::IsMember({"sgd", "adamw"}));
-  CLI::Option* lr = app.add_option("--lr", c.lr, "learning rate (adamw: 0.001 unless given)")
-                        ->capture_default_str()->check(number_at_least(0, true));
-  app.add_option("--threads", c.threads, "CPU threads per rank (0: the machine's divided by the ranks)")
-      ->type_name("N")->capture_default_str()->check(whole_number(0));
-  app.add_option("--limit", c.limit, "train on the first N examples of each epoch (0: all)")
-      ->type_name("N")->capture_default_str()->check(whole_number(0));
-  app.add_option("--data", c.data, "MNIST-format IDX files, raw or .gz")->type_name("DIR")->capture_default_str();
-  app.add_option("--save", c.save, "write the trained model (full tensors, one safetensors file)")->type_name("PATH");
-  app.add_option("--seed", c.seed, "initialisation and shuffling")->capture_default_str()->check(whole_number(0));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  if (c.optimizer == "adamw" && lr->count() == 0) c.lr = 1e-3;
-  return std::nullopt;
-}
 
 std::vector<Device> parse_devices(const std::string& list) {
   std::vector<Device> out;
@@ -119,6 +85,14 @@ std::vector<Device> parse_devices(const std::string& list) {
   return out;
 }
 
+// An optimizer buffer ("state.<group>.<index>.<name>"; not the step count)
+// has its parameter's shape, so under FSDP it is sharded as the parameter is.
+bool is_buffer(const std::string& key) { return key.starts_with("state.") && !key.ends_with(".step"); }
+std::size_t parameter_index(const std::string& key) {
+  const std::size_t begin = key.find('.', 6) + 1;  // past "state.<group>."
+  return std::stoul(key.substr(begin, key.find('.', begin) - begin));
+}
+
 // The model behind one interface, sharded or replicated.
 struct Trainer {
   virtual ~Trainer() = default;
@@ -126,11 +100,18 @@ struct Trainer {
   virtual GradientStore backward(const Tensor& loss) = 0;
   virtual std::vector<Tensor> parameters() = 0;
   virtual void train(bool on) = 0;
+  // Collective: the model's full tensors under the unsharded names.
+  virtual StateDict full_state_dict() = 0;
+  // Collective: `opt`'s state as an optimizer of the unsharded model holds it.
+  virtual StateDict full_optimizer_state(const optim::Optimizer& opt) = 0;
+  // This rank's part of such a full optimizer state, loaded into `opt`.
+  virtual void load_optimizer_state(optim::Optimizer& opt, const StateDict& full) = 0;
   virtual void save(const std::string& path) = 0;  // collective
 };
 
 struct FsdpTrainer : Trainer {
-  FsdpTrainer(std::unique_ptr<nn::Module> net, ProcessGroup& pg, Device dev) : net(std::move(net)) {
+  FsdpTrainer(std::unique_ptr<nn::Module> net, ProcessGroup& pg, Device dev) : net(std::move(net)), pg(pg) {
+    for (const Tensor& p : this->net->parameters()) full_shapes.push_back(p.shape());  // before sharding empties them
     this->net->to(dev);
     sharded = fsdp::shard(*this->net, pg);
   }
@@ -138,8 +119,23 @@ struct FsdpTrainer : Trainer {
   GradientStore backward(const Tensor& loss) override { return rumus::backward(loss); }
   std::vector<Tensor> parameters() override { return sharded->parameters(); }
   void train(bool on) override { sharded->train(on); }
+  StateDict full_state_dict() override { return sharded->state_dict(); }
+  StateDict full_optimizer_state(const optim::Optimizer& opt) override {
+    StateDict state = opt.state_dict();
+    for (auto& [key, t] : state)  // a std::map: every rank gathers in the same order
+      if (is_buffer(key)) t = unshard(pg.all_gather(t), full_shapes.at(parameter_index(key)));
+    return state;
+  }
+  void load_optimizer_state(optim::Optimizer& opt, const StateDict& full) override {
+    StateDict state = full;
+    for (auto& [key, t] : state)
+      if (is_buffer(key)) t = shard_of(t, pg.rank(), pg.size());
+    opt.load_state_dict(state);
+  }
   void save(const std::string& path) override { sharded->save(path, {{"model", net->type_name()}}); }
   std::unique_ptr<nn::Module> net;
+  ProcessGroup& pg;
+  std::vector<Shape> full_shapes;  // of the parameters, in optimizer order
   std::unique_ptr<fsdp::FullyShardedModule> sharded;
 };
 
@@ -152,6 +148,9 @@ struct DdpTrainer : Trainer {
   GradientStore backward(const Tensor& loss) override { return ddp->backward(loss); }
   std::vector<Tensor> parameters() override { return net->parameters(); }
   void train(bool on) override { net->train(on); }
+  StateDict full_state_dict() override { return net->state_dict(); }
+  StateDict full_optimizer_state(const optim::Optimizer& opt) override { return opt.state_dict(); }
+  void load_optimizer_state(optim::Optimizer& opt, const StateDict& full) override { opt.load_state_dict(full); }
   void save(const std::string& path) override {
     if (ddp->group().rank() == 0) io::save_safetensors(net->state_dict(), path, {{"model", net->type_name()}});
     ddp->group().barrier();
@@ -160,62 +159,96 @@ struct DdpTrainer : Trainer {
   std::unique_ptr<DistributedDataParallel> ddp;
 };
 
-// One rank's whole run. Rank 0 prints.
 std::unique_ptr<nn::Module> make_net(const std::string& model) {
   if (model == "mlp") return std::make_unique<Mlp>();
   if (model == "wide") return std::make_unique<WideMlp>();
   return std::make_unique<Cnn>();
 }
 
-void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const data::Mnist>& train_set,
-              const std::shared_ptr<const data::Mnist>& test_set, const std::vector<Device>& devices,
-              const StateDict& init) {
+// What the ranks share: options, data, the starting point (fresh or resumed)
+// and the unsharded model and optimizer on the CPU, through which rank 0
+// writes checkpoints. Only rank 0 writes to it once the ranks run.
+struct Run {
+  const example::Options& o;
+  const RankOptions& r;
+  std::shared_ptr<const data::Mnist> train_set, test_set;
+  std::vector<Device> devices;
+  std::int64_t steps_per_epoch;
+  double lr;
+  nn::Module& full;
+  optim::Optimizer& full_opt;
+  io::TrainingState state{};  // epochs and steps completed; its settings go into every checkpoint
+  bool resumed = false;
+  std::vector<example::EpochMetrics> history{};
+};
+
+// One rank's whole run. Rank 0 prints and writes the files.
+void run_rank(ProcessGroup& pg, Run& run) {
+  const example::Options& o = run.o;
   const int rank = pg.rank(), n = pg.size();
-  const Device dev = devices[std::size_t(rank) % devices.size()];
-  if (c.batch_size % n != 0)
-    throw Error(fmt::format("--batch-size {} does not split evenly over {} ranks", c.batch_size, n));
-  const std::int64_t local = c.batch_size / n;
+  const Device dev = run.devices[std::size_t(rank) % run.devices.size()];
+  if (o.batch_size % n != 0)
+    throw Error(fmt::format("--batch-size {} does not split evenly over {} ranks", o.batch_size, n));
+  const std::int64_t local = o.batch_size / n, steps = run.steps_per_epoch;
 
-  // Every rank starts from the same initial values (the rank threads share
-  // one random generator, so drawing them per rank would race).
-  std::unique_ptr<nn::Module> net = make_net(c.model);
-  net->load_state_dict(init);
+  // Every rank starts from the same values (the rank threads share one
+  // random generator, so drawing them per rank would race).
+  std::unique_ptr<nn::Module> net = make_net(run.r.model);
+  net->load_state_dict(run.full.state_dict());
   std::unique_ptr<Trainer> trainer;
-  if (c.mode == "fsdp") trainer = std::make_unique<FsdpTrainer>(std::move(net), pg, dev);
+  if (run.r.mode == "fsdp") trainer = std::make_unique<FsdpTrainer>(std::move(net), pg, dev);
   else trainer = std::make_unique<DdpTrainer>(std::move(net), pg, dev);
-  std::unique_ptr<optim::Optimizer> opt;
-  if (c.optimizer == "adamw") opt = std::make_unique<optim::AdamW>(trainer->parameters(), optim::AdamWOptions{.lr = c.lr});
-  else
-    opt = std::make_unique<optim::SGD>(trainer->parameters(),
-                                       optim::SGDOptions{.lr = c.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
+  auto opt = example::make_optimizer(o.optimizer, trainer->parameters(), run.lr, o.weight_decay, o.nesterov);
+  auto sched = example::make_schedule(o.schedule, *opt, run.lr, steps * o.epochs);
+  io::TrainingState state = run.state;
+  if (run.resumed) {
+    trainer->load_optimizer_state(*opt, run.full_opt.state_dict());
+    sched->set_step(state.step);
+  }
+  pg.barrier();  // every rank has read `run.full` before rank 0 writes a checkpoint through it
 
-  data::DataLoader order_of(train_set, {.batch_size = c.batch_size, .shuffle = true, .drop_last = true, .seed = c.seed});
-  const std::int64_t steps = example::steps_per_epoch(train_set->size(), c.batch_size, c.limit, c.data);
+  data::DataLoader order_of(run.train_set, {.batch_size = o.batch_size, .shuffle = true, .drop_last = true, .seed = o.seed});
   if (rank == 0)
-    std::printf("mnist_fsdp: %s %s, %d rank%s (%s), global batch %lld (%lld per rank), %lld steps per epoch, %s lr %g\n",
-                c.mode.c_str(), c.model.c_str(), n, n > 1 ? "s" : "", pg.name().c_str(), (long long)c.batch_size,
-                (long long)local, (long long)steps, c.optimizer.c_str(), c.lr);
+    std::printf("mnist_fsdp: %s %s, %d rank%s (%s), global batch %lld (%lld per rank), %lld steps per epoch, %s lr %g, "
+                "%s schedule\n",
+                run.r.mode.c_str(), run.r.model.c_str(), n, n > 1 ? "s" : "", pg.name().c_str(),
+                (long long)o.batch_size, (long long)local, (long long)steps, o.optimizer.c_str(), run.lr,
+                o.schedule.c_str());
+  std::fflush(stdout);  // before the progress lines on stderr
 
-  for (int epoch = 0; epoch < c.epochs; ++epoch) {
+  const std::shared_ptr<const data::Mnist>& train_set = run.train_set;
+  const std::shared_ptr<const data::Mnist>& test_set = run.test_set;
+  for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     const std::vector<std::int64_t> order = order_of.order(epoch);
     trainer->train(true);
     pg.barrier();
     const StagingStats staged_before = staging_stats();
     const CollectiveStats collectives_before = collective_stats();
     pg.barrier();  // the counters are shared by rank threads: every rank reads them before any moves on
+    // Rank 0's progress shows its own slice's loss: reading the other ranks'
+    // would add a collective to every step.
+    std::optional<example::Progress> progress;
+    if (rank == 0)
+      progress.emplace(fmt::format("epoch {}/{}", epoch + 1, o.epochs), steps,
+                       example::ProgressOptions{.loss = "rank 0 train loss"});
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     for (std::int64_t s = 0; s < steps; ++s) {
-      auto first = order.begin() + s * c.batch_size + rank * local;
+      auto first = order.begin() + s * o.batch_size + rank * local;
       data::Batch b = train_set->get_batch(std::vector<std::int64_t>(first, first + local));
       Tensor loss = cross_entropy(trainer->forward(b.x.to(dev)), b.y.to(dev));
       opt->step(trainer->backward(loss));
-      loss_sum += loss.item();
+      sched->step();
+      ++state.step;
+      const double l = loss.item();
+      loss_sum += l;
+      if (progress) progress->update(s + 1, (s + 1) * o.batch_size, l);
     }
     pg.barrier();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const StagingStats staged = staging_stats();
     const CollectiveStats collectives = collective_stats();
+    if (progress) progress->finish();
     pg.barrier();
 
     // Evaluation: each rank scores its share of the test set.
@@ -226,9 +259,9 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
       const std::int64_t total = test_set->size(), per = (total + n - 1) / n;
       const std::int64_t begin = std::min(total, rank * per), end = std::min(total, begin + per);
       // Every rank runs the same number of forwards (FSDP gathers are collective).
-      const std::int64_t chunks = (per + c.batch_size - 1) / c.batch_size;
+      const std::int64_t chunks = (per + o.batch_size - 1) / o.batch_size;
       for (std::int64_t k = 0; k < chunks; ++k) {
-        std::int64_t lo = std::min(end, begin + k * c.batch_size), hi = std::min(end, lo + c.batch_size);
+        std::int64_t lo = std::min(end, begin + k * o.batch_size), hi = std::min(end, lo + o.batch_size);
         std::vector<std::int64_t> idx;
         for (std::int64_t i = lo; i < hi; ++i) idx.push_back(i);
         if (idx.empty()) idx.push_back(0);  // keeps the collectives in step; not counted
@@ -245,9 +278,11 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
     pg.all_reduce(totals);
     const std::vector<double> t = totals.to_vector<double>();
     if (rank == 0) {
-      std::printf("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f samples/s\n", epoch + 1,
-                  t[0] / n, t[1] / double(test_set->size()), t[2] / double(test_set->size()),
-                  double(steps * c.batch_size) / secs);
+      run.history.push_back({int(epoch + 1), t[0] / n, t[1] / double(test_set->size()),
+                             t[2] / double(test_set->size()), double(steps * o.batch_size) / secs, secs});
+      const example::EpochMetrics& m = run.history.back();
+      std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f samples/s\n",
+                  (long long)epoch + 1, m.train_loss, m.eval_loss, m.eval_accuracy, m.per_sec);
       // What collectives moved between devices and the host (this process's ranks together).
       const double per_step = 1.0 / double(std::max<std::int64_t>(steps, 1));
       if (staged.device_to_host > staged_before.device_to_host || staged.host_to_device > staged_before.host_to_device)
@@ -267,45 +302,104 @@ void run_rank(ProcessGroup& pg, const Config& c, const std::shared_ptr<const dat
                     (collectives.staging_seconds - collectives_before.staging_seconds) * 1e3 * per_step / local_ranks);
       std::fflush(stdout);
     }
+
+    // The checkpoint (collective: FSDP gathers the optimizer's shards), then the metrics.
+    state.epoch = epoch + 1;
+    const StateDict model_state = trainer->full_state_dict();
+    const StateDict optimizer_state = trainer->full_optimizer_state(*opt);
+    if (rank == 0) {
+      run.full.load_state_dict(model_state);
+      run.full_opt.load_state_dict(optimizer_state);
+      io::save_checkpoint(o.checkpoint, run.full, run.full_opt, state);
+      example::write_metrics(o.metrics, "mnist_fsdp on " + std::filesystem::path(o.data).filename().string(),
+                             run.history);
+    }
+    pg.barrier();
   }
   // Peak memory per rank: FSDP's sharded parameters and optimizer state shrink it as ranks grow.
   std::printf("  rank %d on %s: peak %.1f MiB of device memory in use\n", rank, dev.str().c_str(),
               double(device_stats(dev).peak_bytes_in_use) / 1048576.0);
-  if (!c.save.empty()) {
-    trainer->save(c.save);
-    if (rank == 0) std::printf("saved %s\n", c.save.c_str());
-  }
+  trainer->save(o.save);
+  if (rank == 0)
+    std::printf("saved %s (checkpoint %s, metrics %s)\n", o.save.c_str(), o.checkpoint.c_str(), o.metrics.c_str());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Config c;
-  if (auto status = parse(c, argc, argv)) return *status;
+  example::Options o;
+  o.optimizer = "sgd";
+  o.schedule = "constant";
+  o.default_lr = 1e-3;
+  RankOptions r;
+  CLI::App app{"Trains the MLP or CNN on N ranks with FSDP or DDP: threads of this process, or one process per "
+               "rank under mpirun (mpirun -np N mnist_fsdp ...).",
+               "mnist_fsdp"};
+  example::add_options(app, o);
+  // --devices gives each rank its device; no --amp: a loss scaler's inf/nan
+  // check would see only its own rank's gradients.
+  app.remove_option(app.get_option("--device"));
+  app.remove_option(app.get_option("--amp"));
+  app.get_option("--batch-size")->description("global batch, split evenly over the ranks");
+  app.get_option("--threads")->description("CPU threads per rank (default: the machine's divided by the ranks)")
+      ->default_str("");
+  app.add_option("--ranks", r.ranks, "ranks as threads of this process (under mpirun: one per process)")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(example::whole_number(1));
+  app.add_option("--mode", r.mode, "fsdp (sharded parameters, gradients and optimizer state) or ddp")
+      ->type_name("NAME")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fsdp", "ddp"}));
+  app.add_option("--model", r.model, "mlp, cnn, or wide (784-8192-8192-8192-10)")
+      ->type_name("NAME")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mlp", "cnn", "wide"}));
+  app.add_option("--devices", r.devices, "comma-separated devices taken round-robin by rank: cpu, vulkan, vulkan:1")
+      ->type_name("D,...")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  const int threads = app.get_option("--threads")->count() > 0 ? o.threads : 0;  // 0: the machine's / ranks
+
   try {
-    manual_seed(c.seed);
-    const StateDict init = make_net(c.model)->state_dict();
-    const std::vector<Device> devices = parse_devices(c.devices);
-    auto train_set = std::make_shared<data::Mnist>(c.data, data::Split::Train);
-    auto test_set = std::make_shared<data::Mnist>(c.data, data::Split::Test);
+    manual_seed(o.seed);  // initialisation and dropout
+    const double lr = example::learning_rate(o);
+    // The unsharded model and its optimizer, on the CPU: the values every rank
+    // starts from, and what a checkpoint is saved from and resumed into.
+    const std::unique_ptr<nn::Module> full = make_net(r.model);
+    const auto full_opt = example::make_optimizer(o.optimizer, full->parameters(), lr, o.weight_decay, o.nesterov);
+    auto train_set = std::make_shared<data::Mnist>(o.data, data::Split::Train);
+    auto test_set = std::make_shared<data::Mnist>(o.data, data::Split::Test);
     // Before any rank starts: a run that would train nothing is an error.
-    example::steps_per_epoch(train_set->size(), c.batch_size, c.limit, c.data);
-    example::check_test_set(test_set->size(), c.data);
+    const std::int64_t steps = example::steps_per_epoch(train_set->size(), o.batch_size, o.limit, o.data);
+    example::check_test_set(test_set->size(), o.data);
     const data::Normalize norm = data::Normalize::fit(train_set->images());
     train_set->set_normalize(norm);
     test_set->set_normalize(norm);
-    const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+    Run run{o, r, train_set, test_set, parse_devices(r.devices), steps, lr, *full, *full_opt};
+    run.state.settings = example::run_settings(o, r.model, *full_opt, lr, train_set->size(), norm);
+    // Resuming: the checkpoint restores model, optimizer state, random
+    // generator and counters; one of a run with other settings is refused.
+    // The rank count and mode are free to change: they train the same model.
+    if (!o.resume.empty()) {
+      run.state = io::load_checkpoint(o.resume, *full, *full_opt, run.state.settings);
+      example::check_epochs_left(run.state.epoch, o.epochs, o.resume);
+      run.history = example::read_metrics(o.metrics, run.state.epoch);
+      run.resumed = true;
+      std::fprintf(stderr, "resumed from %s at epoch %lld, step %lld\n", o.resume.c_str(), (long long)run.state.epoch,
+                   (long long)run.state.step);
+    }
     if (launched_by_mpi()) {
       MpiGroup world;
-      set_num_threads(c.threads ? c.threads : std::max(1, hw / world.size()));
+      const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+      set_num_threads(threads ? threads : std::max(1, hw / world.size()));
       try {
-        run_rank(world, c, train_set, test_set, devices, init);
+        run_rank(world, run);
       } catch (const std::exception& e) {
         world.abort(e.what());  // ends every process of the job, none left waiting
       }
     } else {
-      run_threads(c.ranks, [&](ProcessGroup& pg) { run_rank(pg, c, train_set, test_set, devices, init); }, {},
-                  {.threads_per_rank = c.threads});
+      run_threads(r.ranks, [&](ProcessGroup& pg) { run_rank(pg, run); }, {}, {.threads_per_rank = threads});
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mnist_fsdp: %s\n", e.what());
