@@ -281,7 +281,8 @@ TEST(OpValues, TypePromotion) {
   Tensor r = add(i, f);
   EXPECT_EQ(r.dtype(), DType::f32);
   EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{1.5, 2.5, 3.5}));
-  EXPECT_EQ(add(i, 1.0).dtype(), DType::i64);
+  EXPECT_EQ(add(i, 1).dtype(), DType::i64);
+  EXPECT_EQ(add(i, 1.0).dtype(), DType::f32);  // as torch.tensor([1]) + 1.0
   EXPECT_EQ(add(f, f.to(DType::f64)).dtype(), DType::f64);
 }
 
@@ -347,6 +348,35 @@ TEST(OpValues, IntegerNegWrapsOnEveryDevice) {
       EXPECT_EQ(n.dtype(), dt);
       EXPECT_EQ(n.to(Device::cpu()).to(DType::i64).to_vector<std::int64_t>(), (std::vector<std::int64_t>{-5, 7, 0}));
     }
+  }
+}
+
+// A number keeps an integer tensor integer when it is an integer, and gives
+// f32 when it is floating, as PyTorch: torch.tensor([1, 2, 3], dtype=torch.int32)
+// + 2 is int32 [3, 4, 5], + 2.5 is float32 [3.5, 4.5, 5.5].
+TEST(OpValues, NumbersPromoteIntegerTensorsAsInPyTorch) {
+  for (const DeviceInfo& info : Device::list()) {
+    const Device dev = info.device;
+    SCOPED_TRACE(dev.str());
+    Tensor i = tensor(std::vector<std::int32_t>{1, 2, 3}).to(dev);
+    auto ints = [](const Tensor& t) { return t.cpu().to(DType::i64).to_vector<std::int64_t>(); };
+    auto floats = [](const Tensor& t) { return t.cpu().to_vector<float>(); };
+    for (const Tensor& t : {add(i, 2), i + 2, i.add(full({}, 2, {.dtype = DType::i32, .device = dev}))}) {
+      EXPECT_EQ(t.dtype(), DType::i32);
+      EXPECT_EQ(ints(t), (std::vector<std::int64_t>{3, 4, 5}));
+    }
+    EXPECT_EQ(add(i, 2.5).dtype(), DType::f32);
+    EXPECT_EQ(floats(add(i, 2.5)), (std::vector<float>{3.5f, 4.5f, 5.5f}));
+    EXPECT_EQ(floats(i * 2.5), (std::vector<float>{2.5f, 5.0f, 7.5f}));
+    EXPECT_EQ(floats(i - 0.5), (std::vector<float>{0.5f, 1.5f, 2.5f}));
+    EXPECT_EQ(floats(1.5 - i), (std::vector<float>{0.5f, -0.5f, -1.5f}));
+    EXPECT_EQ((10 - i).dtype(), DType::i32);
+    EXPECT_EQ(ints(10 - i), (std::vector<std::int64_t>{9, 8, 7}));
+    EXPECT_EQ(ints(mul(i, std::int64_t(3))), (std::vector<std::int64_t>{3, 6, 9}));
+    EXPECT_EQ(floats(i / 2), (std::vector<float>{0.5f, 1.0f, 1.5f}));  // true division
+    Tensor u = tensor(std::vector<double>{255, 1}).to(DType::u8).to(dev);
+    EXPECT_EQ((u + 2).dtype(), DType::u8);
+    EXPECT_EQ((u + 2).cpu().to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{1, 3}));  // wraps
   }
 }
 
@@ -556,8 +586,9 @@ TEST(OpValues, NumberOnTheLeft) {
   GradientStore g = backward(sum(div(2.0, x)));
   EXPECT_EQ(g.get(x).to_vector<float>(), (std::vector<float>{-2, -0.5, -0.125}));
   Tensor i = tensor(std::vector<std::int32_t>{1, 2, 3});
-  EXPECT_EQ(sub(10.0, i).to_vector<std::int32_t>(), (std::vector<std::int32_t>{9, 8, 7}));
-  EXPECT_EQ(sub(10.0, i).dtype(), DType::i32);
+  EXPECT_EQ(sub(10, i).to_vector<std::int32_t>(), (std::vector<std::int32_t>{9, 8, 7}));
+  EXPECT_EQ(sub(10, i).dtype(), DType::i32);
+  EXPECT_EQ(sub(10.0, i).dtype(), DType::f32);  // as 10.0 - torch.tensor([1, 2, 3], dtype=torch.int32)
   EXPECT_EQ(div(7.0, i).dtype(), DType::f32);
   EXPECT_EQ(div(6.0, i * 2).to_vector<float>(), (std::vector<float>{3, 1.5f, 1}));
   EXPECT_TRUE(std::isinf(div(1.0, tensor(std::vector<std::int32_t>{0})).item()));

@@ -15,6 +15,7 @@
 #include "rumus/core/layout.hpp"
 #include "rumus/core/parallel.hpp"
 #include "rumus/core/profiler.hpp"
+#include "rumus/core/scalar.hpp"
 #include "rumus/core/state_dict.hpp"
 #include "rumus/core/tensor.hpp"
 #include "rumus/ops/activation.hpp"

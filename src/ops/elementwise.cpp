@@ -179,20 +179,35 @@ Tensor pow(const Tensor& a0, const Tensor& b0) {
 }
 
 // Scalar operands: one unary kernel, no broadcast bookkeeping.
-Tensor add(const Tensor& a, double b) {
-  if (!is_floating(a.dtype())) return add(a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
-  return unary_float("add", UnaryOp::add_scalar, a, b, 0, Saves::nothing,
+namespace {
+// An integer tensor and a number: integer arithmetic with an integer number,
+// the default float (f32) with a floating one, as PyTorch promotes.
+bool integer_operands(const Tensor& a, const Scalar& b) { return !is_floating(a.dtype()) && b.is_integral(); }
+Tensor number_like(const Scalar& b, const Tensor& a) {
+  return full({}, b.to_double(), {.dtype = a.dtype(), .device = a.device()});
+}
+}  // namespace
+
+Tensor add(const Tensor& a, Scalar b) {
+  detail::check_defined("add", a);
+  if (integer_operands(a, b)) return add(a, number_like(b, a));
+  if (!is_floating(a.dtype())) return add(a.to(DType::f32), b);
+  return unary_float("add", UnaryOp::add_scalar, a, b.to_double(), 0, Saves::nothing,
                      [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
 }
-Tensor sub(const Tensor& a, double b) { return add(a, -b); }
-Tensor mul(const Tensor& a, double b) {
-  if (!is_floating(a.dtype())) return mul(a, full({}, b, {.dtype = a.dtype(), .device = a.device()}));
-  return unary_float("mul", UnaryOp::mul_scalar, a, b, 0, Saves::nothing,
-                     [b](const Tensor& g, const Tensor&, const Tensor&) { return mul(g, b); });
+Tensor sub(const Tensor& a, Scalar b) { return add(a, -b); }
+Tensor mul(const Tensor& a, Scalar b) {
+  detail::check_defined("mul", a);
+  if (integer_operands(a, b)) return mul(a, number_like(b, a));
+  if (!is_floating(a.dtype())) return mul(a.to(DType::f32), b);
+  const double v = b.to_double();
+  return unary_float("mul", UnaryOp::mul_scalar, a, v, 0, Saves::nothing,
+                     [v](const Tensor& g, const Tensor&, const Tensor&) { return mul(g, v); });
 }
-Tensor div(const Tensor& a, double b) {
+Tensor div(const Tensor& a, Scalar b) {
+  detail::check_defined("div", a);
   if (!is_floating(a.dtype())) return div(a.to(DType::f32), b);
-  return mul(a, 1.0 / b);
+  return mul(a, 1.0 / b.to_double());
 }
 
 Tensor div(const Tensor& a0, const Tensor& b0, std::string_view rounding_mode) {
@@ -246,7 +261,7 @@ Tensor pow(const Tensor& x, double e) {
 Tensor neg(const Tensor& x) {
   // Integers wrap as in PyTorch (u8 [1, 0, 200] -> [255, 0, 56]): 0 - x in the
   // tensor's own dtype. Not x * -1, whose -1 would saturate to 0 in u8.
-  if (!is_floating(x.dtype())) return sub(0.0, x);
+  if (!is_floating(x.dtype())) return sub(0, x);
   return unary_float("neg", UnaryOp::neg, x, 0, 0, Saves::nothing,
                      [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
 }
@@ -286,12 +301,13 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 }
 
 // A number on the left: number - x and number / x, as torch::rsub and torch::div(Scalar, Tensor).
-Tensor sub(double a, const Tensor& b) {
+Tensor sub(Scalar a, const Tensor& b) {
   detail::check_defined("sub", b);
-  if (!is_floating(b.dtype())) return sub(full({}, a, {.dtype = b.dtype(), .device = b.device()}), b);
+  if (integer_operands(b, a)) return sub(number_like(a, b), b);
+  if (!is_floating(b.dtype())) return sub(a, b.to(DType::f32));
   return add(neg(b), a);
 }
-Tensor div(double a, const Tensor& b) {
+Tensor div(Scalar a, const Tensor& b) {
   detail::check_defined("div", b);
   if (!is_floating(b.dtype())) return div(a, b.to(DType::f32));
   return mul(pow(b, -1.0), a);

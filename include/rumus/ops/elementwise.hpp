@@ -2,6 +2,7 @@
 // Pointwise math with NumPy broadcasting, forward and backward.
 #include <string_view>
 
+#include "rumus/core/scalar.hpp"
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/export.hpp"
 
@@ -20,12 +21,15 @@ Tensor div(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b, std::string_view rounding_mode);
 // torch.floor_divide: div(a, b, "floor").
 Tensor floor_divide(const Tensor& a, const Tensor& b);
-Tensor add(const Tensor& a, double b);
-Tensor sub(const Tensor& a, double b);
-Tensor mul(const Tensor& a, double b);
-Tensor div(const Tensor& a, double b);
-Tensor sub(double a, const Tensor& b);  // a - b
-Tensor div(double a, const Tensor& b);  // a / b
+// A number operand: an integer tensor stays integer with an integer number
+// (add(i, 2)) and becomes f32 with a floating one (add(i, 2.5) = 4.5 for 2),
+// as PyTorch's type promotion. div is true division either way.
+Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, Scalar b);
+Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, Scalar b);
+Tensor sub(Scalar a, const Tensor& b);  // a - b (torch::rsub)
+Tensor div(Scalar a, const Tensor& b);  // a / b
 Tensor pow(const Tensor& a, double exponent);
 Tensor pow(const Tensor& a, const Tensor& exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);
@@ -50,14 +54,14 @@ inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-inline Tensor operator-(double a, const Tensor& b) { return sub(a, b); }
-inline Tensor operator/(double a, const Tensor& b) { return div(a, b); }
-inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
+inline Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
+inline Tensor operator-(Scalar a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator/(Scalar a, const Tensor& b) { return div(a, b); }
+inline Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 
 }  // namespace rumus
