@@ -138,6 +138,11 @@ struct FullyShardedModule::Param {
   Tensor shard;
   Shape full_shape;
   int users = 0;  // leases: a running forward, or an autograd node that may read the gathered copy
+  // The gathered tensor while installed. The module's parameter takes its
+  // identity but is another handle: holding this one tells the tape that the
+  // gather is still reachable, so a prune during forward keeps it (and the
+  // lease its node holds) for the layers that have not read it yet.
+  Tensor installed;
 };
 
 namespace {
@@ -146,6 +151,7 @@ using Param = FullyShardedModule::Param;
 
 // Empties the module's parameter: an empty placeholder of shape [0].
 void release_full(Param& p) {
+  p.installed = Tensor();
   if (auto t = p.target.lock()) {
     Tensor placeholder = empty({0}, {.dtype = p.shard.dtype(), .device = p.shard.device()});
     t->storage = placeholder.storage_ptr();
@@ -156,6 +162,7 @@ void release_full(Param& p) {
 // Makes the module's parameter the gathered `full` tensor, identity included,
 // so ops that use it connect to the gather on the tape.
 void install_full(Param& p, const Tensor& full) {
+  p.installed = full;
   if (auto t = p.target.lock()) {
     t->storage = full.storage_ptr();
     t->layout = full.layout();
