@@ -3,6 +3,7 @@
 
 #include "expect_error.hpp"
 
+#include <cmath>
 #include <functional>
 
 #include <thread>
@@ -273,6 +274,89 @@ TEST(Autograd, DroppedLargeGraphsAreFreedByTheNextForward) {
     peak = std::max(peak, autograd::tape_saved_bytes());
   }
   EXPECT_LE(peak, 3 * one_forward) << "one forward saves " << one_forward << " bytes";
+  autograd::clear_tape();
+}
+
+// Hooks see a tensor's gradient once all its contributions are summed, may
+// replace it, run in registration order, and stop after remove().
+TEST(AutogradHooks, ReadReplaceAndRemove) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = mul(x, 3.0);
+  std::vector<std::vector<double>> seen_y, seen_x;
+  autograd::HookHandle on_y = autograd::register_hook(y, [&](const Tensor& g) {
+    seen_y.push_back(g.to_vector<double>());
+    return mul(g, 10.0);  // the replacement flows on to x
+  });
+  autograd::HookHandle on_x1 = autograd::register_hook(x, [&](const Tensor& g) {
+    seen_x.push_back(g.to_vector<double>());
+    return Tensor();  // undefined: keep
+  });
+  autograd::HookHandle on_x2 = autograd::register_hook(x, [&](const Tensor& g) { return add(g, 1.0); });
+  // y is used twice: its hook fires once, with the sum.
+  GradientStore g = backward(sum(add(y, mul(y, y))), {.retain_graph = true});
+  ASSERT_EQ(seen_y.size(), 1u);
+  EXPECT_EQ(seen_y[0], (std::vector<double>{1 + 2 * 3.0, 1 + 2 * 6.0}));
+  ASSERT_EQ(seen_x.size(), 1u);
+  EXPECT_EQ(seen_x[0], (std::vector<double>{10 * 7.0 * 3, 10 * 13.0 * 3}));
+  EXPECT_EQ(g.at(x).to_vector<double>(), (std::vector<double>{10 * 7.0 * 3 + 1, 10 * 13.0 * 3 + 1}));
+  // The same hooks in autograd::grad.
+  EXPECT_EQ(autograd::grad({sum(y)}, {x}, {.retain_graph = true})[0].to_vector<double>(),
+            (std::vector<double>{31, 31}));
+  on_y.remove();
+  on_x2.remove();
+  EXPECT_FALSE(on_y.active());
+  EXPECT_TRUE(on_x1.active());
+  EXPECT_EQ(backward(sum(y)).at(x).to_vector<double>(), (std::vector<double>{3, 3}));
+  on_x1.remove();
+  // A replacement of another shape is refused.
+  autograd::HookHandle bad = autograd::register_hook(x, [](const Tensor&) { return zeros({3}); });
+  expect_error<AutogradError>([&] { backward(sum(mul(x, 2.0))); }, "a gradient hook returned shape [3]");
+  bad.remove();
+  expect_error<AutogradError>([&] { autograd::register_hook(ones({2}), [](const Tensor& t) { return t; }); },
+                              "does not require grad");
+}
+
+TEST(AutogradHooks, RetainGradKeepsIntermediateGradients) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor h = mul(x, x);
+  autograd::retain_grad(h);
+  GradientStore g = backward(sum(mul(h, 5.0)));
+  EXPECT_EQ(g.at(h).to_vector<double>(), (std::vector<double>{5, 5}));
+  EXPECT_EQ(g.at(x).to_vector<double>(), (std::vector<double>{10, 20}));
+}
+
+// Micro-batches: gradients of several passes summed into one store equal the
+// gradient of the summed losses.
+TEST(AutogradAccumulation, StoresAddUp) {
+  Tensor w = tensor({0.5, -1.0, 2.0}).requires_grad_();
+  Tensor b = tensor({0.25}).requires_grad_();
+  std::vector<Tensor> xs{tensor({1.0, 2.0, 3.0}), tensor({-1.0, 0.5, 4.0}), tensor({0.0, 1.0, -2.0})};
+  GradientStore total;
+  Tensor whole;
+  for (const Tensor& x : xs) {
+    Tensor loss = square(add(sum(mul(w, x)), b));
+    total += backward(loss);
+    Tensor again = square(add(sum(mul(w, x)), b));
+    whole = whole.defined() ? add(whole, again) : again;
+  }
+  GradientStore once = backward(sum(whole));
+  EXPECT_EQ(total.at(w).to_vector<double>(), once.at(w).to_vector<double>());
+  EXPECT_EQ(total.at(b).to_vector<double>(), once.at(b).to_vector<double>());
+}
+
+// Anomaly mode names the op whose backward made the first NaN or infinity
+// (sqrt at 0), and is silent when off.
+TEST(AutogradAnomaly, NamesTheOpThatMadeTheFirstNonFinite) {
+  autograd::clear_tape();
+  Tensor x = tensor({0.0, 4.0}).requires_grad_();
+  auto loss = [&] { return sum(mul(exp(sqrt(x)), 2.0)); };
+  EXPECT_TRUE(std::isinf(backward(loss()).at(x).to_vector<double>()[0]));
+  {
+    autograd::DetectAnomalyGuard anomaly;
+    EXPECT_TRUE(autograd::anomaly_mode_enabled());
+    expect_error<AutogradError>([&] { backward(loss()); }, "anomaly detected: the backward of sqrt (the forward's entry 0");
+  }
+  EXPECT_FALSE(autograd::anomaly_mode_enabled());
   autograd::clear_tape();
 }
 

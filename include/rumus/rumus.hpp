@@ -4,6 +4,7 @@
 #include "rumus/autograd/function.hpp"
 #include "rumus/autograd/autocast.hpp"
 #include "rumus/autograd/grad_mode.hpp"
+#include "rumus/autograd/hooks.hpp"
 #include "rumus/autograd/tape.hpp"
 #include "rumus/core/capture.hpp"
 #include "rumus/core/device.hpp"

@@ -8,6 +8,7 @@
 
 #include "../backend/backend.hpp"
 #include "rumus/autograd/autocast.hpp"
+#include "rumus/autograd/hooks.hpp"
 #include "rumus/autograd/tape.hpp"
 #include "rumus/core/profiler.hpp"
 
@@ -76,6 +77,18 @@ Tensor GradientStore::at(const Tensor& t) const {
                                     "require grad or does not reach the root)",
                                     shape_str(t.shape())));
   return it->second;
+}
+
+GradientStore& GradientStore::operator+=(const GradientStore& other) {
+  for (const auto& [id, g] : other.grads_) {
+    auto [slot, fresh] = grads_.try_emplace(id, g);
+    if (fresh) continue;
+    if (slot->second.shape() != g.shape())
+      throw ShapeError(fmt::format("GradientStore +=: gradients of one tensor differ in shape: {} and {}",
+                                   shape_str(slot->second.shape()), shape_str(g.shape())));
+    slot->second = sum_of(slot->second, g);  // a new tensor: the stores may share the old one
+  }
+  return *this;
 }
 
 Tensor* GradientStore::find(GradId id) {
@@ -155,9 +168,9 @@ std::unordered_map<GradId, Tensor> run(const Pass& pass) {
                                       pass.caller, node.name));
     for (std::size_t j = 0; j < node.inputs.size(); ++j) {
       if (!node.input_needs_grad[j]) continue;
+      ++pending[node.inputs[j]];  // leaves too: their gradient is ready when the count is done
       auto it = producer.find(node.inputs[j]);
       if (it == producer.end()) continue;
-      ++pending[node.inputs[j]];
       if (!reachable[it->second]) {
         reachable[it->second] = 1;
         stack.push_back(it->second);
@@ -173,6 +186,8 @@ std::unordered_map<GradId, Tensor> run(const Pass& pass) {
     into = pass.create_graph ? into.add(g) : sum_of(into, g);
   };
 
+  const bool hooks = autograd::has_hooks_or_retained();
+  const bool anomaly = autograd::anomaly_mode_enabled();
   // Kahn's algorithm: an entry runs once every consumer of its output is done.
   std::unordered_map<GradId, Tensor> grads, captured;
   std::unordered_set<GradId> owned;  // gradients in buffers the engine made: nothing else holds them
@@ -192,6 +207,10 @@ std::unordered_map<GradId, Tensor> run(const Pass& pass) {
     auto git = grads.find(tape[at].output);
     Tensor grad_out = git != grads.end() ? std::move(git->second) : Tensor();
     if (git != grads.end()) grads.erase(git);  // freed as soon as its consumers are done
+    if (grad_out.defined() && hooks) {  // this tensor's gradient is complete: its hooks, then retain_grad
+      grad_out = autograd::run_hooks(tape[at].output, std::move(grad_out));
+      if (autograd::is_retained(tape[at].output)) captured[tape[at].output] = grad_out;
+    }
     if (grad_out.defined() && pass.wanted.count(tape[at].output)) captured[tape[at].output] = grad_out;
 
     owned.erase(tape[at].output);
@@ -213,6 +232,13 @@ std::unordered_map<GradId, Tensor> run(const Pass& pass) {
       if (input_grads.size() != tape[at].inputs.size())
         throw AutogradError(fmt::format("backward of {}: returned {} gradients for {} inputs", tape[at].name,
                                         input_grads.size(), tape[at].inputs.size()));
+      if (anomaly && !autograd::has_non_finite(grad_out))  // the first op to make one, not those it flows through
+        for (std::size_t j = 0; j < input_grads.size(); ++j)
+          if (autograd::has_non_finite(input_grads[j]))
+            throw AutogradError(fmt::format(
+                "anomaly detected: the backward of {} (the forward's entry {} on the tape) returned NaN or infinite "
+                "values in its gradient for input {} (shape {}), from a finite incoming gradient",
+                tape[at].name, at, j, shape_str(input_grads[j].shape())));
     }
     // What the loop below reads of the entry, copied: under create_graph the
     // sums it records can move the tape's entries.
@@ -241,8 +267,13 @@ std::unordered_map<GradId, Tensor> run(const Pass& pass) {
         // Made here, or by a part-view's backward (a fresh zero-filled tensor): nothing else holds it.
         if (!fresh || node.embed) owned.insert(id);
       }
+      if (--pending[id] != 0) continue;
       auto pit = producer.find(id);
-      if (pit != producer.end() && --pending[id] == 0) ready.push_back(pit->second);
+      if (pit != producer.end()) {
+        ready.push_back(pit->second);
+      } else if (hooks) {  // a leaf whose gradient is complete
+        if (auto g = grads.find(id); g != grads.end()) g->second = autograd::run_hooks(id, std::move(g->second));
+      }
     }
   }
 
@@ -252,8 +283,11 @@ std::unordered_map<GradId, Tensor> run(const Pass& pass) {
 
   if (!pass.retain_graph) {
     std::size_t w = 0;
-    for (std::size_t i = 0; i < tape.size(); ++i)
-      if (i >= recorded || !reachable[i]) tape[w++] = std::move(tape[i]);
+    for (std::size_t i = 0; i < tape.size(); ++i) {
+      if (i < recorded && reachable[i]) continue;
+      if (w != i) tape[w] = std::move(tape[i]);  // never onto itself: a self-move empties a Node
+      ++w;
+    }
     tape.resize(w);
   }
   return result;

@@ -22,6 +22,10 @@ class GradientStore {
   void insert(GradId id, Tensor grad) { grads_[id] = std::move(grad); }
   Tensor* find(GradId id);
   std::unordered_map<GradId, Tensor>& map() { return grads_; }
+  // Adds every gradient of `other` into this store (a tensor new to it is
+  // taken as it is): gradient accumulation over micro-batches is
+  // `total += backward(loss)`. Not recorded, as PyTorch's .grad accumulation.
+  GradientStore& operator+=(const GradientStore& other);
 
  private:
   std::unordered_map<GradId, Tensor> grads_;
