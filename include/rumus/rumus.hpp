@@ -3,6 +3,7 @@
 #include "rumus/autograd/engine.hpp"
 #include "rumus/autograd/function.hpp"
 #include "rumus/autograd/autocast.hpp"
+#include "rumus/autograd/checkpoint.hpp"
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/autograd/hooks.hpp"
 #include "rumus/autograd/tape.hpp"

@@ -220,12 +220,11 @@ std::unordered_map<GradId, Tensor> run(const Pass& pass) {
     std::vector<Tensor> input_grads;
     if (grad_out.defined() && !added) {
       try {
-        if (pass.create_graph) {  // a copy: the call records onto the tape, which can move its entries
-          const autograd::BackwardFn backward = tape[at].backward;
-          input_grads = backward(grad_out);
-        } else {
-          input_grads = tape[at].backward(grad_out);
-        }
+        // Out of the tape first: a backward that records (create_graph, or a
+        // checkpoint's recomputation) can move the tape's entries.
+        const autograd::BackwardFn backward =
+            pass.retain_graph ? tape[at].backward : std::move(tape[at].backward);
+        input_grads = backward(grad_out);
       } catch (const autograd::VersionError& e) {
         throw AutogradError(fmt::format("backward of {}: {}", tape[at].name, e.what()));
       }

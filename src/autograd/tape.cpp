@@ -104,6 +104,19 @@ void prune(Tape& tape) {
 }
 }  // namespace
 
+namespace {
+thread_local LeafCollector* tl_collector = nullptr;
+}  // namespace
+
+LeafCollector::LeafCollector() : outer_(tl_collector) { tl_collector = this; }
+LeafCollector::~LeafCollector() { tl_collector = outer_; }
+void LeafCollector::add(const Tensor& t) {
+  for (const Tensor& l : leaves_)
+    if (l.grad_id() == t.grad_id()) return;
+  leaves_.push_back(t);
+  if (outer_) outer_->add(t);  // a checkpoint inside a checkpoint: the outer one needs them too
+}
+
 std::vector<Node>& this_thread_tape() { return g_tape.nodes; }
 NoPruneGuard::NoPruneGuard() { ++g_tape.no_prune; }
 NoPruneGuard::~NoPruneGuard() { --g_tape.no_prune; }
@@ -136,6 +149,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
   node.inputs.reserve(inputs.size());
   for (const Tensor& t : inputs) {
     bool defined = t.defined();
+    if (tl_collector && defined && t.requires_grad() && t.impl().recorded_on == std::thread::id{}) tl_collector->add(t);
     node.inputs.push_back(defined ? t.grad_id() : 0);
     node.input_needs_grad.push_back(defined && t.requires_grad());
     node.input_shapes.push_back(defined ? t.shape() : Shape{});

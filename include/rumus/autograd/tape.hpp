@@ -86,6 +86,23 @@ std::size_t tape_size();
 std::size_t tape_saved_bytes();
 void clear_tape();
 
+// While one lives on this thread, record() collects the leaves (tensors that
+// require grad and no op recorded) that recorded ops read, once each: what
+// activation checkpointing must differentiate besides its explicit inputs.
+class LeafCollector {
+ public:
+  LeafCollector();
+  ~LeafCollector();
+  LeafCollector(const LeafCollector&) = delete;
+  LeafCollector& operator=(const LeafCollector&) = delete;
+  const std::vector<Tensor>& leaves() const { return leaves_; }
+  void add(const Tensor& t);
+
+ private:
+  LeafCollector* outer_;
+  std::vector<Tensor> leaves_;
+};
+
 // Internal: the engine's access to the tape.
 std::vector<Node>& this_thread_tape();
 // While one lives, record() does not prune: a backward that records
