@@ -2,6 +2,7 @@
 // rebuilt here by name and compared in f32 (rtol 1e-4).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -175,11 +176,96 @@ TEST(TorchReferenceExtra, BatchNormTrainAndRunningStats) {
   expect_close(rv, c.tensors.at("running_var"), "running_var");
 }
 
+// ---- Second-order gradients, in f64 against PyTorch's float64 (about 1e-10) ----
+
+// A case's tensors as f64, each value read in full (second-order files write doubles).
+std::map<std::string, Tensor> load_f64(const std::string& name) {
+  std::ifstream in(std::string(RUMUS_TORCH_REFERENCE_DIR) + "/" + name + ".txt");
+  if (!in) throw std::runtime_error("missing reference file for " + name);
+  std::map<std::string, Tensor> out;
+  std::string header, values;
+  while (std::getline(in, header) && std::getline(in, values)) {
+    std::istringstream h(header), v(values);
+    std::string key, kind;
+    int nd = 0;
+    h >> key >> kind >> nd;
+    Shape shape(std::size_t(nd), 0);
+    for (auto& d : shape) h >> d;
+    std::vector<double> data(std::size_t(numel_of(shape)));
+    for (auto& x : data) v >> x;
+    out[key] = tensor(data, shape);
+  }
+  return out;
+}
+
+void expect_close_f64(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  auto g = got.to(DType::f64).to_vector<double>(), w = want.to_vector<double>();
+  for (std::size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-12 + 1e-10 * std::abs(w[i])) << what << " " << i;
+}
+
+Tensor tanh_mlp(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& layers) {
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    x = linear(x, layers[i].first, layers[i].second);
+    if (i + 1 < layers.size()) x = tanh(x);
+  }
+  return x;
+}
+
+const std::vector<const char*> kSecondOrder = {"wgan_gp", "hvp_tanh_mlp", "second_derivative_in_x"};
+
+// WGAN-GP: the penalty ((|grad_x D(x)| - 1)^2).mean() at mixed points, and its
+// gradient with respect to the critic's weights (a gradient of a gradient).
+TEST(TorchReferenceSecondOrder, WganGradientPenalty) {
+  auto c = load_f64("wgan_gp");
+  std::vector<Tensor> w = {c["w1"].requires_grad_(), c["b1"].requires_grad_(), c["w2"].requires_grad_(),
+                           c["b2"].requires_grad_()};
+  Tensor mixed = add(mul(c["alpha"], c["real"]), mul(sub(1.0, c["alpha"]), c["fake"])).requires_grad_();
+  Tensor score = tanh_mlp(mixed, {{w[0], w[1]}, {w[2], w[3]}});
+  Tensor g = autograd::grad({sum(score)}, {mixed}, {.create_graph = true})[0];
+  Tensor penalty = mean(square(sub(sqrt(sum(square(g), {1})), 1.0)));
+  expect_close_f64(penalty, c["penalty"], "penalty");
+  // The last bias does not move the gradient in x: it gets none (PyTorch's allow_unused gives None too).
+  std::vector<Tensor> gw = autograd::grad({penalty}, w, {.allow_unused = true});
+  EXPECT_FALSE(gw[3].defined());
+  expect_close_f64(zeros_like(w[3]), c["g_b2"], "g_b2");
+  const char* names[] = {"g_w1", "g_b1", "g_w2"};
+  for (std::size_t i = 0; i < 3; ++i) expect_close_f64(gw[i], c[names[i]], names[i]);
+}
+
+// A Hessian-vector product: the gradient of (grad_theta loss . v).
+TEST(TorchReferenceSecondOrder, HessianVectorProductOfATanhMlp) {
+  auto c = load_f64("hvp_tanh_mlp");
+  std::vector<Tensor> w = {c["w1"].requires_grad_(), c["b1"].requires_grad_(), c["w2"].requires_grad_(),
+                           c["b2"].requires_grad_()};
+  Tensor loss = mean(square(sub(tanh_mlp(c["x"], {{w[0], w[1]}, {w[2], w[3]}}), c["y"])));
+  std::vector<Tensor> g = autograd::grad({loss}, w, {.create_graph = true});
+  const char* v_names[] = {"v_w1", "v_b1", "v_w2", "v_b2"};
+  Tensor dot = sum(mul(g[0], c[v_names[0]]));
+  for (std::size_t i = 1; i < g.size(); ++i) dot = add(dot, sum(mul(g[i], c[v_names[i]])));
+  std::vector<Tensor> hv = autograd::grad({dot}, w);
+  const char* names[] = {"hv_w1", "hv_b1", "hv_w2", "hv_b2"};
+  for (std::size_t i = 0; i < hv.size(); ++i) expect_close_f64(hv[i], c[names[i]], names[i]);
+}
+
+// u(x), du/dx and d2u/dx2 of a small tanh network, per sample.
+TEST(TorchReferenceSecondOrder, SecondDerivativeInTheInput) {
+  auto c = load_f64("second_derivative_in_x");
+  Tensor x = c["x"].requires_grad_();
+  Tensor u = tanh_mlp(x, {{c["w1"], c["b1"]}, {c["w2"], c["b2"]}, {c["w3"], c["b3"]}});
+  Tensor du = autograd::grad({sum(u)}, {x}, {.create_graph = true})[0];
+  Tensor d2u = autograd::grad({sum(du)}, {x})[0];
+  expect_close_f64(u, c["u"], "u");
+  expect_close_f64(du, c["du"], "du");
+  expect_close_f64(d2u, c["d2u"], "d2u");
+}
+
 // Every committed file is exercised by some test.
 TEST(TorchReferenceExtra, EveryFileHasACase) {
   for (const auto& entry : std::filesystem::directory_iterator(RUMUS_TORCH_REFERENCE_DIR)) {
     std::string stem = entry.path().stem().string();
-    EXPECT_TRUE(ops().count(stem) || stem == "batch_norm2d_train") << stem << " has no C++ case";
+    const bool second_order = std::find(kSecondOrder.begin(), kSecondOrder.end(), stem) != kSecondOrder.end();
+    EXPECT_TRUE(ops().count(stem) || stem == "batch_norm2d_train" || second_order) << stem << " has no C++ case";
   }
 }
 

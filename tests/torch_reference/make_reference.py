@@ -146,6 +146,63 @@ def main():
     case("rounding", [rand(3, 4, low=-3.0, high=3.0)],
          lambda x: torch.floor(x) + 2 * torch.ceil(x) + 3 * torch.trunc(x) + 4 * torch.round(x) + x)
 
+    # Second-order gradients (appended): compared in float64, so every tensor
+    # is written with its double value.
+    second_order()
+
+
+def write(name, tensors):
+    with open(os.path.join(OUT, name + ".txt"), "w") as f:
+        f.write("".join(fmt(k, v) for k, v in tensors.items()))
+
+
+def tanh_mlp(x, layers):
+    for i, (w, b) in enumerate(layers):
+        x = F.linear(x, w, b)
+        if i + 1 < len(layers):
+            x = torch.tanh(x)
+    return x
+
+
+def second_order():
+    # WGAN-GP: the gradient penalty of a critic at points between real and
+    # fake samples, and its gradient with respect to the critic's weights.
+    real, fake, alpha = rand(3, 4), rand(3, 4), rand(3, 1, low=0.0, high=1.0)
+    w1, b1, w2, b2 = rand(6, 4), rand(6), rand(1, 6), rand(1)
+    params = [t.clone().requires_grad_() for t in (w1, b1, w2, b2)]
+    mixed = (alpha * real + (1 - alpha) * fake).requires_grad_()
+    score = tanh_mlp(mixed, [(params[0], params[1]), (params[2], params[3])])
+    (g,) = torch.autograd.grad(score.sum(), mixed, create_graph=True)
+    penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
+    # The last bias does not move the gradient in x: no gradient (rumus: undefined, compared as zeros).
+    gp = torch.autograd.grad(penalty, params, allow_unused=True)
+    gp = [g if g is not None else torch.zeros_like(p) for g, p in zip(gp, params)]
+    write("wgan_gp", {"real": real, "fake": fake, "alpha": alpha, "w1": w1, "b1": b1, "w2": w2, "b2": b2,
+                      "penalty": penalty, "g_w1": gp[0], "g_b1": gp[1], "g_w2": gp[2], "g_b2": gp[3]})
+
+    # A Hessian-vector product of a tanh MLP's loss with respect to its weights.
+    x, y = rand(5, 3), rand(5, 1)
+    w1, b1, w2, b2 = rand(4, 3), rand(4), rand(1, 4), rand(1)
+    v = [rand(*t.shape) for t in (w1, b1, w2, b2)]
+    params = [t.clone().requires_grad_() for t in (w1, b1, w2, b2)]
+    loss = ((tanh_mlp(x, [(params[0], params[1]), (params[2], params[3])]) - y) ** 2).mean()
+    grads = torch.autograd.grad(loss, params, create_graph=True)
+    hv = torch.autograd.grad(sum((g * u).sum() for g, u in zip(grads, v)), params)
+    write("hvp_tanh_mlp", {"x": x, "y": y, "w1": w1, "b1": b1, "w2": w2, "b2": b2,
+                           "v_w1": v[0], "v_b1": v[1], "v_w2": v[2], "v_b2": v[3],
+                           "hv_w1": hv[0], "hv_b1": hv[1], "hv_w2": hv[2], "hv_b2": hv[3]})
+
+    # u(x) of a small tanh network, its first and second derivatives in x
+    # (samples are independent, so the gradients of sums are per sample).
+    x = rand(6, 1, low=-2.0, high=2.0)
+    w1, b1, w2, b2, w3, b3 = rand(8, 1), rand(8), rand(8, 8), rand(8), rand(1, 8), rand(1)
+    xs = x.clone().requires_grad_()
+    u = tanh_mlp(xs, [(w1, b1), (w2, b2), (w3, b3)])
+    (du,) = torch.autograd.grad(u.sum(), xs, create_graph=True)
+    (d2u,) = torch.autograd.grad(du.sum(), xs)
+    write("second_derivative_in_x", {"x": x, "w1": w1, "b1": b1, "w2": w2, "b2": b2, "w3": w3, "b3": b3,
+                                     "u": u, "du": du, "d2u": d2u})
+
 
 if __name__ == "__main__":
     main()
