@@ -8,6 +8,21 @@ namespace {
 // Constants an op needs besides its differentiable inputs live on their device.
 TensorOptions like(const Tensor& t) { return {.dtype = t.dtype(), .device = t.device()}; }
 Tensor labels(std::vector<std::int64_t> v, const Tensor& like_t) { return tensor(v).to(like_t.device()); }
+
+// A recurrent module with fixed weights (drawn from seed 77, the default
+// generator left as it was), on t's dtype and device: the rows below
+// differentiate through its gates in the input and the initial states; its
+// weights' gradients are checked against PyTorch (test_torch_reference).
+template <class M>
+M fixed_recurrent(const nn::RNNOptions& options, const Tensor& t) {
+  Generator& g = default_generator();
+  const std::uint64_t seed = g.seed(), offset = g.offset();
+  manual_seed(77);
+  M m(options);
+  g.set_state(seed, offset);
+  m.to(t.device(), t.dtype());
+  return m;
+}
 }  // namespace
 
 const std::vector<OpCase>& op_table() {
@@ -263,6 +278,28 @@ const std::vector<OpCase>& op_table() {
       {"unbind", {{3, 4}}, [](V x) {
          auto u = unbind(x[0], 1);
          return u[0] * u[3] + u[1] - u[2];
+       }},
+      // Recurrent layers, through their gates in the input and the initial states.
+      {"lstm_bidirectional_2_layers", {{2, 3, 3}, {4, 2, 3}, {4, 2, 3}}, [](V x) {
+         auto m = fixed_recurrent<nn::LSTM>(
+             {.input_size = 3, .hidden_size = 3, .num_layers = 2, .batch_first = true, .bidirectional = true}, x[0]);
+         auto [out, hc] = m.forward(x[0], {x[1], x[2]});
+         return cat({out.flatten(), std::get<0>(hc).flatten(), std::get<1>(hc).flatten()}, 0);
+       }},
+      {"lstm_proj", {{3, 2, 3}}, [](V x) {
+         auto m = fixed_recurrent<nn::LSTM>({.input_size = 3, .hidden_size = 4, .proj_size = 2}, x[0]);
+         auto [out, hc] = m.forward(x[0], {});
+         return cat({out.flatten(), std::get<0>(hc).flatten(), std::get<1>(hc).flatten()}, 0);
+       }},
+      {"gru", {{3, 2, 3}, {1, 2, 4}}, [](V x) {
+         auto m = fixed_recurrent<nn::GRU>({.input_size = 3, .hidden_size = 4}, x[0]);
+         auto [out, h] = m.forward(x[0], x[1]);
+         return cat({out.flatten(), h.flatten()}, 0);
+       }},
+      {"rnn_tanh_unbatched", {{4, 3}, {1, 3}}, [](V x) {
+         auto m = fixed_recurrent<nn::RNN>({.input_size = 3, .hidden_size = 3}, x[0]);
+         auto [out, h] = m.forward(x[0], x[1]);
+         return cat({out.flatten(), h.flatten()}, 0);
        }},
       {"method_forms", {{3, 4}, {4, 2}}, [](V x) {
          Tensor h = x[0].exp().matmul(x[1]).relu() + x[0].abs().sqrt().sum({1}, true) + x[0].pow(2.0).mean();

@@ -4,10 +4,13 @@
 
 #include <rumus/rumus.hpp>
 
+#include "expect_error.hpp"
+
 #include <cmath>
 #include <sstream>
 
 using namespace rumus;
+using rumus::testing::expect_error;
 
 namespace {
 
@@ -58,6 +61,42 @@ TEST(Module, MovedModulesKeepTheirMembers) {
   const std::vector<float> before = nets[0].block.conv.weight.to_vector<float>();
   opt.step(backward(sum(nets[0].forward(x))));
   EXPECT_NE(nets[0].block.conv.weight.to_vector<float>(), before);
+}
+
+// Recurrent layers: PyTorch's parameter names and order, printout, dropout
+// between layers only in training, and errors that name the module.
+TEST(Recurrent, NamesPrintoutDropoutAndErrors) {
+  nn::LSTM lstm({.input_size = 3, .hidden_size = 4, .num_layers = 2, .batch_first = true, .bidirectional = true,
+                 .proj_size = 2});
+  EXPECT_EQ(names(lstm.named_parameters()),
+            (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_hr_l0",
+                                      "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse",
+                                      "bias_hh_l0_reverse", "weight_hr_l0_reverse", "weight_ih_l1", "weight_hh_l1",
+                                      "bias_ih_l1", "bias_hh_l1", "weight_hr_l1", "weight_ih_l1_reverse",
+                                      "weight_hh_l1_reverse", "bias_ih_l1_reverse", "bias_hh_l1_reverse",
+                                      "weight_hr_l1_reverse"}));
+  EXPECT_EQ(lstm.named_parameters()[10].second.shape(), (Shape{16, 4}));  // layer 1 reads both directions' projections
+  EXPECT_EQ(lstm.pretty_print(), "LSTM(3, 4, proj_size=2, num_layers=2, batch_first=True, bidirectional=True)");
+  auto [out, hc] = lstm.forward(randn({5, 7, 3}), {});
+  EXPECT_EQ(out.shape(), (Shape{5, 7, 4}));
+  EXPECT_EQ(std::get<0>(hc).shape(), (Shape{4, 5, 2}));
+  EXPECT_EQ(std::get<1>(hc).shape(), (Shape{4, 5, 4}));
+
+  nn::GRU gru({.input_size = 3, .hidden_size = 4, .num_layers = 2, .dropout = 0.5});
+  Tensor x = randn({6, 2, 3});
+  EXPECT_NE(gru.forward(x).to_vector<float>(), gru.forward(x).to_vector<float>());  // dropout draws
+  gru.eval();
+  EXPECT_EQ(gru.forward(x).to_vector<float>(), gru.forward(x).to_vector<float>());
+
+  expect_error<ShapeError>([&] { lstm.forward(randn({5, 7, 2})); }, "LSTM: expected input_size 3 in the last dim");
+  expect_error<ShapeError>([&] { gru.forward(x, zeros({1, 2, 4})); }, "GRU: expected h0 of shape [2, 2, 4], got [1, 2, 4]");
+  expect_error<ValueError>([] { nn::RNN({.input_size = 3, .hidden_size = 4, .nonlinearity = "gelu"}); },
+                           "RNN: expected nonlinearity \"tanh\" or \"relu\", got \"gelu\"");
+  expect_error<ValueError>([] { nn::GRU({.input_size = 3, .hidden_size = 4, .proj_size = 2}); },
+                           "GRU: proj_size is for LSTM only");
+  expect_error<ValueError>([] { nn::LSTM({.input_size = 3, .hidden_size = 0}); }, "LSTM: expected hidden_size > 0");
+  expect_error<ShapeError>([] { nn::LSTMCell({.input_size = 3, .hidden_size = 4}).forward(randn({2, 5})); },
+                           "LSTMCell: expected input (N, 3) or (3), got [2, 5]");
 }
 
 TEST(Module, DottedNamesInRegistrationOrder) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include <rumus/rumus.hpp>
@@ -260,12 +261,111 @@ TEST(TorchReferenceSecondOrder, SecondDerivativeInTheInput) {
   expect_close_f64(d2u, c["d2u"], "d2u");
 }
 
+// ---- Recurrent layers and cells: a PyTorch state dict loads (strict, from
+// safetensors), and outputs, final states and every gradient agree in f64 ----
+
+struct RecurrentCase {
+  const char* name;
+  std::function<std::unique_ptr<nn::Module>()> make;
+  // Runs the module on x and the initial states s (as in the file); returns every output in file order.
+  std::function<std::vector<Tensor>(nn::Module&, const Tensor&, const std::vector<Tensor>&)> run;
+};
+
+template <class M>
+M& as(nn::Module& m) { return dynamic_cast<M&>(m); }
+
+const std::vector<RecurrentCase>& recurrent_cases() {
+  using S = const std::vector<Tensor>&;
+  static const std::vector<RecurrentCase> cases = {
+      {"lstm_bidir_2layer",
+       [] { return std::make_unique<nn::LSTM>(nn::RNNOptions{.input_size = 3, .hidden_size = 4, .num_layers = 2,
+                                                              .batch_first = true, .bidirectional = true}); },
+       [](nn::Module& m, const Tensor& x, S s) {
+         auto [out, hc] = as<nn::LSTM>(m).forward(x, {s[0], s[1]});
+         return std::vector<Tensor>{out, std::get<0>(hc), std::get<1>(hc)};
+       }},
+      {"lstm_proj",
+       [] { return std::make_unique<nn::LSTM>(nn::RNNOptions{.input_size = 3, .hidden_size = 5, .proj_size = 2}); },
+       [](nn::Module& m, const Tensor& x, S) {
+         auto [out, hc] = as<nn::LSTM>(m).forward(x, {});
+         return std::vector<Tensor>{out, std::get<0>(hc), std::get<1>(hc)};
+       }},
+      {"gru_2layer",
+       [] { return std::make_unique<nn::GRU>(nn::RNNOptions{.input_size = 3, .hidden_size = 4, .num_layers = 2}); },
+       [](nn::Module& m, const Tensor& x, S s) {
+         auto [out, h] = as<nn::GRU>(m).forward(x, s[0]);
+         return std::vector<Tensor>{out, h};
+       }},
+      {"rnn_relu_bidir_no_bias",
+       [] {
+         return std::make_unique<nn::RNN>(nn::RNNOptions{.input_size = 3, .hidden_size = 4, .nonlinearity = "relu",
+                                                         .bias = false, .bidirectional = true});
+       },
+       [](nn::Module& m, const Tensor& x, S) {
+         auto [out, h] = as<nn::RNN>(m).forward(x, Tensor());
+         return std::vector<Tensor>{out, h};
+       }},
+      {"rnn_unbatched", [] { return std::make_unique<nn::RNN>(3, 4); },
+       [](nn::Module& m, const Tensor& x, S s) {
+         auto [out, h] = as<nn::RNN>(m).forward(x, s[0]);
+         return std::vector<Tensor>{out, h};
+       }},
+      {"lstm_cell", [] { return std::make_unique<nn::LSTMCell>(nn::RNNCellOptions{.input_size = 3, .hidden_size = 4}); },
+       [](nn::Module& m, const Tensor& x, S s) {
+         auto [h, c] = as<nn::LSTMCell>(m).forward(x, {s[0], s[1]});
+         return std::vector<Tensor>{h, c};
+       }},
+      {"gru_cell", [] { return std::make_unique<nn::GRUCell>(nn::RNNCellOptions{.input_size = 3, .hidden_size = 4}); },
+       [](nn::Module& m, const Tensor& x, S s) { return std::vector<Tensor>{as<nn::GRUCell>(m).forward(x, s[0])}; }},
+      {"rnn_cell", [] { return std::make_unique<nn::RNNCell>(nn::RNNCellOptions{.input_size = 3, .hidden_size = 4}); },
+       [](nn::Module& m, const Tensor& x, S s) { return std::vector<Tensor>{as<nn::RNNCell>(m).forward(x, s[0])}; }},
+  };
+  return cases;
+}
+
+class TorchReferenceRecurrent : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(TorchReferenceRecurrent, StateDictOutputsAndGradients) {
+  const RecurrentCase& rc = recurrent_cases()[GetParam()];
+  auto c = load_f64(rc.name);
+  std::unique_ptr<nn::Module> m = rc.make();
+  m->to(DType::f64);
+  m->load_state_dict(io::load_safetensors(std::string(RUMUS_TORCH_REFERENCE_DIR) + "/" + rc.name + ".safetensors"));
+  for (const auto& [name, p] : m->named_parameters()) expect_close_f64(p, c.at("p." + name), "p." + name);
+  Tensor x = c.at("x").requires_grad_();
+  std::vector<Tensor> states;
+  for (int i = 0; c.count("s" + std::to_string(i)); ++i) states.push_back(c.at("s" + std::to_string(i)).requires_grad_());
+  std::vector<Tensor> outs = rc.run(*m, x, states);
+  Tensor total;
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    expect_close_f64(outs[i], c.at("out" + std::to_string(i)), "out" + std::to_string(i));
+    Tensor term = sum(mul(outs[i], c.at("w" + std::to_string(i))));
+    total = total.defined() ? add(total, term) : term;
+  }
+  std::vector<Tensor> wrt{x};
+  wrt.insert(wrt.end(), states.begin(), states.end());
+  const auto named = m->named_parameters();
+  for (const auto& [name, p] : named) wrt.push_back(p);
+  std::vector<Tensor> g = autograd::grad({total}, wrt);
+  expect_close_f64(g[0], c.at("grad_x"), "grad_x");
+  for (std::size_t i = 0; i < states.size(); ++i)
+    expect_close_f64(g[1 + i], c.at("grad_s" + std::to_string(i)), "grad_s" + std::to_string(i));
+  for (std::size_t i = 0; i < named.size(); ++i)
+    expect_close_f64(g[1 + states.size() + i], c.at("grad." + named[i].first), "grad." + named[i].first);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, TorchReferenceRecurrent, ::testing::Range<std::size_t>(0, 8),
+                         [](const auto& info) { return std::string(recurrent_cases()[info.param].name); });
+
 // Every committed file is exercised by some test.
 TEST(TorchReferenceExtra, EveryFileHasACase) {
   for (const auto& entry : std::filesystem::directory_iterator(RUMUS_TORCH_REFERENCE_DIR)) {
     std::string stem = entry.path().stem().string();
     const bool second_order = std::find(kSecondOrder.begin(), kSecondOrder.end(), stem) != kSecondOrder.end();
-    EXPECT_TRUE(ops().count(stem) || stem == "batch_norm2d_train" || second_order) << stem << " has no C++ case";
+    bool recurrent = false;
+    for (const RecurrentCase& rc : recurrent_cases()) recurrent = recurrent || stem == rc.name;
+    EXPECT_TRUE(ops().count(stem) || stem == "batch_norm2d_train" || second_order || recurrent)
+        << stem << " has no C++ case";
   }
 }
 

@@ -46,6 +46,7 @@
 #include "rumus/nn/module.hpp"
 #include "rumus/nn/normalization.hpp"
 #include "rumus/nn/pooling.hpp"
+#include "rumus/nn/rnn.hpp"
 #include "rumus/nn/sequential.hpp"
 #include "rumus/nn/transformer.hpp"
 #include "rumus/optim/adam.hpp"

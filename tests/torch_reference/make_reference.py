@@ -12,7 +12,9 @@ Made with Debian 12's python3-torch (apt-get install python3-torch):
 File format, per tensor: a line "name kind ndim dims...", kind f (float) or
 i (integer), then a line with the values in row-major order.
 """
+import json
 import os
+import struct
 
 import torch
 import torch.nn.functional as F
@@ -61,7 +63,7 @@ def case(name, inputs, fn, extras=None):
 def main():
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
-        if f.endswith(".txt"):
+        if f.endswith((".txt", ".safetensors")):
             os.remove(os.path.join(OUT, f))
 
     # Convolution and linear layers.
@@ -149,6 +151,9 @@ def main():
     # Second-order gradients (appended): compared in float64, so every tensor
     # is written with its double value.
     second_order()
+    # Recurrent layers and cells: state dicts (also as safetensors), outputs,
+    # states and gradients, in float64.
+    recurrent()
 
 
 def write(name, tensors):
@@ -202,6 +207,74 @@ def second_order():
     (d2u,) = torch.autograd.grad(du.sum(), xs)
     write("second_derivative_in_x", {"x": x, "w1": w1, "b1": b1, "w2": w2, "b2": b2, "w3": w3, "b3": b3,
                                      "u": u, "du": du, "d2u": d2u})
+
+
+
+def write_safetensors(path, tensors):
+    """A safetensors file of float64 tensors, written by hand (format: 8-byte
+    header length, JSON header, raw little-endian data)."""
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        data = t.detach().contiguous().double().numpy().tobytes()
+        header[name] = {"dtype": "F64", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def recurrent_case(name, module, inputs, states):
+    """inputs: the input tensor; states: the initial state(s) or None. Records
+    the state dict, output, final states and the gradients of a random
+    weighting of all of them with respect to the input, the states and every
+    parameter."""
+    module = module.double()
+    with torch.no_grad():  # parameters drawn from this file's generator, as float32 values
+        for p in module.parameters():
+            p.copy_(rand(*p.shape))
+    x = inputs.clone().requires_grad_()
+    st = None
+    if states is not None:
+        st = tuple(t.clone().requires_grad_() for t in states) if isinstance(states, tuple) else states.clone().requires_grad_()
+    out = module(x, st) if st is not None else module(x)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    flat = []
+    for o in outs:
+        flat.extend(o if isinstance(o, tuple) else [o])
+    weights = [rand(*o.shape) for o in flat]
+    leaves = [x] + (list(st) if isinstance(st, tuple) else [st] if st is not None else []) + list(module.parameters())
+    grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(flat, weights)), leaves)
+    tensors = {"x": inputs}
+    if states is not None:
+        for i, t in enumerate(states if isinstance(states, tuple) else (states,)):
+            tensors[f"s{i}"] = t
+    for i, (o, w) in enumerate(zip(flat, weights)):
+        tensors[f"out{i}"], tensors[f"w{i}"] = o, w
+    tensors["grad_x"] = grads[0]
+    for i in range(len(leaves) - 1 - len(list(module.parameters()))):
+        tensors[f"grad_s{i}"] = grads[1 + i]
+    names = [n for n, _ in module.named_parameters()]
+    for n, g in zip(names, grads[len(grads) - len(names):]):
+        tensors["p." + n] = dict(module.named_parameters())[n]
+        tensors["grad." + n] = g
+    write(name, tensors)
+    write_safetensors(os.path.join(OUT, name + ".safetensors"), dict(module.state_dict()))
+
+
+def recurrent():
+    nn = torch.nn
+    recurrent_case("lstm_bidir_2layer", nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True),
+                   rand(2, 5, 3), (rand(4, 2, 4), rand(4, 2, 4)))
+    recurrent_case("lstm_proj", nn.LSTM(3, 5, proj_size=2), rand(4, 2, 3), None)
+    recurrent_case("gru_2layer", nn.GRU(3, 4, num_layers=2), rand(5, 2, 3), rand(2, 2, 4))
+    recurrent_case("rnn_relu_bidir_no_bias", nn.RNN(3, 4, nonlinearity="relu", bidirectional=True, bias=False),
+                   rand(4, 2, 3), None)
+    recurrent_case("rnn_unbatched", nn.RNN(3, 4), rand(6, 3), rand(1, 4))
+    recurrent_case("lstm_cell", nn.LSTMCell(3, 4), rand(2, 3), (rand(2, 4), rand(2, 4)))
+    recurrent_case("gru_cell", nn.GRUCell(3, 4), rand(2, 3), rand(2, 4))
+    recurrent_case("rnn_cell", nn.RNNCell(3, 4, nonlinearity="tanh"), rand(2, 3), rand(2, 4))
 
 
 if __name__ == "__main__":
