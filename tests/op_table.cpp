@@ -279,6 +279,10 @@ const std::vector<OpCase>& op_table() {
          auto u = unbind(x[0], 1);
          return u[0] * u[3] + u[1] - u[2];
        }},
+      {"conv1d", {{2, 4, 9}, {6, 2, 3}, {6}}, [](V x) {
+         return conv1d(x[0], x[1], x[2], {.stride = 2, .padding = 1, .dilation = 2, .groups = 2});
+       }},
+      {"conv1d_unbatched_no_bias", {{3, 7}, {2, 3, 2}}, [](V x) { return conv1d(x[0], x[1]); }},
       // Recurrent layers, through their gates in the input and the initial states.
       {"lstm_bidirectional_2_layers", {{2, 3, 3}, {4, 2, 3}, {4, 2, 3}}, [](V x) {
          auto m = fixed_recurrent<nn::LSTM>(

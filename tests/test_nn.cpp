@@ -63,6 +63,25 @@ TEST(Module, MovedModulesKeepTheirMembers) {
   EXPECT_NE(nets[0].block.conv.weight.to_vector<float>(), before);
 }
 
+// Conv1d: PyTorch's names, shapes, printout and errors; the same as a
+// height-1 Conv2d with the weight's extra dim.
+TEST(Conv1dModule, NamesShapesAndAConv2dOfHeightOne) {
+  nn::Conv1d conv(4, 6, 3, {.stride = 2, .padding = 1, .groups = 2});
+  EXPECT_EQ(names(conv.named_parameters()), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(conv.weight.shape(), (Shape{6, 2, 3}));
+  EXPECT_EQ(conv.pretty_print(), "Conv1d(4, 6, kernel_size=(3,), stride=(2,), padding=(1,), groups=2)");
+  Tensor x = randn({2, 4, 9});
+  Tensor y = conv.forward(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 6, 5}));
+  Tensor y2 = conv2d(x.unsqueeze(2), conv.weight.unsqueeze(2), conv.bias, {.stride = {1, 2}, .padding = {0, 1}, .groups = 2});
+  EXPECT_EQ(y.to_vector<float>(), y2.squeeze(2).to_vector<float>());
+  EXPECT_EQ(conv.forward(randn({4, 9})).shape(), (Shape{6, 5}));  // unbatched
+  expect_error<ShapeError>([&] { conv1d(x, randn({6, 2, 3, 1})); }, "conv1d: expected weight of 3 dims");
+  expect_error<ShapeError>([&] { conv1d(randn({9}), conv.weight); }, "conv1d: expected input of 3 dims");
+  expect_error<ShapeError>([&] { conv1d(x, conv.weight, {}, {.stride = 0}); }, "conv1d: expected stride >= 1, got 0");
+  expect_error<Error>([] { nn::Conv1d(3, 6, 3, {.groups = 2}); }, "Conv1d: in_channels 3 and out_channels 6");
+}
+
 // Recurrent layers: PyTorch's parameter names and order, printout, dropout
 // between layers only in training, and errors that name the module.
 TEST(Recurrent, NamesPrintoutDropoutAndErrors) {

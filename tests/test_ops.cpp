@@ -57,6 +57,8 @@ const std::set<std::string>& refusing_double_backward() {
       "conv2d_relu",
       "conv2d_relu_stride_pad_groups",
       "conv2d_relu_strided_input",
+      "conv1d",
+      "conv1d_unbatched_no_bias",
       "conv2d_stride_pad_dilation",
       "cross_entropy",
       "cross_entropy_none_smoothing",

@@ -74,6 +74,7 @@ const std::map<std::string, Fn>& ops() {
       {"im2col", [](V x) { return im2col(x[0], {2, 3}, {.stride = {1, 2}, .padding = {1, 0}}); }},
       {"col2im", [](V x) { return col2im(x[0], {4, 5}, {2, 2}, {.padding = {1, 1}, .dilation = {1, 2}}); }},
       {"linear", [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"conv1d", [](V x) { return conv1d(x[0], x[1], x[2], {.stride = 2, .padding = 1, .dilation = 2, .groups = 2}); }},
       {"add_channel_bias", [](V x) { return add_channel_bias(x[0], x[1]); }},
       {"max_pool2d", [](V x) { return max_pool2d(x[0], {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}); }},
       {"max_pool2d_dilated_ceil",

@@ -27,4 +27,17 @@ Conv2d::Conv2d(std::int64_t in, std::int64_t out, Size2 k, Conv2dOptions o, bool
   init::default_linear_(weight, bias);
 }
 
+Conv1d::Conv1d(std::int64_t in, std::int64_t out, std::int64_t k, Conv1dOptions o, bool with_bias) : options(o) {
+  check_positive("Conv1d", "in_channels", in);
+  check_positive("Conv1d", "out_channels", out);
+  check_positive("Conv1d", "kernel_size", k);
+  check_positive("Conv1d", "groups", o.groups);
+  if (in % o.groups || out % o.groups)
+    throw Error(fmt::format("Conv1d: in_channels {} and out_channels {} must be divisible by groups {}", in, out,
+                            o.groups));
+  weight = register_parameter("weight", empty({out, in / o.groups, k}));
+  if (with_bias) bias = register_parameter("bias", empty({out}));
+  init::default_linear_(weight, bias);
+}
+
 }  // namespace rumus::nn

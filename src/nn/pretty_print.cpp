@@ -53,6 +53,16 @@ std::string Linear::extra_repr() const {
                      flag(bias.defined()));
 }
 
+std::string Conv1d::extra_repr() const {
+  std::string out = fmt::format("{}, {}, kernel_size=({},), stride=({},)", weight.shape()[1] * options.groups,
+                                weight.shape()[0], weight.shape()[2], options.stride);
+  if (options.padding != 0) out += fmt::format(", padding=({},)", options.padding);
+  if (options.dilation != 1) out += fmt::format(", dilation=({},)", options.dilation);
+  if (options.groups != 1) out += fmt::format(", groups={}", options.groups);
+  if (!bias.defined()) out += ", bias=false";
+  return out;
+}
+
 std::string Conv2d::extra_repr() const {
   std::string out = fmt::format("{}, {}, kernel_size={}, stride={}", weight.shape()[1] * options.groups,
                                 weight.shape()[0], pair({weight.shape()[2], weight.shape()[3]}), pair(options.stride));

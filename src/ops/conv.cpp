@@ -255,6 +255,26 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   return conv2d_impl("conv2d", input, weight, bias, o, false);
 }
 
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv1dOptions& o) {
+  const char* op = "conv1d";
+  detail::check_defined(op, input);
+  detail::check_defined(op, weight);
+  if (input.dim() != 2 && input.dim() != 3)
+    throw ShapeError(fmt::format("{}: expected input of 3 dims [N, C, L] or 2 (unbatched) [C, L], got {}", op,
+                                 shape_str(input.shape())));
+  if (weight.dim() != 3)
+    throw ShapeError(fmt::format("{}: expected weight of 3 dims [OC, C/groups, K], got {}", op, shape_str(weight.shape())));
+  for (auto [what, v, min] : {std::tuple{"stride", o.stride, 1}, {"padding", o.padding, 0}, {"dilation", o.dilation, 1},
+                              {"groups", o.groups, 1}})
+    if (v < min) throw ShapeError(fmt::format("{}: expected {} >= {}, got {}", op, what, min, v));
+  const bool unbatched = input.dim() == 2;
+  const Tensor x = (unbatched ? input.unsqueeze(0) : input).unsqueeze(2);  // [N, C, 1, L]
+  Tensor y = conv2d(x, weight.unsqueeze(2), bias,
+                    {.stride = {1, o.stride}, .padding = {0, o.padding}, .dilation = {1, o.dilation}, .groups = o.groups});
+  y = y.squeeze(2);
+  return unbatched ? y.squeeze(0) : y;
+}
+
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
   return conv2d_impl("conv2d_relu", input, weight, bias, o, true);
 }

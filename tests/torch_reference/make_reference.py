@@ -154,6 +154,9 @@ def main():
     # Recurrent layers and cells: state dicts (also as safetensors), outputs,
     # states and gradients, in float64.
     recurrent()
+    # 1-D convolution (appended).
+    case("conv1d", [rand(2, 4, 9), rand(6, 2, 3), rand(6)],
+         lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, dilation=2, groups=2))
 
 
 def write(name, tensors):

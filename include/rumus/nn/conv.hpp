@@ -20,6 +20,18 @@ class Conv2d : public Module {
   Tensor weight, bias;
 };
 
+// torch::nn::Conv1d: weight [out, in/groups, k], bias [out]; PyTorch's initialisation and names.
+class Conv1d : public Module {
+ public:
+  Conv1d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, Conv1dOptions options = {},
+         bool bias = true);
+  Tensor forward(const Tensor& x) override { return conv1d(x, weight, bias, options); }
+  std::string type_name() const override { return "Conv1d"; }
+  std::string extra_repr() const override;
+  Conv1dOptions options;
+  Tensor weight, bias;
+};
+
 // Conv2d followed by ReLU as one op (conv2d_relu; torch.ao.nn.intrinsic.ConvReLU2d).
 // Same parameters under the same names as Conv2d, so state dicts carry over.
 class ConvReLU2d : public Conv2d {

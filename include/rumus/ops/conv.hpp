@@ -24,6 +24,18 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
                    const Conv2dOptions& options = {});
 
+struct Conv1dOptions {
+  std::int64_t stride = 1;
+  std::int64_t padding = 0;
+  std::int64_t dilation = 1;
+  std::int64_t groups = 1;
+};
+
+// torch.nn.functional.conv1d: input [N, C, L] (or unbatched [C, L]), weight
+// [OC, C/groups, K], bias [OC] or undefined. The 2-D convolution of a height-1
+// image, so it runs on the same kernels and differentiates the same way.
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv1dOptions& options = {});
+
 // [N, C, H, W] -> [N, C*KH*KW, OH*OW] (torch.nn.functional.unfold); col2im is its adjoint (fold).
 Tensor im2col(const Tensor& input, Size2 kernel, const Conv2dOptions& options = {});
 Tensor col2im(const Tensor& cols, Size2 output_size, Size2 kernel,
