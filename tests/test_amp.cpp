@@ -10,6 +10,7 @@
 #include <rumus/rumus.hpp>
 
 #include "backend/backend.hpp"  // kernel-level GEMM checks
+#include "devices.hpp"
 #include "expect_error.hpp"
 
 using namespace rumus;
@@ -17,24 +18,6 @@ using namespace rumus::testing;
 
 namespace {
 
-bool have_vulkan() {
-  static const bool ok = [] {
-    try {
-      device_backend(Device::vulkan(0));
-      return true;
-    } catch (const DeviceError&) {
-      return false;
-    }
-  }();
-  return ok;
-}
-
-// Every device of this build that the machine has.
-std::vector<Device> devices() {
-  std::vector<Device> d{Device::cpu()};
-  if (have_vulkan()) d.push_back(Device::vulkan(0));
-  return d;
-}
 
 Tensor rnd(const Shape& shape, Device device, std::uint64_t seed) {
   Generator gen(seed);
@@ -119,7 +102,7 @@ TEST(AutocastPolicy, TableListsEachOpOnce) {
 }
 
 TEST(AutocastPolicy, ProductsRunIn16BitsAndReductionsLossesNormsInF32) {
-  for (Device dev : devices()) {
+  for (Device dev : test_devices()) {
     SCOPED_TRACE(dev.str());
     AutocastGuard on;
     const DType low = autocast_dtype(dev);
@@ -151,7 +134,7 @@ TEST(AutocastPolicy, F64InputsAreLeftAlone) {
 }
 
 TEST(AutocastPolicy, AttentionRunsInF32WhereTheDeviceHasNo16BitKernel) {
-  for (Device dev : devices()) {
+  for (Device dev : test_devices()) {
     SCOPED_TRACE(dev.str());
     AutocastGuard on;
     Tensor q = rnd({1, 2, 4, 8}, dev, 13), k = rnd({1, 2, 5, 8}, dev, 14), v = rnd({1, 2, 5, 8}, dev, 15);
@@ -163,7 +146,7 @@ TEST(AutocastPolicy, AttentionRunsInF32WhereTheDeviceHasNo16BitKernel) {
 // ---- results against f32 ----
 
 TEST(AutocastAccuracy, LinearMatmulConvMatchF32WithinHalfPrecision) {
-  for (Device dev : devices()) {
+  for (Device dev : test_devices()) {
     for (DType low : {DType::f16, DType::bf16}) {
       SCOPED_TRACE(dev.str() + " " + std::string(dtype_name(low)));
       Tensor x = rnd({33, 70}, dev, 20), w = rnd({19, 70}, dev, 21), b = rnd({19}, dev, 22);
@@ -187,7 +170,7 @@ TEST(AutocastAccuracy, LinearMatmulConvMatchF32WithinHalfPrecision) {
 }
 
 TEST(AutocastGradients, ReachF32ParametersInF32) {
-  for (Device dev : devices()) {
+  for (Device dev : test_devices()) {
     SCOPED_TRACE(dev.str());
     Tensor x = rnd({8, 12}, dev, 30), w = rnd({5, 12}, dev, 31).requires_grad_(),
            b = rnd({5}, dev, 32).requires_grad_(), k = rnd({2, 1, 3, 3}, dev, 33).requires_grad_();
@@ -220,7 +203,7 @@ TEST(AutocastGradients, BackwardRunsWithAutocastOff) {
 // One SGD step of a two-layer MLP under autocast and a GradScaler lands where
 // the f32 step does; the parameters stay f32.
 TEST(AutocastGradients, MlpStepWithScalerMatchesF32Step) {
-  for (Device dev : devices()) {
+  for (Device dev : test_devices()) {
     SCOPED_TRACE(dev.str());
     auto make = [&] {
       return std::vector<Tensor>{rnd({32, 20}, dev, 40).mul_(0.3).requires_grad_(),
@@ -294,7 +277,7 @@ void check_gemm(Device dev, DType in, DType out, std::int64_t m, std::int64_t n,
 }  // namespace
 
 TEST(Gemm16, InputsAccumulateInF32OnEveryDevice) {
-  for (Device dev : devices()) {
+  for (Device dev : test_devices()) {
     for (DType in : {DType::f16, DType::bf16}) {
       for (DType out : {in, DType::f32}) {
         check_gemm(dev, in, out, 37, 29, 45, false, false, 0.0);  // ragged
@@ -508,7 +491,7 @@ TEST(GradScaler, StateDictRoundTrips) {
 // gradients, f64 and f16 (through the composed path where no kernel has them).
 TEST(AmpUnscale, MatchesTheComposedOpsAndFlagsInfNanAndOverflow) {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
-  for (Device dev : devices()) {
+  for (Device dev : test_devices()) {
     SCOPED_TRACE(dev.str());
     for (DType dt : {DType::f32, DType::f64, DType::f16}) {
       if (!dev.is_cpu() && dt == DType::f64 && !backend(dev).supports(Kernel::unary, DType::f64)) continue;

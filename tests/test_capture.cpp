@@ -12,6 +12,7 @@
 
 #include <rumus/rumus.hpp>
 
+#include "devices.hpp"
 #include "expect_error.hpp"
 
 using namespace rumus;
@@ -19,22 +20,6 @@ using namespace rumus::testing;
 
 namespace {
 
-const Device kGpu = Device::vulkan(0);
-
-bool have_vulkan() {
-  static const bool ok = [] {
-    try {
-      device_backend(kGpu);
-      return true;
-    } catch (const DeviceError&) {
-      return false;
-    }
-  }();
-  return ok;
-}
-
-#define REQUIRE_VULKAN() \
-  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers for lavapipe)"
 
 struct Mlp : nn::Module {
   nn::Linear fc1{20, 32}, fc2{32, 5};

@@ -19,6 +19,7 @@
 
 #include "backend/backend.hpp"  // kernel-level checks (GEMM epilogue, supports)
 #include "backend/vulkan/vulkan_backend.hpp"  // the tensor-core GEMM's choice, the GEMM tuner
+#include "devices.hpp"
 #include "expect_error.hpp"
 #include "gradcheck.hpp"
 #include "op_table.hpp"
@@ -28,22 +29,6 @@ using namespace rumus::testing;
 
 namespace {
 
-const Device kGpu = Device::vulkan(0);
-
-bool have_vulkan() {
-  static const bool ok = [] {
-    try {
-      device_backend(kGpu);
-      return true;
-    } catch (const DeviceError&) {
-      return false;
-    }
-  }();
-  return ok;
-}
-
-#define REQUIRE_VULKAN() \
-  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers for lavapipe)"
 
 TensorArg arg_of(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
 
