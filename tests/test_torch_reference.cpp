@@ -21,28 +21,36 @@ struct Case {
   std::vector<Tensor> inputs;             // in0, in1, ...
 };
 
-Case load(const std::string& name) {
+// A case file: per tensor, a line "name kind ndim dims..." (kind f or i), then its values.
+struct Entry {
+  std::string key, kind;
+  Shape shape;
+  std::vector<double> values;
+};
+std::vector<Entry> read_case(const std::string& name) {
   std::ifstream in(std::string(RUMUS_TORCH_REFERENCE_DIR) + "/" + name + ".txt");
   if (!in) throw std::runtime_error("missing reference file for " + name);
-  Case c;
+  std::vector<Entry> entries;
   std::string header, values;
   while (std::getline(in, header) && std::getline(in, values)) {
     std::istringstream h(header), v(values);
-    std::string key, kind;
+    Entry e;
     int nd = 0;
-    h >> key >> kind >> nd;
-    Shape shape(std::size_t(nd), 0);
-    for (auto& d : shape) h >> d;
-    const auto n = std::size_t(numel_of(shape));
-    if (kind == "f") {
-      std::vector<float> data(n);
-      for (auto& x : data) v >> x;
-      c.tensors[key] = tensor(data, shape);
-    } else {
-      std::vector<std::int64_t> data(n);
-      for (auto& x : data) v >> x;
-      c.tensors[key] = tensor(data, shape);
-    }
+    h >> e.key >> e.kind >> nd;
+    e.shape.assign(std::size_t(nd), 0);
+    for (auto& d : e.shape) h >> d;
+    e.values.resize(std::size_t(numel_of(e.shape)));
+    for (auto& x : e.values) v >> x;
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+Case load(const std::string& name) {
+  Case c;
+  for (const Entry& e : read_case(name)) {
+    Tensor t = tensor(e.values, e.shape);
+    c.tensors[e.key] = e.kind == "f" ? t.to(DType::f32) : t.to(DType::i64);
   }
   for (int i = 0; c.tensors.count("in" + std::to_string(i)); ++i) c.inputs.push_back(c.tensors["in" + std::to_string(i)]);
   return c;
@@ -182,21 +190,8 @@ TEST(TorchReferenceExtra, BatchNormTrainAndRunningStats) {
 
 // A case's tensors as f64, each value read in full (second-order files write doubles).
 std::map<std::string, Tensor> load_f64(const std::string& name) {
-  std::ifstream in(std::string(RUMUS_TORCH_REFERENCE_DIR) + "/" + name + ".txt");
-  if (!in) throw std::runtime_error("missing reference file for " + name);
   std::map<std::string, Tensor> out;
-  std::string header, values;
-  while (std::getline(in, header) && std::getline(in, values)) {
-    std::istringstream h(header), v(values);
-    std::string key, kind;
-    int nd = 0;
-    h >> key >> kind >> nd;
-    Shape shape(std::size_t(nd), 0);
-    for (auto& d : shape) h >> d;
-    std::vector<double> data(std::size_t(numel_of(shape)));
-    for (auto& x : data) v >> x;
-    out[key] = tensor(data, shape);
-  }
+  for (const Entry& e : read_case(name)) out[e.key] = tensor(e.values, e.shape);
   return out;
 }
 
