@@ -283,6 +283,19 @@ const std::vector<OpCase>& op_table() {
          return conv1d(x[0], x[1], x[2], {.stride = 2, .padding = 1, .dilation = 2, .groups = 2});
        }},
       {"conv1d_unbatched_no_bias", {{3, 7}, {2, 3, 2}}, [](V x) { return conv1d(x[0], x[1]); }},
+      // 1-D pooling and normalisation.
+      {"max_pool1d", {{2, 3, 9}}, [](V x) {
+         return max_pool1d(x[0], {.kernel = 3, .stride = 2, .padding = 1, .dilation = 2, .ceil_mode = true});
+       }},
+      {"avg_pool1d_exclude_pad", {{3, 8}}, [](V x) {
+         return avg_pool1d(x[0], {.kernel = 3, .stride = 2, .padding = 1, .count_include_pad = false});
+       }},
+      {"adaptive_avg_pool1d", {{2, 2, 7}}, [](V x) { return adaptive_avg_pool1d(x[0], 3); }},
+      {"batch_norm1d", {{4, 3, 5}, {3}, {3}}, [](V x) {
+         return batch_norm1d(x[0], zeros({3}, like(x[0])), ones({3}, like(x[0])), x[1], x[2], true);
+       }},
+      {"batch_norm1d_2d_input", {{5, 2}}, [](V x) { return batch_norm1d(x[0], {}, {}, {}, {}, true); }},
+      {"group_norm", {{2, 6, 3, 2}, {6}, {6}}, [](V x) { return group_norm(x[0], 3, x[1], x[2]); }},
       // Recurrent layers, through their gates in the input and the initial states.
       {"lstm_bidirectional_2_layers", {{2, 3, 3}, {4, 2, 3}, {4, 2, 3}}, [](V x) {
          auto m = fixed_recurrent<nn::LSTM>(

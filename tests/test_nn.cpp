@@ -6,6 +6,7 @@
 
 #include "expect_error.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -80,6 +81,38 @@ TEST(Conv1dModule, NamesShapesAndAConv2dOfHeightOne) {
   expect_error<ShapeError>([&] { conv1d(randn({9}), conv.weight); }, "conv1d: expected input of 3 dims");
   expect_error<ShapeError>([&] { conv1d(x, conv.weight, {}, {.stride = 0}); }, "conv1d: expected stride >= 1, got 0");
   expect_error<Error>([] { nn::Conv1d(3, 6, 3, {.groups = 2}); }, "Conv1d: in_channels 3 and out_channels 6");
+}
+
+// BatchNorm1d, GroupNorm and the 1-D poolings: PyTorch's names and shapes,
+// GroupNorm's statistics per sample and group, and errors naming the op.
+TEST(OneDLayers, NamesShapesAndGroupStatistics) {
+  nn::BatchNorm1d bn(3);
+  std::vector<std::string> keys;
+  for (const auto& [k, t] : bn.state_dict()) keys.push_back(k);
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"bias", "num_batches_tracked", "running_mean", "running_var", "weight"}));
+  EXPECT_EQ(bn.forward(randn({4, 3})).shape(), (Shape{4, 3}));
+  EXPECT_EQ(bn.forward(randn({4, 3, 5})).shape(), (Shape{4, 3, 5}));
+  EXPECT_EQ(bn.num_batches_tracked.item<std::int64_t>(), 2);
+  expect_error<ShapeError>([&] { bn.forward(randn({4, 3, 5, 2})); }, "batch_norm1d: expected input of 2 dims");
+
+  nn::GroupNorm gn(2, 4);
+  EXPECT_EQ(names(gn.named_parameters()), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(gn.pretty_print(), "GroupNorm(2, 4, eps=1e-05, affine=True)");
+  Tensor y = gn.forward(add(mul(randn({3, 4, 5}), 3.0), 2.0));
+  for (std::int64_t n = 0; n < 3; ++n)
+    for (std::int64_t g = 0; g < 2; ++g) {  // each sample's group: mean 0, (biased) variance 1
+      Tensor part = y.select(0, n).narrow(0, 2 * g, 2);
+      EXPECT_NEAR(mean(part).item(), 0.0, 1e-5);
+      EXPECT_NEAR(mean(square(part)).item(), 1.0, 1e-3);
+    }
+  expect_error<Error>([] { nn::GroupNorm(3, 4); }, "GroupNorm: num_channels 4 must be divisible by num_groups 3");
+  expect_error<ShapeError>([] { group_norm(randn({2, 4, 3}), 3); }, "group_norm: expected num_groups >= 1 dividing");
+
+  EXPECT_EQ(nn::MaxPool1d(2).forward(randn({2, 3, 8})).shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(nn::AvgPool1d({.kernel = 3, .stride = 1}).forward(randn({3, 8})).shape(), (Shape{3, 6}));
+  EXPECT_EQ(nn::AdaptiveAvgPool1d(4).forward(randn({2, 3, 9})).shape(), (Shape{2, 3, 4}));
+  expect_error<ShapeError>([] { max_pool1d(randn({8}), {}); }, "max_pool1d: expected input of 3 dims [N, C, L] or 2");
 }
 
 // Recurrent layers: PyTorch's parameter names and order, printout, dropout

@@ -41,11 +41,15 @@ INSTANTIATE_TEST_SUITE_P(
 // Ops whose backward is not yet written with ops; create_graph names them.
 const std::set<std::string>& refusing_double_backward() {
   static const std::set<std::string> ops = {
+      "adaptive_avg_pool1d",
       "adaptive_avg_pool2d",
       "adaptive_avg_pool2d_3d",
       "avg_pool2d",
       "avg_pool2d_pad",
       "avg_pool2d_pad_exclude_ceil",
+      "avg_pool1d_exclude_pad",
+      "batch_norm1d",
+      "batch_norm1d_2d_input",
       "batch_norm2d",
       "batch_norm2d_no_affine",
       "bce_with_logits",
@@ -73,6 +77,7 @@ const std::set<std::string>& refusing_double_backward() {
       "im2col",
       "layer_norm",
       "layer_norm_no_affine",
+      "max_pool1d",
       "max_pool2d",
       "max_pool2d_dilation_ceil",
       "max_pool2d_overlap_pad",

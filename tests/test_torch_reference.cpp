@@ -97,6 +97,13 @@ const std::map<std::string, Fn>& ops() {
                                   .ceil_mode = true});
        }},
       {"adaptive_avg_pool2d", [](V x) { return adaptive_avg_pool2d(x[0], {3, 4}); }},
+      {"max_pool1d",
+       [](V x) { return max_pool1d(x[0], {.kernel = 3, .stride = 2, .padding = 1, .dilation = 2, .ceil_mode = true}); }},
+      {"avg_pool1d_exclude_pad",
+       [](V x) { return avg_pool1d(x[0], {.kernel = 3, .stride = 2, .padding = 1, .count_include_pad = false}); }},
+      {"adaptive_avg_pool1d", [](V x) { return adaptive_avg_pool1d(x[0], 3); }},
+      {"batch_norm1d_train", [](V x) { return batch_norm1d(x[0], zeros({3}), ones({3}), x[1], x[2], true, 0.1, 1e-5); }},
+      {"group_norm", [](V x) { return group_norm(x[0], 3, x[1], x[2]); }},
       {"batch_norm2d_eval",
        [](V x) { return batch_norm2d(x[0], x[3].detach(), x[4].detach(), x[1], x[2], false, 0.1, 1e-3); }},
       {"layer_norm", [](V x) { return layer_norm(x[0], {4, 5}, x[1], x[2]); }},

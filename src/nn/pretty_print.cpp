@@ -92,6 +92,10 @@ std::string BatchNorm2d::extra_repr() const {
   return fmt::format("{}, eps={}, momentum={}, affine={}", running_mean.shape()[0], eps, momentum,
                      flag(weight.defined()));
 }
+std::string GroupNorm::extra_repr() const {
+  return fmt::format("{}, {}, eps={}, affine={}", num_groups, num_channels, eps, weight.defined() ? "True" : "False");
+}
+
 std::string LayerNorm::extra_repr() const {
   return fmt::format("({}), eps={}, elementwise_affine={}",
                      normalized_shape.size() == 1 ? fmt::format("{},", normalized_shape[0])

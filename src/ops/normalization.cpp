@@ -205,4 +205,36 @@ Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const T
   return out;
 }
 
+Tensor batch_norm1d(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                    const Tensor& bias, bool training, double momentum, double eps) {
+  detail::check_defined("batch_norm1d", input);
+  if (input.dim() != 2 && input.dim() != 3)
+    throw ShapeError(fmt::format("batch_norm1d: expected input of 2 dims [N, C] or 3 [N, C, L], got {}",
+                                 shape_str(input.shape())));
+  const Tensor x = input.dim() == 2 ? input.unsqueeze(2).unsqueeze(3) : input.unsqueeze(3);
+  return batch_norm2d(x, running_mean, running_var, weight, bias, training, momentum, eps).reshape(input.shape());
+}
+
+Tensor group_norm(const Tensor& input, std::int64_t groups, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "group_norm";
+  detail::check_defined(op, input);
+  if (input.dim() < 2)
+    throw ShapeError(fmt::format("{}: expected input [N, C, *] of at least 2 dims, got {}", op, shape_str(input.shape())));
+  const std::int64_t n = input.size(0), c = input.size(1);
+  if (groups < 1 || c % groups != 0)
+    throw ShapeError(fmt::format("{}: expected num_groups >= 1 dividing the {} channels, got {}", op, c, groups));
+  for (const auto& [t, what] : {std::pair{&weight, "weight"}, {&bias, "bias"}})
+    if (t->defined() && t->shape() != Shape{c})
+      throw ShapeError(fmt::format("{}: expected {} of shape [{}], got {}", op, what, c, shape_str(t->shape())));
+  const Tensor x = input.reshape({n, groups, -1});
+  const Tensor centred = sub(x, mean(x, {2}, true));
+  const Tensor var = mean(square(centred), {2}, true);  // biased, as PyTorch
+  Tensor y = div(centred, sqrt(add(var, eps))).reshape(input.shape());
+  Shape per_channel(std::size_t(input.dim()), 1);
+  per_channel[1] = c;
+  if (weight.defined()) y = mul(y, weight.reshape(per_channel));
+  if (bias.defined()) y = add(y, bias.reshape(per_channel));
+  return y;
+}
+
 }  // namespace rumus

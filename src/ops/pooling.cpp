@@ -112,4 +112,33 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 size) {
   return run_pool(op, x, p);
 }
 
+namespace {
+// [N, C, L] or [C, L] as [N, C, 1, L], `pool` applied, and back.
+template <class F>
+Tensor as_height_one(const char* op, const Tensor& input, F&& pool) {
+  detail::check_defined(op, input);
+  if (input.dim() != 2 && input.dim() != 3)
+    throw ShapeError(fmt::format("{}: expected input of 3 dims [N, C, L] or 2 [C, L], got {}", op,
+                                 shape_str(input.shape())));
+  const bool unbatched = input.dim() == 2;
+  Tensor y = pool((unbatched ? input.unsqueeze(0) : input).unsqueeze(2)).squeeze(2);
+  return unbatched ? y.squeeze(0) : y;
+}
+Pool2dOptions as_2d(const Pool1dOptions& o) {
+  return {.kernel = {1, o.kernel}, .stride = {1, o.stride == 0 ? o.kernel : o.stride}, .padding = {0, o.padding},
+          .count_include_pad = o.count_include_pad, .dilation = {1, o.dilation}, .ceil_mode = o.ceil_mode};
+}
+}  // namespace
+
+Tensor max_pool1d(const Tensor& input, const Pool1dOptions& o) {
+  return as_height_one("max_pool1d", input, [&](const Tensor& x) { return max_pool2d(x, as_2d(o)); });
+}
+Tensor avg_pool1d(const Tensor& input, const Pool1dOptions& o) {
+  return as_height_one("avg_pool1d", input, [&](const Tensor& x) { return avg_pool2d(x, as_2d(o)); });
+}
+Tensor adaptive_avg_pool1d(const Tensor& input, std::int64_t output_size) {
+  return as_height_one("adaptive_avg_pool1d", input,
+                       [&](const Tensor& x) { return adaptive_avg_pool2d(x, {1, output_size}); });
+}
+
 }  // namespace rumus

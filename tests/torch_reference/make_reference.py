@@ -157,6 +157,15 @@ def main():
     # 1-D convolution (appended).
     case("conv1d", [rand(2, 4, 9), rand(6, 2, 3), rand(6)],
          lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, dilation=2, groups=2))
+    # 1-D pooling, BatchNorm1d and GroupNorm (appended).
+    case("max_pool1d", [rand(2, 3, 9)], lambda x: F.max_pool1d(x, 3, 2, 1, dilation=2, ceil_mode=True))
+    case("avg_pool1d_exclude_pad", [rand(3, 8)], lambda x: F.avg_pool1d(x, 3, 2, 1, count_include_pad=False))
+    case("adaptive_avg_pool1d", [rand(2, 2, 7)], lambda x: F.adaptive_avg_pool1d(x, 3))
+    case("batch_norm1d_train", [rand(4, 3, 5, low=-2.0, high=3.0), rand(3), rand(3)],
+         lambda x, w, b: F.batch_norm(x, torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64),
+                                      w, b, True, 0.1, 1e-5))
+    case("group_norm", [rand(2, 6, 3, 2, low=-2.0, high=2.0), rand(6), rand(6)],
+         lambda x, w, b: F.group_norm(x, 3, w, b))
 
 
 def write(name, tensors):

@@ -20,6 +20,27 @@ class BatchNorm2d : public Module {
   Tensor running_mean, running_var, num_batches_tracked;
 };
 
+// torch::nn::BatchNorm1d: input [N, C] or [N, C, L]; BatchNorm2d's parameters,
+// buffers and names.
+class BatchNorm1d : public BatchNorm2d {
+ public:
+  using BatchNorm2d::BatchNorm2d;
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "BatchNorm1d"; }
+};
+
+// torch::nn::GroupNorm: weight and bias [num_channels] (affine), group_norm().
+class GroupNorm : public Module {
+ public:
+  GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) override { return group_norm(x, num_groups, weight, bias, eps); }
+  std::string type_name() const override { return "GroupNorm"; }
+  std::string extra_repr() const override;
+  std::int64_t num_groups, num_channels;
+  double eps;
+  Tensor weight, bias;
+};
+
 // Normalises over the trailing normalized_shape dims, with elementwise affine.
 class LayerNorm : public Module {
  public:

@@ -36,6 +36,31 @@ class AdaptiveAvgPool2d : public Module {
   Size2 output_size;
 };
 
+// The 1-D poolings (torch::nn::MaxPool1d, AvgPool1d, AdaptiveAvgPool1d) on [N, C, L] or [C, L].
+class MaxPool1d : public Module {
+ public:
+  explicit MaxPool1d(std::int64_t kernel) : options{.kernel = kernel} {}
+  explicit MaxPool1d(Pool1dOptions o) : options(o) {}
+  Tensor forward(const Tensor& x) override { return max_pool1d(x, options); }
+  std::string type_name() const override { return "MaxPool1d"; }
+  Pool1dOptions options;
+};
+class AvgPool1d : public Module {
+ public:
+  explicit AvgPool1d(std::int64_t kernel) : options{.kernel = kernel} {}
+  explicit AvgPool1d(Pool1dOptions o) : options(o) {}
+  Tensor forward(const Tensor& x) override { return avg_pool1d(x, options); }
+  std::string type_name() const override { return "AvgPool1d"; }
+  Pool1dOptions options;
+};
+class AdaptiveAvgPool1d : public Module {
+ public:
+  explicit AdaptiveAvgPool1d(std::int64_t output_size) : output_size(output_size) {}
+  Tensor forward(const Tensor& x) override { return adaptive_avg_pool1d(x, output_size); }
+  std::string type_name() const override { return "AdaptiveAvgPool1d"; }
+  std::int64_t output_size;
+};
+
 }  // namespace rumus::nn
 
 RUMUS_API_END

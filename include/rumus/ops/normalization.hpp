@@ -15,6 +15,19 @@ Tensor batch_norm2d(const Tensor& input, const Tensor& running_mean, const Tenso
                     const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                     double eps = 1e-5);
 
+// torch.nn.functional.batch_norm of input [N, C] or [N, C, L] (BatchNorm1d):
+// batch_norm2d of the same values viewed as [N, C, L, 1].
+Tensor batch_norm1d(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                    const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                    double eps = 1e-5);
+
+// torch.nn.functional.group_norm: input [N, C, *] normalised over each of
+// num_groups groups of C / num_groups channels (and every position), then
+// weight and bias [C] per channel (either may be undefined). Composed of
+// differentiable ops: twice differentiable.
+Tensor group_norm(const Tensor& input, std::int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+
 // Normalises over the trailing dims given by normalized_shape; weight/bias may be undefined.
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);

@@ -25,6 +25,21 @@ Tensor avg_pool2d(const Tensor& input, std::int64_t kernel);
 // Input [N, C, H, W] or [C, H, W].
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
 
+struct Pool1dOptions {
+  std::int64_t kernel = 2;
+  std::int64_t stride = 0;  // 0 = kernel size, as PyTorch's default
+  std::int64_t padding = 0;
+  bool count_include_pad = true;  // avg_pool1d only
+  std::int64_t dilation = 1;      // max_pool1d only
+  bool ceil_mode = false;
+};
+
+// torch.nn.functional.max_pool1d, avg_pool1d, adaptive_avg_pool1d: input
+// [N, C, L] or [C, L], pooled as a height-1 image by the 2-D kernels.
+Tensor max_pool1d(const Tensor& input, const Pool1dOptions& options);
+Tensor avg_pool1d(const Tensor& input, const Pool1dOptions& options);
+Tensor adaptive_avg_pool1d(const Tensor& input, std::int64_t output_size);
+
 }  // namespace rumus
 
 RUMUS_API_END
