@@ -2,16 +2,7 @@
 # checks that the last progress line labels its loss as the epoch's mean and
 # that it is the train loss of the epoch's summary.
 #   cmake -P check_progress_loss.cmake -- <command> [args...]
-set(command)
-set(after_dashes FALSE)
-math(EXPR last "${CMAKE_ARGC} - 1")
-foreach(i RANGE ${last})
-  if(after_dashes)
-    list(APPEND command "${CMAKE_ARGV${i}}")
-  elseif("${CMAKE_ARGV${i}}" STREQUAL "--")
-    set(after_dashes TRUE)
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/command_after_dashes.cmake)
 execute_process(COMMAND ${command} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE errors)
 if(NOT status STREQUAL "0")
   message(FATAL_ERROR "exit status ${status}:\n${output}${errors}")

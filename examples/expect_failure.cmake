@@ -1,16 +1,7 @@
 # Runs a command that must fail cleanly: a nonzero exit status (not a crash)
 # and output, stdout and stderr together, matching the regular expression EXPECT.
 #   cmake -DEXPECT=<regex> -P expect_failure.cmake -- <command> [args...]
-set(command)
-set(after_dashes FALSE)
-math(EXPR last "${CMAKE_ARGC} - 1")
-foreach(i RANGE ${last})
-  if(after_dashes)
-    list(APPEND command "${CMAKE_ARGV${i}}")
-  elseif("${CMAKE_ARGV${i}}" STREQUAL "--")
-    set(after_dashes TRUE)
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/command_after_dashes.cmake)
 if(NOT command)
   message(FATAL_ERROR "expect_failure.cmake: no command after --")
 endif()
