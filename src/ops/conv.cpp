@@ -288,12 +288,11 @@ Tensor im2col(const Tensor& input, Size2 kernel, const Conv2dOptions& o) {
   Tensor out = detail::alloc({g.batch, g.channels * g.kernel_h * g.kernel_w, g.out_h * g.out_w}, input.dtype(),
                              input.device());
   if (out.numel() > 0) detail::kernels("im2col", Kernel::im2col, input).im2col(g, arg(out), arg(input));
+  // Each is the other's adjoint, so each backward is the other op (recorded: differentiable to any order).
   if (autograd::needs_grad({&input}))
-    autograd::record("im2col", {input}, out, [g](const Tensor& grad) {
-      Tensor dx = detail::alloc({g.batch, g.channels, g.height, g.width}, grad.dtype(), grad.device());
-      detail::kernels("im2col", Kernel::col2im, grad).col2im(g, arg(dx), arg(grad));
-      return std::vector<Tensor>{dx};
-    });
+    autograd::record("im2col", {input}, out, [g, kernel, o](const Tensor& grad) {
+      return std::vector<Tensor>{col2im(grad, {g.height, g.width}, kernel, o)};
+    }, {}, autograd::Backward::differentiable);
   return out;
 }
 
@@ -315,12 +314,9 @@ Tensor col2im(const Tensor& cols, Size2 output_size, Size2 kernel,
   Tensor out = detail::alloc({g.batch, g.channels, g.height, g.width}, cols.dtype(), cols.device());
   if (out.numel() > 0) detail::kernels("col2im", Kernel::col2im, cols).col2im(g, arg(out), arg(cols));
   if (autograd::needs_grad({&cols}))
-    autograd::record("col2im", {cols}, out, [g](const Tensor& grad) {
-      Tensor dc = detail::alloc({g.batch, g.channels * g.kernel_h * g.kernel_w, g.out_h * g.out_w}, grad.dtype(),
-                                grad.device());
-      detail::kernels("col2im", Kernel::im2col, grad).im2col(g, arg(dc), arg(grad));
-      return std::vector<Tensor>{dc};
-    });
+    autograd::record("col2im", {cols}, out, [kernel, o](const Tensor& grad) {
+      return std::vector<Tensor>{im2col(grad, kernel, o)};
+    }, {}, autograd::Backward::differentiable);
   return out;
 }
 
