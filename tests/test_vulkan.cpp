@@ -19,6 +19,7 @@
 
 #include "backend/backend.hpp"  // kernel-level checks (GEMM epilogue, supports)
 #include "backend/vulkan/vulkan_backend.hpp"  // the tensor-core GEMM's choice, the GEMM tuner
+#include "backend/vulkan/pipelines.hpp"  // the on-disk pipeline cache
 #include "devices.hpp"
 #include "expect_error.hpp"
 #include "gradcheck.hpp"
@@ -1741,6 +1742,60 @@ TEST(VulkanGemmTuner, CorruptOrForeignFileIsIgnoredWithAReason) {
   EXPECT_EQ(*tuner.choose("m5.n5.k5.b0.t00", all, favour(fast, &calls)), fast);
   EXPECT_NE(tuner.problem().find("could not"), std::string::npos) << tuner.problem();
   EXPECT_EQ(*tuner.cached("m5.n5.k5.b0.t00"), fast);
+}
+
+// The driver's compiled pipelines persist between processes: a second
+// Pipelines (a new process) starts from the file the first one wrote; a file
+// of another device or driver, or garbage, is ignored with a reason and
+// replaced; a cache that cannot be written stays in memory.
+TEST(VulkanPipelineCache, SavesLoadsAndRejectsForeignData) {
+  REQUIRE_VULKAN();
+  const vulkan::Context& ctx = vulkan_backend().context();
+  TempFile f("pipelines");
+  const std::vector<std::uint32_t> spec = {64};
+  {
+    vulkan::Pipelines first(ctx, f.path);
+    EXPECT_FALSE(first.cache().loaded()) << "no file yet";
+    EXPECT_TRUE(first.get("elementwise", spec));
+  }  // saved when the device's pipelines go
+  std::string data = f.read();
+  ASSERT_FALSE(data.empty()) << "nothing written to " << f.path;
+  EXPECT_TRUE(vulkan::pipeline_cache_header_matches(std::as_bytes(std::span(data.data(), data.size())), ctx.properties));
+  {
+    vulkan::Pipelines second(ctx, f.path);
+    EXPECT_TRUE(second.cache().loaded());
+    EXPECT_EQ(second.cache().problem(), "");
+    EXPECT_TRUE(second.get("elementwise", spec));
+  }
+  // Another device's or driver's data: never handed to this driver.
+  std::string foreign = data;
+  foreign[8] ^= 0x5a;  // the vendor id
+  std::string other_driver = data;
+  other_driver[16] ^= 0x01;  // the cache UUID
+  for (const std::string& bad : {foreign, other_driver, std::string("\x01\x02garbage"), std::string()}) {
+    f.write(bad);
+    {
+      vulkan::Pipelines p(ctx, f.path);
+      EXPECT_FALSE(p.cache().loaded());
+      if (!bad.empty()) {
+        EXPECT_NE(p.cache().problem().find("not written by this device"), std::string::npos) << p.cache().problem();
+        EXPECT_NE(p.cache().problem().find(f.path.string()), std::string::npos) << "names the file";
+      }
+      EXPECT_TRUE(p.get("elementwise", spec));
+    }
+    const std::string rewritten = f.read();
+    EXPECT_TRUE(vulkan::pipeline_cache_header_matches(std::as_bytes(std::span(rewritten.data(), rewritten.size())),
+                                                       ctx.properties))
+        << "replaced by this device's data";
+  }
+  // Its directory is a file: the cache stays in memory, pipelines still build.
+  vulkan::Pipelines blocked(ctx, f.path / "pipelines.bin");
+  EXPECT_TRUE(blocked.get("elementwise", spec));
+  blocked.cache().save();
+  EXPECT_NE(blocked.cache().problem().find("could not"), std::string::npos) << blocked.cache().problem();
+  // No temporaries left beside the file.
+  for (const auto& e : std::filesystem::directory_iterator(f.path.parent_path()))
+    EXPECT_EQ(e.path().filename().string().find("rumus_tiles_pipelines.txt.tmp"), std::string::npos) << e.path();
 }
 
 // Whatever the tuner picks must be right: every candidate tile on aligned,

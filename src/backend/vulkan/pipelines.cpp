@@ -13,7 +13,8 @@ namespace rumus::vulkan {
 extern const std::pair<std::string_view, std::span<const std::uint32_t>> kEmbeddedShaders[];
 extern const std::size_t kEmbeddedShaderCount;
 
-Pipelines::Pipelines(Context& ctx) : ctx_(ctx) {
+Pipelines::Pipelines(const Context& ctx, std::filesystem::path cache_file)
+    : ctx_(ctx), cache_(ctx.device, ctx.properties, std::move(cache_file)) {
   vk::DescriptorSetLayoutBinding bindings[kMaxBindings];
   for (std::uint32_t i = 0; i < kMaxBindings; ++i)
     bindings[i] = vk::DescriptorSetLayoutBinding{.binding = i, .descriptorType = vk::DescriptorType::eStorageBuffer, .descriptorCount = 1,
@@ -55,8 +56,9 @@ vk::Pipeline Pipelines::get(const std::string& shader, const std::vector<std::ui
       .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = mod->second, .pName = "main",
                 .pSpecializationInfo = &info},
       .layout = layout_};
-  auto [result, pipeline] = ctx_.device.createComputePipeline(nullptr, create);
+  auto [result, pipeline] = ctx_.device.createComputePipeline(cache_.handle(), create);
   if (result != vk::Result::eSuccess) throw DeviceError("vulkan: creating a pipeline for " + shader + " failed");
+  cache_.added();
   pipelines_.emplace(std::move(key), pipeline);
   if (ctx_.pipeline_statistics) print_statistics(shader, spec, pipeline);
   return pipeline;

@@ -1,13 +1,15 @@
 #pragma once
 // Compute pipelines built once per (shader, specialization constants) and
-// cached for the device's lifetime. All share one layout: kMaxBindings
+// kept for the device's lifetime, compiled through the on-disk pipeline cache. All share one layout: kMaxBindings
 // storage buffers through push descriptors and kPushBytes of push constants.
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "context.hpp"
+#include "pipeline_cache.hpp"
 
 namespace rumus::vulkan {
 
@@ -19,17 +21,20 @@ constexpr std::uint32_t kPushBytes = 128;  // the minimum every device guarantee
 
 class Pipelines {
  public:
-  explicit Pipelines(Context& ctx);
+  // `cache_file`: where the driver's compiled pipelines persist (empty: in memory only).
+  Pipelines(const Context& ctx, std::filesystem::path cache_file);
   ~Pipelines();
   // `spec` gives constant_id 0, 1, ... in order (0 is the workgroup size by convention).
   vk::Pipeline get(const std::string& shader, const std::vector<std::uint32_t>& spec);
   vk::PipelineLayout layout() const { return layout_; }
+  PipelineCache& cache() { return cache_; }
 
  private:
   // One line on stderr: the driver's statistics of each executable of `pipeline`.
   void print_statistics(const std::string& shader, const std::vector<std::uint32_t>& spec, vk::Pipeline pipeline) const;
 
-  Context& ctx_;
+  const Context& ctx_;
+  PipelineCache cache_;
   vk::DescriptorSetLayout set_layout_;
   vk::PipelineLayout layout_;
   std::map<std::string, vk::ShaderModule> modules_;

@@ -123,7 +123,8 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
     ctx_ = std::make_unique<Context>(index);
     memory_ = std::make_unique<Allocator>(*ctx_, false, kDeviceBlock);
     staging_ = std::make_unique<Allocator>(*ctx_, true, kStagingBlock);
-    pipelines_ = std::make_unique<Pipelines>(*ctx_);
+    pipelines_ = std::make_unique<Pipelines>(*ctx_, pipeline_cache_file(ctx_->properties));
+    if (std::string why = pipelines_->cache().problem(); !why.empty()) std::fprintf(stderr, "rumus: vulkan: %s\n", why.c_str());
     stream_ = std::make_unique<Stream>(*ctx_);
     tuner_ = make_gemm_tuner(*ctx_);
   } catch (const vk::SystemError& e) {
