@@ -450,3 +450,172 @@ TEST(Layers, FusedReluLayersKeepTheUnfusedNamesAndValues) {
   EXPECT_EQ(conv_relu.pretty_print(), "ConvReLU2d(3, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))");
   EXPECT_EQ(fc_relu.pretty_print(), "LinearReLU(in_features=12, out_features=5, bias=true)");
 }
+
+namespace {
+
+struct Tower : nn::Module {
+  nn::ModuleList layers{nn::Linear(2, 3), nn::ReLU(), nn::Linear(3, 1)};
+  nn::ModuleDict heads{{{"mean", std::make_shared<nn::Linear>(1, 1)}, {"scale", std::make_shared<nn::Linear>(1, 1, false)}}};
+  Tower() { register_modules({{"layers", layers}, {"heads", heads}}); }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (const auto& layer : layers) h = layer->forward(h);
+    return add(heads["mean"](h), heads["scale"](h));
+  }
+  std::string type_name() const override { return "Tower"; }
+};
+
+std::vector<std::string> module_names(const std::vector<std::pair<std::string, nn::Module*>>& named) {
+  std::vector<std::string> out;
+  for (auto& [n, m] : named) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+TEST(Containers, ModuleListAndModuleDictStateDictNames) {
+  Tower t;
+  EXPECT_EQ(names(t.named_parameters()),
+            (std::vector<std::string>{"layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias",
+                                      "heads.mean.weight", "heads.mean.bias", "heads.scale.weight"}));
+  // A state dict with PyTorch's names loads strictly.
+  StateDict sd = t.state_dict();
+  Tower other;
+  other.load_state_dict(sd);
+  Tensor x = rand({4, 2});
+  EXPECT_EQ(t(x).to_vector<float>(), other(x).to_vector<float>());
+}
+
+TEST(Containers, ModuleListIndexingIterationAndErrors) {
+  nn::ModuleList list(nn::Linear(2, 3), nn::ReLU());
+  list.push_back(nn::Linear(3, 4));
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[1].type_name(), "ReLU");
+  EXPECT_EQ(list[-1].type_name(), "Linear");
+  EXPECT_EQ(list.at<nn::Linear>(2).weight.shape(), (Shape{4, 3}));
+  std::vector<std::string> types;
+  for (const auto& m : list) types.push_back(m->type_name());
+  EXPECT_EQ(types, (std::vector<std::string>{"Linear", "ReLU", "Linear"}));
+  nn::ModuleList more;
+  more.extend(list);
+  EXPECT_EQ(more.size(), 3u);
+  EXPECT_EQ(more.ptr(0).get(), list.ptr(0).get());  // shared, as PyTorch's extend
+  EXPECT_EQ(names(list.named_parameters()),
+            (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  expect_error<ValueError>([&] { list[3]; }, "ModuleList: index 3 is out of range for a list of 3 modules");
+  expect_error<ValueError>([&] { list[-4]; }, "index -4 is out of range");
+  expect_error<Error>([&] { list.at<nn::Linear>(1); }, "ModuleList.at: module 1 is a ReLU");
+  expect_error<Error>([&] { list.push_back(std::shared_ptr<nn::Module>()); }, "ModuleList.push_back: expected a module");
+  expect_error<Error>([&] { list(rand({1, 2})); }, "ModuleList: forward");
+}
+
+TEST(Containers, ModuleDictKeysInInsertionOrderAndErrors) {
+  nn::ModuleDict dict;
+  dict.insert("zeta", nn::Linear(2, 2)).insert("alpha", nn::Tanh());
+  EXPECT_EQ(dict.keys(), (std::vector<std::string>{"zeta", "alpha"}));
+  EXPECT_TRUE(dict.contains("alpha"));
+  EXPECT_FALSE(dict.contains("beta"));
+  EXPECT_EQ(dict.at<nn::Linear>("zeta").weight.shape(), (Shape{2, 2}));
+  EXPECT_EQ(dict.values().size(), 2u);
+  EXPECT_EQ(names(dict.named_parameters()), (std::vector<std::string>{"zeta.weight", "zeta.bias"}));
+  expect_error<ValueError>([&] { dict.insert("zeta", nn::ReLU()); },
+                           "ModuleDict.insert: expected a new key, got 'zeta'");
+  expect_error<ValueError>([&] { dict["beta"]; }, "ModuleDict: expected one of the keys [zeta, alpha], got 'beta'");
+  expect_error<Error>([&] { dict.at<nn::Linear>("alpha"); }, "ModuleDict.at: module 'alpha' is a Tanh");
+  expect_error<Error>([&] { dict.insert("x.y", nn::ReLU()); }, "invalid name 'x.y'");
+}
+
+TEST(Containers, NamedModulesChildrenAndApply) {
+  Net net;
+  EXPECT_EQ(module_names(net.named_modules()),
+            (std::vector<std::string>{"", "block", "block.conv", "block.bn", "head", "head.0", "head.1", "head.2",
+                                      "head.3", "head.4"}));
+  EXPECT_EQ(module_names(net.named_modules("net")).at(2), "net.block.conv");
+  EXPECT_EQ(net.modules().size(), 10u);
+  EXPECT_EQ(net.modules().front(), &net);
+  ASSERT_EQ(net.children().size(), 2u);
+  EXPECT_EQ(net.children()[1], &net.head);
+  // A module registered twice is visited once, under its first name (as PyTorch).
+  auto shared = std::make_shared<nn::Linear>(2, 2);
+  nn::ModuleList twice;
+  twice.push_back(shared).push_back(shared);
+  EXPECT_EQ(module_names(twice.named_modules()), (std::vector<std::string>{"", "0"}));
+  // apply: children before their parent, each once.
+  std::vector<std::string> order;
+  net.apply([&](nn::Module& m) { order.push_back(m.type_name()); });
+  EXPECT_EQ(order, (std::vector<std::string>{"Conv2d", "BatchNorm2d", "Block", "Flatten", "Linear", "ReLU",
+                                             "Dropout", "Linear", "Sequential", "Net"}));
+  net.apply([](nn::Module& m) {
+    if (auto* lin = dynamic_cast<nn::Linear*>(&m)) nn::init::zeros_(lin->weight);
+  });
+  EXPECT_EQ(sum(abs(dynamic_cast<nn::Linear&>(net.head[1]).weight)).item(), 0.0);
+}
+
+TEST(Clone, EqualValuesIndependentTensorsAndAnUntouchedRandomStream) {
+  manual_seed(3);
+  Net net;
+  net.eval();
+  manual_seed(11);
+  auto copy = nn::clone(net);
+  Tensor after_clone = rand({4});
+  manual_seed(11);
+  EXPECT_EQ(after_clone.to_vector<float>(), rand({4}).to_vector<float>());  // clone drew nothing
+
+  EXPECT_FALSE(copy->is_training());
+  auto mine = net.named_parameters(), theirs = copy->named_parameters();
+  auto buf_mine = net.named_buffers(), buf_theirs = copy->named_buffers();
+  mine.insert(mine.end(), buf_mine.begin(), buf_mine.end());
+  theirs.insert(theirs.end(), buf_theirs.begin(), buf_theirs.end());
+  ASSERT_EQ(names(mine), names(theirs));
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    EXPECT_NE(mine[i].second.storage_ptr(), theirs[i].second.storage_ptr()) << mine[i].first;
+    EXPECT_NE(mine[i].second.grad_id(), theirs[i].second.grad_id()) << mine[i].first;
+    EXPECT_EQ(mine[i].second.requires_grad(), theirs[i].second.requires_grad()) << mine[i].first;
+    EXPECT_EQ(mine[i].second.to(DType::f64).to_vector<double>(), theirs[i].second.to(DType::f64).to_vector<double>())
+        << mine[i].first;
+  }
+  Tensor x = rand({2, 1, 8, 8});
+  EXPECT_EQ(net(x).to_vector<float>(), (*copy)(x).to_vector<float>());
+  // The members the forward uses are the clone's own: a step on the clone leaves the original alone.
+  const auto before = net.head.named_parameters()[0].second.to_vector<float>();
+  optim::SGD opt(copy->parameters(), {.lr = 0.1});
+  opt.step(backward(sum((*copy)(x))));
+  EXPECT_EQ(net.head.named_parameters()[0].second.to_vector<float>(), before);
+  EXPECT_NE(copy->head.named_parameters()[0].second.to_vector<float>(), before);
+}
+
+TEST(Clone, TakesTheSourceDtypeAndNeedsTheSameStructure) {
+  nn::Linear lin(3, 2);
+  lin.to(DType::f64);
+  auto copy = nn::clone(lin, [] { return nn::Linear(3, 2); });
+  EXPECT_EQ(copy->weight.dtype(), DType::f64);
+  EXPECT_EQ(copy->weight.to_vector<double>(), lin.weight.to_vector<double>());
+  nn::Sequential seq(nn::Linear(2, 2), nn::ReLU());
+  expect_error<Error>([&] { nn::clone(seq); },
+                      "Sequential.copy_from: expected a module with the same parameters and buffers, got [0.weight, "
+                      "0.bias] for []");
+  expect_error<ShapeError>([&] { nn::clone(lin, [] { return nn::Linear(2, 2); }); },
+                           "Linear.copy_from: 'weight' has shape [2, 3] in the source but [2, 2] here");
+  auto seq_copy = nn::clone(seq, [] { return nn::Sequential(nn::Linear(2, 2), nn::ReLU()); });
+  EXPECT_EQ(seq_copy->state_dict().at("0.bias").to_vector<float>(), seq.state_dict().at("0.bias").to_vector<float>());
+}
+
+TEST(ParameterVector, RoundTripAndGradient) {
+  nn::Linear lin(3, 2);
+  Tensor v = nn::parameters_to_vector(lin.parameters());
+  ASSERT_EQ(v.shape(), (Shape{8}));
+  auto w = lin.weight.to_vector<float>(), b = lin.bias.to_vector<float>();
+  w.insert(w.end(), b.begin(), b.end());
+  EXPECT_EQ(v.to_vector<float>(), w);
+  // Differentiable: d sum(v * c) / d weight is c's first six entries.
+  Tensor c = arange(8.0);
+  GradientStore g = backward(sum(mul(nn::parameters_to_vector(lin.parameters()), c)));
+  EXPECT_EQ(g.at(lin.weight).to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  nn::vector_to_parameters(arange(8.0), lin.parameters());
+  EXPECT_EQ(lin.bias.to_vector<float>(), (std::vector<float>{6, 7}));
+  EXPECT_EQ(lin.weight.shape(), (Shape{2, 3}));
+  expect_error<ShapeError>([&] { nn::vector_to_parameters(arange(7.0), lin.parameters()); },
+                           "vector_to_parameters: expected a 1-D vector of 8 elements (the parameters' total), got "
+                           "shape [7]");
+  expect_error<ValueError>([] { nn::parameters_to_vector({}); }, "parameters_to_vector: expected at least one");
+}

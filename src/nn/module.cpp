@@ -106,6 +106,70 @@ std::vector<std::pair<std::string, Module*>> Module::named_children() const {
   return out;
 }
 
+std::vector<Module*> Module::children() const {
+  std::vector<Module*> out;
+  for (auto& c : children_) out.push_back(c.module);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules(const std::string& prefix) const {
+  std::vector<std::pair<std::string, Module*>> out;
+  std::set<const Module*> seen;
+  auto visit = [&](auto& self, const Module& m, const std::string& name) -> void {
+    if (!seen.insert(&m).second) return;
+    out.emplace_back(name, const_cast<Module*>(&m));
+    for (auto& c : m.children_) self(self, *c.module, name.empty() ? c.name : name + "." + c.name);
+  };
+  visit(visit, *this, prefix);
+  return out;
+}
+
+std::vector<Module*> Module::modules() const {
+  std::vector<Module*> out;
+  for (auto& [n, m] : named_modules()) out.push_back(m);
+  return out;
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& c : children_) c.module->apply(fn);
+  fn(*this);
+  return *this;
+}
+
+void Module::copy_from(const Module& source) {
+  std::vector<std::pair<std::string, Tensor>> to = named_parameters(), from = source.named_parameters();
+  collect("", to, false, false);
+  source.collect("", from, false, false);
+  auto names = [](const std::vector<std::pair<std::string, Tensor>>& v) {
+    std::vector<std::string> out;
+    for (auto& [n, t] : v) out.push_back(n);
+    return out;
+  };
+  if (names(to) != names(from))
+    throw Error(fmt::format("{}.copy_from: expected a module with the same parameters and buffers, got [{}] for [{}] "
+                            "(for nn::clone, make must build the same structure)",
+                            type_name(), fmt::join(names(from), ", "), fmt::join(names(to), ", ")));
+  for (std::size_t i = 0; i < to.size(); ++i)
+    if (to[i].second.shape() != from[i].second.shape())
+      throw ShapeError(fmt::format("{}.copy_from: '{}' has shape {} in the source but {} here", type_name(),
+                                   to[i].first, shape_str(from[i].second.shape()), shape_str(to[i].second.shape())));
+  const auto mine = named_modules(), theirs = source.named_modules();
+  if (mine.size() != theirs.size())
+    throw Error(fmt::format("{}.copy_from: expected {} submodules as in the source, got {}", type_name(),
+                            theirs.size(), mine.size()));
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    // New storage (not copy_ into the old): the copy takes the source's device and dtype.
+    Tensor copy = from[i].second.detach().clone();
+    TensorImpl& impl = to[i].second.impl();
+    impl.storage = copy.storage_ptr();
+    impl.layout = copy.layout();
+    impl.dtype = copy.dtype();
+    impl.requires_grad = from[i].second.requires_grad();
+  }
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i].second->training_ = theirs[i].second->training_;
+}
+
 std::int64_t Module::num_parameters() const {
   std::int64_t n = 0;
   for (auto& t : parameters()) n += t.numel();

@@ -1,13 +1,17 @@
 #pragma once
 // Base of every layer and model: named parameters, buffers and submodules.
+#include <concepts>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "rumus/core/generator.hpp"
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/state_dict.hpp"
 #include "rumus/core/export.hpp"
@@ -49,7 +53,21 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   std::vector<std::pair<std::string, Module*>> named_children() const;
+  std::vector<Module*> children() const;
+  // This module (named `prefix`, "" by default) and every submodule below it,
+  // depth first, each once even where registered twice (as PyTorch).
+  std::vector<std::pair<std::string, Module*>> named_modules(const std::string& prefix = "") const;
+  std::vector<Module*> modules() const;
+  // Calls fn on every submodule, then on this module (PyTorch's order), e.g.
+  // to initialise weights: net.apply([](nn::Module& m) { ... }).
+  Module& apply(const std::function<void(Module&)>& fn);
   std::int64_t num_parameters() const;
+
+  // Gives every parameter and buffer (persistent or not) of this module new
+  // storage holding a copy of the same-named tensor of `source`: values,
+  // device and dtype. The names and shapes must match; training flags and
+  // requires_grad are copied too. nn::clone builds on it.
+  void copy_from(const Module& source);
 
   // Recursive; Dropout and BatchNorm2d behave differently in training.
   void train(bool on = true);
@@ -110,6 +128,29 @@ class Module {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);
+
+// A deep copy (EMA weights, target networks): a new module of the same type
+// whose parameters and buffers are new tensors with equal values, on the
+// source's device and dtype; updating one never changes the other. rumus
+// modules are C++ objects without reflection, so the structure comes from
+// `make`, which builds a fresh module of the same configuration (default
+// construction when omitted); what make draws from the default generator is
+// given back, so cloning leaves the random stream where it was.
+template <class M, class Make>
+  requires std::derived_from<M, Module> && std::is_invocable_r_v<M, Make>
+std::unique_ptr<M> clone(const M& module, Make&& make) {
+  Generator& gen = default_generator();
+  const std::uint64_t seed = gen.seed(), offset = gen.offset();
+  auto copy = std::make_unique<M>(std::forward<Make>(make)());
+  gen.set_state(seed, offset);
+  copy->copy_from(module);
+  return copy;
+}
+template <class M>
+  requires std::derived_from<M, Module> && std::default_initializable<M>
+std::unique_ptr<M> clone(const M& module) {
+  return clone(module, [] { return M(); });
+}
 
 }  // namespace rumus::nn
 
