@@ -462,6 +462,29 @@ TEST(AutogradCheckpoint, InputsGradientsAndErrors) {
       "checkpoint: the function returned an undefined tensor");
 }
 
+// A parameter read inside a checkpoint (and outside it) gets its hook once per
+// backward, with the whole gradient, as without checkpointing (and as PyTorch).
+TEST(AutogradCheckpoint, ParameterHookFiresOncePerBackward) {
+  Tensor x = tensor({1.0, -2.0}).requires_grad_();
+  Tensor w = tensor({0.5, 3.0}).requires_grad_();
+  auto f = [&](const Tensor& h) { return mul(tanh(h), w); };
+  std::vector<std::vector<double>> seen;
+  autograd::HookHandle on_w = autograd::register_hook(w, [&](const Tensor& g) {
+    seen.push_back(g.to_vector<double>());
+    return Tensor();
+  });
+  GradientStore plain = backward(sum(mul(f(x), w)));
+  ASSERT_EQ(seen.size(), 1u);
+  const std::vector<double> expected = plain.at(w).to_vector<double>();
+  EXPECT_EQ(seen[0], expected);
+  seen.clear();
+  GradientStore ckpt = backward(sum(mul(autograd::checkpoint(f, x), w)));
+  ASSERT_EQ(seen.size(), 1u) << "the hook ran in the recomputation's backward and again in the outer one";
+  EXPECT_EQ(seen[0], expected);
+  EXPECT_EQ(ckpt.at(w).to_vector<double>(), expected);
+  on_w.remove();
+}
+
 // A root whose graph is not on this thread's tape is an error that says why,
 // not a store without gradients.
 TEST(Autograd, BackwardWithoutTheGraphSaysWhy) {

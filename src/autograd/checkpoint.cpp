@@ -5,6 +5,7 @@
 #include "rumus/autograd/autocast.hpp"
 #include "rumus/autograd/engine.hpp"
 #include "rumus/autograd/grad_mode.hpp"
+#include "rumus/autograd/hooks.hpp"
 #include "rumus/autograd/tape.hpp"
 #include "rumus/core/error.hpp"
 #include "rumus/core/generator.hpp"
@@ -105,6 +106,11 @@ Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& fn, c
       again = fn(fresh);
     }
     if (!again.defined() || !again.requires_grad() || wrt.empty()) return grads;
+    // The leaves fn read from outside (parameters) get their hooks once, in the outer pass.
+    std::vector<GradId> outer_leaves;
+    for (std::size_t k = 0; k < wrt.size(); ++k)
+      if (slot[k] >= n_inputs) outer_leaves.push_back(wrt[k].grad_id());
+    HooksDeferredGuard defer(std::move(outer_leaves));
     std::vector<Tensor> got = grad({again}, wrt, {.grad_outputs = {g}, .allow_unused = true});
     for (std::size_t k = 0; k < got.size(); ++k) grads[slot[k]] = got[k];
     return grads;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -45,6 +46,7 @@ Registry& registry() {
 }
 
 thread_local int tl_anomaly = 0;
+thread_local std::vector<GradId> tl_deferred;  // HooksDeferredGuard's ids, innermost last
 
 void check_tensor(const char* op, const Tensor& t) {
   if (!t.defined())
@@ -107,6 +109,7 @@ void retain_grad(const Tensor& t) {
 bool has_hooks_or_retained() { return registry().registered.load(std::memory_order_relaxed) != 0; }
 
 Tensor run_hooks(GradId id, Tensor grad) {
+  if (std::find(tl_deferred.begin(), tl_deferred.end(), id) != tl_deferred.end()) return grad;
   std::vector<GradHook> fns;
   {
     Registry& r = registry();
@@ -133,6 +136,11 @@ bool is_retained(GradId id) {
   auto it = r.retained.find(id);
   return it != r.retained.end() && !it->second.expired();
 }
+
+HooksDeferredGuard::HooksDeferredGuard(std::vector<GradId> ids) : restore_size_(tl_deferred.size()) {
+  tl_deferred.insert(tl_deferred.end(), ids.begin(), ids.end());
+}
+HooksDeferredGuard::~HooksDeferredGuard() { tl_deferred.resize(restore_size_); }
 
 DetectAnomalyGuard::DetectAnomalyGuard() { ++tl_anomaly; }
 DetectAnomalyGuard::~DetectAnomalyGuard() { --tl_anomaly; }

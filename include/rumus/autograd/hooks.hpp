@@ -3,6 +3,7 @@
 // gradients of intermediate tensors, and anomaly detection.
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "rumus/core/export.hpp"
 #include "rumus/core/tensor.hpp"
@@ -59,6 +60,21 @@ bool has_hooks_or_retained();
 Tensor run_hooks(GradId id, Tensor grad);
 bool is_retained(GradId id);
 bool has_non_finite(const Tensor& grad);
+
+// For activation checkpointing: while one lives on this thread, run_hooks
+// passes the gradients of `ids` through untouched. A checkpoint's inner
+// backward reaches the parameters its function reads; their hooks belong to
+// the outer pass, which hands them the summed gradient once (as PyTorch).
+class HooksDeferredGuard {
+ public:
+  explicit HooksDeferredGuard(std::vector<GradId> ids);
+  ~HooksDeferredGuard();
+  HooksDeferredGuard(const HooksDeferredGuard&) = delete;
+  HooksDeferredGuard& operator=(const HooksDeferredGuard&) = delete;
+
+ private:
+  std::size_t restore_size_;
+};
 
 }  // namespace rumus::autograd
 
