@@ -63,6 +63,7 @@ float pow_of(float x, float y) {  // C semantics: negative bases need integer ex
   return mod(y, 2.0) == 1.0 ? -r : r;
 }
 #endif
+#include "math_special.glsl"
 REAL sigmoid_of(REAL x) {
   if (x >= 0.0) return 1.0 / (1.0 + exp_r(-x));
   REAL e = exp_r(x);
@@ -100,6 +101,25 @@ REAL unary(REAL x) {
     case UNARY_CEIL: return ceil(x);
     case UNARY_TRUNC: return trunc(x);
     case UNARY_ROUND: return roundEven(x);  // half to even, as PyTorch
+    case UNARY_SIN: return sin_r(x);
+    case UNARY_COS: return cos_r(x);
+    case UNARY_TAN: return tan_r(x);
+    case UNARY_ASIN: return asin_r(x);
+    case UNARY_ACOS: return acos_r(x);
+    case UNARY_ATAN: return atan_r(x);
+    case UNARY_SINH: return sinh_r(x);
+    case UNARY_COSH: return cosh_r(x);
+    case UNARY_ASINH: return asinh_r(x);
+    case UNARY_ACOSH: return acosh_r(x);
+    case UNARY_ATANH: return atanh_r(x);
+    case UNARY_ERF: return erf_of(x);
+    case UNARY_ERFC: return erfc_r(x);
+    case UNARY_ERFINV: return erfinv_r(x);
+    case UNARY_LOG1P: return log1p_r(x);
+    case UNARY_EXPM1: return expm1_r(x);
+    case UNARY_LOG2: return log2_r(x);
+    case UNARY_LOG10: return log10_r(x);
+    case UNARY_EXP2: return exp2_r(x);
   }
   return 0.0;
 }

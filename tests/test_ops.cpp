@@ -626,3 +626,58 @@ TEST(OpValues, SplitChunkUnbindAreViews) {
   expect_error<ShapeError>([&] { unbind(x, 2); }, "unbind:");
   expect_error<ShapeError>([] { split(scalar_tensor(1.0), 1); }, "split: expected a tensor with at least one dim");
 }
+
+// Pointwise math: the C library's values (PyTorch's own are in test_torch_reference), its
+// special points, PyTorch's promotion of integers and the errors.
+TEST(PointwiseMath, MatchesTheCLibraryInDouble) {
+  const std::vector<double> v = {-0.75, -0.3, 0.0, 1e-9, 0.4, 0.9};
+  Tensor x = tensor(v).to(DType::f64);
+  auto check = [&](const char* name, const Tensor& got, double (*f)(double)) {
+    ASSERT_EQ(got.dtype(), DType::f64) << name;
+    auto g = got.to_vector<double>();
+    for (std::size_t i = 0; i < v.size(); ++i) EXPECT_DOUBLE_EQ(g[i], f(v[i])) << name << "(" << v[i] << ")";
+  };
+  check("sin", sin(x), [](double a) { return std::sin(a); });
+  check("cos", cos(x), [](double a) { return std::cos(a); });
+  check("tan", tan(x), [](double a) { return std::tan(a); });
+  check("asin", asin(x), [](double a) { return std::asin(a); });
+  check("acos", acos(x), [](double a) { return std::acos(a); });
+  check("atan", atan(x), [](double a) { return std::atan(a); });
+  check("sinh", sinh(x), [](double a) { return std::sinh(a); });
+  check("cosh", cosh(x), [](double a) { return std::cosh(a); });
+  check("asinh", asinh(x), [](double a) { return std::asinh(a); });
+  check("atanh", atanh(x), [](double a) { return std::atanh(a); });
+  check("erf", erf(x), [](double a) { return std::erf(a); });
+  check("erfc", erfc(x), [](double a) { return std::erfc(a); });
+  check("erfinv", erf(erfinv(x)), [](double a) { return a; });
+  check("log1p", log1p(x), [](double a) { return std::log1p(a); });
+  check("expm1", expm1(x), [](double a) { return std::expm1(a); });
+  check("exp2", exp2(x), [](double a) { return std::exp2(a); });
+  check("acosh", acosh(add(x, 2.0)), [](double a) { return std::acosh(a + 2.0); });
+  check("log2", log2(add(x, 2.0)), [](double a) { return std::log2(a + 2.0); });
+  check("log10", log10(add(x, 2.0)), [](double a) { return std::log10(a + 2.0); });
+  check("frac", frac(mul(x, 3.0)), [](double a) { return 3.0 * a - std::trunc(3.0 * a); });
+}
+
+TEST(PointwiseMath, SpecialPointsPromotionAndErrors) {
+  const double inf = std::numeric_limits<double>::infinity();
+  auto e = erfinv(tensor(std::vector<double>{-1.0, 1.0, 1.5, 0.0})).to_vector<float>();
+  EXPECT_EQ(e[0], -inf);
+  EXPECT_EQ(e[1], inf);
+  EXPECT_TRUE(std::isnan(e[2]));
+  EXPECT_EQ(e[3], 0.0f);
+  // Integers compute in f32; sign keeps integers integer.
+  Tensor i = tensor(std::vector<std::int64_t>{-3, 0, 4});
+  EXPECT_EQ(sin(i).dtype(), DType::f32);
+  EXPECT_EQ(reciprocal(i).dtype(), DType::f32);
+  EXPECT_EQ(sign(i).dtype(), DType::i64);
+  EXPECT_EQ(sign(i).to_vector<std::int64_t>(), (std::vector<std::int64_t>{-1, 0, 1}));
+  EXPECT_EQ(sign(tensor(std::vector<float>{-2.5f, 0.0f, 0.1f})).to_vector<float>(), (std::vector<float>{-1, 0, 1}));
+  // logit with eps clamps first: logit(0, eps) = log(eps / (1 - eps)).
+  auto l = logit(tensor(std::vector<float>{0.0f, 0.5f, 1.0f}), 0.1).to_vector<float>();
+  EXPECT_FLOAT_EQ(l[0], std::log(0.1f / 0.9f));
+  EXPECT_FLOAT_EQ(l[1], 0.0f);
+  EXPECT_FLOAT_EQ(l[2], std::log(0.9f / 0.1f));
+  expect_error<DTypeError>([&] { frac(i); }, "frac: expected a floating-point tensor, got i64");
+  expect_error<Error>([] { sin(Tensor()); }, "sin:");
+}

@@ -35,6 +35,7 @@
 #include "rumus/ops/loss.hpp"
 #include "rumus/ops/normalization.hpp"
 #include "rumus/ops/optimizer_step.hpp"
+#include "rumus/ops/pointwise_math.hpp"
 #include "rumus/ops/pooling.hpp"
 #include "rumus/ops/reduction.hpp"
 #include "rumus/ops/softmax.hpp"

@@ -31,7 +31,26 @@
   X(floor)                 \
   X(ceil)                  \
   X(trunc)                 \
-  X(round)
+  X(round)                 \
+  X(sin)                   \
+  X(cos)                   \
+  X(tan)                   \
+  X(asin)                  \
+  X(acos)                  \
+  X(atan)                  \
+  X(sinh)                  \
+  X(cosh)                  \
+  X(asinh)                 \
+  X(acosh)                 \
+  X(atanh)                 \
+  X(erf)                   \
+  X(erfc)                  \
+  X(erfinv)                \
+  X(log1p)                 \
+  X(expm1)                 \
+  X(log2)                  \
+  X(log10)                 \
+  X(exp2)
 
 // BinaryOp: out = f(a, b). Comparisons write 1 or 0 in the output dtype.
 // The *_backward ops take a = upstream gradient, b = saved input x or output y.

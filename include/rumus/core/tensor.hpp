@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -157,6 +158,30 @@ class Tensor {
   Tensor pow(double exponent) const;
   Tensor pow(const Tensor& exponent) const;
   Tensor clamp(double min, double max) const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tan() const;
+  Tensor asin() const;
+  Tensor acos() const;
+  Tensor atan() const;
+  Tensor sinh() const;
+  Tensor cosh() const;
+  Tensor asinh() const;
+  Tensor acosh() const;
+  Tensor atanh() const;
+  Tensor erf() const;
+  Tensor erfc() const;
+  Tensor erfinv() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
+  Tensor log2() const;
+  Tensor log10() const;
+  Tensor exp2() const;
+  Tensor sign() const;
+  Tensor reciprocal() const;
+  Tensor rsqrt() const;
+  Tensor logit(std::optional<double> eps = std::nullopt) const;
+  Tensor frac() const;
   Tensor relu() const&;
   Tensor sigmoid() const&;
   Tensor tanh() const&;

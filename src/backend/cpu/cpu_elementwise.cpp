@@ -67,6 +67,32 @@ A sigmoid_of(A x) {
   return e / (A(1) + e);
 }
 
+// erfinv: Giles' single-precision approximation ("Approximating the erfinv
+// function", 2010), then two Newton steps on erf(r) = y in double, which take
+// its ~1e-7 error to the last bits of a double. The Vulkan f64 kernel runs the
+// same steps (shaders/math_special.glsl).
+double erfinv_of(double y) {
+  if (std::isnan(y) || y < -1.0 || y > 1.0) return std::numeric_limits<double>::quiet_NaN();
+  if (y == 1.0 || y == -1.0) return std::copysign(std::numeric_limits<double>::infinity(), y);
+  double w = -std::log((1.0 - y) * (1.0 + y)), p;
+  if (w < 5.0) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                     -0.00417768164, 0.246640727, 1.50140941})
+      p = c + p * w;
+  } else {
+    w = std::sqrt(w) - 3.0;
+    p = -0.000200214257;
+    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+                     1.00167406, 2.83297682})
+      p = c + p * w;
+  }
+  double r = p * y;
+  for (int i = 0; i < 2; ++i) r -= (std::erf(r) - y) / (1.12837916709551257390 * std::exp(-r * r));  // 2/sqrt(pi)
+  return r;
+}
+
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) {
@@ -114,6 +140,25 @@ void CpuBackend::unary(UnaryOp op, TensorArg out, TensorArg in, double p0, doubl
       case UnaryOp::ceil: map1<T>(out, in, [](A x) { return std::ceil(x); }); break;
       case UnaryOp::trunc: map1<T>(out, in, [](A x) { return std::trunc(x); }); break;
       case UnaryOp::round: map1<T>(out, in, [](A x) { return std::nearbyint(x); }); break;  // half to even
+      case UnaryOp::sin: map1<T>(out, in, [](A x) { return std::sin(x); }); break;
+      case UnaryOp::cos: map1<T>(out, in, [](A x) { return std::cos(x); }); break;
+      case UnaryOp::tan: map1<T>(out, in, [](A x) { return std::tan(x); }); break;
+      case UnaryOp::asin: map1<T>(out, in, [](A x) { return std::asin(x); }); break;
+      case UnaryOp::acos: map1<T>(out, in, [](A x) { return std::acos(x); }); break;
+      case UnaryOp::atan: map1<T>(out, in, [](A x) { return std::atan(x); }); break;
+      case UnaryOp::sinh: map1<T>(out, in, [](A x) { return std::sinh(x); }); break;
+      case UnaryOp::cosh: map1<T>(out, in, [](A x) { return std::cosh(x); }); break;
+      case UnaryOp::asinh: map1<T>(out, in, [](A x) { return std::asinh(x); }); break;
+      case UnaryOp::acosh: map1<T>(out, in, [](A x) { return std::acosh(x); }); break;
+      case UnaryOp::atanh: map1<T>(out, in, [](A x) { return std::atanh(x); }); break;
+      case UnaryOp::erf: map1<T>(out, in, [](A x) { return std::erf(x); }); break;
+      case UnaryOp::erfc: map1<T>(out, in, [](A x) { return std::erfc(x); }); break;
+      case UnaryOp::erfinv: map1<T>(out, in, [](A x) { return A(erfinv_of(double(x))); }); break;
+      case UnaryOp::log1p: map1<T>(out, in, [](A x) { return std::log1p(x); }); break;
+      case UnaryOp::expm1: map1<T>(out, in, [](A x) { return std::expm1(x); }); break;
+      case UnaryOp::log2: map1<T>(out, in, [](A x) { return std::log2(x); }); break;
+      case UnaryOp::log10: map1<T>(out, in, [](A x) { return std::log10(x); }); break;
+      case UnaryOp::exp2: map1<T>(out, in, [](A x) { return std::exp2(x); }); break;
     }
   });
 }
