@@ -322,6 +322,22 @@ const std::vector<OpCase>& op_table() {
        }},
       {"batch_norm1d_2d_input", {{5, 2}}, [](V x) { return batch_norm1d(x[0], {}, {}, {}, {}, true); }},
       {"group_norm", {{2, 6, 3, 2}, {6}, {6}}, [](V x) { return group_norm(x[0], 3, x[1], x[2]); }},
+      // Transposed convolutions (matmul + col2im) and padding.
+      {"conv_transpose2d", {{2, 4, 3, 3}, {4, 3, 3, 2}, {6}}, [](V x) {
+         return conv_transpose2d(x[0], x[1], x[2],
+                                 {.stride = {2, 1}, .padding = {1, 0}, .output_padding = {1, 0}, .groups = 2,
+                                  .dilation = {1, 2}});
+       }},
+      {"conv_transpose2d_unbatched_output_padding_dilated", {{2, 3, 4}, {2, 3, 2, 2}}, [](V x) {
+         return conv_transpose2d(x[0], x[1], {}, {.padding = {1, 0}, .output_padding = 1, .dilation = 2});
+       }},
+      {"conv_transpose1d", {{2, 4, 5}, {4, 1, 3}, {2}}, [](V x) {
+         return conv_transpose1d(x[0], x[1], x[2], {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2});
+       }},
+      {"pad_constant", {{2, 3, 4}}, [](V x) { return pad(x[0], {1, 2, -1, 1}, "constant", 0.5); }},
+      {"pad_reflect", {{2, 3, 4}}, [](V x) { return pad(x[0], {3, 2, 2, 1}, "reflect"); }},
+      {"pad_replicate", {{1, 2, 3, 3}}, [](V x) { return pad(x[0], {2, 1, 0, 3}, "replicate"); }},
+      {"pad_circular", {{2, 2, 4}}, [](V x) { return pad(x[0], {4, 1}, "circular"); }},
       // Recurrent layers, through their gates in the input and the initial states.
       {"lstm_bidirectional_2_layers", {{2, 3, 3}, {4, 2, 3}, {4, 2, 3}}, [](V x) {
          auto m = fixed_recurrent<nn::LSTM>(

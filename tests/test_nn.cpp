@@ -83,6 +83,33 @@ TEST(Conv1dModule, NamesShapesAndAConv2dOfHeightOne) {
   expect_error<Error>([] { nn::Conv1d(3, 6, 3, {.groups = 2}); }, "Conv1d: in_channels 3 and out_channels 6");
 }
 
+// ConvTranspose2d/1d: PyTorch's weight layout (input channels first), names,
+// printout and errors; the forward is conv_transpose2d with the module's options.
+TEST(ConvTransposeModules, NamesShapesAndPrintout) {
+  nn::ConvTranspose2d up(4, 6, {3, 2}, {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2});
+  EXPECT_EQ(names(up.named_parameters()), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(up.weight.shape(), (Shape{4, 3, 3, 2}));
+  EXPECT_EQ(up.bias.shape(), (Shape{6}));
+  EXPECT_EQ(up.pretty_print(),
+            "ConvTranspose2d(4, 6, kernel_size=(3, 2), stride=(2, 2), padding=(1, 1), output_padding=(1, 1), groups=2)");
+  Tensor x = randn({2, 4, 3, 5});
+  Tensor y = up.forward(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 6, 6, 9}));  // (3-1)*2 - 2 + (3-1) + 1 + 1, (5-1)*2 - 2 + (2-1) + 1 + 1
+  EXPECT_EQ(y.to_vector<float>(), conv_transpose2d(x, up.weight, up.bias, up.options).to_vector<float>());
+  EXPECT_EQ(up.forward(randn({4, 3, 5})).shape(), (Shape{6, 6, 9}));  // unbatched
+  // PyTorch's bound: fan_in from weight dim 1 (out / groups * kernel), 3 * 3 * 2 = 18.
+  EXPECT_LE(max(abs(up.bias)).item(), 1.0 / std::sqrt(18.0));
+
+  nn::ConvTranspose1d up1(3, 2, 4, {.stride = 3, .dilation = 2}, false);
+  EXPECT_EQ(names(up1.named_parameters()), (std::vector<std::string>{"weight"}));
+  EXPECT_EQ(up1.weight.shape(), (Shape{3, 2, 4}));
+  EXPECT_EQ(up1.pretty_print(), "ConvTranspose1d(3, 2, kernel_size=(4,), stride=(3,), dilation=(2,), bias=false)");
+  EXPECT_EQ(up1.forward(randn({2, 3, 5})).shape(), (Shape{2, 2, 19}));  // (5-1)*3 + 2*3 + 1
+  expect_error<Error>([] { nn::ConvTranspose2d(3, 6, 3, {.groups = 2}); },
+                      "ConvTranspose2d: in_channels 3 and out_channels 6 must be divisible by groups 2");
+  expect_error<Error>([] { nn::ConvTranspose1d(3, 2, 0); }, "ConvTranspose1d: expected kernel_size >= 1, got 0");
+}
+
 // BatchNorm1d, GroupNorm and the 1-D poolings: PyTorch's names and shapes,
 // GroupNorm's statistics per sample and group, and errors naming the op.
 TEST(OneDLayers, NamesShapesAndGroupStatistics) {

@@ -766,3 +766,53 @@ TEST(NnSemantics, AllTargetsIgnoredGiveNanLossAndZeroGradients) {
   EXPECT_NEAR(one.item(), -log_softmax(logits.detach(), 1).select(0, 1).select(0, 1).item(), 1e-6);
   autograd::clear_tape();
 }
+
+TEST(NnErrors, ConvTranspose) {
+  expect_error<ShapeError>([] { conv_transpose2d(zeros({1, 2, 3}), zeros({2, 1, 2, 2}).flatten(2)); },
+                           "conv_transpose2d: expected weight of 4 dims [C, OC/groups, KH, KW], got [2, 1, 4]");
+  expect_error<ShapeError>([] { conv_transpose2d(zeros({2, 3}), zeros({2, 1, 2, 2})); },
+                           "conv_transpose2d: expected input of 4 dims [N, C, H, W] or 3 (unbatched) [C, H, W], got [2, 3]");
+  expect_error<ShapeError>([] { conv_transpose2d(zeros({1, 3, 4, 4}), zeros({2, 1, 2, 2})); },
+                           "conv_transpose2d: weight [2, 1, 2, 2] expects 2 input channels (divisible by groups 1), "
+                           "input [1, 3, 4, 4] has 3");
+  expect_error<ShapeError>([] { conv_transpose2d(zeros({1, 3, 4, 4}), zeros({3, 1, 2, 2}), {}, {.groups = 2}); },
+                           "divisible by groups 2");
+  expect_error<ShapeError>([] { conv_transpose2d(zeros({1, 2, 4, 4}), zeros({2, 1, 2, 2}), zeros({2})); },
+                           "conv_transpose2d: expected bias of shape [1], got [2]");
+  expect_error<ShapeError>(
+      [] { conv_transpose2d(zeros({1, 2, 4, 4}), zeros({2, 1, 2, 2}), {}, {.stride = 2, .output_padding = {0, 2}}); },
+      "conv_transpose2d: output_padding [0, 2] must be smaller than either stride [2, 2] or dilation [1, 1]");
+  expect_error<ShapeError>([] { conv_transpose2d(zeros({1, 2, 1, 1}), zeros({2, 1, 2, 2}), {}, {.padding = 1}); },
+                           "conv_transpose2d: input [1, 2, 1, 1] with kernel 2x2, stride [1, 1], padding [1, 1] and "
+                           "dilation [1, 1] gives an empty output 0x0");
+  expect_error<ShapeError>([] { conv_transpose2d(zeros({1, 2, 3, 3}), zeros({2, 1, 2, 2}), {}, {.stride = {1, 0}}); },
+                           "conv_transpose2d: expected stride >= 1, got [1, 0]");
+  expect_error<DTypeError>(
+      [] { conv_transpose2d(zeros({1, 2, 3, 3}), zeros({2, 1, 2, 2}, {.dtype = DType::f64})); },
+      "conv_transpose2d: weight dtype f64 differs from input dtype f32");
+  expect_error<ShapeError>([] { conv_transpose1d(zeros({1, 2, 3, 3}), zeros({2, 1, 2})); },
+                           "conv_transpose1d: expected input of 3 dims [N, C, L] or 2 (unbatched) [C, L], got [1, 2, 3, 3]");
+  expect_error<ShapeError>([] { conv_transpose1d(zeros({1, 2, 3}), zeros({2, 1, 2, 2})); },
+                           "conv_transpose1d: expected weight of 3 dims [C, OC/groups, K], got [2, 1, 2, 2]");
+}
+
+TEST(NnErrors, Pad) {
+  expect_error<ValueError>([] { pad(zeros({2, 3}), {1, 1}, "mirror"); },
+                           "pad: expected mode \"constant\", \"reflect\", \"replicate\" or \"circular\", got \"mirror\"");
+  expect_error<ShapeError>([] { pad(zeros({2, 3}), {1, 1, 1}); }, "pad: expected an even number of sizes");
+  expect_error<ShapeError>([] { pad(zeros({3}), {1, 1, 1, 1}); }, "pad: 4 sizes pad 2 dims, but input [3] has 1");
+  expect_error<ShapeError>([] { pad(zeros({2, 3}), {-2, -2}); },
+                           "pad: padding (-2, -2) of dim 1 (size 3) leaves a negative size -1");
+  expect_error<ValueError>([] { pad(zeros({2, 3}), {1, 1}, "reflect", 0.0); }, "pad: mode \"reflect\" takes no value");
+  expect_error<ShapeError>([] { pad(zeros({3}), {1, 1}, "replicate"); },
+                           "pad: mode \"replicate\" pads the last 1 to 3 dims of an input with one or two more dims, "
+                           "got 2 sizes for input [3]");
+  expect_error<ShapeError>([] { pad(zeros({1, 2, 3}), {3, 0}, "reflect"); },
+                           "pad: mode \"reflect\" expects sizes less than dim 2's size 3, got (3, 0)");
+  expect_error<ShapeError>([] { pad(zeros({1, 3}), {0, 4}, "circular"); },
+                           "pad: mode \"circular\" expects sizes at most dim 1's size 3, got (0, 4)");
+  expect_error<ShapeError>([] { pad(zeros({1, 3}), {-1, 0}, "circular"); },
+                           "pad: mode \"circular\" expects non-negative sizes, got (-1, 0) for dim 1");
+  expect_error<ShapeError>([] { pad(zeros({1, 0}), {1, 0}, "replicate"); },
+                           "pad: mode \"replicate\" expects a non-empty dim 1, input [1, 0]");
+}

@@ -104,6 +104,22 @@ const std::map<std::string, Fn>& ops() {
       {"adaptive_avg_pool1d", [](V x) { return adaptive_avg_pool1d(x[0], 3); }},
       {"batch_norm1d_train", [](V x) { return batch_norm1d(x[0], zeros({3}), ones({3}), x[1], x[2], true, 0.1, 1e-5); }},
       {"group_norm", [](V x) { return group_norm(x[0], 3, x[1], x[2]); }},
+      {"conv_transpose2d",
+       [](V x) {
+         return conv_transpose2d(x[0], x[1], x[2],
+                                 {.stride = {2, 1}, .padding = {1, 0}, .output_padding = {1, 0}, .groups = 2,
+                                  .dilation = {1, 2}});
+       }},
+      {"conv_transpose2d_output_padding_dilated",
+       [](V x) { return conv_transpose2d(x[0], x[1], {}, {.padding = {1, 0}, .output_padding = 1, .dilation = 2}); }},
+      {"conv_transpose1d",
+       [](V x) {
+         return conv_transpose1d(x[0], x[1], x[2], {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2});
+       }},
+      {"pad_constant", [](V x) { return pad(x[0], {1, 2, -1, 1}, "constant", 0.5); }},
+      {"pad_reflect", [](V x) { return pad(x[0], {3, 2, 2, 1}, "reflect"); }},
+      {"pad_replicate", [](V x) { return pad(x[0], {2, 1, 0, 3}, "replicate"); }},
+      {"pad_circular", [](V x) { return pad(x[0], {4, 1}, "circular"); }},
       {"batch_norm2d_eval",
        [](V x) { return batch_norm2d(x[0], x[3].detach(), x[4].detach(), x[1], x[2], false, 0.1, 1e-3); }},
       {"layer_norm", [](V x) { return layer_norm(x[0], {4, 5}, x[1], x[2]); }},
@@ -264,8 +280,8 @@ TEST(TorchReferenceSecondOrder, SecondDerivativeInTheInput) {
   expect_close_f64(d2u, c["d2u"], "d2u");
 }
 
-// ---- Recurrent layers and cells: a PyTorch state dict loads (strict, from
-// safetensors), and outputs, final states and every gradient agree in f64 ----
+// ---- Recurrent layers and cells (and other modules): a PyTorch state dict loads
+// (strict, from safetensors), and outputs, final states and every gradient agree in f64 ----
 
 struct RecurrentCase {
   const char* name;
@@ -322,6 +338,16 @@ const std::vector<RecurrentCase>& recurrent_cases() {
        [](nn::Module& m, const Tensor& x, S s) { return std::vector<Tensor>{as<nn::GRUCell>(m).forward(x, s[0])}; }},
       {"rnn_cell", [] { return std::make_unique<nn::RNNCell>(nn::RNNCellOptions{.input_size = 3, .hidden_size = 4}); },
        [](nn::Module& m, const Tensor& x, S s) { return std::vector<Tensor>{as<nn::RNNCell>(m).forward(x, s[0])}; }},
+      {"conv_transpose2d_module",
+       [] {
+         return std::make_unique<nn::ConvTranspose2d>(
+             4, 6, Size2{3, 2},
+             ConvTranspose2dOptions{.stride = 2, .padding = 1, .output_padding = 1, .groups = 2, .dilation = {1, 2}});
+       },
+       [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
+      {"conv_transpose1d_module",
+       [] { return std::make_unique<nn::ConvTranspose1d>(3, 2, 3, ConvTranspose1dOptions{.stride = 3}, false); },
+       [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
   };
   return cases;
 }
@@ -357,7 +383,7 @@ TEST_P(TorchReferenceRecurrent, StateDictOutputsAndGradients) {
     expect_close_f64(g[1 + states.size() + i], c.at("grad." + named[i].first), "grad." + named[i].first);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, TorchReferenceRecurrent, ::testing::Range<std::size_t>(0, 8),
+INSTANTIATE_TEST_SUITE_P(Cases, TorchReferenceRecurrent, ::testing::Range<std::size_t>(0, recurrent_cases().size()),
                          [](const auto& info) { return std::string(recurrent_cases()[info.param].name); });
 
 // Every committed file is exercised by some test.

@@ -40,4 +40,35 @@ Conv1d::Conv1d(std::int64_t in, std::int64_t out, std::int64_t k, Conv1dOptions 
   init::default_linear_(weight, bias);
 }
 
+ConvTranspose2d::ConvTranspose2d(std::int64_t in, std::int64_t out, Size2 k, ConvTranspose2dOptions o,
+                                 bool with_bias)
+    : options(o) {
+  check_positive("ConvTranspose2d", "in_channels", in);
+  check_positive("ConvTranspose2d", "out_channels", out);
+  check_positive("ConvTranspose2d", "kernel height", k[0]);
+  check_positive("ConvTranspose2d", "kernel width", k[1]);
+  check_positive("ConvTranspose2d", "groups", o.groups);
+  if (in % o.groups || out % o.groups)
+    throw Error(fmt::format("ConvTranspose2d: in_channels {} and out_channels {} must be divisible by groups {}", in,
+                            out, o.groups));
+  weight = register_parameter("weight", empty({in, out / o.groups, k[0], k[1]}));
+  if (with_bias) bias = register_parameter("bias", empty({out}));
+  init::default_linear_(weight, bias);  // fan_in from dim 1 (out / groups), as PyTorch
+}
+
+ConvTranspose1d::ConvTranspose1d(std::int64_t in, std::int64_t out, std::int64_t k, ConvTranspose1dOptions o,
+                                 bool with_bias)
+    : options(o) {
+  check_positive("ConvTranspose1d", "in_channels", in);
+  check_positive("ConvTranspose1d", "out_channels", out);
+  check_positive("ConvTranspose1d", "kernel_size", k);
+  check_positive("ConvTranspose1d", "groups", o.groups);
+  if (in % o.groups || out % o.groups)
+    throw Error(fmt::format("ConvTranspose1d: in_channels {} and out_channels {} must be divisible by groups {}", in,
+                            out, o.groups));
+  weight = register_parameter("weight", empty({in, out / o.groups, k}));
+  if (with_bias) bias = register_parameter("bias", empty({out}));
+  init::default_linear_(weight, bias);
+}
+
 }  // namespace rumus::nn

@@ -73,6 +73,29 @@ std::string Conv2d::extra_repr() const {
   return out;
 }
 
+std::string ConvTranspose2d::extra_repr() const {
+  std::string out = fmt::format("{}, {}, kernel_size={}, stride={}", weight.shape()[0],
+                                weight.shape()[1] * options.groups, pair({weight.shape()[2], weight.shape()[3]}),
+                                pair(options.stride));
+  if (options.padding != Size2(0)) out += ", padding=" + pair(options.padding);
+  if (options.output_padding != Size2(0)) out += ", output_padding=" + pair(options.output_padding);
+  if (options.dilation != Size2(1)) out += ", dilation=" + pair(options.dilation);
+  if (options.groups != 1) out += fmt::format(", groups={}", options.groups);
+  if (!bias.defined()) out += ", bias=false";
+  return out;
+}
+
+std::string ConvTranspose1d::extra_repr() const {
+  std::string out = fmt::format("{}, {}, kernel_size=({},), stride=({},)", weight.shape()[0],
+                                weight.shape()[1] * options.groups, weight.shape()[2], options.stride);
+  if (options.padding != 0) out += fmt::format(", padding=({},)", options.padding);
+  if (options.output_padding != 0) out += fmt::format(", output_padding=({},)", options.output_padding);
+  if (options.dilation != 1) out += fmt::format(", dilation=({},)", options.dilation);
+  if (options.groups != 1) out += fmt::format(", groups={}", options.groups);
+  if (!bias.defined()) out += ", bias=false";
+  return out;
+}
+
 namespace {
 Size2 pool_stride(const Pool2dOptions& o) { return {o.stride[0] ? o.stride[0] : o.kernel[0], o.stride[1] ? o.stride[1] : o.kernel[1]}; }
 }  // namespace

@@ -166,6 +166,24 @@ def main():
                                       w, b, True, 0.1, 1e-5))
     case("group_norm", [rand(2, 6, 3, 2, low=-2.0, high=2.0), rand(6), rand(6)],
          lambda x, w, b: F.group_norm(x, 3, w, b))
+    # Transposed convolutions and padding (appended).
+    case("conv_transpose2d", [rand(2, 4, 3, 3), rand(4, 3, 3, 2), rand(6)],
+         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 1), padding=(1, 0), output_padding=(1, 0), groups=2,
+                                            dilation=(1, 2)))
+    case("conv_transpose2d_output_padding_dilated", [rand(1, 2, 3, 4), rand(2, 3, 2, 2)],
+         lambda x, w: F.conv_transpose2d(x, w, padding=(1, 0), output_padding=1, dilation=2))
+    case("conv_transpose1d", [rand(2, 4, 5), rand(4, 1, 3), rand(2)],
+         lambda x, w, b: F.conv_transpose1d(x, w, b, stride=2, padding=1, output_padding=1, groups=2))
+    case("pad_constant", [rand(2, 3, 4)], lambda x: F.pad(x, (1, 2, -1, 1), value=0.5))
+    case("pad_reflect", [rand(2, 3, 4)], lambda x: F.pad(x.unsqueeze(0), (3, 2, 2, 1), mode="reflect").squeeze(0))
+    case("pad_replicate", [rand(1, 2, 3, 3)], lambda x: F.pad(x, (2, 1, 0, 3), mode="replicate"))
+    case("pad_circular", [rand(2, 2, 4)], lambda x: F.pad(x, (4, 1), mode="circular"))
+    # Modules: a PyTorch state dict loads strictly and outputs and gradients agree.
+    recurrent_case("conv_transpose2d_module",
+                   torch.nn.ConvTranspose2d(4, 6, (3, 2), stride=2, padding=1, output_padding=1, groups=2,
+                                            dilation=(1, 2)), rand(2, 4, 3, 3), None)
+    recurrent_case("conv_transpose1d_module", torch.nn.ConvTranspose1d(3, 2, 3, stride=3, bias=False), rand(3, 4),
+                   None)
 
 
 def write(name, tensors):

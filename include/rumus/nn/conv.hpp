@@ -1,6 +1,7 @@
 #pragma once
 #include "rumus/nn/module.hpp"
 #include "rumus/ops/conv.hpp"
+#include "rumus/ops/conv_transpose.hpp"
 #include "rumus/core/export.hpp"
 
 RUMUS_API_BEGIN
@@ -29,6 +30,31 @@ class Conv1d : public Module {
   std::string type_name() const override { return "Conv1d"; }
   std::string extra_repr() const override;
   Conv1dOptions options;
+  Tensor weight, bias;
+};
+
+// torch::nn::ConvTranspose2d: weight [in, out/groups, kh, kw] (input channels
+// first, as PyTorch), bias [out]; PyTorch's initialisation and names.
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(std::int64_t in_channels, std::int64_t out_channels, Size2 kernel_size,
+                  ConvTranspose2dOptions options = {}, bool bias = true);
+  Tensor forward(const Tensor& x) override { return conv_transpose2d(x, weight, bias, options); }
+  std::string type_name() const override { return "ConvTranspose2d"; }
+  std::string extra_repr() const override;
+  ConvTranspose2dOptions options;
+  Tensor weight, bias;
+};
+
+// torch::nn::ConvTranspose1d: weight [in, out/groups, k], bias [out].
+class ConvTranspose1d : public Module {
+ public:
+  ConvTranspose1d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,
+                  ConvTranspose1dOptions options = {}, bool bias = true);
+  Tensor forward(const Tensor& x) override { return conv_transpose1d(x, weight, bias, options); }
+  std::string type_name() const override { return "ConvTranspose1d"; }
+  std::string extra_repr() const override;
+  ConvTranspose1dOptions options;
   Tensor weight, bias;
 };
 
