@@ -1,9 +1,7 @@
-// Training throughput of ResNet-18 for 32x32 inputs, the network of the
-// PyTorch ResNet-18 baseline (torch_resnet_baseline.py): a 3x3 stem,
-// stages of 64/128/256/512 channels with two BasicBlocks each (strides
-// 1/2/2/2, 1x1 projections where the shape changes), global average pool, a
-// 10-way linear head; SGD momentum 0.9, lr 0.01, cross-entropy, 8 random
-// batches cycled on the device, the loss read once at the end.
+// Training throughput of ResNet-18 for 32x32 inputs (examples/support/resnet.hpp),
+// the network of the PyTorch ResNet-18 baseline (torch_resnet_baseline.py):
+// SGD momentum 0.9, lr 0.01, cross-entropy, 8 random batches cycled on the
+// device, the loss read once at the end.
 //   bench_vulkan_resnet [device (default vulkan:0)] [steps (default 100)] [eager|captured|both (default both)] [--amp] [batch ...]
 // "captured" records the step once (rumus::capture) and replays it, each batch
 // first copied into the step's static inputs, as the peer's CUDA graph does.
@@ -11,9 +9,10 @@
 // scaler reads its inf flag back every step).
 #include <rumus/rumus.hpp>
 
+#include "../examples/support/resnet.hpp"
+
 #include <chrono>
 #include <cstdio>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,55 +20,9 @@ using namespace rumus;
 
 namespace {
 
-nn::Conv2d conv3x3(std::int64_t cin, std::int64_t cout, std::int64_t stride) {
-  return nn::Conv2d(cin, cout, 3, {.stride = {stride, stride}, .padding = {1, 1}}, /*bias=*/false);
-}
-
-// torchvision's BasicBlock, with the projection PyTorch's peer names "down".
-struct Block : nn::Module {
-  nn::Conv2d conv1, conv2;
-  nn::BatchNorm2d bn1, bn2;
-  std::shared_ptr<nn::Sequential> down;
-  Block(std::int64_t cin, std::int64_t cout, std::int64_t stride)
-      : conv1(conv3x3(cin, cout, stride)), conv2(conv3x3(cout, cout, 1)), bn1(cout), bn2(cout) {
-    register_modules({{"conv1", conv1}, {"bn1", bn1}, {"conv2", conv2}, {"bn2", bn2}});
-    if (stride != 1 || cin != cout) {
-      down = std::make_shared<nn::Sequential>();
-      down->push_back(std::make_shared<nn::Conv2d>(cin, cout, 1, Conv2dOptions{.stride = {stride, stride}}, false));
-      down->push_back(std::make_shared<nn::BatchNorm2d>(cout));
-      register_module("down", down);
-    }
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = relu(bn1(conv1(x)));
-    h = bn2(conv2(h));
-    return relu(h + (down ? down->forward(x) : x));
-  }
-};
-
-struct ResNet18 : nn::Module {
-  nn::Conv2d conv1 = conv3x3(3, 64, 1);
-  nn::BatchNorm2d bn1{64};
-  nn::Sequential layers;
-  nn::Linear fc{512, 10};
-  ResNet18() {
-    std::int64_t cin = 64;
-    for (auto [cout, stride] : {std::pair<std::int64_t, std::int64_t>{64, 1}, {128, 2}, {256, 2}, {512, 2}}) {
-      layers.push_back(std::make_shared<Block>(cin, cout, stride));
-      layers.push_back(std::make_shared<Block>(cout, cout, 1));
-      cin = cout;
-    }
-    register_modules({{"conv1", conv1}, {"bn1", bn1}, {"layers", layers}, {"fc", fc}});
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = layers.forward(relu(bn1(conv1(x))));
-    return fc(adaptive_avg_pool2d(h, {1, 1}).flatten(1));
-  }
-};
-
 void run(Device dev, std::int64_t batch, int steps, bool captured, bool amp) {
   manual_seed(0);
-  ResNet18 net;
+  example::ResNet18 net;  // 3 input channels, 10 classes, width 64
   net.to(dev);
   net.train();
   optim::SGD opt(net.parameters(), {.lr = 0.01, .momentum = 0.9});

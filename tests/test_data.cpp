@@ -1,4 +1,4 @@
-// IDX reading (raw and gzip, and its bad inputs), the MNIST dataset, and the
+// IDX reading (raw and gzip, and its bad inputs), the MNIST and CIFAR-10 datasets, and the
 // DataLoader's order, batching and prefetching.
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -144,6 +144,64 @@ TEST(Mnist, MissingOrMismatchedFilesAreIoErrors) {
   write_raw(bad / "train-labels-idx1-ubyte", idx_bytes(0x08, {4}, std::string{1, 2, 3, 4}));
   msg = error_of([&] { data::Mnist(bad, data::Split::Train); });
   EXPECT_NE(msg.find("5 images"), std::string::npos) << msg;
+}
+
+namespace {
+// CIFAR-10 binary records: image i has label i % 10 and byte k = (i + k) % 256.
+std::string cifar_records(int first, int n) {
+  std::string s;
+  for (int i = first; i < first + n; ++i) {
+    s += char(i % 10);
+    for (int k = 0; k < 3 * 32 * 32; ++k) s += char((i + k) % 256);
+  }
+  return s;
+}
+}  // namespace
+
+TEST(Cifar10, ReadsEveryTrainingFileInOrderAndTheTestFile) {
+  fs::path dir = scratch("cifar");
+  EXPECT_FALSE(data::Cifar10::found_in(dir.string()));
+  write_raw(dir / "data_batch_1.bin", cifar_records(0, 3));
+  write_raw(dir / "data_batch_2.bin", cifar_records(3, 2));
+  write_raw(dir / "test_batch.bin", cifar_records(100, 2));
+  EXPECT_TRUE(data::Cifar10::found_in(dir.string()));
+  data::Cifar10 train(dir.string(), data::Split::Train, data::Normalize{0.5, 2.0});
+  EXPECT_EQ(train.size(), 5);
+  EXPECT_EQ(train.images().shape(), (Shape{5, 3, 32, 32}));
+  data::Batch b = train.get_batch({4, 0});
+  EXPECT_EQ(b.x.shape(), (Shape{2, 3, 32, 32}));
+  EXPECT_EQ(b.y.dtype(), DType::i64);
+  EXPECT_EQ(b.y.to_vector<std::int64_t>(), (std::vector<std::int64_t>{4, 0}));  // image 4 comes from the second file
+  const auto x = b.x.to_vector<float>();
+  // Image 4, green plane (channel 1), row 2, column 5: byte 1024 + 2 * 32 + 5.
+  const int k = 1024 + 2 * 32 + 5;
+  EXPECT_NEAR(x[std::size_t(k)], (double((4 + k) % 256) / 255.0 - 0.5) / 2.0, 1e-6);
+  data::Cifar10 test(dir.string(), data::Split::Test);
+  EXPECT_EQ(test.size(), 2);
+  EXPECT_EQ(test.get(1).y.item<std::int64_t>(), 1);  // image 101
+  EXPECT_NEAR(test.get(1).x.to_vector<float>()[7], double((101 + 7) % 256) / 255.0, 1e-6);
+}
+
+TEST(Cifar10, BadFilesAreIoErrorsNamingTheFile) {
+  fs::path dir = scratch("cifar_bad");
+  std::string msg = error_of([&] { data::Cifar10(dir.string(), data::Split::Train); });
+  EXPECT_NE(msg.find("data_batch_1.bin"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir.string()), std::string::npos) << msg;
+  msg = error_of([&] { data::Cifar10(dir.string(), data::Split::Test); });
+  EXPECT_NE(msg.find("test_batch.bin"), std::string::npos) << msg;
+  write_raw(dir / "data_batch_1.bin", cifar_records(0, 2) + "xyz");  // a torn last record
+  msg = error_of([&] { data::Cifar10(dir.string(), data::Split::Train); });
+  EXPECT_NE(msg.find("6149 bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("3073-byte records"), std::string::npos) << msg;
+  std::string bad_label = cifar_records(0, 2);
+  bad_label[3073] = char(12);
+  write_raw(dir / "data_batch_1.bin", bad_label);
+  msg = error_of([&] { data::Cifar10(dir.string(), data::Split::Train); });
+  EXPECT_NE(msg.find("record 1 has label 12"), std::string::npos) << msg;
+  write_raw(dir / "data_batch_1.bin", cifar_records(0, 2));
+  data::Cifar10 ok(dir.string(), data::Split::Train);
+  msg = error_of([&] { ok.get_batch({2}); });
+  EXPECT_NE(msg.find("index 2 out of range for 2 examples"), std::string::npos) << msg;
 }
 
 namespace {

@@ -62,6 +62,7 @@
 #include "rumus/optim/rmsprop.hpp"
 #include "rumus/optim/scheduler.hpp"
 #include "rumus/optim/sgd.hpp"
+#include "rumus/data/cifar.hpp"
 #include "rumus/data/dataloader.hpp"
 #include "rumus/data/dataset.hpp"
 #include "rumus/data/idx.hpp"
