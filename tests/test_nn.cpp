@@ -4,6 +4,7 @@
 
 #include <rumus/rumus.hpp>
 
+#include "devices.hpp"
 #include "expect_error.hpp"
 
 #include <algorithm>
@@ -645,4 +646,72 @@ TEST(ParameterVector, RoundTripAndGradient) {
                            "vector_to_parameters: expected a 1-D vector of 8 elements (the parameters' total), got "
                            "shape [7]");
   expect_error<ValueError>([] { nn::parameters_to_vector({}); }, "parameters_to_vector: expected at least one");
+}
+
+TEST(Init, OrthogonalRowsOrColumnsAreOrthonormalTimesGain) {
+  manual_seed(4);
+  for (Shape shape : {Shape{3, 5}, Shape{5, 3}, Shape{4, 2, 3}, Shape{4, 4}}) {
+    SCOPED_TRACE(shape_str(shape));
+    Tensor w = empty(shape, {.dtype = DType::f64});
+    nn::init::orthogonal_(w, 2.0);
+    Tensor m = w.reshape({shape[0], -1});
+    // The shorter side is orthonormal: W W^T (wide) or W^T W (tall) is gain^2 I.
+    Tensor gram = m.size(0) <= m.size(1) ? matmul(m, m.t()) : matmul(m.t(), m);
+    const std::int64_t n = gram.size(0);
+    Tensor want = mul(eye(n, {.dtype = DType::f64}), 4.0);
+    auto g = gram.to_vector<double>(), e = want.to_vector<double>();
+    for (std::size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], e[i], 1e-12) << i;
+  }
+  Tensor a = empty({3, 3}), b = empty({3, 3});
+  manual_seed(8);
+  nn::init::orthogonal_(a);
+  manual_seed(8);
+  nn::init::orthogonal_(b);
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());  // seeded
+  Tensor v = empty({3});
+  expect_error<ShapeError>([&] { nn::init::orthogonal_(v); },
+                           "orthogonal_: expected a tensor of 2 or more dims, got shape [3]");
+}
+
+TEST(Init, EyeAndDiracPassTheInputThrough) {
+  Tensor w = full({3, 4}, 5.0);
+  nn::init::eye_(w);
+  EXPECT_EQ(w.to_vector<float>(), eye(3, 4).to_vector<float>());
+  // A dirac weight makes a padded convolution the identity, per group too.
+  Tensor x = rand({2, 4, 5, 5}, {.dtype = DType::f64});
+  Tensor k = empty({4, 4, 3, 3}, {.dtype = DType::f64});
+  nn::init::dirac_(k);
+  EXPECT_EQ(conv2d(x, k, {}, {.padding = {1, 1}}).to_vector<double>(), x.to_vector<double>());
+  Tensor kg = empty({4, 2, 3, 3}, {.dtype = DType::f64});
+  nn::init::dirac_(kg, 2);
+  EXPECT_EQ(conv2d(x, kg, {}, {.padding = {1, 1}, .groups = 2}).to_vector<double>(), x.to_vector<double>());
+  Tensor k1 = empty({3, 3, 5}, {.dtype = DType::f64});
+  nn::init::dirac_(k1);
+  Tensor x1 = rand({2, 3, 6}, {.dtype = DType::f64});
+  EXPECT_EQ(conv1d(x1, k1, {}, {.padding = 2}).to_vector<double>(), x1.to_vector<double>());
+  expect_error<ShapeError>([&] { nn::init::eye_(k); }, "eye_: expected a 2-D tensor, got shape [4, 4, 3, 3]");
+  expect_error<ShapeError>([&] { nn::init::dirac_(w); }, "dirac_: expected a 3-, 4- or 5-D tensor, got shape [3, 4]");
+  expect_error<ValueError>([&] { nn::init::dirac_(k, 3); }, "dirac_: expected dim 0 (4) divisible by groups (3)");
+}
+
+TEST(Init, TruncNormalStaysInsideAndHasTheTruncatedMean) {
+  const double mean = 0.5, std = 2.0, a = -1.0, b = 2.0;
+  for (Device dev : rumus::testing::test_devices()) {
+    SCOPED_TRACE(dev.str());
+    manual_seed(12);
+    Tensor t = empty({20000}, {.device = dev});
+    nn::init::trunc_normal_(t, mean, std, a, b);
+    EXPECT_GE(amin(t, {0}).item(), a);
+    EXPECT_LE(amax(t, {0}).item(), b);
+    // The truncated normal's mean: mean + std (phi(alpha) - phi(beta)) / (Phi(beta) - Phi(alpha)).
+    auto phi = [](double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); };
+    auto Phi = [](double x) { return (1 + std::erf(x / std::sqrt(2.0))) / 2; };
+    const double alpha = (a - mean) / std, beta = (b - mean) / std;
+    const double want = mean + std * (phi(alpha) - phi(beta)) / (Phi(beta) - Phi(alpha));
+    EXPECT_NEAR(rumus::mean(t).item(), want, 0.02);
+  }
+  Tensor t = empty({4});
+  expect_error<ValueError>([&] { nn::init::trunc_normal_(t, 0, 1, 1, 0); },
+                           "trunc_normal_: expected a < b, got a = 1, b = 0");
+  expect_error<ValueError>([&] { nn::init::trunc_normal_(t, 0, 0); }, "trunc_normal_: expected std > 0, got 0");
 }

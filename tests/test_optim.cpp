@@ -6,6 +6,16 @@
 
 #include "expect_error.hpp"
 
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
 using namespace rumus;
 using rumus::testing::expect_error;
 
@@ -145,15 +155,23 @@ TEST(Optimizer, LoadStateDictRequiresExactlyTheBuffersOfTheOptions) {
   EXPECT_NE(msg.find("SGD.load_state_dict: the state dict has no 'state.0.0.momentum_buffer'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'state.0.0.step' is 1"), std::string::npos) << msg;
 
+  // The groups' options come from the state dict (as PyTorch's param_groups):
+  // a buffer those options do not keep is an error.
   optim::SGD plain({a}, {.lr = 0.1});
-  msg = load_error(plain, momentum.state_dict());
+  StateDict no_momentum = momentum.state_dict();
+  no_momentum["group.0.momentum"] = scalar_tensor(0.0, {.dtype = DType::f64});
+  msg = load_error(plain, no_momentum);
   EXPECT_NE(msg.find("'state.0.0.momentum_buffer' is not a buffer of this SGD (expected: none)"), std::string::npos)
       << msg;
+  EXPECT_EQ(load_error(plain, momentum.state_dict()), "no error");
+  EXPECT_EQ(plain.param_groups()[0].option("momentum"), 0.9);
 
   optim::RMSprop centered({a}, {.lr = 0.1, .centered = true});
   centered.step(backward(sum(a)));
   optim::RMSprop plain_rms({a}, {.lr = 0.1});
-  msg = load_error(plain_rms, centered.state_dict());
+  StateDict not_centered = centered.state_dict();
+  not_centered["group.0.centered"] = scalar_tensor(0.0, {.dtype = DType::f64});
+  msg = load_error(plain_rms, not_centered);
   EXPECT_NE(msg.find("'state.0.0.grad_avg' is not a buffer of this RMSprop (expected: square_avg)"), std::string::npos)
       << msg;
   optim::RMSprop centered2({a}, {.lr = 0.1, .centered = true});
@@ -348,3 +366,270 @@ TEST(FusedSteps, RejectMismatchedState) {
 }
 
 }  // namespace
+
+// Trajectories and curves written by tests/torch_reference/make_reference.py
+// (optimizer_trajectory, scheduler_curve): PyTorch 1.13 in float64.
+namespace {
+
+std::map<std::string, Tensor> read_reference(const std::string& name) {
+  std::ifstream in(std::string(RUMUS_TORCH_REFERENCE_DIR) + "/" + name + ".txt");
+  if (!in) throw std::runtime_error("missing reference file " + name);
+  std::map<std::string, Tensor> out;
+  std::string header, values;
+  while (std::getline(in, header) && std::getline(in, values)) {
+    std::istringstream h(header), v(values);
+    std::string key, kind;
+    int nd = 0;
+    h >> key >> kind >> nd;
+    Shape shape(std::size_t(nd), 0);
+    for (auto& d : shape) h >> d;
+    std::vector<double> data(std::size_t(numel_of(shape)));
+    for (auto& x : data) v >> x;
+    out[key] = tensor(data, shape, {.dtype = DType::f64});
+  }
+  return out;
+}
+
+void expect_values(const Tensor& got, const Tensor& want, const std::string& what, double tol = 1e-12) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  for (std::size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], tol * (1 + std::abs(w[i]))) << what << " element " << i;
+}
+
+// Runs the optimizer `make` builds over two groups (options per group, as
+// in make_reference.py) on f(p) = sum(w p^2 / 2 + c p), comparing every step.
+template <class Make>
+void expect_trajectory(const std::string& name, Make make, std::vector<std::map<std::string, double>> group_options,
+                       std::vector<std::optional<double>> group_lr = {},
+                       std::vector<std::optional<double>> group_weight_decay = {}, double tol = 1e-12) {
+  auto ref = read_reference("optim_" + name);
+  std::vector<Tensor> params{ref.at("p0").clone().requires_grad_(), ref.at("p1").clone().requires_grad_()};
+  std::vector<optim::ParamGroup> groups;
+  for (std::size_t i = 0; i < 2; ++i) {
+    optim::ParamGroup g{.params = {params[i]}, .options = group_options[i]};
+    if (i < group_lr.size()) g.lr = group_lr[i];
+    if (i < group_weight_decay.size()) g.weight_decay = group_weight_decay[i];
+    groups.push_back(g);
+  }
+  auto opt = make(std::move(groups));
+  for (int s = 0; ref.contains(fmt::format("step{}.p0", s)); ++s) {
+    Tensor loss = zeros({}, {.dtype = DType::f64});
+    for (int i = 0; i < 2; ++i) {
+      const Tensor& w = ref.at(fmt::format("w{}", i));
+      const Tensor& c = ref.at(fmt::format("c{}", i));
+      loss = add(loss, sum(add(div(mul(w, square(params[i])), 2.0), mul(c, params[i]))));
+    }
+    opt.step(backward(loss));
+    for (int i = 0; i < 2; ++i)
+      expect_values(params[i], ref.at(fmt::format("step{}.p{}", s, i)), fmt::format("{} step {} p{}", name, s, i),
+                    tol);
+  }
+}
+
+using Groups = std::vector<optim::ParamGroup>;
+
+}  // namespace
+
+TEST(TorchTrajectory, Adagrad) {
+  expect_trajectory("adagrad",
+                    [](Groups g) { return optim::Adagrad(std::move(g), {.lr = 0.1, .initial_accumulator_value = 0.2}); },
+                    {{{"lr_decay", 0.05}}, {{"eps", 1e-3}}}, {}, {0.1});
+}
+
+TEST(TorchTrajectory, NAdam) {
+  expect_trajectory("nadam", [](Groups g) { return optim::NAdam(std::move(g), {.lr = 0.05}); },
+                    {{{"momentum_decay", 0.01}}, {{"beta1", 0.8}, {"beta2", 0.99}, {"eps", 1e-3}}}, {}, {0.1},
+                    1e-8);  // PyTorch keeps mu_product in float32
+}
+
+TEST(TorchTrajectory, RAdamBothSidesOfTheRectificationThreshold) {
+  expect_trajectory("radam", [](Groups g) { return optim::RAdam(std::move(g), {.lr = 0.05}); },
+                    {{}, {{"beta1", 0.5}, {"beta2", 0.9}, {"eps", 1e-3}}}, {}, {0.1});
+}
+
+TEST(TorchTrajectory, AdamAmsgradPerGroup) {
+  expect_trajectory("adam_amsgrad", [](Groups g) { return optim::Adam(std::move(g), {.lr = 0.2, .amsgrad = true}); },
+                    {{}, {{"beta1", 0.5}, {"beta2", 0.9}, {"amsgrad", 0}}}, {}, {0.1});
+}
+
+TEST(TorchTrajectory, AdamWAmsgrad) {
+  expect_trajectory("adamw_amsgrad",
+                    [](Groups g) { return optim::AdamW(std::move(g), {.lr = 0.2, .weight_decay = 0.01, .amsgrad = true}); },
+                    {{}, {{"beta1", 0.5}, {"beta2", 0.9}, {"eps", 1e-3}}}, {}, {0.1});
+}
+
+TEST(TorchTrajectory, SGDGroupsWithTheirOwnMomentum) {
+  expect_trajectory("sgd_groups", [](Groups g) { return optim::SGD(std::move(g), {.lr = 0.1}); },
+                    {{{"momentum", 0.9}, {"nesterov", 1}}, {{"momentum", 0.5}, {"dampening", 0.1}}}, {},
+                    {std::nullopt, 0.2});
+}
+
+TEST(TorchTrajectory, RMSpropGroupsWithTheirOwnOptions) {
+  expect_trajectory("rmsprop_groups", [](Groups g) { return optim::RMSprop(std::move(g), {.lr = 0.05}); },
+                    {{{"centered", 1}, {"momentum", 0.5}}, {{"alpha", 0.9}, {"eps", 1e-3}}});
+}
+
+namespace {
+
+// The lrs (and momenta) of an SGD's two groups (base lr 0.1 and 0.02, momentum
+// 0.9) at construction and after each step of the scheduler `make` builds.
+template <class Make, class Step>
+void expect_schedule(const std::string& name, Make make, Step step) {
+  auto ref = read_reference("sched_" + name);
+  Tensor a = zeros({1}).requires_grad_(), b = zeros({1}).requires_grad_();
+  optim::SGD opt(Groups{{.params = {a}}, {.params = {b}, .lr = 0.02}}, {.lr = 0.1, .momentum = 0.9});
+  auto sched = make(opt);
+  const Tensor& lr = ref.at("lr");
+  const bool momentum = ref.contains("momentum");
+  std::vector<double> metrics;
+  if (ref.contains("metrics")) metrics = ref.at("metrics").to_vector<double>();
+  for (std::int64_t s = 0; s < lr.shape()[0]; ++s) {
+    if (s > 0) step(*sched, metrics.empty() ? 0.0 : metrics[std::size_t(s - 1)]);
+    for (std::size_t g = 0; g < 2; ++g) {
+      EXPECT_NEAR(opt.param_groups()[g].lr, lr.select(0, s).to_vector<double>()[g], 1e-12)
+          << name << " lr at step " << s << " group " << g;
+      if (momentum)
+        EXPECT_NEAR(opt.param_groups()[g].option("momentum"), ref.at("momentum").select(0, s).to_vector<double>()[g],
+                    1e-12)
+            << name << " momentum at step " << s << " group " << g;
+    }
+  }
+}
+
+auto plain_step = [](auto& sched, double) { sched.step(); };
+auto metric_step = [](auto& sched, double metric) { sched.step(metric); };
+
+}  // namespace
+
+TEST(TorchSchedule, ExponentialLR) {
+  expect_schedule("exponential", [](auto& o) { return std::make_unique<optim::ExponentialLR>(o, 0.8); }, plain_step);
+}
+
+TEST(TorchSchedule, LambdaLRPerGroup) {
+  expect_schedule("lambda",
+                  [](auto& o) {
+                    return std::make_unique<optim::LambdaLR>(
+                        o, std::vector<optim::LambdaLR::Lambda>{[](std::int64_t e) { return 1.0 / double(e + 1); },
+                                                                [](std::int64_t e) { return std::pow(0.9, double(e)); }});
+                  },
+                  plain_step);
+}
+
+TEST(TorchSchedule, CyclicLRModes) {
+  for (std::string mode : {"triangular", "triangular2", "exp_range"}) {
+    expect_schedule("cyclic_" + mode,
+                    [&](auto& o) {
+                      return std::make_unique<optim::CyclicLR>(
+                          o, std::vector<double>{0.01, 0.002}, std::vector<double>{0.1, 0.05},
+                          optim::CyclicLROptions{.step_size_up = 3, .step_size_down = 2, .mode = mode,
+                                                 .gamma = mode == "exp_range" ? 0.9 : 1.0, .base_momentum = {0.8},
+                                                 .max_momentum = {0.95}});
+                    },
+                    plain_step);
+  }
+}
+
+TEST(TorchSchedule, ReduceLROnPlateauMinRelativeWithCooldown) {
+  expect_schedule("plateau_min_rel",
+                  [](auto& o) {
+                    return std::make_unique<optim::ReduceLROnPlateau>(
+                        o, optim::ReduceLROnPlateauOptions{.factor = 0.5, .patience = 2, .cooldown = 1,
+                                                           .min_lr = {0.01, 0.004}});
+                  },
+                  metric_step);
+}
+
+TEST(TorchSchedule, ReduceLROnPlateauMaxAbsolute) {
+  expect_schedule("plateau_max_abs",
+                  [](auto& o) {
+                    return std::make_unique<optim::ReduceLROnPlateau>(
+                        o, optim::ReduceLROnPlateauOptions{.mode = "max", .factor = 0.3, .patience = 1,
+                                                           .threshold = 0.05, .threshold_mode = "abs",
+                                                           .min_lr = {0.005}});
+                  },
+                  metric_step);
+}
+
+// Each optim_* and sched_* reference file is compared by a test above.
+TEST(TorchTrajectory, EveryReferenceFileHasATest) {
+  const std::set<std::string> tested{"optim_adagrad", "optim_nadam", "optim_radam", "optim_adam_amsgrad",
+                                     "optim_adamw_amsgrad", "optim_sgd_groups", "optim_rmsprop_groups",
+                                     "sched_exponential", "sched_lambda", "sched_cyclic_triangular",
+                                     "sched_cyclic_triangular2", "sched_cyclic_exp_range", "sched_plateau_min_rel",
+                                     "sched_plateau_max_abs"};
+  for (const auto& entry : std::filesystem::directory_iterator(RUMUS_TORCH_REFERENCE_DIR)) {
+    const std::string stem = entry.path().stem().string();
+    if (stem.starts_with("optim_") || stem.starts_with("sched_")) EXPECT_TRUE(tested.contains(stem)) << stem;
+  }
+}
+
+TEST(Optimizer, GroupOptionsAreTheOptimizersOwnAndRoundTrip) {
+  Tensor a = ones({2}).requires_grad_(), b = ones({2}).requires_grad_();
+  optim::SGD opt(Groups{{.params = {a}}, {.params = {b}, .options = {{"momentum", 0.5}}}}, {.lr = 0.1, .momentum = 0.9});
+  EXPECT_EQ(opt.param_groups()[0].option("momentum"), 0.9);
+  EXPECT_EQ(opt.param_groups()[1].option("momentum"), 0.5);
+  EXPECT_EQ(opt.param_groups()[1].option("dampening"), 0.0);
+  StateDict sd = opt.state_dict();
+  EXPECT_EQ(sd.at("group.1.momentum").item(), 0.5);
+  EXPECT_EQ(sd.at("group.0.nesterov").item(), 0.0);
+  optim::SGD other(Groups{{.params = {a}}, {.params = {b}}}, {.lr = 0.1});
+  other.load_state_dict(sd);
+  EXPECT_EQ(other.param_groups()[1].option("momentum"), 0.5);
+  expect_error<ValueError>(
+      [&] { optim::SGD(Groups{{.params = {a}, .options = {{"beta1", 0.5}}}}); },
+      "SGD: group 0 sets the option 'beta1', which this optimizer does not have (expected one of: lr, weight_decay, "
+      "dampening, momentum, nesterov)");
+  expect_error<Error>([&] { optim::Adam(Groups{{.params = {a}, .options = {{"beta2", 1.5}}}}); },
+                      "Adam: expected betas in [0, 1), got (0.9, 1.5)");
+  expect_error<Error>([&] { opt.param_groups()[0].option("beta1"); }, "the parameter group has no option 'beta1'");
+}
+
+TEST(Optimizer, NewOptimizersStateDictsRoundTrip) {
+  auto run = [](auto make) {
+    auto init = [] { return tensor({1.0, -2.0, 3.0}, {.dtype = DType::f64}).requires_grad_(); };
+    Tensor g = tensor({0.3, -0.2, 0.1}, {.dtype = DType::f64});
+    Tensor p1 = init(), p2 = init();
+    auto o1 = make(p1);
+    for (int i = 0; i < 3; ++i) o1.step(backward(sum(mul(square(p1), g))));
+    {
+      NoGradGuard ng;
+      p2.copy_(p1);
+    }
+    auto o2 = make(p2);
+    o2.load_state_dict(o1.state_dict());
+    for (int i = 0; i < 2; ++i) {
+      o1.step(backward(sum(mul(square(p1), g))));
+      o2.step(backward(sum(mul(square(p2), g))));
+    }
+    EXPECT_EQ(p1.to_vector<double>(), p2.to_vector<double>()) << o1.type_name();
+    return o1.state_dict();
+  };
+  EXPECT_TRUE(run([](Tensor p) { return optim::Adagrad({p}, {.lr = 0.1, .lr_decay = 0.1}); }).contains("state.0.0.sum"));
+  EXPECT_TRUE(run([](Tensor p) { return optim::NAdam({p}); }).contains("state.0.0.exp_avg_sq"));
+  EXPECT_TRUE(run([](Tensor p) { return optim::RAdam({p}); }).contains("state.0.0.exp_avg"));
+  EXPECT_TRUE(run([](Tensor p) { return optim::Adam({p}, {.amsgrad = true}); }).contains("state.0.0.max_exp_avg_sq"));
+}
+
+TEST(Optimizer, NewOptimizersAndSchedulersRejectBadOptions) {
+  Tensor p = ones({2}).requires_grad_();
+  expect_error<Error>([&] { optim::Adagrad({p}, {.lr_decay = -1}); }, "Adagrad: expected lr_decay >= 0, got -1");
+  expect_error<Error>([&] { optim::NAdam({p}, {.beta1 = 1.0}); }, "NAdam: expected betas in [0, 1), got (1, 0.999)");
+  expect_error<Error>([&] { optim::RAdam({p}, {.eps = -1}); }, "RAdam: expected eps >= 0, got -1");
+  optim::SGD sgd({p}, {.lr = 0.1});
+  optim::Adagrad adagrad({p});
+  expect_error<Error>([&] { optim::ExponentialLR(sgd, 0.0); }, "ExponentialLR: expected gamma > 0, got 0");
+  expect_error<Error>([&] { optim::LambdaLR(sgd, std::vector<optim::LambdaLR::Lambda>{}); },
+                      "LambdaLR: expected one lr_lambda per parameter group (1), got 0");
+  expect_error<Error>([&] { optim::CyclicLR(sgd, 0.1, 1.0, {.mode = "sine"}); },
+                      "CyclicLR: expected mode 'triangular', 'triangular2' or 'exp_range', got 'sine'");
+  expect_error<Error>([&] { optim::CyclicLR(adagrad, 0.1, 1.0); },
+                      "CyclicLR: cycle_momentum needs an optimizer with momentum or beta1; Adagrad has neither");
+  expect_error<Error>([&] { optim::CyclicLR(sgd, {0.1, 0.2}, {1.0}); },
+                      "CyclicLR: expected one base_lr or one per parameter group (1), got 2");
+  expect_error<Error>([&] { optim::ReduceLROnPlateau(sgd, {.factor = 1.0}); },
+                      "ReduceLROnPlateau: expected factor < 1, got 1");
+  expect_error<Error>([&] { optim::ReduceLROnPlateau(sgd, {.mode = "up"}); },
+                      "ReduceLROnPlateau: expected mode 'min' or 'max', got 'up'");
+  expect_error<Error>([&] { optim::ReduceLROnPlateau(sgd, {.threshold_mode = "log"}); },
+                      "ReduceLROnPlateau: expected threshold_mode 'rel' or 'abs', got 'log'");
+}

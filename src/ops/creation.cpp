@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "op_util.hpp"
@@ -113,6 +114,61 @@ Tensor ones_like(const Tensor& t) { return ones(t.shape(), {.dtype = t.dtype(), 
 Tensor empty_like(const Tensor& t) { return alloc(t.shape(), t.dtype(), t.device()); }
 Tensor full_like(const Tensor& t, double value) {
   return full(t.shape(), value, {.dtype = t.dtype(), .device = t.device()});
+}
+
+Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.shape(), {.dtype = t.dtype(), .device = t.device()}, gen); }
+Tensor randn_like(const Tensor& t, Generator* gen) {
+  return randn(t.shape(), {.dtype = t.dtype(), .device = t.device()}, gen);
+}
+Tensor randint_like(const Tensor& t, std::int64_t high, Generator* gen) { return randint_like(t, 0, high, gen); }
+Tensor randint_like(const Tensor& t, std::int64_t low, std::int64_t high, Generator* gen) {
+  return randint(low, high, t.shape(), {.dtype = t.dtype(), .device = t.device()}, gen);
+}
+
+Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
+  check_float_option("Tensor.normal_", dtype());
+  return copy_(normal(shape(), mean, std, {.dtype = dtype(), .device = device()}, gen));
+}
+Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
+  check_float_option("Tensor.uniform_", dtype());
+  if (!(from <= to)) throw ValueError(fmt::format("Tensor.uniform_: expected from <= to, got [{}, {})", from, to));
+  return copy_(uniform(shape(), from, to, {.dtype = dtype(), .device = device()}, gen));
+}
+
+namespace {
+// Values computed on the host in double, then cast and moved (as arange).
+Tensor from_host(const std::vector<double>& values, const Shape& shape, const TensorOptions& o) {
+  Tensor t = tensor(values, shape, {.dtype = DType::f64}).to(o.dtype).to(o.device);
+  return finish(t, o);
+}
+std::vector<double> spaced(const char* op, double start, double end, std::int64_t steps) {
+  if (steps < 0) throw ValueError(fmt::format("{}: expected steps >= 0, got {}", op, steps));
+  std::vector<double> v(std::size_t(steps), start);
+  const double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
+  // From both ends towards the middle, as PyTorch: the last value is `end` exactly.
+  if (steps == 1) return v;  // the start alone
+  for (std::int64_t i = 0; i < steps; ++i)
+    v[std::size_t(i)] = i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i);
+  return v;
+}
+}  // namespace
+
+Tensor linspace(double start, double end, std::int64_t steps, TensorOptions o) {
+  return from_host(spaced("linspace", start, end, steps), {steps}, o);
+}
+
+Tensor logspace(double start, double end, std::int64_t steps, double base, TensorOptions o) {
+  std::vector<double> v = spaced("logspace", start, end, steps);
+  for (double& x : v) x = std::pow(base, x);
+  return from_host(v, {steps}, o);
+}
+
+Tensor eye(std::int64_t n, TensorOptions o) { return eye(n, n, o); }
+Tensor eye(std::int64_t n, std::int64_t m, TensorOptions o) {
+  if (n < 0 || m < 0) throw ValueError(fmt::format("eye: expected n >= 0 and m >= 0, got n = {}, m = {}", n, m));
+  std::vector<double> v(std::size_t(n * m), 0.0);
+  for (std::int64_t i = 0; i < std::min(n, m); ++i) v[std::size_t(i * m + i)] = 1.0;
+  return from_host(v, {n, m}, o);
 }
 
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions o) {

@@ -15,7 +15,14 @@
 
 namespace rumus::optim {
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name) {
+double Optimizer::Group::option(const std::string& name) const {
+  auto it = options.find(name);
+  if (it == options.end()) throw Error(fmt::format("Optimizer: the parameter group has no option '{}'", name));
+  return it->second;
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name,
+                     std::map<std::string, double> defaults) {
   if (groups.empty()) throw Error(fmt::format("{}: expected at least one parameter group", name));
   // As torch.optim's "optimizer got an empty parameter list" (an empty group
   // beside non-empty ones is accepted, as in PyTorch).
@@ -35,7 +42,18 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_de
       if (!p.defined() || !is_floating(p.dtype()))
         throw Error(fmt::format("{}: parameter {} of group {} is undefined or not floating point", name, i, g));
     }
-    groups_.push_back({std::move(pg.params), glr, gwd, glr});
+    std::map<std::string, double> options = defaults;
+    for (auto& [key, value] : pg.options) {
+      if (!defaults.contains(key)) {
+        std::vector<std::string> known{"lr", "weight_decay"};
+        for (auto& [k, v] : defaults) known.push_back(k);
+        throw ValueError(fmt::format("{}: group {} sets the option '{}', which this optimizer does not have (expected "
+                                     "one of: {})",
+                                     name, g, key, fmt::join(known, ", ")));
+      }
+      options[key] = value;
+    }
+    groups_.push_back({std::move(pg.params), glr, gwd, glr, std::move(options)});
     state_.emplace_back(groups_.back().params.size());
   }
 }
@@ -126,6 +144,7 @@ StateDict Optimizer::state_dict() const {
     out[gp + "lr"] = f64_scalar(groups_[g].lr);
     out[gp + "initial_lr"] = f64_scalar(groups_[g].initial_lr);
     out[gp + "weight_decay"] = f64_scalar(groups_[g].weight_decay);
+    for (auto& [k, v] : groups_[g].options) out[gp + k] = f64_scalar(v);
     out[gp + "size"] = full({}, double(groups_[g].params.size()), {.dtype = DType::i64});
     for (std::size_t i = 0; i < state_[g].size(); ++i) {
       const ParamState& s = state_[g][i];
@@ -157,8 +176,6 @@ void Optimizer::load_state_dict(const StateDict& state) {
     if (v < 0) throw Error(fmt::format("{}: '{}' must be >= 0, got {}", op, key, v));
     return v;
   };
-  const std::vector<std::string> buffer_names = this->buffer_names();
-  const std::string expected_buffers = buffer_names.empty() ? "none" : fmt::format("{}", fmt::join(buffer_names, ", "));
   std::size_t used = 1;
   std::vector<Group> groups = groups_;
   std::vector<std::vector<ParamState>> states(groups.size());
@@ -172,6 +189,13 @@ void Optimizer::load_state_dict(const StateDict& state) {
     groups[g].initial_lr = need(gp + "initial_lr").item();
     groups[g].weight_decay = need(gp + "weight_decay").item();
     used += 4;
+    for (auto& [k, v] : groups[g].options) {
+      v = need(gp + k).item();
+      ++used;
+    }
+    const std::vector<std::string> buffer_names = this->buffer_names(groups[g]);
+    const std::string expected_buffers =
+        buffer_names.empty() ? "none" : fmt::format("{}", fmt::join(buffer_names, ", "));
     states[g].resize(size);
     for (std::size_t i = 0; i < size; ++i) {
       std::string sp = fmt::format("state.{}.{}.", g, i);

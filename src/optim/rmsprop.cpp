@@ -8,15 +8,20 @@
 namespace rumus::optim {
 
 RMSprop::RMSprop(std::vector<ParamGroup> groups, RMSpropOptions o)
-    : Optimizer(std::move(groups), o.lr, o.weight_decay, "RMSprop"), options(o) {
-  if (!(o.alpha >= 0 && o.alpha <= 1)) throw Error(fmt::format("RMSprop: expected 0 <= alpha <= 1, got {}", o.alpha));
-  if (o.momentum < 0) throw Error(fmt::format("RMSprop: expected momentum >= 0, got {}", o.momentum));
+    : Optimizer(std::move(groups), o.lr, o.weight_decay, "RMSprop",
+                {{"alpha", o.alpha}, {"eps", o.eps}, {"momentum", o.momentum}, {"centered", o.centered ? 1.0 : 0.0}}),
+      options(o) {
+  for (const Group& g : param_groups()) {
+    const double alpha = g.option("alpha"), momentum = g.option("momentum");
+    if (!(alpha >= 0 && alpha <= 1)) throw Error(fmt::format("RMSprop: expected 0 <= alpha <= 1, got {}", alpha));
+    if (momentum < 0) throw Error(fmt::format("RMSprop: expected momentum >= 0, got {}", momentum));
+  }
 }
 
-std::vector<std::string> RMSprop::buffer_names() const {
+std::vector<std::string> RMSprop::buffer_names(const Group& group) const {
   std::vector<std::string> names{"square_avg"};
-  if (options.centered) names.push_back("grad_avg");
-  if (options.momentum > 0) names.push_back("momentum_buffer");
+  if (group.flag("centered")) names.push_back("grad_avg");
+  if (group.option("momentum") > 0) names.push_back("momentum_buffer");
   return names;
 }
 
@@ -26,20 +31,21 @@ void RMSprop::update(Tensor& p, const Tensor& grad, ParamState& state, const Gro
     if (it == state.buffers.end()) it = state.buffers.emplace(name, zeros_like(p)).first;
     return it->second;
   };
+  const double alpha = group.option("alpha"), eps = group.option("eps"), momentum = group.option("momentum");
   Tensor g = group.weight_decay != 0 ? add(grad, p, group.weight_decay) : grad;
   Tensor& sq = buffer("square_avg");
-  sq.mul_(options.alpha).add_(square(g), 1.0 - options.alpha);
+  sq.mul_(alpha).add_(square(g), 1.0 - alpha);
   Tensor avg;
-  if (options.centered) {
+  if (group.flag("centered")) {
     Tensor& ga = buffer("grad_avg");
-    ga.mul_(options.alpha).add_(g, 1.0 - options.alpha);
-    avg = add(sqrt(sub(sq, square(ga))), options.eps);
+    ga.mul_(alpha).add_(g, 1.0 - alpha);
+    avg = add(sqrt(sub(sq, square(ga))), eps);
   } else {
-    avg = add(sqrt(sq), options.eps);
+    avg = add(sqrt(sq), eps);
   }
-  if (options.momentum > 0) {
+  if (momentum > 0) {
     Tensor& buf = buffer("momentum_buffer");
-    buf.mul_(options.momentum).add_(div(g, avg));
+    buf.mul_(momentum).add_(div(g, avg));
     p.add_(buf, -group.lr);
   } else {
     p.add_(div(g, avg), -group.lr);

@@ -18,7 +18,9 @@ void check(bool ok, const std::string& what) {
 void LRScheduler::set_step(std::int64_t step) {
   check(step >= 0, fmt::format("LRScheduler: expected step >= 0, got {}", step));
   step_ = step;
-  for (auto& g : optimizer_.param_groups()) g.lr = lr_at(step, g.initial_lr);
+  auto& groups = optimizer_.param_groups();
+  for (std::size_t i = 0; i < groups.size(); ++i) groups[i].lr = lr_at(step, groups[i].initial_lr, i);
+  on_step(step);
 }
 
 StepLR::StepLR(Optimizer& opt, std::int64_t step_size, double gamma) : LRScheduler(opt), step_size(step_size), gamma(gamma) {
@@ -78,6 +80,131 @@ double OneCycleLR::lr_at(std::int64_t step, double max) const {
   if (s < up_end) return cosine(initial, max, s / up_end);
   if (up_end >= down_end) return max;
   return cosine(max, min, (s - up_end) / (down_end - up_end));
+}
+
+ExponentialLR::ExponentialLR(Optimizer& opt, double gamma) : LRScheduler(opt), gamma(gamma) {
+  check(gamma > 0, fmt::format("ExponentialLR: expected gamma > 0, got {}", gamma));
+  start();
+}
+double ExponentialLR::lr_at(std::int64_t step, double base) const { return base * std::pow(gamma, double(step)); }
+
+LambdaLR::LambdaLR(Optimizer& opt, Lambda lr_lambda) : LambdaLR(opt, std::vector<Lambda>(opt.param_groups().size(), lr_lambda)) {}
+
+LambdaLR::LambdaLR(Optimizer& opt, std::vector<Lambda> lambdas) : LRScheduler(opt), lr_lambdas(std::move(lambdas)) {
+  check(lr_lambdas.size() == opt.param_groups().size(),
+        fmt::format("LambdaLR: expected one lr_lambda per parameter group ({}), got {}", opt.param_groups().size(),
+                    lr_lambdas.size()));
+  for (const Lambda& f : lr_lambdas) check(bool(f), "LambdaLR: expected callable lr_lambdas, got an empty function");
+  start();
+}
+double LambdaLR::lr_at(std::int64_t step, double base, std::size_t group) const {
+  return base * lr_lambdas.at(group)(step);
+}
+
+namespace {
+// One value for every group, or one per group.
+std::vector<double> per_group(const char* op, const char* what, std::vector<double> values, std::size_t groups) {
+  if (values.size() == 1) values.assign(groups, values.front());
+  check(values.size() == groups,
+        fmt::format("{}: expected one {} or one per parameter group ({}), got {}", op, what, groups, values.size()));
+  return values;
+}
+}  // namespace
+
+CyclicLR::CyclicLR(Optimizer& opt, std::vector<double> base_lr, std::vector<double> max_lr, CyclicLROptions o)
+    : LRScheduler(opt), options(std::move(o)) {
+  const std::size_t groups = opt.param_groups().size();
+  base_lrs = per_group("CyclicLR", "base_lr", std::move(base_lr), groups);
+  max_lrs = per_group("CyclicLR", "max_lr", std::move(max_lr), groups);
+  const std::int64_t down = options.step_size_down.value_or(options.step_size_up);
+  check(options.step_size_up >= 1 && down >= 1,
+        fmt::format("CyclicLR: expected step_size_up and step_size_down >= 1, got {} and {}", options.step_size_up,
+                    down));
+  if (!options.scale_fn)
+    check(options.mode == "triangular" || options.mode == "triangular2" || options.mode == "exp_range",
+          fmt::format("CyclicLR: expected mode 'triangular', 'triangular2' or 'exp_range', got '{}'", options.mode));
+  check(options.scale_mode == "cycle" || options.scale_mode == "iterations",
+        fmt::format("CyclicLR: expected scale_mode 'cycle' or 'iterations', got '{}'", options.scale_mode));
+  if (options.cycle_momentum) {
+    const auto& first = opt.param_groups().front().options;
+    momentum_key_ = first.contains("momentum") ? "momentum" : first.contains("beta1") ? "beta1" : "";
+    check(!momentum_key_.empty(), fmt::format("CyclicLR: cycle_momentum needs an optimizer with momentum or beta1; {} "
+                                              "has neither (pass .cycle_momentum = false)",
+                                              opt.type_name()));
+    options.base_momentum = per_group("CyclicLR", "base_momentum", options.base_momentum, groups);
+    options.max_momentum = per_group("CyclicLR", "max_momentum", options.max_momentum, groups);
+  }
+  start();
+}
+
+std::pair<double, double> CyclicLR::phase(std::int64_t step) const {
+  const double up = double(options.step_size_up), total = up + double(options.step_size_down.value_or(options.step_size_up));
+  const double ratio = up / total, s = double(step);
+  const double cycle = std::floor(1.0 + s / total), x = 1.0 + s / total - cycle;
+  const double height = x <= ratio ? x / ratio : (x - 1.0) / (ratio - 1.0);
+  double scale;
+  if (options.scale_fn) scale = options.scale_fn(options.scale_mode == "cycle" ? cycle : s);
+  else if (options.mode == "triangular") scale = 1.0;
+  else if (options.mode == "triangular2") scale = 1.0 / std::pow(2.0, cycle - 1.0);
+  else scale = std::pow(options.gamma, s);  // exp_range scales by iterations
+  return {height, scale};
+}
+
+double CyclicLR::lr_at(std::int64_t step, double, std::size_t group) const {
+  auto [height, scale] = phase(step);
+  return base_lrs.at(group) + (max_lrs.at(group) - base_lrs.at(group)) * height * scale;
+}
+
+void CyclicLR::on_step(std::int64_t step) {
+  if (!options.cycle_momentum) return;
+  auto [height, scale] = phase(step);
+  auto& groups = optimizer().param_groups();
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const double hi = options.max_momentum[i], lo = options.base_momentum[i];
+    groups[i].options[momentum_key_] = hi - (hi - lo) * height * scale;
+  }
+}
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, ReduceLROnPlateauOptions o) : options(std::move(o)), optimizer_(opt) {
+  check(options.factor < 1.0, fmt::format("ReduceLROnPlateau: expected factor < 1, got {}", options.factor));
+  check(options.mode == "min" || options.mode == "max",
+        fmt::format("ReduceLROnPlateau: expected mode 'min' or 'max', got '{}'", options.mode));
+  check(options.threshold_mode == "rel" || options.threshold_mode == "abs",
+        fmt::format("ReduceLROnPlateau: expected threshold_mode 'rel' or 'abs', got '{}'", options.threshold_mode));
+  check(options.patience >= 0 && options.cooldown >= 0,
+        fmt::format("ReduceLROnPlateau: expected patience and cooldown >= 0, got {} and {}", options.patience,
+                    options.cooldown));
+  options.min_lr = per_group("ReduceLROnPlateau", "min_lr", options.min_lr, opt.param_groups().size());
+  best_ = options.mode == "min" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+}
+
+bool ReduceLROnPlateau::is_better(double a) const {
+  const bool rel = options.threshold_mode == "rel";
+  if (options.mode == "min") return a < (rel ? best_ * (1.0 - options.threshold) : best_ - options.threshold);
+  return a > (rel ? best_ * (1.0 + options.threshold) : best_ + options.threshold);
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  ++last_step_;
+  if (is_better(metric)) {
+    best_ = metric;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (cooldown_counter_ > 0) {  // improvements are not awaited while cooling down
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;
+  }
+  if (num_bad_epochs_ > options.patience) {
+    auto& groups = optimizer_.param_groups();
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      const double reduced = std::max(groups[i].lr * options.factor, options.min_lr[i]);
+      if (groups[i].lr - reduced > options.eps) groups[i].lr = reduced;
+    }
+    cooldown_counter_ = options.cooldown;
+    num_bad_epochs_ = 0;
+  }
 }
 
 }  // namespace rumus::optim

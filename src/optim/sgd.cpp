@@ -7,14 +7,20 @@
 
 namespace rumus::optim {
 
-SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), o.lr, o.weight_decay, "SGD"), options(o) {
-  if (o.momentum < 0) throw Error(fmt::format("SGD: expected momentum >= 0, got {}", o.momentum));
-  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
-    throw Error("SGD: nesterov needs momentum > 0 and dampening = 0");
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o)
+    : Optimizer(std::move(groups), o.lr, o.weight_decay, "SGD",
+                {{"momentum", o.momentum}, {"dampening", o.dampening}, {"nesterov", o.nesterov ? 1.0 : 0.0}}),
+      options(o) {
+  for (const Group& g : param_groups()) {
+    const double momentum = g.option("momentum");
+    if (momentum < 0) throw Error(fmt::format("SGD: expected momentum >= 0, got {}", momentum));
+    if (g.flag("nesterov") && (momentum <= 0 || g.option("dampening") != 0))
+      throw Error("SGD: nesterov needs momentum > 0 and dampening = 0");
+  }
 }
 
-std::vector<std::string> SGD::buffer_names() const {
-  if (options.momentum != 0) return {"momentum_buffer"};
+std::vector<std::string> SGD::buffer_names(const Group& group) const {
+  if (group.option("momentum") != 0) return {"momentum_buffer"};
   return {};
 }
 
@@ -26,16 +32,17 @@ bool first_update(const std::map<std::string, Tensor>& buffers, std::int64_t ste
 }  // namespace
 
 std::optional<std::array<float, 4>> SGD::step_scalars(const ParamState& state, const Group& group) const {
-  const bool first = options.momentum != 0 && first_update(state.buffers, state.step);
+  const bool first = group.option("momentum") != 0 && first_update(state.buffers, state.step);
   return std::array<float, 4>{float(group.lr), first ? 1.0f : 0.0f, 0, 0};
 }
 
 void SGD::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {
-  SgdStep step{.lr = group.lr, .momentum = options.momentum, .dampening = options.dampening,
-               .weight_decay = group.weight_decay, .nesterov = options.nesterov, .scalars = captured_scalars(state)};
+  SgdStep step{.lr = group.lr, .momentum = group.option("momentum"), .dampening = group.option("dampening"),
+               .weight_decay = group.weight_decay, .nesterov = group.flag("nesterov"),
+               .scalars = captured_scalars(state)};
   Tensor unused;
   Tensor* buffer = &unused;
-  if (options.momentum != 0) {
+  if (step.momentum != 0) {
     step.first = first_update(state.buffers, state.step);
     auto it = state.buffers.find("momentum_buffer");
     if (it == state.buffers.end()) it = state.buffers.emplace("momentum_buffer", empty_like(p)).first;

@@ -184,6 +184,8 @@ def main():
                                             dilation=(1, 2)), rand(2, 4, 3, 3), None)
     recurrent_case("conv_transpose1d_module", torch.nn.ConvTranspose1d(3, 2, 3, stride=3, bias=False), rand(3, 4),
                    None)
+    # Optimizer trajectories and scheduler curves (test_optim.cpp compares them).
+    optimizers_and_schedulers()
 
 
 def write(name, tensors):
@@ -306,6 +308,86 @@ def recurrent():
     recurrent_case("gru_cell", nn.GRUCell(3, 4), rand(2, 3), rand(2, 4))
     recurrent_case("rnn_cell", nn.RNNCell(3, 4, nonlinearity="tanh"), rand(2, 3), rand(2, 4))
 
+
+def optimizer_trajectory(name, make, groups, steps):
+    """A few steps of an optimizer on a fixed quadratic, f(p) = sum(w p^2 / 2 + c p)
+    per parameter, with one parameter per group: the initial values, w, c, and
+    every parameter after each step. Drawn from its own generator, so these
+    cases do not depend on the op cases' draws."""
+    g = torch.Generator().manual_seed(7)
+    draw = lambda *shape, low=-1.0, high=1.0: (torch.rand(shape, generator=g, dtype=torch.float32) * (high - low)
+                                              + low).to(torch.float64)
+    shapes = [(2, 3), (4,)]
+    params = [draw(*s).requires_grad_() for s in shapes]
+    ws = [draw(*s, low=0.5, high=2.0) for s in shapes]
+    cs = [draw(*s) for s in shapes]
+    tensors = {}
+    for i, (p, w, c) in enumerate(zip(params, ws, cs)):
+        tensors[f"p{i}"], tensors[f"w{i}"], tensors[f"c{i}"] = p.detach().clone(), w, c
+    opt = make([dict(params=[p], **o) for p, o in zip(params, groups)])
+    for s in range(steps):
+        opt.zero_grad()
+        sum((w * p * p / 2 + c * p).sum() for p, w, c in zip(params, ws, cs)).backward()
+        opt.step()
+        for i, p in enumerate(params):
+            tensors[f"step{s}.p{i}"] = p.detach().clone()
+    write("optim_" + name, tensors)
+
+
+def scheduler_curve(name, make, steps, metrics=None, momentum=False):
+    """The lr (and momentum) of an SGD's two groups (base lr 0.1 and 0.02)
+    after each scheduler step; ReduceLROnPlateau is fed `metrics`."""
+    p = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([dict(params=[p]), dict(params=[torch.zeros(1, requires_grad=True)], lr=0.02)], lr=0.1,
+                          momentum=0.9)
+    sched = make(opt)
+    lrs, moms = [[g["lr"] for g in opt.param_groups]], [[g["momentum"] for g in opt.param_groups]]
+    for s in range(steps):
+        opt.step()
+        sched.step(metrics[s]) if metrics is not None else sched.step()
+        lrs.append([g["lr"] for g in opt.param_groups])
+        moms.append([g["momentum"] for g in opt.param_groups])
+    tensors = {"lr": torch.tensor(lrs, dtype=torch.float64)}
+    if momentum:
+        tensors["momentum"] = torch.tensor(moms, dtype=torch.float64)
+    if metrics is not None:
+        tensors["metrics"] = torch.tensor(metrics, dtype=torch.float64)
+    write("sched_" + name, tensors)
+
+
+def optimizers_and_schedulers():
+    o = torch.optim
+    # Adagrad fills "sum" with the constructor's initial_accumulator_value (a group's own is not read).
+    optimizer_trajectory("adagrad", lambda g: o.Adagrad(g, lr=0.1, initial_accumulator_value=0.2),
+                         [dict(lr_decay=0.05, weight_decay=0.1), dict(eps=1e-3)], 5)
+    # NAdam's foreach path: 1.13's single-tensor path squares mu in mu_product_next (fixed in PyTorch 2).
+    optimizer_trajectory("nadam", lambda g: o.NAdam(g, lr=0.05, foreach=True),
+                         [dict(weight_decay=0.1, momentum_decay=0.01), dict(betas=(0.8, 0.99), eps=1e-3)], 5)
+    optimizer_trajectory("radam", lambda g: o.RAdam(g, lr=0.05),
+                         [dict(weight_decay=0.1), dict(betas=(0.5, 0.9), eps=1e-3)], 8)
+    optimizer_trajectory("adam_amsgrad", lambda g: o.Adam(g, lr=0.2, amsgrad=True),
+                         [dict(weight_decay=0.1), dict(betas=(0.5, 0.9), amsgrad=False)], 6)
+    optimizer_trajectory("adamw_amsgrad", lambda g: o.AdamW(g, lr=0.2, amsgrad=True),
+                         [dict(weight_decay=0.1), dict(betas=(0.5, 0.9), eps=1e-3)], 6)
+    optimizer_trajectory("sgd_groups", lambda g: o.SGD(g, lr=0.1),
+                         [dict(momentum=0.9, nesterov=True), dict(momentum=0.5, dampening=0.1, weight_decay=0.2)], 4)
+    optimizer_trajectory("rmsprop_groups", lambda g: o.RMSprop(g, lr=0.05),
+                         [dict(centered=True, momentum=0.5), dict(alpha=0.9, eps=1e-3)], 4)
+    s = o.lr_scheduler
+    scheduler_curve("exponential", lambda opt: s.ExponentialLR(opt, 0.8), 6)
+    scheduler_curve("lambda", lambda opt: s.LambdaLR(opt, [lambda e: 1 / (e + 1), lambda e: 0.9 ** e]), 6)
+    for mode, extra in [("triangular", {}), ("triangular2", {}), ("exp_range", {"gamma": 0.9})]:
+        scheduler_curve("cyclic_" + mode,
+                        lambda opt: s.CyclicLR(opt, [0.01, 0.002], [0.1, 0.05], step_size_up=3, step_size_down=2,
+                                               mode=mode, base_momentum=0.8, max_momentum=0.95, **extra), 14,
+                        momentum=True)
+    metrics = [1.0, 0.9, 0.95, 0.92, 0.91, 0.9, 0.9, 0.899, 0.95, 0.97, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6]
+    scheduler_curve("plateau_min_rel", lambda opt: s.ReduceLROnPlateau(opt, factor=0.5, patience=2, cooldown=1,
+                                                                        min_lr=[0.01, 0.004]), len(metrics), metrics)
+    scheduler_curve("plateau_max_abs",
+                    lambda opt: s.ReduceLROnPlateau(opt, mode="max", factor=0.3, patience=1, threshold=0.05,
+                                                    threshold_mode="abs", min_lr=0.005), len(metrics),
+                    [-m for m in metrics])
 
 if __name__ == "__main__":
     main()

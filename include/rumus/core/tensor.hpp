@@ -24,6 +24,8 @@ namespace rumus {
 using GradId = std::uint64_t;
 GradId next_grad_id();
 
+class Generator;
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Layout layout;
@@ -112,6 +114,10 @@ class Tensor {
   Tensor& mul_(double value);
   Tensor& zero_();
   Tensor& fill_(double value);
+  // Draws in place from the generator (the default one unless given), as
+  // PyTorch's x.normal_(mean, std) and x.uniform_(from, to); floating tensors only.
+  Tensor& normal_(double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
+  Tensor& uniform_(double from = 0.0, double to = 1.0, Generator* gen = nullptr);
   Tensor& copy_(const Tensor& src);
 
   Tensor masked_fill(const Tensor& mask, double value) const;

@@ -31,6 +31,18 @@ void kaiming_uniform_(Tensor& t, double a = 0.0, FanMode mode = FanMode::fan_in,
 void kaiming_normal_(Tensor& t, double a = 0.0, FanMode mode = FanMode::fan_in,
                      const std::string& nonlinearity = "leaky_relu", Generator* gen = nullptr);
 
+// A (semi-)orthogonal matrix times gain, from the QR decomposition of a normal
+// draw (Saxe et al.); a weight of more than 2 dims is flattened to [size(0), -1].
+void orthogonal_(Tensor& t, double gain = 1.0, Generator* gen = nullptr);
+// The identity (ones on the diagonal of a 2-D tensor, zeros elsewhere).
+void eye_(Tensor& t);
+// A 3-, 4- or 5-D convolution weight that passes its input through: in each
+// of `groups` groups, output channel i reads input channel i at the kernel's centre.
+void dirac_(Tensor& t, std::int64_t groups = 1);
+// N(mean, std^2) truncated to [a, b], by inverting the normal CDF (PyTorch's method).
+void trunc_normal_(Tensor& t, double mean = 0.0, double std = 1.0, double a = -2.0, double b = 2.0,
+                   Generator* gen = nullptr);
+
 // PyTorch's default for Linear and Conv2d: kaiming_uniform_(a = sqrt(5)) on the
 // weight (a bound of 1/sqrt(fan_in)) and U(-1/sqrt(fan_in), 1/sqrt(fan_in)) on the bias.
 void default_linear_(Tensor& weight, Tensor& bias, Generator* gen = nullptr);

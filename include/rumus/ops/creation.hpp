@@ -34,6 +34,26 @@ Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
+// Random tensors of t's shape, dtype and device.
+Tensor rand_like(const Tensor& t, Generator* gen = nullptr);
+Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
+Tensor randint_like(const Tensor& t, std::int64_t high, Generator* gen = nullptr);
+Tensor randint_like(const Tensor& t, std::int64_t low, std::int64_t high, Generator* gen = nullptr);
+
+// `steps` values from start to end inclusive, evenly spaced (torch.linspace).
+Tensor linspace(double start, double end, std::int64_t steps, TensorOptions options = {});
+// base^linspace(start, end, steps) (torch.logspace).
+Tensor logspace(double start, double end, std::int64_t steps, double base = 10.0, TensorOptions options = {});
+// The n x m identity (m = n when omitted; torch.eye).
+Tensor eye(std::int64_t n, TensorOptions options = {});
+Tensor eye(std::int64_t n, std::int64_t m, TensorOptions options = {});
+// A random permutation of 0..n-1 (torch.randperm). Drawn as the argsort of
+// Philox keys on the host, so a seed gives the same order on every device.
+Tensor randperm(std::int64_t n, TensorOptions options = {.dtype = DType::i64}, Generator* gen = nullptr);
+// num_samples category indices per row of `probs` ([k] or [rows, k]
+// non-negative weights, not necessarily normalised), with or without
+// replacement (torch.multinomial); i64 on probs' device.
+Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replacement = false, Generator* gen = nullptr);
 
 // Copies numel(shape) elements of type `dtype` from host memory (options.dtype is ignored).
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOptions options = {});

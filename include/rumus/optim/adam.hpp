@@ -11,6 +11,7 @@ struct AdamOptions {
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
+  bool amsgrad = false;  // divide by the running maximum of exp_avg_sq (not capturable)
 };
 
 // torch.optim.Adam: weight decay is L2, added to the gradient.
@@ -19,12 +20,12 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {}) : Adam(single_group(std::move(params)), options) {}
   Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
   std::string type_name() const override { return "Adam"; }
-  AdamOptions options;
+  AdamOptions options;  // the defaults; each group's values are in param_groups()[g].options
 
  protected:
   Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
-  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> buffer_names(const Group& group) const override;
   std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
 
  private:
@@ -36,6 +37,7 @@ struct AdamWOptions {
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 1e-2;
+  bool amsgrad = false;
 };
 
 // torch.optim.AdamW: decoupled weight decay, param *= 1 - lr * weight_decay before the Adam step.
@@ -43,7 +45,7 @@ class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions options = {}) : AdamW(single_group(std::move(params)), options) {}
   AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
-      : Adam(std::move(groups), {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true) {}
+      : Adam(std::move(groups), {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad}, true) {}
   std::string type_name() const override { return "AdamW"; }
 };
 

@@ -17,11 +17,15 @@ RUMUS_API_BEGIN
 
 namespace rumus::optim {
 
-// Parameters sharing a learning rate and weight decay (unset = the optimizer's).
+// Parameters sharing hyperparameters (unset = the optimizer's), as PyTorch's
+// param_groups: lr, weight_decay, and any other option of the optimizer by
+// its name, e.g. {.params = {w}, .options = {{"momentum", 0.5}}} for SGD or
+// {{"beta1", 0.8}, {"amsgrad", 1}} for Adam (flags as 0 or 1).
 struct ParamGroup {
   std::vector<Tensor> params;
   std::optional<double> lr;
   std::optional<double> weight_decay;
+  std::map<std::string, double> options;
 };
 
 inline std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
@@ -36,6 +40,10 @@ class Optimizer {
     std::vector<Tensor> params;
     double lr, weight_decay;
     double initial_lr;  // the lr schedulers scale from
+    // Every other hyperparameter of the optimizer, by option name.
+    std::map<std::string, double> options;
+    double option(const std::string& name) const;
+    bool flag(const std::string& name) const { return option(name) != 0; }
   };
 
   virtual ~Optimizer() = default;
@@ -54,8 +62,9 @@ class Optimizer {
   void set_lr(double lr);  // every group
   virtual std::string type_name() const = 0;
 
-  // Per-parameter buffers and step counts, and each group's lr and weight
-  // decay, as flat named tensors: "state.<group>.<index>.<buffer>", "group.<group>.lr".
+  // Per-parameter buffers and step counts, and each group's hyperparameters,
+  // as flat named tensors: "state.<group>.<index>.<buffer>", "group.<group>.lr",
+  // "group.<group>.momentum", ...
   StateDict state_dict() const;
   // Expects a state dict of the same optimizer type over parameters of the same shapes.
   void load_state_dict(const StateDict& state);
@@ -73,12 +82,15 @@ class Optimizer {
   };
   // state.scalars inside a capture, else undefined (the update's fields are used).
   static Tensor captured_scalars(const ParamState& state);
-  Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name);
+  // `defaults`: the optimizer's hyperparameters other than lr and weight
+  // decay; a group's options may set only these.
+  Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name,
+            std::map<std::string, double> defaults = {});
   // Updates `param` in place, with recording off; state.step counts earlier updates.
   virtual void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) = 0;
-  // The buffers update() keeps per parameter (with this optimizer's options):
+  // The buffers update() keeps per parameter (with this group's options):
   // a loaded state with step > 0 must have all of them, and no others.
-  virtual std::vector<std::string> buffer_names() const { return {}; }
+  virtual std::vector<std::string> buffer_names(const Group&) const { return {}; }
   // The per-step values this optimizer's fused kernel reads from
   // ParamState::scalars (see ops/optimizer_step.hpp); nullopt: none, and the
   // optimizer cannot be captured.

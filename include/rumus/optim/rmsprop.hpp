@@ -21,11 +21,11 @@ class RMSprop : public Optimizer {
   RMSprop(std::vector<Tensor> params, RMSpropOptions options = {}) : RMSprop(single_group(std::move(params)), options) {}
   RMSprop(std::vector<ParamGroup> groups, RMSpropOptions options = {});
   std::string type_name() const override { return "RMSprop"; }
-  RMSpropOptions options;
+  RMSpropOptions options;  // the defaults; each group's values are in param_groups()[g].options
 
  protected:
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
-  std::vector<std::string> buffer_names() const override;
+  std::vector<std::string> buffer_names(const Group& group) const override;
 };
 
 }  // namespace rumus::optim

@@ -2,6 +2,10 @@
 // Learning-rate schedules. Each is a closed-form function of the step count,
 // applied to every group's initial lr, so a resumed run only needs set_step().
 #include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "rumus/optim/optimizer.hpp"
@@ -20,11 +24,20 @@ class LRScheduler {
   std::int64_t last_step() const { return step_; }
   // The lr this schedule gives a group starting at base_lr, at `step`.
   virtual double lr_at(std::int64_t step, double base_lr) const = 0;
+  // The same for group `group` (schedules with per-group settings override it).
+  virtual double lr_at(std::int64_t step, double base_lr, std::size_t group) const {
+    (void)group;
+    return lr_at(step, base_lr);
+  }
 
  protected:
   explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
   // Subclasses call this at the end of their constructor: applies step 0.
   void start() { set_step(0); }
+  // Called by set_step after the lrs are set: schedules of other
+  // hyperparameters (CyclicLR's momentum) set them here.
+  virtual void on_step(std::int64_t step) { (void)step; }
+  Optimizer& optimizer() const { return optimizer_; }
 
  private:
   Optimizer& optimizer_;
@@ -82,6 +95,91 @@ class OneCycleLR : public LRScheduler {
   double max_lr;
   std::int64_t total_steps;
   double pct_start, div_factor, final_div_factor;
+};
+
+// lr = base * gamma^step (torch.optim.lr_scheduler.ExponentialLR).
+class ExponentialLR : public LRScheduler {
+ public:
+  ExponentialLR(Optimizer& opt, double gamma);
+  double lr_at(std::int64_t step, double base) const override;
+  double gamma;
+};
+
+// lr = base * lr_lambda(step): one function for every group, or one per group
+// (torch.optim.lr_scheduler.LambdaLR).
+class LambdaLR : public LRScheduler {
+ public:
+  using Lambda = std::function<double(std::int64_t)>;
+  LambdaLR(Optimizer& opt, Lambda lr_lambda);
+  LambdaLR(Optimizer& opt, std::vector<Lambda> lr_lambdas);
+  double lr_at(std::int64_t step, double base) const override { return lr_at(step, base, 0); }
+  double lr_at(std::int64_t step, double base, std::size_t group) const override;
+  std::vector<Lambda> lr_lambdas;
+};
+
+struct CyclicLROptions {
+  std::int64_t step_size_up = 2000;
+  std::optional<std::int64_t> step_size_down;  // unset: step_size_up
+  std::string mode = "triangular";              // "triangular", "triangular2" or "exp_range"
+  double gamma = 1.0;                           // exp_range: the amplitude scales by gamma^step
+  // A custom amplitude scale instead of mode's, of the cycle number
+  // (scale_mode "cycle") or of the step ("iterations").
+  std::function<double(double)> scale_fn;
+  std::string scale_mode = "cycle";
+  // Cycles the groups' "momentum" (or Adam's "beta1") inversely to the lr, between these.
+  bool cycle_momentum = true;
+  std::vector<double> base_momentum{0.8}, max_momentum{0.9};  // one value, or one per group
+};
+
+// torch.optim.lr_scheduler.CyclicLR (Smith's cyclical learning rates): the lr
+// goes from base_lr to max_lr over step_size_up steps and back over
+// step_size_down. base_lr and max_lr (one value, or one per group) replace the groups' lr.
+class CyclicLR : public LRScheduler {
+ public:
+  CyclicLR(Optimizer& opt, std::vector<double> base_lr, std::vector<double> max_lr, CyclicLROptions options = {});
+  CyclicLR(Optimizer& opt, double base_lr, double max_lr, CyclicLROptions options = {})
+      : CyclicLR(opt, std::vector<double>{base_lr}, std::vector<double>{max_lr}, std::move(options)) {}
+  double lr_at(std::int64_t step, double base) const override { return lr_at(step, base, 0); }
+  double lr_at(std::int64_t step, double base, std::size_t group) const override;
+  std::vector<double> base_lrs, max_lrs;
+  CyclicLROptions options;
+
+ protected:
+  void on_step(std::int64_t step) override;
+
+ private:
+  // The position in the cycle in [0, 1] (0 at base, 1 at max) and the amplitude scale.
+  std::pair<double, double> phase(std::int64_t step) const;
+  std::string momentum_key_;
+};
+
+struct ReduceLROnPlateauOptions {
+  std::string mode = "min";            // "min": lower is better; "max": higher is better
+  double factor = 0.1;                 // new lr = lr * factor
+  std::int64_t patience = 10;          // steps without improvement tolerated
+  double threshold = 1e-4;
+  std::string threshold_mode = "rel";  // "rel": best * (1 -/+ threshold); "abs": best -/+ threshold
+  std::int64_t cooldown = 0;           // steps after a reduction before counting again
+  std::vector<double> min_lr{0.0};     // one value, or one per group
+  double eps = 1e-8;                   // smaller changes of lr are skipped
+};
+
+// torch.optim.lr_scheduler.ReduceLROnPlateau: lowers every group's lr when a
+// metric (a validation loss) has stopped improving; step(metric) once per epoch.
+class ReduceLROnPlateau {
+ public:
+  ReduceLROnPlateau(Optimizer& opt, ReduceLROnPlateauOptions options = {});
+  void step(double metric);
+  std::int64_t last_step() const { return last_step_; }
+  double best() const { return best_; }
+  std::int64_t num_bad_epochs() const { return num_bad_epochs_; }
+  ReduceLROnPlateauOptions options;
+
+ private:
+  bool is_better(double metric) const;
+  Optimizer& optimizer_;
+  double best_;
+  std::int64_t num_bad_epochs_ = 0, cooldown_counter_ = 0, last_step_ = 0;
 };
 
 }  // namespace rumus::optim

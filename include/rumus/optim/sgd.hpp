@@ -20,11 +20,11 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options = {}) : SGD(single_group(std::move(params)), options) {}
   SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
   std::string type_name() const override { return "SGD"; }
-  SGDOptions options;
+  SGDOptions options;  // the defaults; each group's values are in param_groups()[g].options
 
  protected:
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
-  std::vector<std::string> buffer_names() const override;
+  std::vector<std::string> buffer_names(const Group& group) const override;
   std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
 };
 
