@@ -338,6 +338,19 @@ const std::vector<OpCase>& op_table() {
       {"pad_reflect", {{2, 3, 4}}, [](V x) { return pad(x[0], {3, 2, 2, 1}, "reflect"); }},
       {"pad_replicate", {{1, 2, 3, 3}}, [](V x) { return pad(x[0], {2, 1, 0, 3}, "replicate"); }},
       {"pad_circular", {{2, 2, 4}}, [](V x) { return pad(x[0], {4, 1}, "circular"); }},
+      // Convolution padding modes and padding "same" (asymmetric where the total is odd) / "valid".
+      {"conv2d_same_reflect", {{2, 2, 4, 5}, {3, 2, 2, 3}, {3}}, [](V x) {
+         return conv2d(x[0], x[1], x[2], {.dilation = {1, 2}, .padding_str = "same", .padding_mode = "reflect"});
+       }},
+      {"conv2d_circular_strided", {{1, 2, 4, 5}, {2, 2, 3, 2}}, [](V x) {
+         return conv2d(x[0], x[1], {}, {.stride = 2, .padding = {1, 2}, .padding_mode = "circular"});
+       }},
+      {"conv1d_same_replicate", {{2, 3, 6}, {4, 3, 4}, {4}}, [](V x) {
+         return conv1d(x[0], x[1], x[2], {.padding_str = "same", .padding_mode = "replicate"});
+       }},
+      {"conv1d_same_zeros_even_kernel", {{2, 2, 5}, {2, 2, 2}}, [](V x) {
+         return conv1d(x[0], x[1], {}, {.padding_str = "same"}) + conv1d(x[0], x[1], {}, {.padding_str = "valid"}).sum();
+       }},
       // Recurrent layers, through their gates in the input and the initial states.
       {"lstm_bidirectional_2_layers", {{2, 3, 3}, {4, 2, 3}, {4, 2, 3}}, [](V x) {
          auto m = fixed_recurrent<nn::LSTM>(

@@ -111,6 +111,30 @@ TEST(ConvTransposeModules, NamesShapesAndPrintout) {
   expect_error<Error>([] { nn::ConvTranspose1d(3, 2, 0); }, "ConvTranspose1d: expected kernel_size >= 1, got 0");
 }
 
+// padding_mode and padding "same"/"valid": PyTorch's printout, and the same
+// as padding the input with pad() and convolving it unpadded.
+TEST(ConvPaddingModes, PrintoutAndExplicitPadding) {
+  nn::Conv2d same(2, 3, {2, 3}, {.dilation = {1, 2}, .padding_str = "same", .padding_mode = "circular"});
+  EXPECT_EQ(same.pretty_print(),
+            "Conv2d(2, 3, kernel_size=(2, 3), stride=(1, 1), padding=same, dilation=(1, 2), padding_mode=circular)");
+  Tensor x = randn({2, 2, 4, 5});
+  Tensor y = same.forward(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 4, 5}));
+  // Height: total 1 = 0 above + 1 below; width: total 4 = 2 + 2.
+  Tensor want = conv2d(pad(x, {2, 2, 0, 1}, "circular"), same.weight, same.bias, {.dilation = {1, 2}});
+  EXPECT_EQ(y.to_vector<float>(), want.to_vector<float>());
+
+  nn::Conv1d reflect(3, 4, 3, {.stride = 2, .padding = 1, .padding_mode = "reflect"}, false);
+  EXPECT_EQ(reflect.pretty_print(),
+            "Conv1d(3, 4, kernel_size=(3,), stride=(2,), padding=(1,), bias=false, padding_mode=reflect)");
+  Tensor x1 = randn({2, 3, 7});
+  EXPECT_EQ(reflect.forward(x1).to_vector<float>(),
+            conv1d(pad(x1, {1, 1}, "reflect"), reflect.weight, {}, {.stride = 2}).to_vector<float>());
+  nn::Conv1d valid(3, 4, 3, {.padding_str = "valid"});
+  EXPECT_EQ(valid.forward(x1).shape(), (Shape{2, 4, 5}));
+  EXPECT_EQ(nn::Conv1d(3, 4, 3).options.padding_mode, "zeros");  // PyTorch's default
+}
+
 // BatchNorm1d, GroupNorm and the 1-D poolings: PyTorch's names and shapes,
 // GroupNorm's statistics per sample and group, and errors naming the op.
 TEST(OneDLayers, NamesShapesAndGroupStatistics) {

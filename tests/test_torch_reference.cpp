@@ -120,6 +120,7 @@ const std::map<std::string, Fn>& ops() {
       {"pad_reflect", [](V x) { return pad(x[0], {3, 2, 2, 1}, "reflect"); }},
       {"pad_replicate", [](V x) { return pad(x[0], {2, 1, 0, 3}, "replicate"); }},
       {"pad_circular", [](V x) { return pad(x[0], {4, 1}, "circular"); }},
+      {"conv1d_same_even_kernel", [](V x) { return conv1d(x[0], x[1], {}, {.padding_str = "same"}); }},
       {"batch_norm2d_eval",
        [](V x) { return batch_norm2d(x[0], x[3].detach(), x[4].detach(), x[1], x[2], false, 0.1, 1e-3); }},
       {"layer_norm", [](V x) { return layer_norm(x[0], {4, 5}, x[1], x[2]); }},
@@ -347,6 +348,17 @@ const std::vector<RecurrentCase>& recurrent_cases() {
        [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
       {"conv_transpose1d_module",
        [] { return std::make_unique<nn::ConvTranspose1d>(3, 2, 3, ConvTranspose1dOptions{.stride = 3}, false); },
+       [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
+      {"conv2d_same_reflect_module",
+       [] {
+         return std::make_unique<nn::Conv2d>(
+             2, 3, Size2{2, 3}, Conv2dOptions{.dilation = {1, 2}, .padding_str = "same", .padding_mode = "reflect"});
+       },
+       [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
+      {"conv1d_circular_module",
+       [] {
+         return std::make_unique<nn::Conv1d>(3, 4, 3, Conv1dOptions{.stride = 2, .padding = 2, .padding_mode = "circular"});
+       },
        [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
   };
   return cases;

@@ -56,20 +56,24 @@ std::string Linear::extra_repr() const {
 std::string Conv1d::extra_repr() const {
   std::string out = fmt::format("{}, {}, kernel_size=({},), stride=({},)", weight.shape()[1] * options.groups,
                                 weight.shape()[0], weight.shape()[2], options.stride);
+  if (!options.padding_str.empty()) out += ", padding=" + options.padding_str;
   if (options.padding != 0) out += fmt::format(", padding=({},)", options.padding);
   if (options.dilation != 1) out += fmt::format(", dilation=({},)", options.dilation);
   if (options.groups != 1) out += fmt::format(", groups={}", options.groups);
   if (!bias.defined()) out += ", bias=false";
+  if (options.padding_mode != "zeros") out += ", padding_mode=" + options.padding_mode;
   return out;
 }
 
 std::string Conv2d::extra_repr() const {
   std::string out = fmt::format("{}, {}, kernel_size={}, stride={}", weight.shape()[1] * options.groups,
                                 weight.shape()[0], pair({weight.shape()[2], weight.shape()[3]}), pair(options.stride));
+  if (!options.padding_str.empty()) out += ", padding=" + options.padding_str;
   if (options.padding != Size2(0)) out += ", padding=" + pair(options.padding);
   if (options.dilation != Size2(1)) out += ", dilation=" + pair(options.dilation);
   if (options.groups != 1) out += fmt::format(", groups={}", options.groups);
   if (!bias.defined()) out += ", bias=false";
+  if (options.padding_mode != "zeros") out += ", padding_mode=" + options.padding_mode;
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include "rumus/ops/conv.hpp"
 
 #include "autocast.hpp"
+#include "conv_padding.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/compare.hpp"
@@ -252,6 +253,8 @@ Tensor conv2d_impl(const char* op, const Tensor& input_in, const Tensor& weight_
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+  if (auto p = detail::explicit_conv_padding("conv2d", input, weight, o))
+    return conv2d_impl("conv2d", p->input, weight, bias, p->options, false);
   return conv2d_impl("conv2d", input, weight, bias, o, false);
 }
 
@@ -269,13 +272,22 @@ Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     if (v < min) throw ShapeError(fmt::format("{}: expected {} >= {}, got {}", op, what, min, v));
   const bool unbatched = input.dim() == 2;
   const Tensor x = (unbatched ? input.unsqueeze(0) : input).unsqueeze(2);  // [N, C, 1, L]
-  Tensor y = conv2d(x, weight.unsqueeze(2), bias,
-                    {.stride = {1, o.stride}, .padding = {0, o.padding}, .dilation = {1, o.dilation}, .groups = o.groups});
+  const Tensor w = weight.unsqueeze(2);
+  const Conv2dOptions o2{.stride = {1, o.stride},
+                         .padding = {0, o.padding},
+                         .dilation = {1, o.dilation},
+                         .groups = o.groups,
+                         .padding_str = o.padding_str,
+                         .padding_mode = o.padding_mode};
+  auto p = detail::explicit_conv_padding(op, x, w, o2);
+  Tensor y = p ? conv2d(p->input, w, bias, p->options) : conv2d(x, w, bias, o2);
   y = y.squeeze(2);
   return unbatched ? y.squeeze(0) : y;
 }
 
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+  if (auto p = detail::explicit_conv_padding("conv2d_relu", input, weight, o))
+    return conv2d_impl("conv2d_relu", p->input, weight, bias, p->options, true);
   return conv2d_impl("conv2d_relu", input, weight, bias, o, true);
 }
 

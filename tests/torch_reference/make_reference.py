@@ -184,6 +184,13 @@ def main():
                                             dilation=(1, 2)), rand(2, 4, 3, 3), None)
     recurrent_case("conv_transpose1d_module", torch.nn.ConvTranspose1d(3, 2, 3, stride=3, bias=False), rand(3, 4),
                    None)
+    # Convolution padding modes and padding="same" (appended).
+    recurrent_case("conv2d_same_reflect_module",
+                   torch.nn.Conv2d(2, 3, (2, 3), dilation=(1, 2), padding="same", padding_mode="reflect"),
+                   rand(2, 2, 4, 5), None)
+    recurrent_case("conv1d_circular_module", torch.nn.Conv1d(3, 4, 3, stride=2, padding=2, padding_mode="circular"),
+                   rand(2, 3, 6), None)
+    case("conv1d_same_even_kernel", [rand(2, 2, 5), rand(2, 2, 2)], lambda x, w: F.conv1d(x, w, padding="same"))
     # Optimizer trajectories and scheduler curves (test_optim.cpp compares them).
     optimizers_and_schedulers()
 

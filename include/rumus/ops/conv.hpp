@@ -1,6 +1,7 @@
 #pragma once
 // Convolution (NCHW) as batched im2col + GEMM.
 #include <array>
+#include <string>
 
 #include "rumus/ops/size2.hpp"
 #include "rumus/core/tensor.hpp"
@@ -15,6 +16,13 @@ struct Conv2dOptions {
   Size2 padding{0, 0};
   Size2 dilation{1, 1};
   std::int64_t groups = 1;
+  // PyTorch's padding given as a word instead of numbers: "same" (output as
+  // large as the input; stride 1 only; an odd total puts the extra row or
+  // column at the bottom/right) or "valid" (none). Empty: `padding` applies.
+  std::string padding_str;
+  // nn::Conv2d's padding_mode: what the padding reads, "zeros", "reflect",
+  // "replicate" or "circular" (the last three pad the input with pad() first).
+  std::string padding_mode = "zeros";
 };
 
 // input [N, C, H, W], weight [OC, C/groups, KH, KW], bias [OC] or undefined.
@@ -29,6 +37,8 @@ struct Conv1dOptions {
   std::int64_t padding = 0;
   std::int64_t dilation = 1;
   std::int64_t groups = 1;
+  std::string padding_str;             // "same" or "valid", as Conv2dOptions
+  std::string padding_mode = "zeros";  // "zeros", "reflect", "replicate" or "circular"
 };
 
 // torch.nn.functional.conv1d: input [N, C, L] (or unbatched [C, L]), weight
