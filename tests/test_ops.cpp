@@ -685,3 +685,48 @@ TEST(PointwiseMath, SpecialPointsPromotionAndErrors) {
   expect_error<DTypeError>([&] { frac(i); }, "frac: expected a floating-point tensor, got i64");
   expect_error<Error>([] { sin(Tensor()); }, "sin:");
 }
+
+// Reductions of the math library: PyTorch's edge cases (values of PyTorch's are in test_torch_reference).
+TEST(ReductionMath, EdgeCasesAsPyTorch) {
+  const double inf = std::numeric_limits<double>::infinity();
+  // One element with correction 1: 0 / 0.
+  EXPECT_TRUE(std::isnan(var(tensor(std::vector<float>{2.0f})).item()));
+  // The norm's and std's gradient at zero is 0, not NaN.
+  Tensor z = zeros({3}).requires_grad_();
+  EXPECT_EQ(backward(norm(z)).get(z).to_vector<float>(), (std::vector<float>{0, 0, 0}));
+  Tensor c = full({4}, 1.5).requires_grad_();
+  EXPECT_EQ(backward(rumus::std(c)).get(c).to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
+  // logsumexp: rows of -inf stay -inf, +inf gives +inf, an empty dim gives -inf.
+  auto l = logsumexp(tensor(std::vector<double>{-inf, -inf, 1.0, inf}, {2, 2}), {1}).to_vector<float>();
+  EXPECT_EQ(l[0], -inf);
+  EXPECT_EQ(l[1], inf);
+  EXPECT_EQ(logsumexp(zeros({0, 2}), {0}).to_vector<float>(), (std::vector<float>{float(-inf), float(-inf)}));
+  // prod: the gradient with one zero is the product of the others; with two zeros, 0.
+  Tensor p = tensor(std::vector<float>{2, 0, 3, 0.5f}).requires_grad_();
+  EXPECT_EQ(backward(prod(p)).get(p).to_vector<float>(), (std::vector<float>{0, 3, 0, 0}));
+  Tensor q = tensor(std::vector<float>{2, 0, 3, 0}).requires_grad_();
+  EXPECT_EQ(backward(prod(q)).get(q).to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_EQ(prod(tensor(std::vector<std::int32_t>{3, -2, 5})).dtype(), DType::i64);
+  EXPECT_EQ(prod(zeros({2, 0}), 1).to_vector<float>(), (std::vector<float>{1, 1}));
+  // any / all: u8, NaN counts as non-zero, empty any is 0 and empty all is 1.
+  Tensor b = tensor(std::vector<double>{0, std::nan(""), 0, 0}, {2, 2});
+  EXPECT_EQ(any(b, 1).dtype(), DType::u8);
+  EXPECT_EQ(any(b, 1).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{1, 0}));
+  EXPECT_EQ(all(b, 0, true).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{0, 0}));
+  EXPECT_EQ(all(ones({2, 2})).item(), 1.0);
+  EXPECT_EQ(any(zeros({0})).item(), 0.0);
+  EXPECT_EQ(all(zeros({0})).item(), 1.0);
+  // nansum / nanmean skip NaN; its gradient there is 0.
+  Tensor n = tensor(std::vector<float>{1, NAN, 3}).requires_grad_();
+  EXPECT_EQ(nansum(n).item(), 4.0);
+  EXPECT_EQ(nanmean(n).item(), 2.0);
+  EXPECT_EQ(backward(nansum(n)).get(n).to_vector<float>(), (std::vector<float>{1, 0, 1}));
+  // The errors name the op, what it expected and what it got.
+  expect_error<DTypeError>([] { var(tensor(std::vector<std::int64_t>{1, 2})); }, "var: expected a floating-point tensor, got i64");
+  expect_error<ValueError>([] { norm(ones({2}), -1.0); }, "norm: expected p >= 0 or infinity, got p = -1");
+  expect_error<ValueError>([] { norm(ones({2, 2}), "nuc"); }, "norm: expected p = \"fro\" or a number, got \"nuc\"");
+  expect_error<ShapeError>([&] { norm(zeros({0}), inf); }, "norm: the infinity norm of an empty tensor");
+  expect_error<ShapeError>([] { logsumexp(ones({2, 3}), {2}); }, "logsumexp:");
+  expect_error<ShapeError>([] { prod(ones({2, 3}), -3); }, "prod:");
+  expect_error<ShapeError>([] { rumus::std(ones({2, 3}), {1, -1}); }, "var: dim listed twice");
+}

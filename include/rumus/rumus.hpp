@@ -40,6 +40,7 @@
 #include "rumus/ops/pointwise_math.hpp"
 #include "rumus/ops/pooling.hpp"
 #include "rumus/ops/reduction.hpp"
+#include "rumus/ops/reduction_math.hpp"
 #include "rumus/ops/softmax.hpp"
 #include "rumus/nn/activation.hpp"
 #include "rumus/nn/conv.hpp"

@@ -396,5 +396,47 @@ def optimizers_and_schedulers():
                                                     threshold_mode="abs", min_lr=0.005), len(metrics),
                     [-m for m in metrics])
 
+def pointwise_math_and_reductions():
+    """The math library (its own generator: the other cases' draws stay as they are)."""
+    global gen
+    outer, gen = gen, torch.Generator().manual_seed(20261207)
+    for name, fn, low, high in [
+            ("sin", torch.sin, -3.0, 3.0), ("cos", torch.cos, -3.0, 3.0), ("tan", torch.tan, -1.2, 1.2),
+            ("asin", torch.asin, -0.95, 0.95), ("acos", torch.acos, -0.95, 0.95), ("atan", torch.atan, -4.0, 4.0),
+            ("sinh", torch.sinh, -3.0, 3.0), ("cosh", torch.cosh, -3.0, 3.0), ("asinh", torch.asinh, -4.0, 4.0),
+            ("acosh", torch.acosh, 1.05, 4.0), ("atanh", torch.atanh, -0.95, 0.95), ("erf", torch.erf, -2.5, 2.5),
+            ("erfc", torch.erfc, -2.5, 2.5), ("erfinv", torch.erfinv, -0.98, 0.98), ("log1p", torch.log1p, -0.9, 3.0),
+            ("expm1", torch.expm1, -3.0, 3.0), ("log2", torch.log2, 0.1, 8.0), ("log10", torch.log10, 0.1, 8.0),
+            ("exp2", torch.exp2, -3.0, 3.0), ("reciprocal", torch.reciprocal, 0.2, 3.0),
+            ("rsqrt", torch.rsqrt, 0.2, 3.0), ("sign", torch.sign, -2.0, 2.0), ("frac", torch.frac, -4.0, 4.0),
+            ("logit", torch.logit, 0.05, 0.95)]:
+        case(name, [rand(3, 4, low=low, high=high)], fn)
+    case("logit_eps", [rand(3, 4, low=0.0, high=1.0)], lambda x: torch.logit(x, eps=0.2))
+    # Reductions (appended).
+    case("var_dim_correction0", [rand(3, 5, low=-2.0, high=2.0)], lambda x: torch.var(x, 1, correction=0))
+    case("std_dims_keepdim", [rand(2, 3, 4, low=-2.0, high=2.0)], lambda x: torch.std(x, (0, -1), keepdim=True))
+    case("var_mean", [rand(4, 3)], lambda x: torch.stack(torch.var_mean(x, 0)))
+    case("std_mean", [rand(4, 3)], lambda x: torch.stack(torch.std_mean(x, 1, correction=2)))
+    case("norm_2", [rand(3, 4)], lambda x: torch.norm(x))
+    case("norm_1_dim", [rand(3, 4)], lambda x: torch.norm(x, 1, dim=1))
+    case("norm_inf_dim_keepdim", [rand(3, 4)], lambda x: torch.norm(x, float("inf"), dim=0, keepdim=True))
+    case("norm_3", [rand(2, 3, 2)], lambda x: torch.norm(x, 3, dim=(0, 2)))
+    case("norm_fro", [rand(3, 4)], lambda x: torch.norm(x, "fro", dim=(0, 1)))
+    case("logsumexp", [rand(3, 5, low=-20.0, high=20.0)], lambda x: torch.logsumexp(x, 1))
+    case("logsumexp_dims_keepdim", [rand(2, 3, 4, low=-3.0, high=3.0)], lambda x: torch.logsumexp(x, (0, 2), True))
+    x = rand(3, 5)
+    x[1, 2] = 0.0
+    x[2, 0] = 0.0
+    x[2, 3] = 0.0
+    case("prod_dim_zeros", [x], lambda x: torch.prod(x, 1))
+    case("prod_all", [rand(2, 3, low=0.5, high=1.5)], lambda x: torch.prod(x))
+    x = rand(3, 4)
+    x[0, 1] = float("nan")
+    x[2, 2] = float("nan")
+    case("nansum_nanmean", [x], lambda x: torch.nansum(x, 1) + torch.nanmean(x, 1))
+    gen = outer
+
+
 if __name__ == "__main__":
     main()
+    pointwise_math_and_reductions()

@@ -136,6 +136,18 @@ class Tensor {
   Tensor argmax() const;
   Tensor argmax(std::int64_t dim, bool keepdim = false) const;
   Tensor argmin(std::int64_t dim, bool keepdim = false) const;
+  Tensor var(const std::vector<std::int64_t>& dims = {}, double correction = 1, bool keepdim = false) const;
+  Tensor std(const std::vector<std::int64_t>& dims = {}, double correction = 1, bool keepdim = false) const;
+  Tensor norm(double p = 2, const std::vector<std::int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(const std::vector<std::int64_t>& dims, bool keepdim = false) const;
+  Tensor prod() const;
+  Tensor prod(std::int64_t dim, bool keepdim = false) const;
+  Tensor any() const;
+  Tensor any(std::int64_t dim, bool keepdim = false) const;
+  Tensor all() const;
+  Tensor all(std::int64_t dim, bool keepdim = false) const;
+  Tensor nansum(const std::vector<std::int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor nanmean(const std::vector<std::int64_t>& dims = {}, bool keepdim = false) const;
   Tensor softmax(std::int64_t dim) const;
   Tensor log_softmax(std::int64_t dim) const;
 
