@@ -92,6 +92,26 @@ const std::vector<OpCase>& op_table() {
       {"leaky_relu", {{4, 5}}, [](V x) { return leaky_relu(x[0], 0.1); }},
       {"silu", {{4, 5}}, [](V x) { return silu(x[0] * 2.0); }},
       {"hardswish", {{4, 5}}, [](V x) { return hardswish(x[0] * 4.0); }},
+      // Composed activations.
+      {"elu", {{4, 5}}, [](V x) { return elu(x[0] * 2.0, 0.7); }},
+      {"selu", {{4, 5}}, [](V x) { return selu(x[0] * 2.0); }},
+      {"celu", {{4, 5}}, [](V x) { return celu(x[0] * 2.0, 0.5); }},
+      {"softplus", {{4, 5}}, [](V x) { return softplus(x[0] * 3.0, 2.0, 4.0); }},
+      {"softsign", {{4, 5}}, [](V x) { return softsign(x[0] * 3.0); }},
+      {"mish", {{4, 5}}, [](V x) { return mish(x[0] * 3.0); }},
+      {"hardtanh", {{4, 5}}, [](V x) { return hardtanh(x[0] * 2.0, -0.5, 1.0); }},
+      {"relu6", {{4, 5}}, [](V x) { return relu6(x[0] * 8.0); }},
+      {"hardsigmoid", {{4, 5}}, [](V x) { return hardsigmoid(x[0] * 5.0); }},
+      {"prelu_per_channel", {{2, 3, 4}, {3}}, [](V x) { return prelu(x[0], x[1]); }},
+      {"prelu_shared", {{4, 5}, {1}}, [](V x) { return prelu(x[0], x[1]); }},
+      {"glu", {{3, 6}}, [](V x) { return glu(x[0] * 2.0); }},
+      {"glu_dim0", {{4, 3}}, [](V x) { return glu(x[0] * 2.0, 0); }},
+      {"logsigmoid", {{4, 5}}, [](V x) { return logsigmoid(x[0] * 4.0); }},
+      {"softmin", {{3, 5}}, [](V x) { return softmin(x[0] * 3.0, 1); }},
+      {"tanhshrink", {{4, 5}}, [](V x) { return tanhshrink(x[0] * 2.0); }},
+      {"threshold", {{4, 5}}, [](V x) { return threshold(x[0], 0.1, 20.0); }},
+      {"hardshrink", {{4, 5}}, [](V x) { return hardshrink(x[0], 0.3); }},
+      {"softshrink", {{4, 5}}, [](V x) { return softshrink(x[0], 0.3); }},
       // Reductions.
       {"sum_all", {{3, 4}}, [](V x) { return sum(x[0]); }},
       {"sum_dim", {{2, 3, 4}}, [](V x) { return sum(x[0], {1}); }},
@@ -218,6 +238,48 @@ const std::vector<OpCase>& op_table() {
       {"bce_with_logits", {{3, 4}, {3, 4}}, [](V x) { return binary_cross_entropy_with_logits(x[0] * 3.0, x[1]); }, 0.0, 1.0},
       {"bce_with_logits_sum", {{3, 4}}, [](V x) {
          return binary_cross_entropy_with_logits(x[0] * 3.0, full({3, 4}, 0.3, like(x[0])), Reduction::sum);
+       }},
+      {"bce_with_logits_weight_pos_weight", {{3, 4}, {3, 4}, {4}}, [](V x) {
+         Tensor w = tensor({0.5, 2.0, 1.0}, like(x[0])).reshape({3, 1});
+         return binary_cross_entropy_with_logits(x[0] * 3.0, x[1], {.weight = w, .pos_weight = x[2] + 1.5});
+       }, 0.0, 1.0},
+      {"binary_cross_entropy", {{3, 4}, {3, 4}}, [](V x) { return binary_cross_entropy(x[0], x[1]); }, 0.05, 0.95},
+      {"binary_cross_entropy_weight_sum", {{3, 4}}, [](V x) {
+         Tensor y = tensor({1.0, 0.0, 0.25, 0.75}, like(x[0]));
+         return binary_cross_entropy(x[0], y.expand({3, 4}), tensor({2.0, 0.5, 1.0, 1.5}, like(x[0])), "sum");
+       }, 0.05, 0.95},
+      {"cross_entropy_weight", {{4, 3}}, [](V x) {
+         return cross_entropy(x[0] * 2.0, labels({2, 1, -100, 1}, x[0]),
+                              {.label_smoothing = 0.1, .weight = tensor({0.3, 2.0, 1.0}, like(x[0]))});
+       }},
+      {"nll_loss_weight", {{3, 4}}, [](V x) {
+         return nll_loss(x[0], labels({3, 0, 3}, x[0]), {.weight = tensor({1.0, 0.5, 2.0, 3.0}, like(x[0]))});
+       }},
+      {"l1_loss", {{4, 3}, {4, 3}}, [](V x) { return l1_loss(x[0], x[1]); }},
+      {"smooth_l1_loss", {{4, 3}, {4, 3}}, [](V x) { return smooth_l1_loss(x[0] * 2.0, x[1], "sum", 0.5); }},
+      {"huber_loss", {{4, 3}, {4, 3}}, [](V x) { return huber_loss(x[0] * 2.0, x[1], "none", 0.6); }},
+      {"kl_div_batchmean", {{3, 4}, {3, 4}}, [](V x) { return kl_div(log(x[0]), x[1], "batchmean"); }, 0.1, 1.0},
+      {"kl_div_log_target", {{3, 4}, {3, 4}}, [](V x) { return kl_div(x[0], x[1], "sum", true); }},
+      {"poisson_nll_loss", {{3, 4}, {3, 4}}, [](V x) { return poisson_nll_loss(x[0], x[1]); }, 0.5, 2.0},
+      {"poisson_nll_loss_full", {{3, 4}, {3, 4}}, [](V x) {
+         return poisson_nll_loss(x[0], x[1] * 2.0, {.log_input = false, .full = true, .reduction = "none"});
+       }, 0.5, 2.0},
+      {"margin_ranking_loss", {{5}, {5}}, [](V x) {
+         return margin_ranking_loss(x[0], x[1], tensor({1.0, -1.0, 1.0, -1.0, 1.0}, like(x[0])), 0.2);
+       }},
+      {"cosine_embedding_loss", {{3, 4}, {3, 4}}, [](V x) {
+         return cosine_embedding_loss(x[0], x[1], tensor({1.0, -1.0, -1.0}, like(x[0])), -0.5, "none");
+       }},
+      {"triplet_margin_loss", {{3, 4}, {3, 4}, {3, 4}}, [](V x) { return triplet_margin_loss(x[0], x[1], x[2]); }},
+      {"triplet_margin_loss_p3_swap", {{4}, {4}, {4}}, [](V x) {
+         return triplet_margin_loss(x[0], x[1], x[2], {.margin = 2.0, .p = 3.0, .swap = true});
+       }},
+      {"soft_margin_loss", {{3, 4}}, [](V x) {
+         return soft_margin_loss(x[0] * 2.0, tensor({1.0, -1.0, -1.0, 1.0}, like(x[0])).expand({3, 4}).contiguous());
+       }},
+      {"hinge_embedding_loss", {{3, 4}}, [](V x) {
+         return hinge_embedding_loss(x[0], tensor({1.0, -1.0, -1.0, 1.0}, like(x[0])).expand({3, 4}).contiguous(), 0.5,
+                                     "sum");
        }},
       // Embedding, dropout, joins.
       {"embedding", {{5, 3}}, [](V x) {

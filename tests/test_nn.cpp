@@ -739,3 +739,89 @@ TEST(Init, TruncNormalStaysInsideAndHasTheTruncatedMean) {
                            "trunc_normal_: expected a < b, got a = 1, b = 0");
   expect_error<ValueError>([&] { nn::init::trunc_normal_(t, 0, 0); }, "trunc_normal_: expected std > 0, got 0");
 }
+
+TEST(ActivationModules, PReLUWeightPrintoutsAndFunctionalForms) {
+  nn::PReLU prelu(3);
+  ASSERT_EQ(prelu.named_parameters().size(), 1u);
+  EXPECT_EQ(prelu.named_parameters()[0].first, "weight");
+  EXPECT_EQ(prelu.weight.to_vector<float>(), (std::vector<float>{0.25f, 0.25f, 0.25f}));
+  prelu.load_state_dict({{"weight", tensor({0.1, 0.2, 0.3})}});  // PyTorch's key, strict
+  Tensor x = tensor({-1.0, -2.0, 3.0, -4.0, 5.0, -6.0}).reshape({1, 3, 2});
+  EXPECT_EQ(prelu(x).to_vector<float>(), prelu(x).to_vector<float>());
+  EXPECT_EQ(prelu(x).to_vector<float>(), rumus::prelu(x, prelu.weight).to_vector<float>());
+  GradientStore g = backward(sum(prelu(x)));
+  EXPECT_EQ(g.at(prelu.weight).to_vector<float>(), (std::vector<float>{-3, -4, -6}));  // the negative inputs
+  expect_error<ValueError>([] { nn::PReLU(0); }, "PReLU: expected num_parameters >= 1, got 0");
+
+  nn::Sequential seq(nn::ELU(0.5), nn::Softplus(2, 10), nn::Hardtanh(-2, 2), nn::PReLU(), nn::GLU(1),
+                     nn::Threshold(0.1, 20), nn::Hardshrink(), nn::Softmax(1), nn::LogSoftmax(-1), nn::Softmin(0),
+                     nn::ReLU6(), nn::Mish());
+  EXPECT_EQ(seq.pretty_print(),
+            "Sequential(\n"
+            "  (0): ELU(alpha=0.5)\n"
+            "  (1): Softplus(beta=2, threshold=10)\n"
+            "  (2): Hardtanh(min_val=-2, max_val=2)\n"
+            "  (3): PReLU(num_parameters=1)\n"
+            "  (4): GLU(dim=1)\n"
+            "  (5): Threshold(threshold=0.1, value=20)\n"
+            "  (6): Hardshrink(0.5)\n"
+            "  (7): Softmax(dim=1)\n"
+            "  (8): LogSoftmax(dim=-1)\n"
+            "  (9): Softmin(dim=0)\n"
+            "  (10): ReLU6()\n"
+            "  (11): Mish()\n"
+            ")");
+  EXPECT_EQ(seq.state_dict().count("3.weight"), 1u);
+  Tensor y = tensor({-1.5, -0.2, 0.3, 2.5});
+  EXPECT_EQ(nn::ELU(0.5)(y).to_vector<float>(), elu(y, 0.5).to_vector<float>());
+  EXPECT_EQ(nn::SELU()(y).to_vector<float>(), selu(y).to_vector<float>());
+  EXPECT_EQ(nn::CELU(2.0)(y).to_vector<float>(), celu(y, 2.0).to_vector<float>());
+  EXPECT_EQ(nn::Softsign()(y).to_vector<float>(), softsign(y).to_vector<float>());
+  EXPECT_EQ(nn::Hardsigmoid()(y).to_vector<float>(), hardsigmoid(y).to_vector<float>());
+  EXPECT_EQ(nn::LogSigmoid()(y).to_vector<float>(), logsigmoid(y).to_vector<float>());
+  EXPECT_EQ(nn::Tanhshrink()(y).to_vector<float>(), tanhshrink(y).to_vector<float>());
+  EXPECT_EQ(nn::Softshrink(0.4)(y).to_vector<float>(), softshrink(y, 0.4).to_vector<float>());
+  EXPECT_EQ(nn::Softmin(0)(y).to_vector<float>(), softmax(neg(y), 0).to_vector<float>());
+}
+
+TEST(LossModules, OptionsBuffersAndCalls) {
+  Tensor logits = tensor({{0.3, -1.0, 2.0}, {1.5, 0.2, -0.4}});
+  Tensor target = tensor(std::vector<std::int64_t>{2, 0});
+  Tensor w = tensor({0.5, 3.0, 2.0});
+  nn::CrossEntropyLoss ce({.label_smoothing = 0.1, .weight = w});
+  // Class weights are buffers under PyTorch's key; none when not given.
+  EXPECT_EQ(ce.state_dict().count("weight"), 1u);
+  EXPECT_TRUE(nn::CrossEntropyLoss().state_dict().empty());
+  EXPECT_EQ(ce(logits, target).item(), cross_entropy(logits, target, {.label_smoothing = 0.1, .weight = w}).item());
+  ce.to(DType::f64);
+  EXPECT_EQ(ce.options.weight.dtype(), DType::f64);
+  nn::NLLLoss nll({.weight = w, .ignore_index = 0});
+  EXPECT_EQ(nll(log_softmax(logits, 1), target).item(),
+            nll_loss(log_softmax(logits, 1), target, {.weight = w, .ignore_index = 0}).item());
+  nn::BCEWithLogitsLoss bce({.pos_weight = tensor({2.0, 1.0, 0.5})});
+  EXPECT_EQ(bce.state_dict().count("pos_weight"), 1u);
+  EXPECT_EQ(bce.state_dict().count("weight"), 0u);
+  Tensor probs = full({2, 3}, 0.25);
+  EXPECT_EQ(bce(logits, probs).item(),
+            binary_cross_entropy_with_logits(logits, probs, {.pos_weight = tensor({2.0, 1.0, 0.5})}).item());
+  nn::BCELoss bce_p(w, "sum");
+  EXPECT_EQ(bce_p.state_dict().count("weight"), 1u);
+  EXPECT_EQ(bce_p(sigmoid(logits), probs).item(), binary_cross_entropy(sigmoid(logits), probs, w, "sum").item());
+
+  Tensor a = tensor({0.5, -1.0, 2.0}), b = tensor({1.0, 1.0, -1.0}), c = tensor({0.0, 2.0, 1.0});
+  EXPECT_EQ(nn::L1Loss("sum")(a, b).item(), l1_loss(a, b, "sum").item());
+  EXPECT_EQ(nn::MSELoss()(a, b).item(), mse_loss(a, b).item());
+  EXPECT_EQ(nn::SmoothL1Loss("mean", 0.5)(a, b).item(), smooth_l1_loss(a, b, "mean", 0.5).item());
+  EXPECT_EQ(nn::HuberLoss("sum", 2.0)(a, b).item(), huber_loss(a, b, "sum", 2.0).item());
+  EXPECT_EQ(nn::KLDivLoss("batchmean", true)(a, b).item(), kl_div(a, b, "batchmean", true).item());
+  EXPECT_EQ(nn::PoissonNLLLoss({.log_input = false})(c + 1.0, c).item(),
+            poisson_nll_loss(c + 1.0, c, {.log_input = false}).item());
+  EXPECT_EQ(nn::SoftMarginLoss()(a, b).item(), soft_margin_loss(a, b).item());
+  EXPECT_EQ(nn::HingeEmbeddingLoss(0.5)(a, b).item(), hinge_embedding_loss(a, b, 0.5).item());
+  EXPECT_EQ(nn::MarginRankingLoss(0.2)(a, c, b).item(), margin_ranking_loss(a, c, b, 0.2).item());
+  EXPECT_EQ(nn::CosineEmbeddingLoss(0.1)(a, c, tensor({-1.0}).reshape({})).item(),
+            cosine_embedding_loss(a, c, tensor({-1.0}).reshape({}), 0.1).item());
+  EXPECT_EQ(nn::TripletMarginLoss({.margin = 3.0, .swap = true})(a, b, c).item(),
+            triplet_margin_loss(a, b, c, {.margin = 3.0, .swap = true}).item());
+  EXPECT_EQ(nn::CrossEntropyLoss().pretty_print(), "CrossEntropyLoss()");
+}

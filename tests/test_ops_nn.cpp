@@ -835,3 +835,153 @@ TEST(NnErrors, ConvPadding) {
       [] { conv1d(zeros({1, 1, 4}), zeros({1, 1, 3}), {}, {.padding = 4, .padding_mode = "reflect"}); },
       "pad: mode \"reflect\" expects sizes less than dim 3's size 4, got (4, 4)");
 }
+
+// ---- composed activations and the losses ----
+
+TEST(NnErrors, ActivationArguments) {
+  expect_error<ValueError>([] { celu(zeros({2}), 0.0); }, "celu: expected a nonzero alpha, got 0");
+  expect_error<ValueError>([] { hardtanh(zeros({2}), 1.0, -1.0); },
+                           "hardtanh: expected min_val <= max_val, got min_val 1 and max_val -1");
+  expect_error<ValueError>([] { softshrink(zeros({2}), -0.5); }, "softshrink: expected lambd >= 0, got -0.5");
+  expect_error<ShapeError>([] { glu(zeros({2, 3})); },
+                           "glu: expected an even size along dim -1 to halve, got 3 (shape [2, 3])");
+  expect_error<ShapeError>([] { glu(zeros({2, 4}), 2); }, "glu: dim 2 is out of range for an input of shape [2, 4]");
+  expect_error<ShapeError>([] { prelu(zeros({2, 3, 4}), full({4}, 0.25)); },
+                           "prelu: expected weight of 1 or 3 elements (the input's channels, dim 1 of [2, 3, 4]), got 4");
+  expect_error<ShapeError>([] { prelu(zeros({2, 3}), zeros({3, 1})); },
+                           "prelu: expected weight of one dim ([num_parameters]), got [3, 1]");
+  expect_error<DTypeError>([] { elu(zeros({2}, {.dtype = DType::i32})); }, "elu: expected a floating");
+  expect_error<DTypeError>([] { softmin(zeros({2}, {.dtype = DType::i64}), 0); }, "softmin: expected a floating");
+}
+
+TEST(NnErrors, LossReductionsAndArguments) {
+  expect_error<ValueError>([] { l1_loss(zeros({2}), zeros({2}), "avg"); },
+                           "l1_loss: expected reduction 'none', 'mean' or 'sum', got 'avg'");
+  expect_error<ValueError>([] { mse_loss(zeros({2}), zeros({2}), Reduction::batchmean); },
+                           "mse_loss: expected reduction 'none', 'mean' or 'sum', got 'batchmean'");
+  expect_error<ValueError>([] { kl_div(zeros({2}), zeros({2}), "Mean"); },
+                           "kl_div: expected reduction 'none', 'mean', 'batchmean' or 'sum', got 'Mean'");
+  expect_error<ValueError>([] { cross_entropy(zeros({2, 3}), i64({0, 1}), {.reduction = "max"}); },
+                           "cross_entropy: expected reduction 'none', 'mean' or 'sum', got 'max'");
+  expect_error<ValueError>([] { nll_loss(zeros({2, 3}), i64({0, 1}), "batchmean"); },
+                           "nll_loss: expected reduction 'none', 'mean' or 'sum', got 'batchmean'");
+  expect_error<ValueError>([] { binary_cross_entropy_with_logits(zeros({2}), zeros({2}), ""); },
+                           "binary_cross_entropy_with_logits: expected reduction 'none', 'mean' or 'sum', got ''");
+  expect_error<ValueError>([] { triplet_margin_loss(zeros({3}), zeros({3}), zeros({3}), {.reduction = "all"}); },
+                           "triplet_margin_loss: expected reduction 'none', 'mean' or 'sum', got 'all'");
+  expect_error<ShapeError>([] { l1_loss(zeros({2, 3}), zeros({3, 2})); },
+                           "l1_loss: input shape [2, 3] differs from target shape [3, 2]");
+  expect_error<ShapeError>([] { huber_loss(zeros({2}), zeros({3})); },
+                           "huber_loss: input shape [2] differs from target shape [3]");
+  expect_error<ShapeError>([] { poisson_nll_loss(zeros({2}), zeros({2, 1})); },
+                           "poisson_nll_loss: input shape [2] differs from target shape [2, 1]");
+  expect_error<ShapeError>([] { soft_margin_loss(zeros({2}), zeros({1})); },
+                           "soft_margin_loss: input shape [2] differs from target shape [1]");
+  expect_error<ShapeError>([] { hinge_embedding_loss(zeros({4}), zeros({2, 2})); },
+                           "hinge_embedding_loss: input shape [4] differs from target shape [2, 2]");
+  expect_error<ValueError>([] { smooth_l1_loss(zeros({2}), zeros({2}), "mean", -1.0); },
+                           "smooth_l1_loss: expected beta >= 0, got -1");
+  expect_error<ValueError>([] { huber_loss(zeros({2}), zeros({2}), "mean", 0.0); },
+                           "huber_loss: expected delta > 0, got 0");
+  expect_error<ShapeError>([] { binary_cross_entropy(full({2, 3}, 0.5), zeros({2, 3}), ones({2})); },
+                           "binary_cross_entropy: weight of shape [2] does not broadcast to the input's shape [2, 3]");
+  expect_error<DTypeError>([] { binary_cross_entropy(zeros({2}), zeros({2}, {.dtype = DType::f64})); },
+                           "binary_cross_entropy: target dtype f64 differs from input dtype f32");
+  expect_error<ShapeError>(
+      [] { binary_cross_entropy_with_logits(zeros({2, 3}), zeros({2, 3}), {.pos_weight = ones({4})}); },
+      "binary_cross_entropy_with_logits: pos_weight of shape [4] does not broadcast to the input's shape [2, 3]");
+  expect_error<ShapeError>([] { cross_entropy(zeros({2, 3}), i64({0, 1}), {.weight = ones({4})}); },
+                           "cross_entropy: expected weight of shape [3] (one per class), got [4]");
+  expect_error<ShapeError>([] { nll_loss(zeros({2, 3}), i64({0, 1}), {.weight = ones({2, 3})}); },
+                           "nll_loss: expected weight of shape [3] (one per class), got [2, 3]");
+  expect_error<ShapeError>([] { margin_ranking_loss(zeros({3}), zeros({4}), zeros({3})); },
+                           "margin_ranking_loss: input shape [3] differs from input2 shape [4]");
+  expect_error<ShapeError>([] { margin_ranking_loss(zeros({3}), zeros({3}), zeros({1})); },
+                           "margin_ranking_loss: input shape [3] differs from target shape [1]");
+  expect_error<ShapeError>([] { cosine_embedding_loss(zeros({2, 3}), zeros({2, 3}), ones({3})); },
+                           "cosine_embedding_loss: expected target of shape [2] for inputs [2, 3], got [3]");
+  expect_error<ShapeError>([] { cosine_embedding_loss(zeros({2, 2, 2}), zeros({2, 2, 2}), ones({2})); },
+                           "cosine_embedding_loss: expected inputs of shape [N, D] or [D], got [2, 2, 2]");
+  expect_error<ValueError>([] { triplet_margin_loss(zeros({3}), zeros({3}), zeros({3}), {.p = 0.0}); },
+                           "triplet_margin_loss: expected a norm degree p > 0, got 0");
+  expect_error<ShapeError>([] { triplet_margin_loss(zeros({2, 3}), zeros({2, 3}), zeros({2, 4})); },
+                           "triplet_margin_loss: input shape [2, 3] differs from negative shape [2, 4]");
+}
+
+TEST(Losses, ReductionStringsMatchTheEnum) {
+  Tensor a = tensor({0.5, -1.0, 2.0, 0.25}), b = tensor({1.0, 1.0, -1.0, 0.0});
+  EXPECT_EQ(l1_loss(a, b, "sum").item(), l1_loss(a, b, Reduction::sum).item());
+  EXPECT_EQ(l1_loss(a, b, "mean").item(), l1_loss(a, b).item());
+  EXPECT_EQ(huber_loss(a, b, "none").to_vector<float>(), huber_loss(a, b, Reduction::none).to_vector<float>());
+  // sum over mean is the element count.
+  EXPECT_FLOAT_EQ(smooth_l1_loss(a, b, "sum").item() / smooth_l1_loss(a, b).item(), 4.0);
+}
+
+TEST(Losses, WeightedMeanDividesByTheTargetsWeights) {
+  Tensor logits = tensor({{0.3, -1.0, 2.0}, {1.5, 0.2, -0.4}, {0.0, 0.7, 0.1}, {-2.0, 1.0, 0.5}});
+  Tensor target = i64({2, 0, -100, 1});
+  Tensor w = tensor({0.5, 3.0, 2.0});
+  // The unweighted per-row losses (0 where ignored), weighted by hand.
+  Tensor per = cross_entropy(logits, target, {.reduction = Reduction::none});
+  const auto p = per.to_vector<float>();
+  const double by_hand = (2.0 * p[0] + 0.5 * p[1] + 3.0 * p[3]) / (2.0 + 0.5 + 3.0);
+  EXPECT_NEAR(cross_entropy(logits, target, {.weight = w}).item(), by_hand, 1e-6);
+  EXPECT_NEAR(nll_loss(log_softmax(logits, 1), target, {.weight = w, .reduction = "sum"}).item(),
+              2.0 * p[0] + 0.5 * p[1] + 3.0 * p[3], 1e-5);
+  // Every target ignored: NaN, and zero gradients, as unweighted.
+  Tensor x = logits.clone().requires_grad_();
+  Tensor loss = cross_entropy(x, i64({-100, -100, -100, -100}), {.weight = w});
+  EXPECT_TRUE(std::isnan(loss.item()));
+  for (float g : backward(loss).at(x).to_vector<float>()) EXPECT_EQ(g, 0.0f);
+}
+
+TEST(Losses, ClampsAndSafeLogsKeepEdgesFinite) {
+  // binary_cross_entropy: log clamped at -100, as PyTorch, and a finite gradient at 0 and 1.
+  Tensor p = tensor({0.0, 1.0, 0.5}).requires_grad_();
+  Tensor bce = binary_cross_entropy(p, tensor({1.0, 0.0, 1.0}), {}, "none");
+  const auto v = bce.to_vector<float>();
+  EXPECT_FLOAT_EQ(v[0], 100.0f);
+  EXPECT_FLOAT_EQ(v[1], 100.0f);
+  EXPECT_NEAR(v[2], std::log(2.0), 1e-6);
+  for (float g : backward(sum(bce)).at(p).to_vector<float>()) EXPECT_TRUE(std::isfinite(g));
+  // kl_div: a zero target contributes 0 (0 log 0), with finite gradients.
+  Tensor in = tensor({-1.0, -0.5}).requires_grad_(), t = tensor({0.0, 0.5}).requires_grad_();
+  Tensor kl = kl_div(in, t, "none");
+  EXPECT_EQ(kl.to_vector<float>()[0], 0.0f);
+  GradientStore g = backward(sum(kl));
+  for (float x : g.at(in).to_vector<float>()) EXPECT_TRUE(std::isfinite(x));
+  for (float x : g.at(t).to_vector<float>()) EXPECT_TRUE(std::isfinite(x));
+}
+
+TEST(Activations, LargeInputsStayFiniteAndBoundariesPassNoGradient) {
+  Tensor x = tensor({100.0, -100.0, 0.0}).requires_grad_();
+  EXPECT_EQ(softplus(x).to_vector<float>()[0], 100.0f);
+  EXPECT_EQ(logsigmoid(x).to_vector<float>()[1], -100.0f);
+  EXPECT_EQ(mish(x).to_vector<float>()[0], 100.0f);
+  for (Tensor y : {elu(x), selu(x), celu(x, 0.5), softplus(x), logsigmoid(x), mish(x), softsign(x)})
+    for (float g : backward(sum(y)).at(x).to_vector<float>()) EXPECT_TRUE(std::isfinite(g));
+  // hardtanh passes the gradient strictly inside (min_val, max_val), as PyTorch's.
+  Tensor edges = tensor({-1.0, 0.0, 1.0}).requires_grad_();
+  EXPECT_EQ(backward(sum(hardtanh(edges))).at(edges).to_vector<float>(), (std::vector<float>{0, 1, 0}));
+  EXPECT_EQ(relu6(tensor({-1.0, 7.0, 3.0})).to_vector<float>(), (std::vector<float>{0, 6, 3}));
+  EXPECT_EQ(threshold(tensor({0.5, 2.0}), 1.0, -3.0).to_vector<float>(), (std::vector<float>{-3, 2}));
+}
+
+TEST(NnErrors, ConvPadding) {
+  expect_error<ValueError>([] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 3, 3}), {}, {.padding_mode = "mirror"}); },
+                           "conv2d: expected padding_mode \"zeros\", \"reflect\", \"replicate\" or \"circular\", got "
+                           "\"mirror\"");
+  expect_error<ValueError>([] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 3, 3}), {}, {.padding_str = "full"}); },
+                           "conv2d: expected padding \"same\" or \"valid\", got \"full\"");
+  expect_error<ValueError>(
+      [] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 3, 3}), {}, {.stride = {1, 2}, .padding_str = "same"}); },
+      "conv2d: padding \"same\" needs stride 1, got [1, 2]");
+  expect_error<ValueError>(
+      [] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 3, 3}), {}, {.padding = 1, .padding_str = "valid"}); },
+      "conv2d: padding \"valid\" and padding [1, 1] given together; give one");
+  expect_error<ValueError>([] { conv1d(zeros({1, 1, 4}), zeros({1, 1, 3}), {}, {.stride = 2, .padding_str = "same"}); },
+                           "conv1d: padding \"same\" needs stride 1, got [1, 2]");
+  expect_error<ShapeError>(
+      [] { conv1d(zeros({1, 1, 4}), zeros({1, 1, 3}), {}, {.padding = 4, .padding_mode = "reflect"}); },
+      "pad: mode \"reflect\" expects sizes less than dim 3's size 4, got (4, 4)");
+}

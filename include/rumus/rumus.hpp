@@ -47,6 +47,7 @@
 #include "rumus/nn/embedding.hpp"
 #include "rumus/nn/init.hpp"
 #include "rumus/nn/linear.hpp"
+#include "rumus/nn/loss.hpp"
 #include "rumus/nn/module.hpp"
 #include "rumus/nn/module_dict.hpp"
 #include "rumus/nn/module_list.hpp"

@@ -47,6 +47,18 @@ std::string GELU::extra_repr() const { return fmt::format("approximate='{}'", ap
 std::string LeakyReLU::extra_repr() const { return fmt::format("negative_slope={}", negative_slope); }
 std::string Dropout::extra_repr() const { return fmt::format("p={}", p); }
 std::string Flatten::extra_repr() const { return fmt::format("start_dim={}, end_dim={}", start_dim, end_dim); }
+std::string ELU::extra_repr() const { return fmt::format("alpha={}", alpha); }
+std::string CELU::extra_repr() const { return fmt::format("alpha={}", alpha); }
+std::string Softplus::extra_repr() const { return fmt::format("beta={}, threshold={}", beta, threshold); }
+std::string Hardtanh::extra_repr() const { return fmt::format("min_val={}, max_val={}", min_val, max_val); }
+std::string PReLU::extra_repr() const { return fmt::format("num_parameters={}", weight.numel()); }
+std::string GLU::extra_repr() const { return fmt::format("dim={}", dim); }
+std::string Threshold::extra_repr() const { return fmt::format("threshold={}, value={}", threshold, value); }
+std::string Hardshrink::extra_repr() const { return fmt::format("{}", lambd); }
+std::string Softshrink::extra_repr() const { return fmt::format("{}", lambd); }
+std::string Softmax::extra_repr() const { return fmt::format("dim={}", dim); }
+std::string LogSoftmax::extra_repr() const { return fmt::format("dim={}", dim); }
+std::string Softmin::extra_repr() const { return fmt::format("dim={}", dim); }
 
 std::string Linear::extra_repr() const {
   return fmt::format("in_features={}, out_features={}, bias={}", weight.shape()[1], weight.shape()[0],

@@ -42,6 +42,17 @@ const Rule kRules[] = {
     {"cross_entropy", f32},
     {"nll_loss", f32},
     {"binary_cross_entropy_with_logits", f32},
+    {"binary_cross_entropy", f32},
+    {"l1_loss", f32},
+    {"smooth_l1_loss", f32},
+    {"huber_loss", f32},
+    {"kl_div", f32},
+    {"poisson_nll_loss", f32},
+    {"margin_ranking_loss", f32},
+    {"cosine_embedding_loss", f32},
+    {"triplet_margin_loss", f32},
+    {"soft_margin_loss", f32},
+    {"hinge_embedding_loss", f32},
 };
 
 const Rule* find_rule(std::string_view op) {

@@ -1,9 +1,12 @@
-// Losses. Cross-entropy is log_softmax + nll_loss; nll_loss picks one
-// log-probability per row with the index_select kernel and scatters its
-// gradient back with index_add.
+// Losses on classes and probabilities, and the reduction every loss shares.
+// Cross-entropy is log_softmax + nll_loss; nll_loss picks one log-probability
+// per row with the index_select kernel and scatters its gradient back with
+// index_add (scatter_add, differentiable, under create_graph).
 #include "rumus/ops/loss.hpp"
 
 #include <limits>
+
+#include "loss_util.hpp"
 
 #include "autocast.hpp"
 #include "op_util.hpp"
@@ -11,6 +14,7 @@
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/indexing.hpp"
 #include "rumus/ops/reduction.hpp"
 #include "rumus/ops/softmax.hpp"
 
@@ -19,21 +23,69 @@ namespace rumus {
 using autograd::SavedTensor;
 using detail::arg;
 
+Reduction::Reduction(std::string_view name) : kind_(invalid), name_(name) {
+  if (name == "none") kind_ = none;
+  else if (name == "mean") kind_ = mean;
+  else if (name == "sum") kind_ = sum;
+  else if (name == "batchmean") kind_ = batchmean;
+}
+
+std::string Reduction::name() const {
+  if (!name_.empty() || kind_ == invalid) return name_;
+  switch (kind_) {
+    case none: return "none";
+    case mean: return "mean";
+    case sum: return "sum";
+    default: return "batchmean";
+  }
+}
+
+namespace detail {
+
+void check_reduction(const char* op, const Reduction& r, bool allow_batchmean) {
+  if (r == Reduction::none || r == Reduction::mean || r == Reduction::sum) return;
+  if (allow_batchmean && r == Reduction::batchmean) return;
+  throw ValueError(fmt::format("{}: expected reduction 'none', 'mean'{} or 'sum', got '{}'", op,
+                               allow_batchmean ? ", 'batchmean'" : "", r.name()));
+}
+
+Tensor reduce_loss(const char* op, const Tensor& per, const Reduction& r) {
+  check_reduction(op, r);
+  if (r == Reduction::sum) return sum(per);
+  if (r == Reduction::mean) return mean(per);
+  return per;
+}
+
+void check_loss_pair(const char* op, const Tensor& input, const Tensor& other, const char* what) {
+  check_defined(op, input);
+  check_defined(op, other);
+  check_same_device(op, input, other);
+  check_floating(op, input);
+  if (input.shape() != other.shape())
+    throw ShapeError(fmt::format("{}: input shape {} differs from {} shape {}", op, shape_str(input.shape()), what,
+                                 shape_str(other.shape())));
+}
+
+void check_broadcasts_to(const char* op, const char* what, const Tensor& t, const Shape& shape) {
+  const Shape& s = t.shape();
+  bool fits = s.size() <= shape.size();
+  for (std::size_t i = 0; fits && i < s.size(); ++i) {
+    const std::int64_t d = s[s.size() - 1 - i];
+    fits = d == 1 || d == shape[shape.size() - 1 - i];
+  }
+  if (!fits)
+    throw ShapeError(fmt::format("{}: {} of shape {} does not broadcast to the input's shape {}", op, what,
+                                 shape_str(s), shape_str(shape)));
+}
+
+}  // namespace detail
+
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  detail::check_reduction("mse_loss", reduction);
   const auto cast = detail::autocast("mse_loss", input_in, target_in);
   const Tensor &input = cast[0], &target = cast[1];
-  detail::check_same_device("mse_loss", input, target);
-  detail::check_floating("mse_loss", input);
-  if (input.shape() != target.shape())
-    throw ShapeError(fmt::format("mse_loss: input shape {} differs from target shape {}", shape_str(input.shape()),
-                                 shape_str(target.shape())));
-  Tensor sq = square(sub(input, target));
-  switch (reduction) {
-    case Reduction::none: return sq;
-    case Reduction::sum: return sum(sq);
-    case Reduction::mean: return mean(sq);
-  }
-  return sq;
+  detail::check_loss_pair("mse_loss", input, target);
+  return detail::reduce_loss("mse_loss", square(sub(input, target)), reduction);
 }
 
 namespace {
@@ -92,54 +144,79 @@ Tensor pick(const char* op, const Tensor& rows, const Tensor& target) {
     detail::kernels(op, Kernel::index_select, rows)
         .index_select(arg(out, Layout::contiguous({m, 1, 1})), arg(src, src3), arg(index, index2));
   if (autograd::needs_grad({&rows}))
-    autograd::record(op, {rows}, out, [op, m, c, si = SavedTensor(index)](const Tensor& g) {
+    autograd::record(
+        op, {rows}, out,
+        [op, m, c, si = SavedTensor(index)](const Tensor& g) {
       Tensor gi = zeros({m, c}, {.dtype = g.dtype(), .device = g.device()});
-      Tensor gc = g.contiguous();
       const Tensor& index = si.get();
+      // Under create_graph: the same scatter as an op, whose own gradient is a gather.
+      if (grad_enabled()) return std::vector<Tensor>{scatter_add(gi, 1, index.reshape({m, 1}), g.reshape({m, 1}))};
+      Tensor gc = g.contiguous();
       if (m > 0)
         detail::kernels(op, Kernel::index_add, g)
             .index_add(arg(gi, Layout::contiguous({m, c, 1})), arg(index, Layout::contiguous({m, 1}, index.offset())),
                        arg(gc, Layout::contiguous({m, 1, 1}, gc.offset())));
       return std::vector<Tensor>{gi};
-    });
+        },
+        {}, autograd::Backward::differentiable);
   return out;
 }
 
-Tensor reduce_rows(const Tensor& per_row, const Tensor& valid, const Shape& shape, Reduction reduction) {
-  switch (reduction) {
-    case Reduction::none: return per_row.reshape(shape);
-    case Reduction::sum: return sum(per_row);
-    case Reduction::mean: {
-      // Mean over non-ignored targets. With every target ignored PyTorch gives
-      // a NaN loss (0/0) but zero gradients (nothing is selected): divide by at
-      // least 1 so the backward never forms 0 * inf, and add the NaN off the tape.
-      Tensor count = sum(valid);
-      Tensor loss = div(sum(per_row), clamp(count, 1.0, std::numeric_limits<double>::quiet_NaN()));
-      Tensor none_counted = where(eq(count, 0.0), std::numeric_limits<double>::quiet_NaN(), zeros_like(count));
-      return add(loss, none_counted);
-    }
-  }
-  return per_row;
+// weight: each row's weight, 0 for an ignored target; the mean divides by
+// their sum, PyTorch's weighted mean.
+Tensor reduce_rows(const Tensor& per_row, const Tensor& weight, const Shape& shape, const Reduction& reduction) {
+  if (reduction == Reduction::none) return per_row.reshape(shape);
+  if (reduction == Reduction::sum) return sum(per_row);
+  // With every target ignored PyTorch gives a NaN loss (0/0) but zero
+  // gradients (nothing is selected): divide by 1 instead of 0 so the backward
+  // never forms 0 * inf, and add the NaN off the tape.
+  Tensor total = sum(weight);
+  Tensor none_counted = eq(total, 0.0);
+  Tensor loss = div(sum(per_row), where(none_counted, 1.0, total));
+  return add(loss, where(none_counted, std::numeric_limits<double>::quiet_NaN(), zeros_like(total)));
 }
 
-Tensor nll_impl(const char* op, const Tensor& log_probs, const Tensor& target, Reduction reduction,
-                std::int64_t ignore_index, double smoothing) {
+// The class weights checked and read per row (0 where the target is ignored).
+Tensor row_weights(const char* op, const ClassRows& r, const Tensor& weight) {
+  if (!weight.defined()) return r.valid;
+  detail::check_same_device(op, r.rows, weight);
+  detail::check_floating(op, weight);
+  const std::int64_t c = r.rows.shape()[1];
+  if (weight.shape() != Shape{c})
+    throw ShapeError(fmt::format("{}: expected weight of shape [{}] (one per class), got {}", op, c,
+                                 shape_str(weight.shape())));
+  // Class weights are constants, as in PyTorch (no gradient).
+  return mul(gather(weight.detach().to(r.rows.dtype()), 0, r.target), r.valid);
+}
+
+Tensor nll_impl(const char* op, const Tensor& log_probs, const Tensor& target, const Reduction& reduction,
+                std::int64_t ignore_index, double smoothing, const Tensor& weight) {
+  detail::check_reduction(op, reduction);
   ClassRows r = class_rows(op, log_probs, target, ignore_index);
-  Tensor nll = mul(neg(pick(op, r.rows, r.target)), r.valid);
-  Tensor loss = reduce_rows(nll, r.valid, r.target_shape, reduction);
+  Tensor picked = pick(op, r.rows, r.target);
+  Tensor w = row_weights(op, r, weight);
+  Tensor nll = mul(neg(picked), w);
+  Tensor loss = reduce_rows(nll, w, r.target_shape, reduction);
   if (smoothing == 0.0) return loss;
   // PyTorch's label smoothing: mix in the uniform distribution's cross-entropy,
-  // -mean_c log p_c, with weight smoothing; ignored rows contribute nothing.
+  // -mean_c w_c log p_c, with weight smoothing; ignored rows contribute
+  // nothing, and the weighted mean divides by the targets' weights as above.
   const double c = double(r.rows.shape()[1]);
-  Tensor uniform_ce = mul(neg(sum(r.rows, {1})), r.valid);
-  Tensor smooth = reduce_rows(uniform_ce, r.valid, r.target_shape, reduction);
+  Tensor scores = weight.defined() ? mul(r.rows, weight.detach().to(r.rows.dtype())) : r.rows;
+  Tensor uniform_ce = mul(neg(sum(scores, {1})), r.valid);
+  Tensor smooth = reduce_rows(uniform_ce, w, r.target_shape, reduction);
   return add(mul(loss, 1.0 - smoothing), mul(smooth, smoothing / c));
 }
 
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, std::int64_t ignore_index) {
-  return nll_impl("nll_loss", detail::autocast("nll_loss", log_probs)[0], target, reduction, ignore_index, 0.0);
+  return nll_impl("nll_loss", detail::autocast("nll_loss", log_probs)[0], target, reduction, ignore_index, 0.0, {});
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NLLLossOptions& o) {
+  return nll_impl("nll_loss", detail::autocast("nll_loss", log_probs)[0], target, o.reduction, o.ignore_index, 0.0,
+                  o.weight);
 }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& o) {
@@ -151,22 +228,35 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
   if (logits.dim() < 1)
     throw ShapeError(fmt::format("cross_entropy: expected input of shape [N, C] or [N, C, d...], got {}",
                                  shape_str(logits.shape())));
+  detail::check_reduction(op, o.reduction);
   return nll_impl(op, log_softmax(logits, logits.dim() == 1 ? 0 : 1), target, o.reduction, o.ignore_index,
-                  o.label_smoothing);
+                  o.label_smoothing, o.weight);
 }
+
+namespace {
+void check_binary_pair(const char* op, const Tensor& input, const Tensor& target) {
+  detail::check_loss_pair(op, input, target);
+  if (target.dtype() != input.dtype())
+    throw DTypeError(fmt::format("{}: target dtype {} differs from input dtype {}", op, dtype_name(target.dtype()),
+                                 dtype_name(input.dtype())));
+}
+
+// An optional weight of the input's dtype, checked to broadcast to it.
+Tensor broadcast_weight(const char* op, const char* what, const Tensor& w, const Tensor& input) {
+  if (!w.defined()) return w;
+  detail::check_same_device(op, input, w);
+  detail::check_floating(op, w);
+  detail::check_broadcasts_to(op, what, w, input.shape());
+  return w.to(input.dtype());
+}
+}  // namespace
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& target_in, Reduction reduction) {
   const char* op = "binary_cross_entropy_with_logits";
+  detail::check_reduction(op, reduction);
   const auto cast = detail::autocast(op, logits_in, target_in);
   const Tensor &logits = cast[0], &target = cast[1];
-  detail::check_same_device(op, logits, target);
-  detail::check_floating(op, logits);
-  if (target.dtype() != logits.dtype())
-    throw DTypeError(fmt::format("{}: target dtype {} differs from input dtype {}", op, dtype_name(target.dtype()),
-                                 dtype_name(logits.dtype())));
-  if (logits.shape() != target.shape())
-    throw ShapeError(fmt::format("{}: input shape {} differs from target shape {}", op, shape_str(logits.shape()),
-                                 shape_str(target.shape())));
+  check_binary_pair(op, logits, target);
   Tensor per;
   {
     // max(x, 0) - x*y + log(1 + exp(-|x|)): stable for large |x|.
@@ -174,20 +264,58 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& t
     Tensor x = logits.detach(), y = target.detach();
     per = add(sub(relu(x), mul(x, y)), log(add(exp(neg(abs(x))), 1.0)));
   }
+  // The gradient is written with ops on the saved inputs: under create_graph
+  // it records, so the loss differentiates twice.
   if (autograd::needs_grad({&logits, &target}))
-    autograd::record(op, {logits, target}, per,
-                     [gx = logits.requires_grad(), gy = target.requires_grad(), sx = SavedTensor(logits.detach()),
-                      sy = SavedTensor(target.detach())](const Tensor& g) {
-                       const Tensor& x = sx.get();
-                       return std::vector<Tensor>{gx ? mul(g, sub(sigmoid(x), sy.get())) : Tensor(),
-                                                  gy ? mul(g, neg(x)) : Tensor()};
-                     });
-  switch (reduction) {
-    case Reduction::none: return per;
-    case Reduction::sum: return sum(per);
-    case Reduction::mean: return mean(per);
-  }
-  return per;
+    autograd::record(
+        op, {logits, target}, per,
+        [gx = logits.requires_grad(), gy = target.requires_grad(), sx = SavedTensor(logits),
+         sy = SavedTensor(target)](const Tensor& g) {
+          const Tensor& x = sx.get();
+          return std::vector<Tensor>{gx ? mul(g, sub(sigmoid(x), sy.get())) : Tensor(), gy ? mul(g, neg(x)) : Tensor()};
+        },
+        {}, autograd::Backward::differentiable);
+  return detail::reduce_loss(op, per, reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& target_in,
+                                        const BCEWithLogitsOptions& o) {
+  const char* op = "binary_cross_entropy_with_logits";
+  if (!o.weight.defined() && !o.pos_weight.defined())
+    return binary_cross_entropy_with_logits(logits_in, target_in, o.reduction);
+  detail::check_reduction(op, o.reduction);
+  const auto cast = detail::autocast(op, logits_in, target_in);
+  const Tensor &x = cast[0], &y = cast[1];
+  check_binary_pair(op, x, y);
+  const Tensor weight = broadcast_weight(op, "weight", o.weight, x);
+  const Tensor pos_weight = broadcast_weight(op, "pos_weight", o.pos_weight, x);
+  // PyTorch's form: (1 - y) x + (1 + (pos_weight - 1) y) log(1 + exp(-x)),
+  // composed, so weight and pos_weight get gradients too.
+  Tensor softplus_neg = softplus(neg(x));
+  Tensor positive = pos_weight.defined() ? mul(add(mul(sub(pos_weight, 1.0), y), 1.0), softplus_neg) : softplus_neg;
+  Tensor per = add(mul(sub(1.0, y), x), positive);
+  if (weight.defined()) per = mul(per, weight);
+  return detail::reduce_loss(op, per, o.reduction);
+}
+
+Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, const Tensor& weight_in,
+                            Reduction reduction) {
+  const char* op = "binary_cross_entropy";
+  detail::check_reduction(op, reduction);
+  const auto cast = detail::autocast(op, input_in, target_in);
+  const Tensor &x = cast[0], &y = cast[1];
+  check_binary_pair(op, x, y);
+  const Tensor weight = broadcast_weight(op, "weight", weight_in, x);
+  // log clamped at -100 as PyTorch's, so x = 0 or 1 gives a finite loss; log
+  // reads 1 where x is 0, so no 0 * inf reaches the gradient.
+  auto clamped_log = [](const Tensor& p) {
+    Tensor positive = gt(p, 0.0);
+    return where(positive, clamp(log(where(positive, p, 1.0)), -100.0, std::numeric_limits<double>::quiet_NaN()),
+                 -100.0);
+  };
+  Tensor per = neg(add(mul(y, clamped_log(x)), mul(sub(1.0, y), clamped_log(sub(1.0, x)))));
+  if (weight.defined()) per = mul(per, weight);
+  return detail::reduce_loss(op, per, reduction);
 }
 
 }  // namespace rumus

@@ -50,6 +50,10 @@ Tensor softmax(const Tensor& x, std::int64_t dim) {
 Tensor log_softmax(const Tensor& x, std::int64_t dim) {
   return softmax_impl("log_softmax", detail::autocast("log_softmax", x)[0], dim, true);
 }
+Tensor softmin(const Tensor& x, std::int64_t dim) {
+  detail::check_floating("softmin", x);
+  return softmax(neg(x), dim);
+}
 
 Tensor Tensor::softmax(std::int64_t dim) const { return rumus::softmax(*this, dim); }
 Tensor Tensor::log_softmax(std::int64_t dim) const { return rumus::log_softmax(*this, dim); }

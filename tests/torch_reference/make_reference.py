@@ -194,6 +194,67 @@ def main():
     # Optimizer trajectories and scheduler curves (test_optim.cpp compares them).
     optimizers_and_schedulers()
 
+    # Composed activations and the losses (their own generator: the draws of
+    # cases around them stay as they are).
+    activations_and_losses()
+
+
+def activations_and_losses():
+    global gen
+    outer, gen = gen, torch.Generator().manual_seed(20261205)
+    case("elu", [rand(3, 4, low=-3.0, high=3.0)], lambda x: F.elu(x, 0.7))
+    case("selu", [rand(3, 4, low=-3.0, high=3.0)], F.selu)
+    case("celu", [rand(3, 4, low=-3.0, high=3.0)], lambda x: F.celu(x, 0.5))
+    case("softplus", [rand(3, 4, low=-4.0, high=4.0)], lambda x: F.softplus(x, 2.0, 3.0))
+    case("softsign", [rand(3, 4, low=-3.0, high=3.0)], F.softsign)
+    case("mish", [rand(3, 4, low=-4.0, high=4.0)], F.mish)
+    case("hardtanh", [rand(3, 4, low=-2.0, high=2.0)], lambda x: F.hardtanh(x, -0.5, 1.0))
+    case("relu6", [rand(3, 4, low=-3.0, high=8.0)], F.relu6)
+    case("hardsigmoid", [rand(3, 4, low=-5.0, high=5.0)], F.hardsigmoid)
+    case("prelu", [rand(2, 3, 4), rand(3)], F.prelu)
+    case("glu", [rand(3, 4, 2)], lambda x: F.glu(x, 1))
+    case("logsigmoid", [rand(3, 4, low=-5.0, high=5.0)], F.logsigmoid)
+    case("softmin", [rand(3, 5, low=-3.0, high=3.0)], lambda x: F.softmin(x, 1))
+    case("tanhshrink", [rand(3, 4, low=-3.0, high=3.0)], F.tanhshrink)
+    case("threshold", [rand(3, 4)], lambda x: F.threshold(x, 0.1, 20.0))
+    case("hardshrink", [rand(3, 4)], lambda x: F.hardshrink(x, 0.3))
+    case("softshrink", [rand(3, 4)], lambda x: F.softshrink(x, 0.3))
+    case("l1_loss", [rand(3, 4), rand(3, 4)], F.l1_loss)
+    case("smooth_l1_loss", [rand(3, 4, low=-2.0, high=2.0), rand(3, 4)],
+         lambda a, b: F.smooth_l1_loss(a, b, reduction="none", beta=0.5))
+    case("huber_loss", [rand(3, 4, low=-2.0, high=2.0), rand(3, 4)], lambda a, b: F.huber_loss(a, b, delta=0.6))
+    case("binary_cross_entropy", [rand(3, 4, low=0.02, high=0.98), rand(3, 4, low=0.0, high=1.0), rand(4, low=0.5)],
+         lambda x, y, w: F.binary_cross_entropy(x, y, w.detach()))
+    case("bce_with_logits_weight_pos_weight",
+         [rand(3, 4, low=-4.0, high=4.0), rand(3, 4, low=0.0, high=1.0), rand(3, 1, low=0.5), rand(4, low=0.5, high=3.0)],
+         lambda x, y, w, pw: F.binary_cross_entropy_with_logits(x, y, w.detach(), reduction="sum",
+                                                                    pos_weight=pw.detach()))
+    t = randint(5, 6)
+    t[1] = -100
+    case("cross_entropy_weight_smoothing", [rand(6, 5, low=-3.0, high=3.0), t, rand(5, low=0.2, high=2.0)],
+         lambda x, t, w: F.cross_entropy(x, t, w.detach(), label_smoothing=0.2))
+    case("nll_loss_weight", [rand(5, 4, low=-3.0, high=0.0), randint(4, 5), rand(4, low=0.2, high=2.0)],
+         lambda x, t, w: F.nll_loss(x, t, w.detach()))
+    case("kl_div_batchmean", [rand(3, 4, low=-3.0, high=0.0), rand(3, 4, low=0.0, high=1.0)],
+         lambda x, y: F.kl_div(x, y, reduction="batchmean"))
+    case("kl_div_log_target", [rand(3, 4, low=-3.0, high=0.0), rand(3, 4, low=-3.0, high=0.0)],
+         lambda x, y: F.kl_div(x, y, reduction="none", log_target=True))
+    case("poisson_nll_loss", [rand(3, 4), rand(3, 4, low=0.0, high=3.0)], F.poisson_nll_loss)
+    case("poisson_nll_loss_full", [rand(3, 4, low=0.2, high=3.0), rand(3, 4, low=0.0, high=3.0)],
+         lambda x, y: F.poisson_nll_loss(x, y, log_input=False, full=True, reduction="sum"))
+    y = torch.tensor([1.0, -1.0, 1.0, -1.0, -1.0], dtype=torch.float64)
+    case("margin_ranking_loss", [rand(5), rand(5), y], lambda a, b, y: F.margin_ranking_loss(a, b, y.detach(), 0.1))
+    case("cosine_embedding_loss", [rand(4, 3), rand(4, 3), y[:4]],
+         lambda a, b, y: F.cosine_embedding_loss(a, b, y.detach(), margin=-0.2, reduction="none"))
+    case("triplet_margin_loss", [rand(4, 3), rand(4, 3), rand(4, 3)], lambda a, p, n: F.triplet_margin_loss(a, p, n))
+    case("triplet_margin_loss_p1_swap", [rand(4, 3), rand(4, 3), rand(4, 3)],
+         lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=0.5, p=1, swap=True, reduction="none"))
+    y = torch.tensor([[1.0, -1.0, -1.0, 1.0]] * 3, dtype=torch.float64)
+    case("soft_margin_loss", [rand(3, 4, low=-2.0, high=2.0), y], lambda x, y: F.soft_margin_loss(x, y.detach()))
+    case("hinge_embedding_loss", [rand(3, 4, low=-2.0, high=2.0), y],
+         lambda x, y: F.hinge_embedding_loss(x, y.detach(), margin=0.5))
+    gen = outer
+
 
 def write(name, tensors):
     with open(os.path.join(OUT, name + ".txt"), "w") as f:

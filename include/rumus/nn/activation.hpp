@@ -1,8 +1,10 @@
 #pragma once
-// Parameter-free layers, for use in Sequential.
+// Activation layers (PReLU's slope is its one parameter), dropout and
+// flatten, for use in Sequential.
 #include "rumus/nn/module.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/dropout.hpp"
+#include "rumus/ops/softmax.hpp"
 #include "rumus/core/export.hpp"
 
 RUMUS_API_BEGIN
@@ -52,6 +54,141 @@ class Hardswish : public Module {
  public:
   Tensor forward(const Tensor& x) override { return hardswish(x); }
   std::string type_name() const override { return "Hardswish"; }
+};
+
+class ELU : public Module {
+ public:
+  explicit ELU(double alpha = 1.0) : alpha(alpha) {}
+  Tensor forward(const Tensor& x) override { return elu(x, alpha); }
+  std::string type_name() const override { return "ELU"; }
+  std::string extra_repr() const override;
+  double alpha;
+};
+class SELU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return selu(x); }
+  std::string type_name() const override { return "SELU"; }
+};
+class CELU : public Module {
+ public:
+  explicit CELU(double alpha = 1.0) : alpha(alpha) {}
+  Tensor forward(const Tensor& x) override { return celu(x, alpha); }
+  std::string type_name() const override { return "CELU"; }
+  std::string extra_repr() const override;
+  double alpha;
+};
+class Softplus : public Module {
+ public:
+  explicit Softplus(double beta = 1.0, double threshold = 20.0) : beta(beta), threshold(threshold) {}
+  Tensor forward(const Tensor& x) override { return softplus(x, beta, threshold); }
+  std::string type_name() const override { return "Softplus"; }
+  std::string extra_repr() const override;
+  double beta, threshold;
+};
+class Softsign : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return softsign(x); }
+  std::string type_name() const override { return "Softsign"; }
+};
+class Mish : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return mish(x); }
+  std::string type_name() const override { return "Mish"; }
+};
+class Hardtanh : public Module {
+ public:
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0) : min_val(min_val), max_val(max_val) {}
+  Tensor forward(const Tensor& x) override { return hardtanh(x, min_val, max_val); }
+  std::string type_name() const override { return "Hardtanh"; }
+  std::string extra_repr() const override;
+  double min_val, max_val;
+};
+class ReLU6 : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return relu6(x); }
+  std::string type_name() const override { return "ReLU6"; }
+};
+class Hardsigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return hardsigmoid(x); }
+  std::string type_name() const override { return "Hardsigmoid"; }
+};
+// A learnable negative slope: one (num_parameters = 1) or one per channel
+// (dim 1 of the input), all starting at `init`; state-dict key "weight".
+class PReLU : public Module {
+ public:
+  explicit PReLU(std::int64_t num_parameters = 1, double init = 0.25);
+  Tensor forward(const Tensor& x) override { return prelu(x, weight); }
+  std::string type_name() const override { return "PReLU"; }
+  std::string extra_repr() const override;
+  Tensor weight;
+};
+class GLU : public Module {
+ public:
+  explicit GLU(std::int64_t dim = -1) : dim(dim) {}
+  Tensor forward(const Tensor& x) override { return glu(x, dim); }
+  std::string type_name() const override { return "GLU"; }
+  std::string extra_repr() const override;
+  std::int64_t dim;
+};
+class LogSigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return logsigmoid(x); }
+  std::string type_name() const override { return "LogSigmoid"; }
+};
+class Tanhshrink : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return tanhshrink(x); }
+  std::string type_name() const override { return "Tanhshrink"; }
+};
+class Threshold : public Module {
+ public:
+  Threshold(double threshold, double value) : threshold(threshold), value(value) {}
+  Tensor forward(const Tensor& x) override { return rumus::threshold(x, threshold, value); }
+  std::string type_name() const override { return "Threshold"; }
+  std::string extra_repr() const override;
+  double threshold, value;
+};
+class Hardshrink : public Module {
+ public:
+  explicit Hardshrink(double lambd = 0.5) : lambd(lambd) {}
+  Tensor forward(const Tensor& x) override { return hardshrink(x, lambd); }
+  std::string type_name() const override { return "Hardshrink"; }
+  std::string extra_repr() const override;
+  double lambd;
+};
+class Softshrink : public Module {
+ public:
+  explicit Softshrink(double lambd = 0.5) : lambd(lambd) {}
+  Tensor forward(const Tensor& x) override { return softshrink(x, lambd); }
+  std::string type_name() const override { return "Softshrink"; }
+  std::string extra_repr() const override;
+  double lambd;
+};
+// dim is required, as in libtorch's SoftmaxOptions(dim).
+class Softmax : public Module {
+ public:
+  explicit Softmax(std::int64_t dim) : dim(dim) {}
+  Tensor forward(const Tensor& x) override { return softmax(x, dim); }
+  std::string type_name() const override { return "Softmax"; }
+  std::string extra_repr() const override;
+  std::int64_t dim;
+};
+class LogSoftmax : public Module {
+ public:
+  explicit LogSoftmax(std::int64_t dim) : dim(dim) {}
+  Tensor forward(const Tensor& x) override { return log_softmax(x, dim); }
+  std::string type_name() const override { return "LogSoftmax"; }
+  std::string extra_repr() const override;
+  std::int64_t dim;
+};
+class Softmin : public Module {
+ public:
+  explicit Softmin(std::int64_t dim) : dim(dim) {}
+  Tensor forward(const Tensor& x) override { return softmin(x, dim); }
+  std::string type_name() const override { return "Softmin"; }
+  std::string extra_repr() const override;
+  std::int64_t dim;
 };
 
 // Active only in training mode; draws its masks from the default generator.

@@ -8,6 +8,7 @@ namespace rumus {
 
 Tensor softmax(const Tensor& input, std::int64_t dim);
 Tensor log_softmax(const Tensor& input, std::int64_t dim);
+Tensor softmin(const Tensor& input, std::int64_t dim);  // softmax(-input, dim)
 
 }  // namespace rumus
 
