@@ -65,9 +65,6 @@ const std::set<std::string>& refusing_double_backward() {
       "conv2d_same_reflect",
       "conv2d_circular_strided",
       "conv2d_stride_pad_dilation",
-      "dropout",
-      "embedding",
-      "embedding_padding_idx",
       "gelu",
       "gelu_tanh",
       "hardswish",
@@ -78,15 +75,6 @@ const std::set<std::string>& refusing_double_backward() {
       "max_pool2d_dilation_ceil",
       "max_pool2d_overlap_pad",
       "relu_over_conv2d",
-      "sdpa",
-      "sdpa_additive_mask",
-      "sdpa_bool_mask_scale",
-      "sdpa_causal_3d",
-      "sdpa_dropout",
-      "sdpa_heads_in_place",
-      "sdpa_mixed_layouts",
-      "sdpa_packed_causal",
-      "sdpa_packed_mask_dropout",
   };
   return ops;
 }

@@ -8,12 +8,17 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "autocast.hpp"
 #include "op_util.hpp"
+#include "rumus/ops/compare.hpp"
+#include "rumus/ops/creation.hpp"
 #include "rumus/ops/dropout.hpp"
 #include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/join.hpp"
 #include "rumus/ops/linalg.hpp"
+#include "rumus/ops/reduction.hpp"
 #include "rumus/ops/softmax.hpp"
 #include "rumus/core/capture.hpp"
 
@@ -186,6 +191,54 @@ void run_backward(const Plan& plan, const Tensor& gq, const Tensor& gk, const Te
                           arg(lse), mask_arg(plan, q.dtype()));
 }
 
+// The kernels' dropout multipliers as a [B, H, Lq, Lk] tensor: weight
+// (bh, i, j) is dropped where the bernoulli draw of probability dropout_p at
+// element (bh * Lq + i) * Lk + j of the same Philox stream hits (both decide
+// on one 24-bit integer against ceil(p * 2^24)).
+Tensor dropout_multipliers(const AttentionParams& p, const Tensor& like) {
+  Tensor dropped = detail::alloc({p.batch, p.heads, p.lq, p.lk}, like.dtype(), like.device());
+  Generator stream;
+  stream.set_state(p.seed, p.offset);
+  detail::random_kernel(kOp, RandomKind::bernoulli, dropped, p.dropout_p, 1.0, stream);
+  return mul(sub(1.0, dropped), p.dropout_p >= 1.0 ? 0.0 : 1.0 / (1.0 - p.dropout_p));
+}
+
+// The gradients of q, k and v ([B, H, L, W], saved with their graph) written
+// with ops, for create_graph: the math path's formula with the kernels' own
+// dropout mask, so they differentiate to any order. A query row with every
+// key masked gives zero gradients, as the kernels do.
+std::array<Tensor, 3> composed_gradients(const Plan& plan, const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& go) {
+  const AttentionParams& p = plan.p;
+  if (p.lk == 0 || q.numel() == 0) return {zeros_like(q), zeros_like(k), zeros_like(v)};
+  Tensor s = mul(matmul(q, k.transpose(-2, -1)), p.scale);
+  Tensor keep;  // u8 [.., Lq, Lk] where the key is attended, for boolean and causal masks
+  if (plan.mask.defined()) {
+    const Tensor mask(plan.mask.storage_ptr(), plan.ml, plan.mask.dtype());
+    if (is_floating(mask.dtype())) s = add(s, mask);
+    else keep = ne(mask, 0.0);
+  }
+  if (p.causal) {
+    const TensorOptions i64{.dtype = DType::i64, .device = q.device()};
+    keep = ge(arange(double(p.lq), i64).view({p.lq, 1}), arange(double(p.lk), i64).view({1, p.lk}));
+  }
+  Tensor w;
+  if (keep.defined()) {
+    const Tensor row_ok = gt(sum(keep.to(q.dtype()), {-1}, true), 0.0);
+    s = where(keep, s, -std::numeric_limits<double>::infinity());
+    s = where(row_ok, s, 0.0);  // a fully masked row: finite scores, its weights zeroed below
+    w = mul(softmax(s, -1), row_ok.to(q.dtype()));
+  } else {
+    w = softmax(s, -1);
+  }
+  const Tensor z = p.dropout_p > 0.0 ? dropout_multipliers(p, q) : Tensor();
+  Tensor dv = matmul((z.defined() ? mul(w, z) : w).transpose(-2, -1), go);
+  Tensor dw = matmul(go, v.transpose(-2, -1));
+  if (z.defined()) dw = mul(dw, z);
+  Tensor ds = mul(w, sub(dw, sum(mul(dw, w), {-1}, true)));
+  return {mul(matmul(ds, k), p.scale), mul(matmul(ds.transpose(-2, -1), q), p.scale), dv};
+}
+
 // Under autocast, heads wider than the 16-bit kernels take stay in f32.
 bool wide_heads(const Tensor& q, const Tensor& v) {
   return q.defined() && v.defined() && q.dim() > 0 && v.dim() > 0 &&
@@ -224,10 +277,20 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
 
   Tensor result = (nd == 4 ? out : out.select(1, 0)).detach();
   if (autograd::needs_grad({&query, &key, &value})) {
+    // Under create_graph the saved query, key and value with their graph
+    // (the same storage as q, k and v).
     autograd::record(kOp, {query, key, value}, result,
                      [plan, nd, sq = autograd::SavedTensor(q), sk = autograd::SavedTensor(k),
                       sv = autograd::SavedTensor(v), so = autograd::SavedTensor(out),
-                      sl = autograd::SavedTensor(lse)](const Tensor& g) {
+                      sl = autograd::SavedTensor(lse), gq_in = autograd::SavedTensor(query),
+                      gk_in = autograd::SavedTensor(key),
+                      gv_in = autograd::SavedTensor(value)](const Tensor& g) {
+                       if (grad_enabled()) {
+                         auto [dq, dk, dv] = composed_gradients(plan, heads_of(gq_in.get()), heads_of(gk_in.get()),
+                                                                heads_of(gv_in.get()), heads_of(g));
+                         if (nd == 3) return std::vector<Tensor>{dq.select(1, 0), dk.select(1, 0), dv.select(1, 0)};
+                         return std::vector<Tensor>{dq, dk, dv};
+                       }
                        const Tensor &q = sq.get(), &k = sk.get(), &v = sv.get();
                        // The gradients lie as their inputs do where the kernels read that layout in place.
                        auto grad_like = [&](const Tensor& t) {
@@ -239,7 +302,8 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
                        run_backward(plan, gq, gk, gv, heads_of(g), q, k, v, so.get(), sl.get());
                        if (nd == 3) return std::vector<Tensor>{gq.select(1, 0), gk.select(1, 0), gv.select(1, 0)};
                        return std::vector<Tensor>{gq, gk, gv};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   }
   return result;
 }
@@ -282,17 +346,26 @@ Tensor packed_self_attention(const Tensor& qkv_in, std::int64_t num_heads, const
   if (autograd::needs_grad({&qkv})) {
     autograd::record(kPacked, {qkv}, result,
                      [plan, split, sq = autograd::SavedTensor(q), sk = autograd::SavedTensor(k),
-                      sv = autograd::SavedTensor(v), so = autograd::SavedTensor(out),
-                      sl = autograd::SavedTensor(lse)](const Tensor& g) {
+                      sv = autograd::SavedTensor(v), so = autograd::SavedTensor(out), sl = autograd::SavedTensor(lse),
+                      sqkv = autograd::SavedTensor(qkv)](const Tensor& g) {
                        const Tensor& q = sq.get();
                        const AttentionParams& p = plan.p;
+                       if (grad_enabled()) {  // create_graph: the formula with ops on qkv's heads
+                         const auto [q, k, v] = split(sqkv.get());
+                         const Tensor go = g.reshape({p.batch, p.lq, p.heads, p.dv}).transpose(1, 2);
+                         const auto grads = composed_gradients(plan, q, k, v, go);
+                         std::vector<Tensor> parts;
+                         for (const Tensor& t : grads) parts.push_back(t.transpose(1, 2).reshape({p.batch, p.lq, -1}));
+                         return std::vector<Tensor>{cat(parts, 2)};
+                       }
                        // One gradient for the projection: the kernels write its three parts in place.
                        Tensor grad = detail::alloc({p.batch, p.lq, 3 * p.heads * p.d}, q.dtype(), q.device());
                        const auto [gq, gk, gv] = split(grad);
                        const Tensor go = g.reshape({p.batch, p.lq, p.heads, p.dv}).transpose(1, 2);
                        run_backward(plan, gq, gk, gv, go, q, sk.get(), sv.get(), so.get(), sl.get());
                        return std::vector<Tensor>{grad};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   }
   return result;
 }

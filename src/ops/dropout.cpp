@@ -4,6 +4,7 @@
 #include "op_util.hpp"
 #include "rumus/core/capture.hpp"
 #include "rumus/ops/creation.hpp"
+#include "rumus/ops/elementwise.hpp"
 
 namespace rumus {
 
@@ -32,8 +33,10 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
   }
   if (autograd::needs_grad({&input}))
     autograd::record("dropout", {input}, out, [sm = autograd::SavedTensor(mask)](const Tensor& g) {
+      // Under create_graph the same product, recorded: linear in g, so differentiable to any order.
+      if (grad_enabled()) return std::vector<Tensor>{mul(g, sm.get())};
       return std::vector<Tensor>{detail::binary_kernel(BinaryOp::mul, "dropout", g, sm.get(), g.dtype())};
-    });
+    }, {}, autograd::Backward::differentiable);
   return out;
 }
 

@@ -4,10 +4,25 @@
 #include "op_util.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
+#include "rumus/ops/indexing.hpp"
 
 namespace rumus {
 
 using detail::arg;
+
+namespace {
+// The weight's gradient with ops, for create_graph: g's rows added into a zero
+// table at their indices (scatter_add, linear in g: differentiable to any order).
+Tensor composed_grad(const Tensor& g, const Tensor& index, std::int64_t num, std::int64_t dim, std::int64_t m,
+                     std::optional<std::int64_t> padding_idx) {
+  Tensor rows = g.reshape({m, dim});
+  const Tensor at = index.view({m, 1});
+  if (padding_idx)  // the padding row receives no gradient
+    rows = where(ne(at, full({}, double(*padding_idx), {.dtype = DType::i64, .device = g.device()})), rows,
+                 zeros({}, {.dtype = g.dtype(), .device = g.device()}));
+  return scatter_add(zeros({num, dim}, {.dtype = g.dtype(), .device = g.device()}), 0, at.expand({m, dim}), rows);
+}
+}  // namespace
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std::int64_t> padding_idx) {
   const char* op = "embedding";
@@ -40,6 +55,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std:
     autograd::record(op, {Tensor(), weight}, out,
                      [num, dim, m, padding_idx, si = autograd::SavedTensor(index)](const Tensor& g) {
                        const Tensor& index = si.get();
+                       if (grad_enabled()) return std::vector<Tensor>{Tensor(), composed_grad(g, index, num, dim, m, padding_idx)};
                        Tensor rows = g.reshape({1, m, dim});
                        if (padding_idx) {  // the padding row receives no gradient
                          Tensor keep = ne(index.view({1, m, 1}),
@@ -53,7 +69,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std:
                              .index_add(arg(gw), arg(index, Layout::contiguous({1, m}, index.offset())),
                                         arg(rows, Layout::contiguous({1, m, dim}, rows.offset())));
                        return std::vector<Tensor>{Tensor(), gw.view({num, dim})};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   return out;
 }
 
