@@ -150,6 +150,25 @@ RUMUS_PUSH_BLOCK(IndexPush) {
 } RUMUS_PUSH_END
 #endif
 
+// Prefix sums and products (shaders/scan.comp) along the middle dim of
+// contiguous [outer, n, inner] views; op is ScanOp (0 sum, 1 product).
+#ifdef PUSH_SCAN
+RUMUS_PUSH_BLOCK(ScanPush) {
+  uint outer, n, inner, op;
+  int off_out, off_in;
+} RUMUS_PUSH_END
+#endif
+
+// Bitonic sort of the rows of [rows, n] (shaders/sort.comp): stage 0 numbers
+// the positions, 1 is one compare-exchange pass over pairs `j` apart within
+// blocks of `k` (the block's mirror pairs when flip is set), 2 writes the values.
+#ifdef PUSH_SORT
+RUMUS_PUSH_BLOCK(SortPush) {
+  uint rows, n, padded, stage, k, j, flip, descending;
+  int off_values, off_indices, off_in;
+} RUMUS_PUSH_END
+#endif
+
 // Fused attention (shaders/attention.comp). Bindings: 0 q, 1 k, 2 v, 3 out,
 // 4 lse, 5 mask, 6 grad_out, 7 grad_q, 8 grad_k, 9 grad_v; off[b] is binding
 // b's element offset.

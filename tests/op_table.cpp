@@ -323,6 +323,53 @@ const std::vector<OpCase>& op_table() {
          return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2]);
        }},
       {"sdpa_causal_3d", {{2, 6, 4}, {2, 6, 4}, {2, 6, 3}}, [](V x) {
+      // Indexing as PyTorch's: index_select, scatter, index_add, masked_select, take_along_dim.
+      {"index_select", {{4, 3}}, [](V x) { return index_select(x[0], 0, labels({3, 0, 3, 1}, x[0])); }},
+      {"scatter_src", {{3, 4}, {3, 2}}, [](V x) {
+         return scatter(x[0], 1, labels({1, 3, 0, 2, 2, 1}, x[0]).reshape({3, 2}), x[1]);
+       }},
+      {"scatter_value", {{3, 4}}, [](V x) {
+         return scatter(x[0], 0, labels({2, 0, 1, 2}, x[0]).reshape({1, 4}), -0.5);
+       }},
+      {"index_add_repeated", {{4, 3}, {3, 3}}, [](V x) {
+         return index_add(x[0], 0, labels({3, 0, 3}, x[0]), x[1], 2.0);
+       }},
+      {"masked_select", {{3, 4}}, [](V x) {
+         return masked_select(x[0], labels({1, 0, 0, 1}, x[0]).to(DType::u8));
+       }},
+      {"take_along_dim", {{3, 4}}, [](V x) {
+         return take_along_dim(x[0], labels({3, 0, 1, 1, 2, 0}, x[0]).reshape({3, 2}), 1);
+       }},
+      {"take_along_dim_flat", {{3, 4}}, [](V x) { return take_along_dim(x[0], labels({11, 0, 5, 5}, x[0])); }},
+      // Reordering and repeating.
+      {"flip", {{2, 3, 4}}, [](V x) { return flip(x[0], {0, -1}); }},
+      {"roll", {{3, 4}}, [](V x) { return roll(x[0], {1, -3}, {0, 1}); }},
+      {"roll_flat", {{3, 4}}, [](V x) { return roll(x[0], {5}); }},
+      {"repeat", {{2, 3}}, [](V x) { return repeat(x[0], {2, 1, 2}); }},
+      {"tile", {{2, 3}}, [](V x) { return tile(x[0], {2}); }},
+      {"repeat_interleave", {{2, 3}}, [](V x) { return repeat_interleave(x[0], 2, 1); }},
+      {"repeat_interleave_flat", {{2, 3}}, [](V x) { return repeat_interleave(x[0], 2); }},
+      {"repeat_interleave_tensor", {{3, 2}}, [](V x) { return repeat_interleave(x[0], labels({1, 0, 2}, x[0]), 0); }},
+      {"movedim", {{2, 3, 4}}, [](V x) { return movedim(x[0], {0, 1}, {2, 0}) * 1.0; }},
+      {"diagonal", {{3, 4}}, [](V x) { return diagonal(x[0], 1) * 1.0; }},
+      {"diagonal_3d", {{2, 3, 4}}, [](V x) { return diagonal(x[0], -1, 2, 0) * 1.0; }},
+      {"tril", {{2, 3, 4}}, [](V x) { return tril(x[0], -1); }},
+      {"triu", {{3, 4}}, [](V x) { return triu(x[0], 1); }},
+      {"as_strided", {{3, 4}}, [](V x) { return as_strided(x[0].contiguous(), {2, 3}, {1, 3}, 1) * 1.0; }},
+      // Scans and sorting.
+      {"cumsum", {{3, 4}}, [](V x) { return cumsum(x[0], 1); }},
+      {"cumsum_dim0", {{3, 2, 2}}, [](V x) { return cumsum(x[0], 0); }},
+      {"cumprod", {{3, 4}}, [](V x) { return cumprod(x[0], -1); }, 0.5, 2.0},
+      {"cumprod_with_zeros", {{3, 5}}, [](V x) {
+         Tensor holes = tensor({1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0}, like(x[0]));
+         return cumprod(x[0] * holes.reshape({3, 5}), 1);
+       }, 0.5, 2.0},
+      {"sort", {{3, 5}}, [](V x) { return std::get<0>(sort(x[0], 1)); }},
+      {"sort_descending_dim0", {{4, 3}}, [](V x) { return std::get<0>(sort(x[0], 0, true)); }},
+      {"topk", {{3, 6}}, [](V x) { return std::get<0>(topk(x[0], 3)); }},
+      {"topk_smallest", {{5, 2}}, [](V x) { return std::get<0>(topk(x[0], 2, 0, false)); }},
+      {"kthvalue", {{3, 5}}, [](V x) { return std::get<0>(kthvalue(x[0], 2, 1, true)); }},
+      {"median", {{4, 3}}, [](V x) { return std::get<0>(median(x[0], 0)) + median(x[0]); }},
          return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], {}, 0.0, true);
        }},
       {"sdpa_bool_mask_scale", {{2, 1, 3, 2}, {2, 1, 4, 2}, {2, 1, 4, 2}}, [](V x) {

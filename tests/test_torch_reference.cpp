@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -40,7 +41,12 @@ std::vector<Entry> read_case(const std::string& name) {
     e.shape.assign(std::size_t(nd), 0);
     for (auto& d : e.shape) h >> d;
     e.values.resize(std::size_t(numel_of(e.shape)));
-    for (auto& x : e.values) v >> x;
+    // Token by token through strtod, which reads "nan" and "inf" (operator>> does not).
+    for (auto& x : e.values) {
+      std::string token;
+      v >> token;
+      x = std::strtod(token.c_str(), nullptr);
+    }
     entries.push_back(std::move(e));
   }
   return entries;
@@ -250,6 +256,42 @@ const std::map<std::string, Fn>& ops() {
 // Runs `fn` on the case's inputs (floating ones as leaves requiring grad) and
 // compares the output and the gradients of sum(out * gout).
 void check_case(const std::string& name, const Fn& fn) {
+      // Indexing, reordering, scans and sorts (sorts: values and indices side by side).
+      {"index_select", [](V x) { return index_select(x[0], 0, x[1]); }},
+      {"scatter_src", [](V x) { return scatter(x[0], 1, x[1], x[2]); }},
+      {"scatter_value", [](V x) { return scatter(x[0], 0, x[1], -0.5); }},
+      {"index_add", [](V x) { return index_add(x[0], 0, x[1], x[2], 2.0); }},
+      {"masked_select", [](V x) { return masked_select(x[0], x[1].to(DType::u8)); }},
+      {"take_along_dim", [](V x) { return take_along_dim(x[0], x[1], 1); }},
+      {"flip", [](V x) { return flip(x[0], {0, -1}); }},
+      {"roll", [](V x) { return roll(x[0], {1, -3}, {0, 1}); }},
+      {"roll_flat", [](V x) { return roll(x[0], {5}); }},
+      {"repeat", [](V x) { return repeat(x[0], {2, 1, 2}); }},
+      {"tile", [](V x) { return tile(x[0], {2}); }},
+      {"repeat_interleave", [](V x) { return repeat_interleave(x[0], 2, 1); }},
+      {"repeat_interleave_tensor", [](V x) { return repeat_interleave(x[0], x[1], 0); }},
+      {"movedim", [](V x) { return movedim(x[0], {0, 1}, {2, 0}); }},
+      {"diagonal", [](V x) { return diagonal(x[0], 1); }},
+      {"diagonal_3d", [](V x) { return diagonal(x[0], -1, 2, 0); }},
+      {"tril", [](V x) { return tril(x[0], -1); }},
+      {"triu", [](V x) { return triu(x[0], 1); }},
+      {"as_strided", [](V x) { return as_strided(x[0], {2, 3}, {1, 3}, 1); }},
+      {"cumsum", [](V x) { return cumsum(x[0], 1); }},
+      {"cumprod", [](V x) { return cumprod(x[0], 1); }},
+      {"cumprod_zeros", [](V x) { return cumprod(x[0], 1); }},
+      {"sort_ties_nan", [](V x) { return cat({std::get<0>(sort(x[0], 1)), argsort(x[0], 1).to(DType::f32)}, 1); }},
+      {"sort_ties_nan_descending",
+       [](V x) { return cat({std::get<0>(sort(x[0], true, 1, true)), argsort(x[0], true, 1, true).to(DType::f32)}, 1); }},
+      {"sort_dim0", [](V x) { return cat({std::get<0>(sort(x[0], 0)), std::get<1>(sort(x[0], 0)).to(DType::f32)}, 0); }},
+      {"topk", [](V x) { return cat({std::get<0>(topk(x[0], 3)), std::get<1>(topk(x[0], 3)).to(DType::f32)}, 1); }},
+      {"topk_smallest",
+       [](V x) { return cat({std::get<0>(topk(x[0], 2, 0, false)), std::get<1>(topk(x[0], 2, 0, false)).to(DType::f32)}, 0); }},
+      {"topk_nan", [](V x) { return cat({std::get<0>(topk(x[0], 2)), std::get<1>(topk(x[0], 2)).to(DType::f32)}, 1); }},
+      {"kthvalue",
+       [](V x) { return cat({std::get<0>(kthvalue(x[0], 2, 1, true)), std::get<1>(kthvalue(x[0], 2, 1, true)).to(DType::f32)}, 1); }},
+      {"median",
+       [](V x) { return cat({std::get<0>(median(x[0], 1, true)), std::get<1>(median(x[0], 1, true)).to(DType::f32)}, 1); }},
+      {"median_all", [](V x) { return median(x[0]); }},
   Case c = load(name);
   std::vector<Tensor> leaves;
   for (const Tensor& t : c.inputs) {

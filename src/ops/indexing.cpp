@@ -6,6 +6,7 @@
 
 #include "../backend/gather.hpp"
 #include "op_util.hpp"
+#include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/join.hpp"
@@ -126,6 +127,189 @@ Tensor scatter_add(const Tensor& self_, std::int64_t dim, const Tensor& index_, 
   Tensor added = scatter_into_zeros(op, narrow_to(src, index, dim, true), dim, index, n);
   Tensor out = add(self, pad_to(added, self.shape()));
   return self_.dim() == 0 ? out.reshape({}) : out;
+}
+
+namespace {
+
+// A 1-D (or one-element 0-d) integer index as contiguous i64, checked against n.
+Tensor index_vector(const char* op, const Tensor& index, std::int64_t n) {
+  detail::check_defined(op, index);
+  if (index.dtype() != DType::i64 && index.dtype() != DType::i32)
+    throw DTypeError(fmt::format("{}: expected an i64 or i32 index, got {}", op, dtype_name(index.dtype())));
+  if (index.dim() > 1)
+    throw ShapeError(fmt::format("{}: expected a 1-D index, got shape {}", op, shape_str(index.shape())));
+  Tensor rows = index.to(DType::i64).reshape({-1}).contiguous();
+  detail::check_indices(op, "index", rows, n);
+  return rows;
+}
+
+// The 1-D `rows` laid along `dim` of `shape` and repeated over its other dims:
+// the per-element index that gather and scatter_add take.
+Tensor along(const Tensor& rows, std::int64_t dim, const Shape& shape) {
+  Shape one(shape.size(), 1);
+  one[dim] = rows.numel();
+  return rows.reshape(one).expand(shape).contiguous();
+}
+
+// Where scatter writes: 1 at every place index names along dim, else 0.
+Tensor written_places(const Tensor& self, std::int64_t dim, const Tensor& index) {
+  TensorOptions f32{.dtype = DType::f32, .device = self.device()};
+  return gt(scatter_add(zeros(self.shape(), f32), dim, index, ones(index.shape(), f32)), 0.0);
+}
+
+// scatter's checks, under its own name, before scatter_add runs.
+std::int64_t check_scatter(const Tensor& self, std::int64_t dim, const Tensor& index) {
+  const char* op = "scatter";
+  detail::check_defined(op, self);
+  detail::check_defined(op, index);
+  detail::check_same_device(op, self, index);
+  const Tensor s = as_1d(self), i = as_1d(index);
+  dim = wrap_dim(dim, s.dim(), op);
+  check_index(op, s, "self", dim, i, false);
+  detail::check_indices(op, "index", i.contiguous(), s.shape()[dim]);
+  return dim;
+}
+
+}  // namespace
+
+Tensor scatter(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& src) {
+  dim = check_scatter(self, dim, index);
+  detail::check_defined("scatter", src);
+  detail::check_same_device("scatter", self, src);
+  if (self.dtype() != src.dtype())
+    throw DTypeError(fmt::format("scatter: expected src of self's dtype {}, got {}", dtype_name(self.dtype()),
+                                 dtype_name(src.dtype())));
+  check_index("scatter", as_1d(src), "src", dim, as_1d(index), true);
+  Tensor written = scatter_add(zeros_like(self), dim, index, narrow_to(as_1d(src), as_1d(index), dim, true));
+  return where(written_places(self, dim, index), written.reshape(self.shape()), self);
+}
+
+Tensor scatter(const Tensor& self, std::int64_t dim, const Tensor& index, double value) {
+  dim = check_scatter(self, dim, index);
+  return masked_fill(self, written_places(self, dim, index), value);
+}
+
+Tensor index_select(const Tensor& input, std::int64_t dim, const Tensor& index) {
+  const char* op = "index_select";
+  detail::check_defined(op, input);
+  detail::check_defined(op, index);
+  detail::check_same_device(op, input, index);
+  const Tensor x = as_1d(input);
+  dim = wrap_dim(dim, x.dim(), op);
+  Tensor rows = index_vector(op, index, x.shape()[dim]);
+  Shape shape = x.shape();
+  shape[dim] = rows.numel();
+  Tensor out = gather(x, dim, along(rows, dim, shape));
+  return input.dim() == 0 && index.dim() == 0 ? out.reshape({}) : out;
+}
+
+Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+  const char* op = "index_add";
+  for (const Tensor* t : {&self, &index, &source}) detail::check_defined(op, *t);
+  detail::check_same_device(op, self, index);
+  detail::check_same_device(op, self, source);
+  if (self.dtype() != source.dtype())
+    throw DTypeError(fmt::format("index_add: expected source of self's dtype {}, got {}", dtype_name(self.dtype()),
+                                 dtype_name(source.dtype())));
+  const Tensor s = as_1d(self), src = as_1d(source);
+  dim = wrap_dim(dim, s.dim(), op);
+  Tensor rows = index_vector(op, index, s.shape()[dim]);
+  Shape expected = s.shape();
+  expected[dim] = rows.numel();
+  if (src.shape() != expected)
+    throw ShapeError(fmt::format("index_add: expected source of shape {} (self {} with the index's length {} at dim {}), got {}",
+                                 shape_str(expected), shape_str(self.shape()), rows.numel(), dim,
+                                 shape_str(source.shape())));
+  Tensor out = scatter_add(s, dim, along(rows, dim, expected), alpha == 1.0 ? src : mul(src, alpha));
+  return self.dim() == 0 ? out.reshape({}) : out;
+}
+
+Tensor nonzero(const Tensor& input) {
+  detail::check_defined("nonzero", input);
+  const std::vector<double> values = input.to_vector<double>();
+  const Shape& shape = input.shape();
+  const auto rank = std::int64_t(shape.size());
+  std::vector<std::int64_t> coords;
+  std::vector<std::int64_t> at(std::size_t(rank), 0);
+  for (double v : values) {
+    if (v != 0.0) coords.insert(coords.end(), at.begin(), at.end());  // NaN counts as nonzero
+    for (std::int64_t d = rank - 1; d >= 0; --d) {
+      if (++at[d] < shape[d]) break;
+      at[d] = 0;
+    }
+  }
+  const auto count = rank == 0 ? std::int64_t(values.size() && values[0] != 0.0) : std::int64_t(coords.size()) / rank;
+  return tensor(coords, {count, rank}, {.dtype = DType::i64}).to(input.device());
+}
+
+Tensor masked_select(const Tensor& input, const Tensor& mask) {
+  const char* op = "masked_select";
+  detail::check_defined(op, input);
+  detail::check_defined(op, mask);
+  detail::check_same_device(op, input, mask);
+  if (mask.dtype() != DType::u8)
+    throw DTypeError(fmt::format("masked_select: expected a u8 mask (as comparisons return), got {}",
+                                 dtype_name(mask.dtype())));
+  const Shape shape = broadcast_shapes(input.shape(), mask.shape(), op);
+  const std::vector<std::uint8_t> set = mask.expand(shape).contiguous().to_vector<std::uint8_t>();
+  std::vector<std::int64_t> places;
+  for (std::size_t i = 0; i < set.size(); ++i)
+    if (set[i]) places.push_back(std::int64_t(i));
+  Tensor rows = tensor(places, {std::int64_t(places.size())}, {.dtype = DType::i64}).to(input.device());
+  return gather(input.expand(shape).reshape({-1}), 0, rows);
+}
+
+Tensor take_along_dim(const Tensor& input, const Tensor& indices, std::optional<std::int64_t> dim) {
+  const char* op = "take_along_dim";
+  detail::check_defined(op, input);
+  detail::check_defined(op, indices);
+  detail::check_same_device(op, input, indices);
+  if (indices.dtype() != DType::i64)
+    throw DTypeError(fmt::format("take_along_dim: expected i64 indices, got {}", dtype_name(indices.dtype())));
+  if (!dim) {
+    Tensor flat = input.reshape({-1}), rows = indices.reshape({-1}).contiguous();
+    detail::check_indices(op, "index", rows, flat.numel());
+    return gather(flat, 0, rows);
+  }
+  if (input.dim() != indices.dim())
+    throw ShapeError(fmt::format("take_along_dim: expected indices of input's {} dims, got shape {} for input {}",
+                                 input.dim(), shape_str(indices.shape()), shape_str(input.shape())));
+  const Tensor x = as_1d(input), ix = as_1d(indices);
+  const std::int64_t d = wrap_dim(*dim, x.dim(), op);
+  Shape xs = x.shape(), is = ix.shape();
+  xs[d] = is[d] = 1;
+  Shape common = broadcast_shapes(xs, is, op);
+  Shape x_shape = common, i_shape = common;
+  x_shape[d] = x.shape()[d];
+  i_shape[d] = ix.shape()[d];
+  Tensor rows = ix.expand(i_shape).contiguous();
+  detail::check_indices(op, "index", rows, x_shape[d]);
+  Tensor out = gather(x.expand(x_shape), d, rows);
+  return input.dim() == 0 ? out.reshape({}) : out;
+}
+
+}  // namespace rumus
+
+namespace rumus {
+
+Tensor Tensor::index_select(std::int64_t dim, const Tensor& index) const { return rumus::index_select(*this, dim, index); }
+Tensor Tensor::gather(std::int64_t dim, const Tensor& index) const { return rumus::gather(*this, dim, index); }
+Tensor Tensor::scatter(std::int64_t dim, const Tensor& index, const Tensor& src) const {
+  return rumus::scatter(*this, dim, index, src);
+}
+Tensor Tensor::scatter(std::int64_t dim, const Tensor& index, double value) const {
+  return rumus::scatter(*this, dim, index, value);
+}
+Tensor Tensor::scatter_add(std::int64_t dim, const Tensor& index, const Tensor& src) const {
+  return rumus::scatter_add(*this, dim, index, src);
+}
+Tensor Tensor::index_add(std::int64_t dim, const Tensor& index, const Tensor& source, double alpha) const {
+  return rumus::index_add(*this, dim, index, source, alpha);
+}
+Tensor Tensor::masked_select(const Tensor& mask) const { return rumus::masked_select(*this, mask); }
+Tensor Tensor::nonzero() const { return rumus::nonzero(*this); }
+Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<std::int64_t> dim) const {
+  return rumus::take_along_dim(*this, indices, dim);
 }
 
 }  // namespace rumus

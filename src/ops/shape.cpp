@@ -6,6 +6,7 @@
 #include "op_util.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/indexing.hpp"
+#include "rumus/ops/rearrange.hpp"
 #include "rumus/ops/reduction.hpp"
 
 namespace rumus {
@@ -248,6 +249,108 @@ Tensor Tensor::flatten(std::int64_t start, std::int64_t end) const {
   s.push_back(n);
   s.insert(s.end(), shape().begin() + end + 1, shape().end());
   return reshape(s);
+}
+
+namespace {
+
+// The element positions `layout` reads, in its row-major order, as an i64
+// tensor of its shape on `device`.
+Tensor positions(const Layout& layout, Device device) {
+  const auto rank = std::int64_t(layout.shape.size());
+  std::vector<std::int64_t> out;
+  out.reserve(std::size_t(layout.numel()));
+  std::vector<std::int64_t> at(std::size_t(rank), 0);
+  for (std::int64_t i = 0, n = layout.numel(); i < n; ++i) {
+    std::int64_t p = layout.offset;
+    for (std::int64_t d = 0; d < rank; ++d) p += at[d] * layout.strides[d];
+    out.push_back(p);
+    for (std::int64_t d = rank - 1; d >= 0; --d) {
+      if (++at[d] < layout.shape[d]) break;
+      at[d] = 0;
+    }
+  }
+  return tensor(out, layout.shape, {.dtype = DType::i64}).to(device);
+}
+
+// g, read through the strided `read` of a flat buffer of n elements, added
+// back at those places (overlaps add up): differentiable in g (scatter_add).
+Tensor scatter_flat(const Tensor& g, const Layout& read, std::int64_t n) {
+  return scatter_add(zeros({n}, {.dtype = g.dtype(), .device = g.device()}), 0,
+                     positions(read, g.device()).reshape({-1}), g.reshape({-1}));
+}
+
+}  // namespace
+
+Tensor diagonal(const Tensor& x, std::int64_t offset, std::int64_t dim1, std::int64_t dim2) {
+  const char* op = "diagonal";
+  detail::check_defined(op, x);
+  if (x.dim() < 2)
+    throw ShapeError(fmt::format("diagonal: expected a tensor of at least 2 dims, got shape {}", shape_str(x.shape())));
+  dim1 = wrap_dim(dim1, x.dim(), op);
+  dim2 = wrap_dim(dim2, x.dim(), op);
+  if (dim1 == dim2) throw ShapeError(fmt::format("diagonal: expected two different dims, got {} and {}", dim1, dim2));
+  // The same diagonal of x's own layout (the view) and of a contiguous x (where its gradient goes).
+  auto diagonal_of = [&](const Layout& in) {
+    const std::int64_t n1 = in.shape[dim1], n2 = in.shape[dim2];
+    const std::int64_t length = std::max<std::int64_t>(0, offset >= 0 ? std::min(n1, n2 - offset) : std::min(n1 + offset, n2));
+    Layout l;
+    l.offset = in.offset;
+    if (length > 0) l.offset += offset >= 0 ? offset * in.strides[dim2] : -offset * in.strides[dim1];
+    for (std::int64_t d = 0; d < x.dim(); ++d)
+      if (d != dim1 && d != dim2) {
+        l.shape.push_back(in.shape[d]);
+        l.strides.push_back(in.strides[d]);
+      }
+    l.shape.push_back(length);
+    l.strides.push_back(in.strides[dim1] + in.strides[dim2]);
+    return l;
+  };
+  const Layout read = diagonal_of(Layout::contiguous(x.shape(), 0));
+  return make_view(x, diagonal_of(x.layout()), op, [read, shape = x.shape()](const Tensor& g) {
+    return std::vector<Tensor>{scatter_flat(g, read, numel_of(shape)).reshape(shape)};
+  });
+}
+
+Tensor as_strided(const Tensor& x, const Shape& size, const Shape& stride, std::optional<std::int64_t> storage_offset) {
+  const char* op = "as_strided";
+  detail::check_defined(op, x);
+  if (size.size() != stride.size())
+    throw ShapeError(fmt::format("as_strided: expected as many strides as sizes, got size {} and stride {}",
+                                 shape_str(size), shape_str(stride)));
+  const std::int64_t offset = storage_offset.value_or(x.offset());
+  if (offset < 0) throw ShapeError(fmt::format("as_strided: expected a storage offset of at least 0, got {}", offset));
+  std::int64_t last = offset, n = 1;
+  for (std::size_t d = 0; d < size.size(); ++d) {
+    if (size[d] < 0 || stride[d] < 0)
+      throw ShapeError(fmt::format("as_strided: expected sizes and strides of at least 0, got size {} and stride {}",
+                                   shape_str(size), shape_str(stride)));
+    n *= size[d];
+    last += (size[d] - 1) * stride[d];
+  }
+  const auto elements = std::int64_t(x.storage().nbytes() / dtype_size(x.dtype()));
+  if (n > 0 && last >= elements)
+    throw ShapeError(fmt::format("as_strided: size {}, stride {} and storage offset {} reach element {}, past the "
+                                 "storage's {} elements",
+                                 shape_str(size), shape_str(stride), offset, last, elements));
+  Layout view{size, stride, offset};
+  // The gradient: g added at the storage places the view reads, then read
+  // back where x lies in the storage (as PyTorch's, for an x whose elements
+  // do not overlap).
+  return make_view(x, view, op, [view, in = x.layout(), elements](const Tensor& g) {
+    Tensor flat = scatter_flat(g, view, elements);
+    return std::vector<Tensor>{gather(flat, 0, positions(in, g.device()).reshape({-1})).reshape(in.shape)};
+  });
+}
+
+}  // namespace rumus
+
+namespace rumus {
+
+Tensor Tensor::diagonal(std::int64_t offset, std::int64_t dim1, std::int64_t dim2) const {
+  return rumus::diagonal(*this, offset, dim1, dim2);
+}
+Tensor Tensor::as_strided(const Shape& size, const Shape& stride, std::optional<std::int64_t> storage_offset) const {
+  return rumus::as_strided(*this, size, stride, storage_offset);
 }
 
 }  // namespace rumus

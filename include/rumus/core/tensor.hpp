@@ -3,6 +3,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -217,6 +218,33 @@ class Tensor {
   std::vector<Tensor> split(std::int64_t split_size, std::int64_t dim = 0) const;
   std::vector<Tensor> chunk(std::int64_t chunks, std::int64_t dim = 0) const;
   std::vector<Tensor> unbind(std::int64_t dim = 0) const;
+
+  // Reordering, indexing, sorting and scans (ops/rearrange.hpp, indexing.hpp, sorting.hpp, scan.hpp).
+  Tensor flip(const std::vector<std::int64_t>& dims) const;
+  Tensor roll(const std::vector<std::int64_t>& shifts, const std::vector<std::int64_t>& dims = {}) const;
+  Tensor repeat(const std::vector<std::int64_t>& repeats) const;
+  Tensor tile(const std::vector<std::int64_t>& reps) const;
+  Tensor repeat_interleave(std::int64_t repeats, std::optional<std::int64_t> dim = std::nullopt) const;
+  Tensor movedim(std::int64_t source, std::int64_t destination) const;
+  Tensor diagonal(std::int64_t offset = 0, std::int64_t dim1 = 0, std::int64_t dim2 = 1) const;
+  Tensor tril(std::int64_t diagonal = 0) const;
+  Tensor triu(std::int64_t diagonal = 0) const;
+  Tensor as_strided(const Shape& size, const Shape& stride, std::optional<std::int64_t> storage_offset = std::nullopt) const;
+  Tensor index_select(std::int64_t dim, const Tensor& index) const;
+  Tensor gather(std::int64_t dim, const Tensor& index) const;
+  Tensor scatter(std::int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter(std::int64_t dim, const Tensor& index, double value) const;
+  Tensor scatter_add(std::int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor index_add(std::int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
+  Tensor masked_select(const Tensor& mask) const;
+  Tensor nonzero() const;
+  Tensor take_along_dim(const Tensor& indices, std::optional<std::int64_t> dim = std::nullopt) const;
+  std::tuple<Tensor, Tensor> sort(std::int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(std::int64_t dim = -1, bool descending = false) const;
+  std::tuple<Tensor, Tensor> topk(std::int64_t k, std::int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  std::tuple<Tensor, Tensor> kthvalue(std::int64_t k, std::int64_t dim = -1, bool keepdim = false) const;
+  Tensor cumsum(std::int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  Tensor cumprod(std::int64_t dim, std::optional<DType> dtype = std::nullopt) const;
 
  private:
   std::shared_ptr<TensorImpl> impl_;

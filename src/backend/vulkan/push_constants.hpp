@@ -23,13 +23,15 @@ using uint = std::uint32_t;
 #define PUSH_SOFTMAX
 #define PUSH_LAYER_NORM
 #define PUSH_INDEX
+#define PUSH_SCAN
+#define PUSH_SORT
 #define PUSH_ATTENTION
 #include "push_constants.h"
 
 static_assert(sizeof(PointwisePush) <= kPushBytes && sizeof(ReducePush) <= kPushBytes && sizeof(ColumnReducePush) <= kPushBytes &&
               sizeof(GemmPush) <= kPushBytes && sizeof(GemmF64Push) <= kPushBytes && sizeof(RandomPush) <= kPushBytes && sizeof(OptimPush) <= kPushBytes &&
               sizeof(ConvPush) <= kPushBytes && sizeof(ConvIgemmPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes && sizeof(LayerNormPush) <= kPushBytes &&
-              sizeof(IndexPush) <= kPushBytes && sizeof(AttentionPush) <= kPushBytes);
+              sizeof(IndexPush) <= kPushBytes && sizeof(ScanPush) <= kPushBytes && sizeof(SortPush) <= kPushBytes && sizeof(AttentionPush) <= kPushBytes);
 
 // The two words of a double, for the f64 kernels' push constants.
 inline void split_double(double v, uint& lo, uint& hi) {

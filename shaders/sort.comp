@@ -1,0 +1,66 @@
+#version 450
+// Bitonic sort of each row of a contiguous [rows, n] view, in passes over the
+// whole grid (the host runs every (k, j) pass in order). The row's positions
+// are sorted in `indices` by the values they name, so every step compares
+// (value, position) keys: equal values keep their order (stable) and NaN
+// sorts as the largest value. Every block is sorted ascending in key order and
+// merged from its mirror pairs first, so the rows padded to a power of two
+// only ever compare real positions with padding that stays where it is: those
+// pairs are skipped, and nothing past n is stored.
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint DT = 0;
+
+#define PUSH_SORT
+#include "push_constants.h"
+
+TENSOR(0)  // values, in's dtype
+TENSOR(1)  // indices, i64
+TENSOR(2)  // in
+
+uint position(uint at) { return t1u.v[2u * (uint(pc.off_indices) + at)]; }
+void set_position(uint at, uint p) {
+  t1u.v[2u * (uint(pc.off_indices) + at)] = p;
+  t1u.v[2u * (uint(pc.off_indices) + at) + 1u] = 0u;
+}
+
+// Whether (va, pa) must come after (vb, pb) in the row's order.
+bool after(REAL va, uint pa, REAL vb, uint pb) {
+  const bool na = va != va, nb = vb != vb;
+  if (na != nb) return pc.descending != 0u ? nb : na;
+  if (!na && va != vb) return pc.descending != 0u ? va < vb : va > vb;
+  return pa > pb;
+}
+
+void main() {
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  if (pc.stage == 0u || pc.stage == 2u) {
+    for (uint i = gl_GlobalInvocationID.x; i < pc.rows * pc.n; i += step) {
+      if (pc.stage == 0u) set_position(i, i % pc.n);
+      else store0(DT, uint(pc.off_values) + i, load2(DT, uint(pc.off_in) + (i / pc.n) * pc.n + position(i)));
+    }
+    return;
+  }
+  const uint half_row = pc.padded / 2u;
+  for (uint i = gl_GlobalInvocationID.x; i < pc.rows * half_row; i += step) {
+    const uint row = i / half_row, p = i % half_row;
+    uint a, b;
+    if (pc.flip != 0u) {  // the block's q-th element against its mirror
+      const uint half_k = pc.k / 2u, q = p % half_k;
+      a = (p / half_k) * pc.k + q;
+      b = (p / half_k) * pc.k + pc.k - 1u - q;
+    } else {
+      a = (p / pc.j) * 2u * pc.j + p % pc.j;
+      b = a + pc.j;
+    }
+    if (b >= pc.n) continue;  // padding: larger than everything, never moves
+    const uint at_a = row * pc.n + a, at_b = row * pc.n + b;
+    const uint pa = position(at_a), pb = position(at_b);
+    const uint in_row = uint(pc.off_in) + row * pc.n;
+    if (after(load2(DT, in_row + pa), pa, load2(DT, in_row + pb), pb)) {
+      set_position(at_a, pb);
+      set_position(at_b, pa);
+    }
+  }
+}

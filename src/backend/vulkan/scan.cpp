@@ -1,0 +1,41 @@
+// Vulkan kernels of the scan family (../scan.hpp): shaders/scan.comp.
+#include "../scan.hpp"
+
+#include <algorithm>
+
+#include "push_constants.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+namespace {
+
+void scan(Backend& be, TensorArg out, TensorArg in, ScanOp op) {
+  auto& vk = static_cast<VulkanBackend&>(be);
+  const Shape& s = in.layout->shape;
+  if (!in.layout->is_contiguous() || !out.layout->is_contiguous() || s.size() != 3 || out.layout->shape != s)
+    throw Error("scan: the Vulkan kernel needs equal contiguous 3-D views");
+  push::ScanPush pc{std::uint32_t(s[0]), std::uint32_t(s[1]), std::uint32_t(s[2]), std::uint32_t(op),
+                    std::int32_t(out.layout->offset), std::int32_t(in.layout->offset)};
+  const std::int64_t columns = s[0] * s[2];
+  if (columns == 0 || s[1] == 0) return;
+  VulkanBackend::Operand ops[] = {{out, true}, {in, false}};
+  vk.launch(in.dtype == DType::f64 ? "scan_f64" : "scan", {std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+            std::uint32_t(std::min<std::int64_t>(columns, 65535)));
+}
+
+// f64 needs the device's double arithmetic.
+bool scan_runs(Backend& be, DType dtype) {
+  return dtype != DType::f64 || static_cast<VulkanBackend&>(be).context().float64;
+}
+
+}  // namespace
+}  // namespace rumus::vulkan
+
+namespace rumus {
+
+RUMUS_KERNEL_FAMILY(vulkan, scan) {
+  register_kernel<ScanKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16},
+                              &vulkan::scan, &vulkan::scan_runs);
+}
+
+}  // namespace rumus

@@ -1,0 +1,60 @@
+// Vulkan kernels of the sort family (../sort.hpp): shaders/sort.comp, one
+// dispatch per bitonic pass.
+#include "../sort.hpp"
+
+#include "push_constants.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+namespace {
+
+constexpr std::uint32_t kLocal = 256;  // sort.comp's local size
+
+void sort(Backend& be, TensorArg values, TensorArg indices, TensorArg in, bool descending) {
+  auto& vk = static_cast<VulkanBackend&>(be);
+  const Shape& s = in.layout->shape;
+  for (TensorArg t : {values, indices, in})
+    if (!t.layout->is_contiguous()) throw Error("sort: the Vulkan kernel needs contiguous operands");
+  if (s.size() != 2 || values.layout->shape != s || indices.layout->shape != s || indices.dtype != DType::i64)
+    throw Error("sort: the Vulkan kernel needs equal 2-D views and i64 indices");
+  const std::uint32_t rows = std::uint32_t(s[0]), n = std::uint32_t(s[1]);
+  if (rows == 0 || n == 0) return;
+  std::uint32_t padded = 1;
+  while (padded < n) padded <<= 1;
+  push::SortPush pc{rows, n, padded, 0, 0, 0, 0, descending ? 1u : 0u, std::int32_t(values.layout->offset),
+                    std::int32_t(indices.layout->offset), std::int32_t(in.layout->offset)};
+  VulkanBackend::Operand ops[] = {{values, true}, {indices, true}, {in, false}};
+  const std::string shader = in.dtype == DType::f64 ? "sort_f64" : "sort";
+  const std::vector<std::uint32_t> spec{std::uint32_t(in.dtype)};
+  auto pass = [&](std::uint32_t stage, std::uint32_t k, std::uint32_t j, bool flip, std::int64_t threads) {
+    pc.stage = stage;
+    pc.k = k;
+    pc.j = j;
+    pc.flip = flip ? 1u : 0u;
+    vk.launch(shader, spec, ops, &pc, sizeof pc, groups_for(threads, kLocal));
+  };
+  const std::int64_t elements = std::int64_t(rows) * n, pairs = std::int64_t(rows) * (padded / 2);
+  pass(0, 0, 0, false, elements);
+  for (std::uint32_t k = 2; k <= padded; k <<= 1) {
+    pass(1, k, k / 2, true, pairs);
+    for (std::uint32_t j = k / 4; j > 0; j >>= 1) pass(1, k, j, false, pairs);
+  }
+  pass(2, 0, 0, false, elements);
+}
+
+// f64 needs the device's double arithmetic.
+bool sort_runs(Backend& be, DType dtype) {
+  return dtype != DType::f64 || static_cast<VulkanBackend&>(be).context().float64;
+}
+
+}  // namespace
+}  // namespace rumus::vulkan
+
+namespace rumus {
+
+RUMUS_KERNEL_FAMILY(vulkan, sort) {
+  register_kernel<SortKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16},
+                              &vulkan::sort, &vulkan::sort_runs);
+}
+
+}  // namespace rumus

@@ -1,0 +1,279 @@
+// Reordering, indexing, scans and sorts: error cases, and what each device
+// computes against loops written here (values against PyTorch are in
+// test_torch_reference, gradients in the op table).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "devices.hpp"
+#include "expect_error.hpp"
+
+using namespace rumus;
+using rumus::testing::expect_error;
+using rumus::testing::test_devices;
+
+namespace {
+
+Tensor i64(std::vector<std::int64_t> v, Shape s = {}) {
+  if (s.empty()) s = {std::int64_t(v.size())};
+  return tensor(v, s);
+}
+
+// ---- errors ----
+
+TEST(ShapeOpErrors, Reordering) {
+  expect_error<ShapeError>([] { flip(zeros({2, 3}), {1, -1}); }, "flip: dim 1 appears more than once in [1, -1]");
+  expect_error<ShapeError>([] { roll(zeros({2, 3}), {1, 2}); }, "roll: expected one shift without dims, got [1, 2]");
+  expect_error<ShapeError>([] { roll(zeros({2, 3}), {1}, {0, 1}); },
+                           "roll: expected as many shifts as dims, got shifts [1] and dims [0, 1]");
+  expect_error<ShapeError>([] { repeat(zeros({2, 3}), {2}); },
+                           "repeat: expected at least 2 repeats for shape [2, 3], got [2]");
+  expect_error<ShapeError>([] { repeat(zeros({2}), {-1}); }, "repeat: expected repeats of at least 0, got [-1]");
+  expect_error<ShapeError>([] { repeat_interleave(zeros({2}), -2); },
+                           "repeat_interleave: expected repeats of at least 0, got -2");
+  expect_error<ShapeError>([] { repeat_interleave(zeros({3}), i64({1, 2}), 0); },
+                           "repeat_interleave: expected 3 repeats (one per element along dim), got 2");
+  expect_error<DTypeError>([] { repeat_interleave(zeros({2}), zeros({2}), 0); },
+                           "repeat_interleave: expected i64 or i32 repeats, got f32");
+  expect_error<ShapeError>([] { movedim(zeros({2, 3, 4}), {0, 1}, {2}); },
+                           "movedim: expected as many source as destination dims, got [0, 1] and [2]");
+  expect_error<ShapeError>([] { movedim(zeros({2, 3, 4}), {0, 0}, {1, 2}); }, "movedim: dim 0 appears more than once");
+  expect_error<ShapeError>([] { tril(zeros({3})); }, "tril: expected a tensor of at least 2 dims, got shape [3]");
+  expect_error<ShapeError>([] { triu(zeros({})); }, "triu: expected a tensor of at least 2 dims, got shape []");
+  expect_error<ShapeError>([] { diagonal(zeros({3, 3}), 0, 1, -1); }, "diagonal: expected two different dims, got 1 and 1");
+  expect_error<ShapeError>([] { diagonal(zeros({3})); }, "diagonal: expected a tensor of at least 2 dims, got shape [3]");
+  expect_error<ShapeError>([] { as_strided(zeros({3, 4}), {2, 3}, {4, 2}, 5); },
+                           "as_strided: size [2, 3], stride [4, 2] and storage offset 5 reach element 13, past the "
+                           "storage's 12 elements");
+  expect_error<ShapeError>([] { as_strided(zeros({3, 4}), {2, 3}, {1}); },
+                           "as_strided: expected as many strides as sizes, got size [2, 3] and stride [1]");
+  expect_error<ShapeError>([] { as_strided(zeros({3, 4}), {2}, {-1}); }, "as_strided: expected sizes and strides of at least 0");
+}
+
+TEST(ShapeOpErrors, Indexing) {
+  expect_error<ShapeError>([] { index_select(zeros({4, 3}), 0, i64({1, 4})); },
+                           "index_select: index 4 is out of range for a dim of size 4");
+  expect_error<ShapeError>([] { index_select(zeros({4, 3}), 1, i64({-1})); },
+                           "index_select: index -1 is out of range for a dim of size 3");
+  expect_error<DTypeError>([] { index_select(zeros({4, 3}), 0, zeros({2})); },
+                           "index_select: expected an i64 or i32 index, got f32");
+  expect_error<ShapeError>([] { index_select(zeros({4, 3}), 0, i64({0, 1}, {1, 2})); },
+                           "index_select: expected a 1-D index, got shape [1, 2]");
+  expect_error<ShapeError>([] { scatter(zeros({3, 4}), 1, i64({0, 7}, {1, 2}), ones({1, 2})); },
+                           "scatter: index 7 is out of range for a dim of size 4");
+  expect_error<ShapeError>([] { scatter(zeros({3, 4}), 1, i64({0, 1}, {2}), 1.0); },
+                           "scatter: expected an index of 2 dims as self [3, 4], got [2]");
+  expect_error<ShapeError>([] { scatter(zeros({3, 4}), 1, i64({0, 1, 2}, {1, 3}), ones({1, 2})); },
+                           "scatter: index [1, 3] is larger than src [1, 2] in dim 1");
+  expect_error<DTypeError>([] { scatter(zeros({3, 4}), 1, i64({0}, {1, 1}), ones({1, 1}, {.dtype = DType::f64})); },
+                           "scatter: expected src of self's dtype f32, got f64");
+  expect_error<ShapeError>([] { index_add(zeros({4, 3}), 0, i64({0, 4}), ones({2, 3})); },
+                           "index_add: index 4 is out of range for a dim of size 4");
+  expect_error<ShapeError>([] { index_add(zeros({4, 3}), 0, i64({0, 1}), ones({2, 2})); },
+                           "index_add: expected source of shape [2, 3] (self [4, 3] with the index's length 2 at dim 0), got [2, 2]");
+  expect_error<DTypeError>([] { masked_select(zeros({2, 3}), zeros({2, 3})); },
+                           "masked_select: expected a u8 mask (as comparisons return), got f32");
+  expect_error<ShapeError>([] { masked_select(zeros({2, 3}), ones({4}).to(DType::u8)); }, "masked_select");
+  expect_error<ShapeError>([] { take_along_dim(zeros({2, 3}), i64({3}, {1, 1}), 1); },
+                           "take_along_dim: index 3 is out of range for a dim of size 3");
+  expect_error<ShapeError>([] { take_along_dim(zeros({2, 3}), i64({6})); },
+                           "take_along_dim: index 6 is out of range for a dim of size 6");
+  expect_error<ShapeError>([] { take_along_dim(zeros({2, 3}), i64({0}), 1); },
+                           "take_along_dim: expected indices of input's 2 dims, got shape [1] for input [2, 3]");
+  expect_error<DTypeError>([] { take_along_dim(zeros({2, 3}), zeros({2, 3}), 1); },
+                           "take_along_dim: expected i64 indices, got f32");
+}
+
+TEST(ShapeOpErrors, SortsAndScans) {
+  expect_error<ShapeError>([] { topk(zeros({2, 3}), 4); }, "topk: k (4) is out of range for dim 1 of size 3");
+  expect_error<ShapeError>([] { topk(zeros({2, 3}), -1, 0); }, "topk: k (-1) is out of range for dim 0 of size 2");
+  expect_error<ShapeError>([] { kthvalue(zeros({2, 3}), 0); },
+                           "kthvalue: k (0) is out of range for dim 1 of size 3 (k counts from 1)");
+  expect_error<ShapeError>([] { sort(zeros({2, 3}), 2); }, "sort");
+  expect_error<ShapeError>([] { cumsum(zeros({2, 3}), -3); }, "cumsum");
+  expect_error<ShapeError>([] { cumprod(zeros({2, 3}), 2); }, "cumprod");
+}
+
+// ---- semantics, on every device ----
+
+// Values drawn from a few numbers, so rows have many ties, with some NaN.
+std::vector<float> tied_values(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> pick(0, 9);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    const int p = pick(rng);
+    x = p == 9 ? std::numeric_limits<float>::quiet_NaN() : float(p - 4) * 0.5f;
+  }
+  return v;
+}
+
+// A stable sort of one row by value with NaN the largest: the order PyTorch's stable sort gives.
+std::vector<std::int64_t> stable_order(const float* row, std::int64_t n, bool descending) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    const bool na = std::isnan(row[a]), nb = std::isnan(row[b]);
+    if (na || nb) return descending ? na && !nb : nb && !na;
+    return descending ? row[a] > row[b] : row[a] < row[b];
+  });
+  return order;
+}
+
+// Rows longer than one bitonic block and not a power of two, with ties and NaN.
+TEST(Sort, StableWithTiesAndNaNOnEveryDevice) {
+  const std::int64_t rows = 3, n = 1000;
+  const std::vector<float> v = tied_values(std::size_t(rows * n), 5);
+  for (Device dev : test_devices())
+    for (bool descending : {false, true}) {
+      // Sorted along dim 0 of the transposed view: the same rows, moved last and back.
+      Tensor x = tensor(v, {rows, n}).to(dev).t();
+      auto [values, indices] = sort(x, 0, descending);
+      ASSERT_EQ(indices.shape(), (Shape{n, rows}));
+      const std::vector<float> got_v = values.t().contiguous().to_vector<float>();
+      const std::vector<std::int64_t> got_i = indices.t().contiguous().to_vector<std::int64_t>();
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::vector<std::int64_t> want = stable_order(v.data() + r * n, n, descending);
+        for (std::int64_t j = 0; j < n; ++j) {
+          ASSERT_EQ(got_i[std::size_t(r * n + j)], want[std::size_t(j)]) << dev.str() << " row " << r << " at " << j;
+          const float w = v[std::size_t(r * n + want[std::size_t(j)])], g = got_v[std::size_t(r * n + j)];
+          ASSERT_TRUE(std::isnan(w) ? std::isnan(g) : g == w) << dev.str() << " row " << r << " at " << j;
+        }
+      }
+      Tensor order = argsort(x, 0, descending);
+      EXPECT_EQ(order.to_vector<std::int64_t>(), indices.to_vector<std::int64_t>()) << dev.str();
+    }
+}
+
+TEST(Sort, TopkAndKthvalueOnEveryDevice) {
+  const std::vector<float> v = tied_values(2 * 37, 9);
+  for (Device dev : test_devices()) {
+    Tensor x = tensor(v, {2, 37}).to(dev);
+    auto [top, top_i] = topk(x, 5, 1);
+    auto [low, low_i] = topk(x, 4, 1, false);
+    auto [kth, kth_i] = kthvalue(x, 7, 1);
+    for (std::int64_t r = 0; r < 2; ++r) {
+      const std::vector<std::int64_t> down = stable_order(v.data() + r * 37, 37, true);
+      const std::vector<std::int64_t> up = stable_order(v.data() + r * 37, 37, false);
+      for (std::int64_t j = 0; j < 5; ++j) EXPECT_EQ(top_i.select(0, r).select(0, j).item<std::int64_t>(), down[std::size_t(j)]) << dev.str();
+      for (std::int64_t j = 0; j < 4; ++j) EXPECT_EQ(low_i.select(0, r).select(0, j).item<std::int64_t>(), up[std::size_t(j)]) << dev.str();
+      EXPECT_EQ(kth_i.select(0, r).item<std::int64_t>(), up[6]) << dev.str();
+    }
+    EXPECT_EQ(top.shape(), (Shape{2, 5}));
+    EXPECT_EQ(kth.shape(), (Shape{2}));
+  }
+}
+
+// Columns longer than the Vulkan kernel's 512-element chunks, along a middle dim.
+TEST(Scan, CumsumAndCumprodOnEveryDevice) {
+  const std::int64_t outer = 2, n = 1300, inner = 3;
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> sum_dist(-1.0, 1.0), prod_dist(0.998, 1.002);
+  std::vector<double> a(std::size_t(outer * n * inner)), b(a.size());
+  for (auto& x : a) x = sum_dist(rng);
+  for (auto& x : b) x = prod_dist(rng);
+  std::vector<double> want_sum(a.size()), want_prod(a.size());
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t k = 0; k < inner; ++k) {
+      double s = 0.0, p = 1.0;
+      for (std::int64_t j = 0; j < n; ++j) {
+        const std::size_t at = std::size_t((o * n + j) * inner + k);
+        want_sum[at] = s += a[at];
+        want_prod[at] = p *= b[at];
+      }
+    }
+  for (Device dev : test_devices()) {
+    const std::vector<float> s = cumsum(tensor(a, {outer, n, inner}).to(dev), 1).to_vector<float>();
+    const std::vector<float> p = cumprod(tensor(b, {outer, n, inner}).to(dev), -2).to_vector<float>();
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(s[i], want_sum[i], 1e-4) << dev.str() << " cumsum at " << i;
+      ASSERT_NEAR(p[i], want_prod[i], 1e-4) << dev.str() << " cumprod at " << i;
+    }
+  }
+}
+
+// cumprod's gradient where the input holds zeros: against the sum of products
+// it is, sum over j >= k of w[j] * prod(x[i], i <= j, i != k), on every device;
+// its second derivative against central differences of the first, in the
+// elements that are not the zero (the gradient past the first zero is held
+// at 0, as PyTorch's).
+TEST(Scan, CumprodGradientAtZeros) {
+  const std::vector<double> xs = {0.7, 1.3, 0.0, 0.9, 0.0, 1.1}, w = {0.3, -0.5, 0.8, 0.2, -0.4, 0.6};
+  const std::vector<double> v = {0.9, -0.2, 0.4, 0.7, -0.6, 0.5};
+  const std::size_t n = xs.size();
+  auto exact_grad = [&](const std::vector<double>& x) {
+    std::vector<double> g(n, 0.0);
+    for (std::size_t k = 0; k < n; ++k)
+      for (std::size_t j = k; j < n; ++j) {
+        double p = w[j];
+        for (std::size_t i = 0; i <= j; ++i)
+          if (i != k) p *= x[i];
+        g[k] += p;
+      }
+    return g;
+  };
+  for (Device dev : test_devices()) {
+    Tensor x = tensor(xs, {std::int64_t(n)}, {.dtype = DType::f64}).to(dev).requires_grad_();
+    Tensor weights = tensor(w, {std::int64_t(n)}, {.dtype = DType::f64}).to(dev);
+    Tensor g = autograd::grad({sum(cumprod(x, 0) * weights)}, {x}, {.create_graph = true})[0];
+    const std::vector<double> got = g.to_vector<double>(), want = exact_grad(xs);
+    for (std::size_t k = 0; k < n; ++k) EXPECT_NEAR(got[k], want[k], 1e-12) << dev.str() << " element " << k;
+    Tensor probe = tensor(v, {std::int64_t(n)}, {.dtype = DType::f64}).to(dev);
+    const std::vector<double> second = autograd::grad({sum(g * probe)}, {x})[0].to_vector<double>();
+    for (std::size_t j = 0; j < n; ++j) {
+      if (xs[j] == 0.0) continue;
+      const double eps = 1e-6;
+      std::vector<double> up = xs, down = xs;
+      up[j] += eps;
+      down[j] -= eps;
+      const std::vector<double> gu = exact_grad(up), gd = exact_grad(down);
+      double fd = 0.0;
+      for (std::size_t k = 0; k < n; ++k) fd += v[k] * (gu[k] - gd[k]) / (2 * eps);
+      EXPECT_NEAR(second[j], fd, 1e-7) << dev.str() << " element " << j;
+    }
+  }
+}
+
+TEST(Scan, IntegersGiveI64AndDtypeCasts) {
+  Tensor c = cumsum(i64({1, 2, 3}).to(DType::i32), 0);
+  EXPECT_EQ(c.dtype(), DType::i64);
+  EXPECT_EQ(c.to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 3, 6}));
+  EXPECT_EQ(cumprod(ones({2}), 0, DType::f64).dtype(), DType::f64);
+  EXPECT_EQ(cumsum(scalar_tensor(2.5), 0).shape(), Shape{});
+}
+
+TEST(Diagonal, IsAViewThatWritesThrough) {
+  for (Device dev : test_devices()) {
+    Tensor x = zeros({3, 4}, {.device = dev});
+    Tensor d = diagonal(x, 1);
+    EXPECT_EQ(d.storage_ptr(), x.storage_ptr());
+    EXPECT_EQ(d.shape(), Shape{3});
+    d.fill_(1.0);
+    for (std::int64_t r = 0; r < 3; ++r)
+      for (std::int64_t c = 0; c < 4; ++c) EXPECT_EQ(x.select(0, r).select(0, c).item(), c == r + 1 ? 1.0 : 0.0) << dev.str();
+    EXPECT_EQ(diagonal(x, 5).shape(), Shape{0});
+  }
+}
+
+TEST(Nonzero, CoordinatesInRowMajorOrder) {
+  std::vector<double> v = {0.0, 1.5, 0.0, -2.0, 0.0, 0.0, std::nan(""), 3.0};
+  for (Device dev : test_devices()) {
+    Tensor nz = nonzero(tensor(v, {2, 2, 2}).to(dev));
+    std::vector<std::int64_t> want;
+    for (std::int64_t i = 0; i < 8; ++i)
+      if (v[std::size_t(i)] != 0.0) want.insert(want.end(), {i / 4, (i / 2) % 2, i % 2});
+    EXPECT_EQ(nz.shape(), (Shape{std::int64_t(want.size() / 3), 3})) << dev.str();
+    EXPECT_EQ(nz.device(), dev);
+    EXPECT_EQ(nz.to_vector<std::int64_t>(), want) << dev.str();
+  }
+}
+
+TEST(RepeatInterleave, OfCountsAlone) {
+  EXPECT_EQ(repeat_interleave(i64({2, 0, 3})).to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 0, 2, 2, 2}));
+}
+
+}  // namespace
