@@ -477,6 +477,12 @@ const std::vector<OpCase>& op_table() {
       {"conv1d_same_zeros_even_kernel", {{2, 2, 5}, {2, 2, 2}}, [](V x) {
          return conv1d(x[0], x[1], {}, {.padding_str = "same"}) + conv1d(x[0], x[1], {}, {.padding_str = "valid"}).sum();
        }},
+      {"instance_norm", {{2, 3, 4}, {3}, {3}}, [](V x) { return instance_norm(x[0], {}, {}, x[1], x[2]); }},
+      {"instance_norm_running_stats", {{2, 2, 2, 3}}, [](V x) {
+         // Training updates the statistics off the tape; eval normalises by them.
+         Tensor m = zeros({2}, like(x[0])), v = ones({2}, like(x[0]));
+         return instance_norm(x[0], m, v, {}, {}, true) + instance_norm(x[0] * 2.0, m, v, {}, {}, false);
+       }},
       // Recurrent layers, through their gates in the input and the initial states.
       {"lstm_bidirectional_2_layers", {{2, 3, 3}, {4, 2, 3}, {4, 2, 3}}, [](V x) {
          auto m = fixed_recurrent<nn::LSTM>(

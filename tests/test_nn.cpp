@@ -135,6 +135,52 @@ TEST(ConvPaddingModes, PrintoutAndExplicitPadding) {
   EXPECT_EQ(nn::Conv1d(3, 4, 3).options.padding_mode, "zeros");  // PyTorch's default
 }
 
+// InstanceNorm1d/2d: PyTorch's defaults (no affine, no running statistics),
+// state-dict names with both on, per-instance statistics, eval by the running ones.
+TEST(InstanceNormModules, DefaultsNamesAndStatistics) {
+  nn::InstanceNorm2d plain(3);
+  EXPECT_TRUE(plain.state_dict().empty());
+  EXPECT_EQ(plain.pretty_print(), "InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=false, track_running_stats=false)");
+  Tensor x = add(mul(randn({2, 3, 4, 5}), 3.0), 2.0);
+  Tensor y = plain.forward(x);
+  for (std::int64_t n = 0; n < 2; ++n)
+    for (std::int64_t c = 0; c < 3; ++c) {  // each instance: mean 0, (biased) variance 1
+      Tensor part = y.select(0, n).select(0, c);
+      EXPECT_NEAR(mean(part).item(), 0.0, 1e-5);
+      EXPECT_NEAR(mean(square(part)).item(), 1.0, 1e-3);
+    }
+  EXPECT_EQ(plain.forward(x.select(0, 1)).to_vector<float>(), y.select(0, 1).contiguous().to_vector<float>());
+
+  nn::InstanceNorm1d tracked(3, 1e-5, 0.5, true, true);
+  std::vector<std::string> keys;
+  for (const auto& [k, t] : tracked.state_dict()) keys.push_back(k);
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"bias", "num_batches_tracked", "running_mean", "running_var", "weight"}));
+  Tensor x1 = add(randn({4, 3, 6}), 1.0);
+  tracked.forward(x1);
+  EXPECT_EQ(tracked.num_batches_tracked.item<std::int64_t>(), 1);
+  // momentum 0.5 from 0: half the batch's mean of the instance means.
+  const auto want = mul(mean(mean(x1, {2}), {0}), 0.5).to_vector<float>();
+  const auto got = tracked.running_mean.to_vector<float>();
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5);
+  tracked.eval();
+  Tensor ye = tracked.forward(x1);
+  Tensor by_running = div(sub(x1, tracked.running_mean.view({1, 3, 1})),
+                          sqrt(add(tracked.running_var.view({1, 3, 1}), 1e-5)));
+  const auto a = ye.to_vector<float>(), b = by_running.to_vector<float>();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
+  expect_error<ShapeError>([&] { tracked.forward(randn({2, 3, 4, 5})); },
+                           "InstanceNorm1d: expected input of 3 dims (batched) or 2 (unbatched), got [2, 3, 4, 5]");
+  expect_error<ShapeError>([] { instance_norm(randn({2, 3, 4}), {}, {}, ones({4})); },
+                           "instance_norm: expected weight of shape [3] for input [2, 3, 4], got [4]");
+  expect_error<ShapeError>([] { instance_norm(randn({2, 3})); },
+                           "instance_norm: expected input of at least 3 dims [N, C, ...], got [2, 3]");
+  expect_error<ValueError>([] { instance_norm(randn({2, 3, 1})); },
+                           "instance_norm: expected more than 1 position per channel");
+  expect_error<ValueError>([] { instance_norm(randn({2, 3, 4}), {}, {}, {}, {}, false); },
+                           "instance_norm: expected running_mean and running_var when use_input_stats is false");
+}
+
 // BatchNorm1d, GroupNorm and the 1-D poolings: PyTorch's names and shapes,
 // GroupNorm's statistics per sample and group, and errors naming the op.
 TEST(OneDLayers, NamesShapesAndGroupStatistics) {

@@ -167,6 +167,12 @@ const std::map<std::string, Fn>& ops() {
       {"pad_replicate", [](V x) { return pad(x[0], {2, 1, 0, 3}, "replicate"); }},
       {"pad_circular", [](V x) { return pad(x[0], {4, 1}, "circular"); }},
       {"conv1d_same_even_kernel", [](V x) { return conv1d(x[0], x[1], {}, {.padding_str = "same"}); }},
+      {"instance_norm_running",
+       [](V x) {
+         return instance_norm(x[0], x[3].detach().clone(), x[4].detach().clone(), x[1], x[2], true, 0.2, 1e-5);
+       }},
+      {"instance_norm_eval",
+       [](V x) { return instance_norm(x[0], x[3].detach(), x[4].detach(), x[1], x[2], false, 0.1, 1e-3); }},
       {"batch_norm2d_eval",
        [](V x) { return batch_norm2d(x[0], x[3].detach(), x[4].detach(), x[1], x[2], false, 0.1, 1e-3); }},
       {"layer_norm", [](V x) { return layer_norm(x[0], {4, 5}, x[1], x[2]); }},
@@ -336,6 +342,20 @@ TEST(TorchReferenceExtra, BatchNormTrainAndRunningStats) {
   expect_close(rv, c.tensors.at("running_var"), "running_var");
 }
 
+// Instance norm in training updates the running statistics as PyTorch's
+// (each instance's mean and unbiased variance, averaged over the batch).
+TEST(TorchReferenceExtra, InstanceNormRunningStats) {
+  Tensor rm, rv;
+  check_case("instance_norm_running", [&](V x) {
+    rm = x[3].detach().clone();
+    rv = x[4].detach().clone();
+    return instance_norm(x[0], rm, rv, x[1], x[2], true, 0.2, 1e-5);
+  });
+  Case c = load("instance_norm_running");
+  expect_close(rm, c.tensors.at("running_mean"), "running_mean");
+  expect_close(rv, c.tensors.at("running_var"), "running_var");
+}
+
 // ---- Second-order gradients, in f64 against PyTorch's float64 (about 1e-10) ----
 
 // A case's tensors as f64, each value read in full (second-order files write doubles).
@@ -485,6 +505,8 @@ const std::vector<RecurrentCase>& recurrent_cases() {
        [] {
          return std::make_unique<nn::Conv1d>(3, 4, 3, Conv1dOptions{.stride = 2, .padding = 2, .padding_mode = "circular"});
        },
+       [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
+      {"instance_norm1d_module", [] { return std::make_unique<nn::InstanceNorm1d>(3, 1e-5, 0.1, true); },
        [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
   };
   return cases;

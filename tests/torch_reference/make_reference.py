@@ -191,6 +191,17 @@ def main():
     recurrent_case("conv1d_circular_module", torch.nn.Conv1d(3, 4, 3, stride=2, padding=2, padding_mode="circular"),
                    rand(2, 3, 6), None)
     case("conv1d_same_even_kernel", [rand(2, 2, 5), rand(2, 2, 2)], lambda x, w: F.conv1d(x, w, padding="same"))
+    # Instance normalisation (appended).
+    rm, rv = rand(3), rand(3, low=0.5, high=2.0)
+    x = rand(2, 3, 4, 3, low=-2.0, high=3.0)
+    rm_after, rv_after = rm.clone(), rv.clone()
+    F.instance_norm(x, rm_after, rv_after, None, None, True, 0.2, 1e-5)
+    case("instance_norm_running", [x, rand(3), rand(3), rm, rv],
+         lambda x, w, b, m, v: F.instance_norm(x, m.detach().clone(), v.detach().clone(), w, b, True, 0.2, 1e-5),
+         extras={"running_mean": rm_after, "running_var": rv_after})
+    case("instance_norm_eval", [rand(2, 3, 5), rand(3), rand(3), rand(3), rand(3, low=0.5, high=2.0)],
+         lambda x, w, b, m, v: F.instance_norm(x, m.detach(), v.detach(), w, b, False, 0.1, 1e-3))
+    recurrent_case("instance_norm1d_module", torch.nn.InstanceNorm1d(3, affine=True), rand(3, 5), None)
     # Optimizer trajectories and scheduler curves (test_optim.cpp compares them).
     optimizers_and_schedulers()
     shape_indexing_sorting()

@@ -41,6 +41,36 @@ class GroupNorm : public Module {
   Tensor weight, bias;
 };
 
+// torch::nn::InstanceNorm2d: statistics per sample and channel (instance_norm);
+// affine and track_running_stats off by default, as PyTorch. With
+// track_running_stats the buffers are BatchNorm's (running_mean, running_var,
+// num_batches_tracked), updated in training and normalising in eval.
+// Input [N, C, H, W] or unbatched [C, H, W].
+class InstanceNorm2d : public Module {
+ public:
+  explicit InstanceNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false);
+  Tensor forward(const Tensor& x) override { return forward_batched(x, 4); }
+  std::string type_name() const override { return "InstanceNorm2d"; }
+  std::string extra_repr() const override;
+  std::int64_t num_features;
+  double eps, momentum;
+  Tensor weight, bias;                                     // undefined without affine
+  Tensor running_mean, running_var, num_batches_tracked;  // undefined without track_running_stats
+
+ protected:
+  // `dims`: the batched input's rank; one less is the unbatched form.
+  Tensor forward_batched(const Tensor& x, std::int64_t dims);
+};
+
+// torch::nn::InstanceNorm1d: input [N, C, L] or unbatched [C, L]; InstanceNorm2d's names.
+class InstanceNorm1d : public InstanceNorm2d {
+ public:
+  using InstanceNorm2d::InstanceNorm2d;
+  Tensor forward(const Tensor& x) override { return forward_batched(x, 3); }
+  std::string type_name() const override { return "InstanceNorm1d"; }
+};
+
 // Normalises over the trailing normalized_shape dims, with elementwise affine.
 class LayerNorm : public Module {
  public:

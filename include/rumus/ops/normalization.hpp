@@ -28,6 +28,16 @@ Tensor batch_norm1d(const Tensor& input, const Tensor& running_mean, const Tenso
 Tensor group_norm(const Tensor& input, std::int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
 
+// torch.nn.functional.instance_norm: input [N, C, *] normalised per sample and
+// channel over the positions (group_norm with one channel per group), then
+// weight and bias [C] (either may be undefined). With use_input_stats and
+// running_mean/running_var defined, they are updated in place as PyTorch's
+// (the batch's mean of each instance's mean and unbiased variance);
+// without use_input_stats the running statistics normalise. Composed of
+// differentiable ops: twice differentiable.
+Tensor instance_norm(const Tensor& input, const Tensor& running_mean = {}, const Tensor& running_var = {},
+                     const Tensor& weight = {}, const Tensor& bias = {}, bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
 // Normalises over the trailing dims given by normalized_shape; weight/bias may be undefined.
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
