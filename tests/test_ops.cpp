@@ -711,3 +711,47 @@ TEST(ReductionMath, EdgeCasesAsPyTorch) {
   expect_error<ShapeError>([] { prod(ones({2, 3}), -3); }, "prod:");
   expect_error<ShapeError>([] { rumus::std(ones({2, 3}), {1, -1}); }, "var: dim listed twice");
 }
+
+// Binary math: the C library's values where it has the function, PyTorch's special points, errors.
+TEST(BinaryMath, ValuesSpecialPointsAndErrors) {
+  const std::vector<double> av = {-2.5, -0.75, 0.0, 0.3, 1.75, 4.0}, bv = {0.7, -1.5, -2.0, 0.0, 0.4, -0.3};
+  Tensor a = tensor(av).to(DType::f64), b = tensor(bv).to(DType::f64);
+  auto check = [&](const char* name, const Tensor& got, double (*f)(double, double), std::size_t skip = 99) {
+    auto g = got.to_vector<double>();
+    for (std::size_t i = 0; i < av.size(); ++i)
+      if (i != skip) EXPECT_NEAR(g[i], f(av[i], bv[i]), 1e-15) << name << "(" << av[i] << ", " << bv[i] << ")";
+  };
+  check("atan2", atan2(a, b), [](double y, double x) { return std::atan2(y, x); });
+  check("hypot", hypot(a, b), [](double x, double y) { return std::hypot(x, y); });
+  check("copysign", copysign(a, b), [](double x, double y) { return std::copysign(x, y); });
+  check("fmod", fmod(a, b), [](double x, double y) { return std::fmod(x, y); }, 3);  // 0.3 / 0: NaN
+  check("remainder", remainder(a, b),
+        [](double x, double y) { return x - std::floor(x / y) * y; }, 3);
+  EXPECT_EQ(atan2(zeros({1}), zeros({1})).item(), 0.0);
+  EXPECT_EQ(copysign(ones({1}), tensor(std::vector<float>{-0.0f})).item(), -1.0);
+  // Integers stay integers in fmod / remainder; the signs of C and Python.
+  Tensor i = tensor(std::vector<std::int64_t>{-7, 7}), j = tensor(std::vector<std::int64_t>{3, -3});
+  EXPECT_EQ(fmod(i, j).to_vector<std::int64_t>(), (std::vector<std::int64_t>{-1, 1}));
+  EXPECT_EQ(remainder(i, j).to_vector<std::int64_t>(), (std::vector<std::int64_t>{2, -2}));
+  EXPECT_EQ(remainder(i, 3.0).dtype(), DType::i64);
+  EXPECT_EQ(remainder(i, 2.5).dtype(), DType::f32);
+  // xlogy: 0 where x = 0, even at y = 0, unless y is NaN; x's gradient there is xlogy(0, y), as PyTorch's.
+  Tensor x = tensor(std::vector<float>{0, 0, 2}).requires_grad_();
+  Tensor y = tensor(std::vector<float>{0, NAN, 0.5f}).requires_grad_();
+  auto v = xlogy(x, y).to_vector<float>();
+  EXPECT_EQ(v[0], 0.0f);
+  EXPECT_TRUE(std::isnan(v[1]));
+  EXPECT_FLOAT_EQ(v[2], 2 * std::log(0.5f));
+  GradientStore g = backward(sum(xlogy(x, y).slice(0, 0, 1)));
+  auto gx = g.get(x).to_vector<float>();
+  EXPECT_EQ(gx[0], 0.0f);
+  EXPECT_TRUE(std::isnan(gx[1]));
+  EXPECT_EQ(gx[2], 0.0f);
+  // clamp with min > max gives max; lerp reaches its end exactly.
+  EXPECT_EQ(clamp(tensor(std::vector<float>{0.0f}), full({1}, 2.0), full({1}, 1.0)).item(), 1.0);
+  EXPECT_EQ(lerp(full({1}, 0.1), full({1}, 0.7), 1.0).item(), full({1}, 0.7).item());
+  expect_error<ValueError>([] { clamp(ones({2}), std::nullopt, std::nullopt); },
+                           "clamp: expected at least one of min and max, got neither");
+  expect_error<ValueError>([&] { fmod(i, zeros({2}, {.dtype = DType::i64})); }, "fmod: div: integer division by zero");
+  expect_error<ShapeError>([] { atan2(ones({2}), ones({3})); }, "shapes [2] and [3]");
+}

@@ -507,6 +507,17 @@ def pointwise_math_and_reductions():
     x[0, 1] = float("nan")
     x[2, 2] = float("nan")
     case("nansum_nanmean", [x], lambda x: torch.nansum(x, 1) + torch.nanmean(x, 1))
+    # Binary math (appended).
+    case("atan2", [rand(3, 4), rand(4)], torch.atan2)
+    case("fmod", [rand(3, 4, low=-5.0, high=5.0), rand(3, 4, low=0.3, high=2.0)], torch.fmod)
+    case("remainder", [rand(3, 4, low=-5.0, high=5.0), rand(3, 1, low=-2.0, high=-0.3)], torch.remainder)
+    case("lerp", [rand(3, 4), rand(4), rand(3, 1, low=-0.5, high=1.5)], torch.lerp)
+    case("lerp_scalar", [rand(3, 4), rand(3, 4)], lambda a, b: torch.lerp(a, b, 0.7))
+    case("clamp_tensor", [rand(3, 4), rand(4, low=-0.8, high=0.0), rand(3, 1, low=0.0, high=0.8)],
+         lambda x, lo, hi: torch.clamp(x, lo, hi))
+    case("hypot", [rand(3, 4), rand(3, 4)], torch.hypot)
+    case("xlogy", [rand(3, 4, low=-2.0, high=2.0), rand(3, 4, low=0.1, high=3.0)], torch.xlogy)
+    case("copysign", [rand(3, 4), rand(3, 4)], torch.copysign)
     gen = outer
 
 

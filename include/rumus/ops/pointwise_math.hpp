@@ -40,6 +40,25 @@ Tensor rsqrt(const Tensor& x);       // 1 / sqrt(x)
 Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt);
 Tensor frac(const Tensor& x);  // x - trunc(x), the sign of x
 
+// Binary math with broadcasting; floating results promote integers to f32
+// except fmod and remainder, which keep integers integer (a zero integer divisor is a ValueError).
+Tensor atan2(const Tensor& y, const Tensor& x);  // the angle of (x, y) in [-pi, pi]; atan2(0, 0) = 0
+// a - trunc(a / b) * b: the sign of a, as C's fmod. Composed of floating division,
+// so where a / b rounds to an integer it may differ from C's exact fmod.
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, double b);
+// a - floor(a / b) * b: the sign of b, as Python's %.
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, double b);
+// start + weight * (end - start), as PyTorch's (end - (end - start) * (1 - weight) from weight 0.5 on).
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+Tensor lerp(const Tensor& start, const Tensor& end, double weight);
+// Bounds as tensors, each optional (at least one), broadcast with x; min > max gives max, as PyTorch.
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max);
+Tensor hypot(const Tensor& a, const Tensor& b);     // sqrt(a^2 + b^2)
+Tensor xlogy(const Tensor& x, const Tensor& y);     // x * log(y), 0 where x = 0 (unless y is NaN)
+Tensor copysign(const Tensor& a, const Tensor& b);  // |a| with b's sign (-0.0 counts as negative)
+
 }  // namespace rumus
 
 RUMUS_API_END
