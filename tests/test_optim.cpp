@@ -556,7 +556,7 @@ TEST(TorchTrajectory, EveryReferenceFileHasATest) {
                                      "optim_adamw_amsgrad", "optim_sgd_groups", "optim_rmsprop_groups",
                                      "sched_exponential", "sched_lambda", "sched_cyclic_triangular",
                                      "sched_cyclic_triangular2", "sched_cyclic_exp_range", "sched_plateau_min_rel",
-                                     "sched_plateau_max_abs"};
+                                     "sched_plateau_max_abs", "optim_lbfgs", "optim_lbfgs_strong_wolfe"};
   for (const auto& entry : std::filesystem::directory_iterator(RUMUS_TORCH_REFERENCE_DIR)) {
     const std::string stem = entry.path().stem().string();
     if (stem.starts_with("optim_") || stem.starts_with("sched_")) EXPECT_TRUE(tested.contains(stem)) << stem;
@@ -632,4 +632,47 @@ TEST(Optimizer, NewOptimizersAndSchedulersRejectBadOptions) {
                       "ReduceLROnPlateau: expected mode 'min' or 'max', got 'up'");
   expect_error<Error>([&] { optim::ReduceLROnPlateau(sgd, {.threshold_mode = "log"}); },
                       "ReduceLROnPlateau: expected threshold_mode 'rel' or 'abs', got 'log'");
+}
+
+namespace {
+
+// LBFGS steps on a quadratic plus a Rosenbrock valley (make_reference.py's lbfgs_trajectory).
+void expect_lbfgs(const std::string& name, optim::LBFGSOptions options) {
+  auto ref = read_reference("optim_" + name);
+  Tensor p = ref.at("p0").clone().requires_grad_(), q = ref.at("p1").clone().requires_grad_();
+  const Tensor &w = ref.at("w0"), &c = ref.at("c0");
+  optim::LBFGS opt({p, q}, options);
+  int calls = 0;
+  auto closure = [&] {
+    ++calls;
+    Tensor head = q.narrow(0, 0, 3), tail = q.narrow(0, 1, 3);
+    Tensor valley = sum(add(square(sub(1.0, head)), mul(square(sub(tail, square(head))), 10.0)));
+    return add(sum(add(div(mul(w, square(p)), 2.0), mul(c, p))), valley);
+  };
+  for (int s = 0; ref.contains(fmt::format("step{}.p0", s)); ++s) {
+    Tensor loss = opt.step(closure);
+    EXPECT_NEAR(loss.item(), ref.at(fmt::format("step{}.loss", s)).item(), 1e-9) << name << " step " << s;
+    expect_values(p, ref.at(fmt::format("step{}.p0", s)), fmt::format("{} step {} p0", name, s), 1e-9);
+    expect_values(q, ref.at(fmt::format("step{}.p1", s)), fmt::format("{} step {} p1", name, s), 1e-9);
+  }
+  EXPECT_GT(calls, 3);
+}
+
+}  // namespace
+
+TEST(TorchTrajectory, LBFGS) { expect_lbfgs("lbfgs", {.lr = 0.2, .max_iter = 4, .history_size = 3}); }
+
+TEST(TorchTrajectory, LBFGSStrongWolfe) {
+  expect_lbfgs("lbfgs_strong_wolfe", {.max_iter = 5, .history_size = 3, .line_search_fn = "strong_wolfe"});
+}
+
+TEST(Optimizer, LBFGSErrors) {
+  Tensor p = ones({2}).requires_grad_();
+  optim::LBFGS opt({p});
+  expect_error<Error>([&] { opt.step(backward(sum(p))); }, "LBFGS.step: expected a closure that computes and returns");
+  expect_error<ShapeError>([&] { opt.step([&] { return mul(p, 2.0); }); },
+                           "LBFGS.step: expected the closure to return the loss, one element, got [2]");
+  expect_error<ValueError>([&] { optim::LBFGS({p}, {.line_search_fn = "backtracking"}); },
+                           "LBFGS: expected line_search_fn \"\" or \"strong_wolfe\", got \"backtracking\"");
+  expect_error<Error>([&] { optim::LBFGS({p}, {.history_size = 0}); }, "LBFGS: expected history_size >= 1, got 0");
 }

@@ -64,6 +64,7 @@
 #include "rumus/optim/adam.hpp"
 #include "rumus/optim/clip.hpp"
 #include "rumus/optim/grad_scaler.hpp"
+#include "rumus/optim/lbfgs.hpp"
 #include "rumus/optim/nadam.hpp"
 #include "rumus/optim/optimizer.hpp"
 #include "rumus/optim/radam.hpp"

@@ -435,6 +435,30 @@ def scheduler_curve(name, make, steps, metrics=None, momentum=False):
     write("sched_" + name, tensors)
 
 
+def lbfgs_trajectory(name, steps, **options):
+    """LBFGS steps (each up to max_iter iterations) on a quadratic plus a
+    Rosenbrock valley, one group: the initial values, w, c, and after each
+    step the parameters and the loss step() returned."""
+    g = torch.Generator().manual_seed(11)
+    draw = lambda *shape, low=-1.0, high=1.0: (torch.rand(shape, generator=g, dtype=torch.float32) * (high - low)
+                                              + low).to(torch.float64)
+    p, q = draw(2, 3).requires_grad_(), draw(4).requires_grad_()
+    w, c = draw(2, 3, low=0.5, high=2.0), draw(2, 3)
+    tensors = {"p0": p.detach().clone(), "p1": q.detach().clone(), "w0": w, "c0": c}
+    opt = torch.optim.LBFGS([p, q], **options)
+
+    def closure():
+        opt.zero_grad()
+        loss = (w * p * p / 2 + c * p).sum() + ((1 - q[:-1]) ** 2 + 10 * (q[1:] - q[:-1] ** 2) ** 2).sum()
+        loss.backward()
+        return loss
+
+    for s in range(steps):
+        tensors[f"step{s}.loss"] = opt.step(closure).detach().reshape(1)
+        tensors[f"step{s}.p0"], tensors[f"step{s}.p1"] = p.detach().clone(), q.detach().clone()
+    write("optim_" + name, tensors)
+
+
 def optimizers_and_schedulers():
     o = torch.optim
     # Adagrad fills "sum" with the constructor's initial_accumulator_value (a group's own is not read).
@@ -453,6 +477,8 @@ def optimizers_and_schedulers():
                          [dict(momentum=0.9, nesterov=True), dict(momentum=0.5, dampening=0.1, weight_decay=0.2)], 4)
     optimizer_trajectory("rmsprop_groups", lambda g: o.RMSprop(g, lr=0.05),
                          [dict(centered=True, momentum=0.5), dict(alpha=0.9, eps=1e-3)], 4)
+    lbfgs_trajectory("lbfgs", 3, lr=0.2, max_iter=4, history_size=3)
+    lbfgs_trajectory("lbfgs_strong_wolfe", 3, max_iter=5, history_size=3, line_search_fn="strong_wolfe")
     s = o.lr_scheduler
     scheduler_curve("exponential", lambda opt: s.ExponentialLR(opt, 0.8), 6)
     scheduler_curve("lambda", lambda opt: s.LambdaLR(opt, [lambda e: 1 / (e + 1), lambda e: 0.9 ** e]), 6)
