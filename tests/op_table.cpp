@@ -293,6 +293,11 @@ const std::vector<OpCase>& op_table() {
          return hinge_embedding_loss(x[0], tensor({1.0, -1.0, -1.0, 1.0}, like(x[0])).expand({3, 4}).contiguous(), 0.5,
                                      "sum");
        }},
+      {"multi_margin_loss", {{3, 4}}, [](V x) { return multi_margin_loss(x[0], labels({3, 0, 1}, x[0])); }},
+      {"multi_margin_loss_p2_weight", {{4}}, [](V x) {
+         return multi_margin_loss(x[0], labels({2}, x[0]).reshape({}),
+                                  {.p = 2, .margin = 0.7, .weight = tensor({1.0, 0.5, 2.0, 3.0}, like(x[0]))});
+       }},
       // Embedding, dropout, joins.
       {"embedding", {{5, 3}}, [](V x) {
          return embedding(labels({4, 0, 4, 2, 1, 4}, x[0]).reshape({2, 3}), x[0]);

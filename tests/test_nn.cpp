@@ -869,5 +869,8 @@ TEST(LossModules, OptionsBuffersAndCalls) {
             cosine_embedding_loss(a, c, tensor({-1.0}).reshape({}), 0.1).item());
   EXPECT_EQ(nn::TripletMarginLoss({.margin = 3.0, .swap = true})(a, b, c).item(),
             triplet_margin_loss(a, b, c, {.margin = 3.0, .swap = true}).item());
+  nn::MultiMarginLoss mm({.p = 2, .weight = w});
+  EXPECT_EQ(mm.state_dict().count("weight"), 1u);
+  EXPECT_EQ(mm(logits, target).item(), multi_margin_loss(logits, target, {.p = 2, .weight = w}).item());
   EXPECT_EQ(nn::CrossEntropyLoss().pretty_print(), "CrossEntropyLoss()");
 }

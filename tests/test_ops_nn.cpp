@@ -906,6 +906,16 @@ TEST(NnErrors, LossReductionsAndArguments) {
                            "triplet_margin_loss: expected a norm degree p > 0, got 0");
   expect_error<ShapeError>([] { triplet_margin_loss(zeros({2, 3}), zeros({2, 3}), zeros({2, 4})); },
                            "triplet_margin_loss: input shape [2, 3] differs from negative shape [2, 4]");
+  expect_error<ValueError>([] { multi_margin_loss(zeros({2, 3}), i64({0, 1}), {.p = 3}); },
+                           "multi_margin_loss: expected p of 1 or 2, got 3");
+  expect_error<DTypeError>([] { multi_margin_loss(zeros({2, 3}), zeros({2})); },
+                           "multi_margin_loss: expected integer class indices as target (i64), got f32");
+  expect_error<ShapeError>([] { multi_margin_loss(zeros({2, 3}), i64({0, 1, 2})); },
+                           "multi_margin_loss: expected target of shape [2] for input [2, 3], got [3]");
+  expect_error<ShapeError>([] { multi_margin_loss(zeros({2, 3}), i64({0, 3})); },
+                           "multi_margin_loss: target index 3 is out of range for a dim of size 3");
+  expect_error<ShapeError>([] { multi_margin_loss(zeros({2, 3}), i64({0, 1}), {.weight = ones({2})}); },
+                           "multi_margin_loss: expected weight of shape [3] (one per class), got [2]");
 }
 
 TEST(Losses, ReductionStringsMatchTheEnum) {

@@ -251,6 +251,11 @@ const std::map<std::string, Fn>& ops() {
        }},
       {"soft_margin_loss", [](V x) { return soft_margin_loss(x[0], x[1].detach()); }},
       {"hinge_embedding_loss", [](V x) { return hinge_embedding_loss(x[0], x[1].detach(), 0.5); }},
+      {"multi_margin_loss",
+       [](V x) {
+         return multi_margin_loss(x[0], x[1], {.p = 2, .margin = 0.8, .weight = x[2].detach(), .reduction = "none"});
+       }},
+      {"multi_margin_loss_p1", [](V x) { return multi_margin_loss(x[0], x[1]); }},
       {"cat", [](V x) { return cat({x[0], x[1], x[2]}, 1); }},
       {"stack", [](V x) { return stack({x[0], x[1]}, 2); }},
       {"gather", [](V x) { return gather(x[0], 1, x[1]); }},

@@ -21,4 +21,8 @@ NLLLoss::NLLLoss(NLLLossOptions o) : options(std::move(o)) {
   if (options.weight.defined()) options.weight = register_buffer("weight", options.weight);
 }
 
+MultiMarginLoss::MultiMarginLoss(MultiMarginLossOptions o) : options(std::move(o)) {
+  if (options.weight.defined()) options.weight = register_buffer("weight", options.weight);
+}
+
 }  // namespace rumus::nn

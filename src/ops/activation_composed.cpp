@@ -8,6 +8,7 @@
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/join.hpp"
+#include "rumus/ops/pointwise_math.hpp"
 
 namespace rumus {
 
@@ -17,10 +18,10 @@ constexpr double kUnbounded = std::numeric_limits<double>::quiet_NaN();  // clam
 // exp(x) - 1 where x <= 0, read only there: the exponent is clamped at 0 so a
 // large positive x (masked out by the caller) makes no inf whose gradient,
 // multiplied by the mask's 0, would be NaN.
-Tensor expm1_nonpositive(const Tensor& x) { return sub(exp(clamp(x, kUnbounded, 0.0)), 1.0); }
+Tensor expm1_nonpositive(const Tensor& x) { return expm1(clamp(x, kUnbounded, 0.0)); }
 
-// log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|)).
-Tensor stable_softplus(const Tensor& x) { return add(relu(x), log(add(exp(neg(abs(x))), 1.0))); }
+// log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|)).
+Tensor stable_softplus(const Tensor& x) { return add(relu(x), log1p(exp(neg(abs(x))))); }
 }  // namespace
 
 Tensor elu(const Tensor& x, double alpha) {

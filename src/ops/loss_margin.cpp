@@ -1,5 +1,6 @@
 // Margin and embedding losses with targets of 1 and -1: margin ranking,
-// cosine embedding, triplet margin, soft margin, hinge embedding. Composed
+// cosine embedding, triplet margin, soft margin, hinge embedding; and the
+// multi-class margin loss over class indices. Composed
 // of differentiable ops (PyTorch's formulas), so they run on every device
 // and differentiate to any order.
 #include "autocast.hpp"
@@ -7,6 +8,8 @@
 #include "op_util.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/compare.hpp"
+#include "rumus/ops/creation.hpp"
+#include "rumus/ops/indexing.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/reduction.hpp"
 
@@ -76,6 +79,45 @@ Tensor triplet_margin_loss(const Tensor& anchor_in, const Tensor& positive_in, c
   // swap: the negative's distance to the positive, where it is the smaller one.
   if (o.swap) d_neg = minimum(d_neg, pairwise_distance(pos, negs, o.p, o.eps));
   return detail::reduce_loss(op, relu(add(sub(d_pos, d_neg), o.margin)), o.reduction);
+}
+
+Tensor multi_margin_loss(const Tensor& input_in, const Tensor& target, const MultiMarginLossOptions& o) {
+  const char* op = "multi_margin_loss";
+  detail::check_reduction(op, o.reduction);
+  if (o.p != 1 && o.p != 2) throw ValueError(fmt::format("{}: expected p of 1 or 2, got {}", op, o.p));
+  const Tensor input = detail::autocast(op, input_in)[0];
+  detail::check_defined(op, input);
+  detail::check_defined(op, target);
+  detail::check_same_device(op, input, target);
+  detail::check_floating(op, input);
+  if (is_floating(target.dtype()))
+    throw DTypeError(fmt::format("{}: expected integer class indices as target (i64), got {}", op,
+                                 dtype_name(target.dtype())));
+  if (input.dim() != 1 && input.dim() != 2)
+    throw ShapeError(fmt::format("{}: expected input of shape [N, C] or [C], got {}", op, shape_str(input.shape())));
+  const Shape expected = input.dim() == 2 ? Shape{input.shape()[0]} : Shape{};
+  if (target.shape() != expected)
+    throw ShapeError(fmt::format("{}: expected target of shape {} for input {}, got {}", op, shape_str(expected),
+                                 shape_str(input.shape()), shape_str(target.shape())));
+  const Tensor x = input.dim() == 2 ? input : input.unsqueeze(0);
+  const std::int64_t n = x.shape()[0], c = x.shape()[1];
+  const Tensor t = target.to(DType::i64).reshape({n, 1}).contiguous();
+  detail::check_indices(op, "target index", t, c);
+  // Every class's margin against the target's score, the target's own left out.
+  Tensor h = relu(add(sub(x, gather(x, 1, t)), o.margin));
+  if (o.p == 2) h = square(h);
+  Tensor classes = arange(double(c), {.dtype = DType::i64, .device = x.device()}).reshape({1, c});
+  h = where(ne(classes, t), h, 0.0);
+  if (o.weight.defined()) {
+    detail::check_same_device(op, x, o.weight);
+    detail::check_floating(op, o.weight);
+    if (o.weight.shape() != Shape{c})
+      throw ShapeError(fmt::format("{}: expected weight of shape [{}] (one per class), got {}", op, c,
+                                   shape_str(o.weight.shape())));
+    h = mul(h, gather(o.weight.detach().to(x.dtype()), 0, t.reshape({n})).reshape({n, 1}));
+  }
+  Tensor per = div(sum(h, {1}), double(c));
+  return detail::reduce_loss(op, input.dim() == 2 ? per : per.reshape({}), o.reduction);
 }
 
 Tensor soft_margin_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {

@@ -265,6 +265,9 @@ def activations_and_losses():
     case("soft_margin_loss", [rand(3, 4, low=-2.0, high=2.0), y], lambda x, y: F.soft_margin_loss(x, y.detach()))
     case("hinge_embedding_loss", [rand(3, 4, low=-2.0, high=2.0), y],
          lambda x, y: F.hinge_embedding_loss(x, y.detach(), margin=0.5))
+    case("multi_margin_loss", [rand(4, 5, low=-2.0, high=2.0), randint(5, 4), rand(5, low=0.5, high=2.0)],
+         lambda x, t, w: F.multi_margin_loss(x, t, p=2, margin=0.8, weight=w.detach(), reduction="none"))
+    case("multi_margin_loss_p1", [rand(4, 5, low=-2.0, high=2.0), randint(5, 4)], F.multi_margin_loss)
     gen = outer
 
 

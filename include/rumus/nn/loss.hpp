@@ -120,6 +120,13 @@ class HingeEmbeddingLoss : public PairLoss {
   double margin;
   Reduction reduction;
 };
+class MultiMarginLoss : public PairLoss {
+ public:
+  explicit MultiMarginLoss(MultiMarginLossOptions options = {});
+  Tensor forward(const Tensor& x, const Tensor& y) override { return multi_margin_loss(x, y, options); }
+  std::string type_name() const override { return "MultiMarginLoss"; }
+  MultiMarginLossOptions options;
+};
 class MarginRankingLoss : public TripleLoss {
  public:
   explicit MarginRankingLoss(double margin = 0.0, Reduction reduction = Reduction::mean)

@@ -104,6 +104,16 @@ struct PoissonNLLLossOptions {
 };
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const PoissonNLLLossOptions& options = {});
 
+struct MultiMarginLossOptions {
+  std::int64_t p = 1;  // 1 or 2
+  double margin = 1.0;
+  Tensor weight;  // [C] per-class weights, read at each row's target
+  Reduction reduction = Reduction::mean;
+};
+// The multi-class hinge loss: per row, sum over classes j != y of
+// max(0, margin - x[y] + x[j])^p, over C. input [N, C] or [C], target i64 [N] or [].
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, const MultiMarginLossOptions& options = {});
+
 // log(1 + exp(-y x)), y in {1, -1}.
 Tensor soft_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 // x for y = 1, max(0, margin - x) for y = -1.
