@@ -249,6 +249,60 @@ TEST(Recurrent, NamesPrintoutDropoutAndErrors) {
                            "LSTMCell: expected input (N, 3) or (3), got [2, 5]");
 }
 
+// Variable-length batches: padding, packing and unpacking keep values and
+// lengths; a packed LSTM equals running each sequence alone (on every device);
+// bad lengths are errors naming the function.
+TEST(PackedSequence, PadPackUnpackAndPerSequenceRuns) {
+  namespace rnn = nn::utils::rnn;
+  const Tensor a = randn({3, 2}), b = randn({1, 2}), c = randn({2, 2});
+  const Tensor padded = rnn::pad_sequence({a, b, c}, true, -1.0);
+  EXPECT_EQ(padded.shape(), (Shape{3, 3, 2}));
+  EXPECT_EQ(padded.select(0, 1).select(0, 0).to_vector<float>(), b.select(0, 0).to_vector<float>());
+  EXPECT_EQ(padded.select(0, 1).select(0, 2).to_vector<float>(), (std::vector<float>{-1, -1}));
+  EXPECT_EQ(rnn::pad_sequence({a, b, c}).shape(), (Shape{3, 3, 2}));  // time-major by default
+
+  const rnn::PackedSequence packed = rnn::pack_sequence({a, b, c}, false);
+  EXPECT_EQ(packed.lengths().to_vector<std::int64_t>(), (std::vector<std::int64_t>{3, 1, 2}));
+  auto [back, lengths] = rnn::pad_packed_sequence(packed, true, 7.0, 4);
+  EXPECT_EQ(back.shape(), (Shape{3, 4, 2}));
+  EXPECT_EQ(back.select(0, 2).select(0, 1).to_vector<float>(), c.select(0, 1).to_vector<float>());
+  EXPECT_EQ(back.select(0, 2).select(0, 2).to_vector<float>(), (std::vector<float>{7, 7}));
+  EXPECT_EQ(back.select(0, 0).select(0, 3).to_vector<float>(), (std::vector<float>{7, 7}));
+  EXPECT_EQ(lengths.to_vector<std::int64_t>(), (std::vector<std::int64_t>{3, 1, 2}));
+
+  for (Device dev : rumus::testing::test_devices()) {
+    manual_seed(3);
+    nn::LSTM lstm({.input_size = 2, .hidden_size = 3, .num_layers = 2, .bidirectional = true});
+    lstm.to(dev);
+    auto [out, hc] = lstm.forward_with_packed_input(rnn::pack_sequence({a.to(dev), b.to(dev), c.to(dev)}, false));
+    const Tensor o = std::get<0>(rnn::pad_packed_sequence(out)).cpu();  // (3, 3, 6)
+    const Tensor h = std::get<0>(hc).cpu();
+    const std::vector<Tensor> seqs{a, b, c};
+    for (std::int64_t i = 0; i < 3; ++i) {
+      auto [alone, hc_alone] = lstm.forward(seqs[std::size_t(i)].unsqueeze(1).to(dev), {});
+      const std::int64_t len = seqs[std::size_t(i)].size(0);
+      EXPECT_LT(max(abs(o.narrow(0, 0, len).select(1, i) - alone.cpu().select(1, 0))).item(), 1e-5) << dev.str();
+      EXPECT_LT(max(abs(h.select(1, i) - std::get<0>(hc_alone).cpu().select(1, 0))).item(), 1e-5) << dev.str();
+      if (len < 3) EXPECT_EQ(max(abs(o.narrow(0, len, 3 - len).select(1, i))).item(), 0.0) << "zeros past the end";
+    }
+  }
+
+  expect_error<ValueError>([&] { rnn::pack_padded_sequence(padded, tensor(std::vector<std::int64_t>{3, 1, 2}), true); },
+                           "pack_padded_sequence: with enforce_sorted the lengths must be non-increasing, but length 2 (2) "
+                           "is longer than length 1 (1)");
+  expect_error<ValueError>([&] { rnn::pack_padded_sequence(padded, tensor(std::vector<std::int64_t>{3, 0, 2}), true, false); },
+                           "pack_padded_sequence: expected every length in [1, 3]");
+  expect_error<ShapeError>([&] { rnn::pack_padded_sequence(padded, tensor(std::vector<std::int64_t>{3, 2}), true); },
+                           "pack_padded_sequence: expected 3 lengths, one per sequence of the batch, got 2");
+  expect_error<ShapeError>([&] { rnn::pack_padded_sequence(padded, tensor({3.0, 2.0, 1.0}), true); },
+                           "pack_padded_sequence: expected lengths to be a 1-D integer tensor, got f32 [3]");
+  expect_error<ValueError>([&] { rnn::pad_packed_sequence(packed, false, 0.0, 2); },
+                           "pad_packed_sequence: expected total_length to be at least 3");
+  expect_error<ShapeError>([&] { rnn::pad_sequence({a, randn({2, 3})}); },
+                           "pad_sequence: sequence 1 is f32 [2, 3] on cpu, expected (L, [2]) f32 on cpu");
+  expect_error<ValueError>([] { rnn::pad_sequence({}); }, "pad_sequence: expected at least one sequence");
+}
+
 TEST(Module, DottedNamesInRegistrationOrder) {
   Net net;
   EXPECT_EQ(names(net.named_parameters()),

@@ -454,6 +454,22 @@ struct RecurrentCase {
 template <class M>
 M& as(nn::Module& m) { return dynamic_cast<M&>(m); }
 
+// The reference's PackedRnn: the layer as child "rnn" (so the state dict's
+// names match), packed from a padded batch with fixed lengths, unpadded to the input's length.
+template <class R>
+struct PackedRnn : nn::Module {
+  R rnn;
+  std::vector<std::int64_t> lengths;
+  PackedRnn(nn::RNNOptions o, std::vector<std::int64_t> l) : rnn(o), lengths(std::move(l)) { register_module("rnn", rnn); }
+  nn::utils::rnn::PackedSequence pack(const Tensor& x) const {
+    return nn::utils::rnn::pack_padded_sequence(x, tensor(lengths), rnn.options().batch_first, false);
+  }
+  Tensor unpack(const nn::utils::rnn::PackedSequence& out, const Tensor& x) const {
+    const bool bf = rnn.options().batch_first;
+    return std::get<0>(nn::utils::rnn::pad_packed_sequence(out, bf, 0.0, x.size(bf ? 1 : 0)));
+  }
+};
+
 const std::vector<RecurrentCase>& recurrent_cases() {
   using S = const std::vector<Tensor>&;
   static const std::vector<RecurrentCase> cases = {
@@ -499,6 +515,38 @@ const std::vector<RecurrentCase>& recurrent_cases() {
        [](nn::Module& m, const Tensor& x, S s) { return std::vector<Tensor>{as<nn::GRUCell>(m).forward(x, s[0])}; }},
       {"rnn_cell", [] { return std::make_unique<nn::RNNCell>(nn::RNNCellOptions{.input_size = 3, .hidden_size = 4}); },
        [](nn::Module& m, const Tensor& x, S s) { return std::vector<Tensor>{as<nn::RNNCell>(m).forward(x, s[0])}; }},
+      // Variable lengths (in no particular order): pack_padded_sequence, the layer, pad_packed_sequence.
+      {"lstm_packed_bidir_2layer",
+       [] {
+         return std::make_unique<PackedRnn<nn::LSTM>>(
+             nn::RNNOptions{.input_size = 3, .hidden_size = 4, .num_layers = 2, .batch_first = true, .bidirectional = true},
+             std::vector<std::int64_t>{3, 5, 1});
+       },
+       [](nn::Module& m, const Tensor& x, S s) {
+         auto& p = as<PackedRnn<nn::LSTM>>(m);
+         auto [out, hc] = p.rnn.forward_with_packed_input(p.pack(x), {s[0], s[1]});
+         return std::vector<Tensor>{p.unpack(out, x), std::get<0>(hc), std::get<1>(hc)};
+       }},
+      {"gru_packed",
+       [] {
+         return std::make_unique<PackedRnn<nn::GRU>>(nn::RNNOptions{.input_size = 3, .hidden_size = 4},
+                                                     std::vector<std::int64_t>{2, 4, 4, 1});
+       },
+       [](nn::Module& m, const Tensor& x, S s) {
+         auto& p = as<PackedRnn<nn::GRU>>(m);
+         auto [out, h] = p.rnn.forward_with_packed_input(p.pack(x), s[0]);
+         return std::vector<Tensor>{p.unpack(out, x), h};
+       }},
+      {"rnn_packed_bidir",
+       [] {
+         return std::make_unique<PackedRnn<nn::RNN>>(nn::RNNOptions{.input_size = 2, .hidden_size = 3, .bidirectional = true},
+                                                     std::vector<std::int64_t>{1, 3});
+       },
+       [](nn::Module& m, const Tensor& x, S) {
+         auto& p = as<PackedRnn<nn::RNN>>(m);
+         auto [out, h] = p.rnn.forward_with_packed_input(p.pack(x));
+         return std::vector<Tensor>{p.unpack(out, x), h};
+       }},
       {"conv_transpose2d_module",
        [] {
          return std::make_unique<nn::ConvTranspose2d>(

@@ -55,6 +55,7 @@
 #include "rumus/nn/module_dict.hpp"
 #include "rumus/nn/module_list.hpp"
 #include "rumus/nn/normalization.hpp"
+#include "rumus/nn/packed_sequence.hpp"
 #include "rumus/nn/parameter_vector.hpp"
 #include "rumus/nn/pooling.hpp"
 #include "rumus/nn/rnn.hpp"

@@ -7,6 +7,7 @@
 
 #include "rumus/nn/init.hpp"
 #include "rumus/ops/activation.hpp"
+#include "rumus/ops/compare.hpp"
 #include "rumus/ops/conv.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/dropout.hpp"
@@ -112,6 +113,19 @@ Tensor RNNBase::forward(const Tensor& input) { return std::get<0>(run(input, Ten
 
 std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tensor& h0_in, const Tensor& c0_in,
                                                 bool states) {
+  return run_steps(input, h0_in, c0_in, states, false, Tensor());
+}
+
+std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> RNNBase::run(const utils::rnn::PackedSequence& input,
+                                                                    const Tensor& h0, const Tensor& c0) {
+  if (input.time_major().dim() != 3)
+    throw ShapeError(fmt::format("{}: expected a packed batch of 3 dims, got {}", type_name(), shape_str(input.padded().shape())));
+  auto [out, hn, cn] = run_steps(input.time_major(), h0, c0, true, true, input.lengths());
+  return {utils::rnn::PackedSequence(out, input.lengths(), false), hn, cn};
+}
+
+std::tuple<Tensor, Tensor, Tensor> RNNBase::run_steps(const Tensor& input, const Tensor& h0_in, const Tensor& c0_in,
+                                                      bool states, bool time_major, const Tensor& lengths) {
   const std::string name = type_name();
   if (!input.defined() || (input.dim() != 2 && input.dim() != 3))
     throw ShapeError(fmt::format("{}: expected input of 3 dims ({}) or 2 (unbatched), got {}", name,
@@ -123,7 +137,7 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
     throw ShapeError(fmt::format("{}: expected input_size {} in the last dim, got input {}", name, options_.input_size,
                                  shape_str(input.shape())));
   const bool unbatched = input.dim() == 2;
-  Tensor x = unbatched ? input.unsqueeze(1) : options_.batch_first ? input.transpose(0, 1) : input;  // (L, N, H_in)
+  Tensor x = unbatched ? input.unsqueeze(1) : options_.batch_first && !time_major ? input.transpose(0, 1) : input;  // (L, N, H_in)
   const std::int64_t steps = x.size(0), batch = x.size(1);
   const std::int64_t dirs = options_.bidirectional ? 2 : 1, layers = options_.num_layers;
   const std::int64_t h_size = options_.proj_size > 0 ? options_.proj_size : options_.hidden_size;
@@ -136,6 +150,13 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
     return unbatched ? s.unsqueeze(1) : s;
   };
   const Tensor h0 = state(h0_in, h_size, "h0"), c0 = state(c0_in, options_.hidden_size, "c0");
+  // Variable lengths: valid[t] (N, 1) is set where step t is inside the sequence; elsewhere the
+  // state is carried over unchanged and the output is zero.
+  Tensor valid;
+  if (lengths.defined())
+    valid = lt(arange(double(steps), {.dtype = DType::i64}).reshape({steps, 1}), lengths.reshape({1, batch}))
+                .reshape({steps, batch, 1})
+                .to(x.device());
 
   std::vector<Tensor> h_n, c_n;
   for (std::int64_t layer = 0; layer < layers; ++layer) {
@@ -150,8 +171,17 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
       std::vector<Tensor> outputs(static_cast<std::size_t>(steps));
       for (std::int64_t s = 0; s < steps; ++s) {
         const std::int64_t t = dir == 0 ? s : steps - 1 - s;
-        std::tie(h, c) = step(mode_, xp.select(0, t), h, c, w.w_hh, w.b_hh, w.w_hr);
-        outputs[std::size_t(t)] = h;
+        auto [h_next, c_next] = step(mode_, xp.select(0, t), h, c, w.w_hh, w.b_hh, w.w_hr);
+        if (valid.defined()) {
+          const Tensor v = valid.select(0, t);
+          outputs[std::size_t(t)] = where(v, h_next, 0.0);
+          h = where(v, h_next, h);
+          if (c.defined()) c = where(v, c_next, c);
+        } else {
+          h = h_next;
+          c = c_next;
+          outputs[std::size_t(t)] = h;
+        }
       }
       directions.push_back(steps > 0 ? stack(outputs, 0) : zeros({0, batch, h_size}, {.dtype = x.dtype(), .device = x.device()}));
       h_n.push_back(h);
@@ -160,7 +190,7 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
     x = dirs == 2 ? cat(directions, 2) : directions[0];
     if (options_.dropout > 0 && is_training() && layer + 1 < layers) x = dropout(x, options_.dropout, true);
   }
-  Tensor out = unbatched ? x.squeeze(1) : options_.batch_first ? x.transpose(0, 1) : x;
+  Tensor out = unbatched ? x.squeeze(1) : options_.batch_first && !time_major ? x.transpose(0, 1) : x;
   if (!states) return {out, Tensor(), Tensor()};
   Tensor hn = stack(h_n, 0), cn = c_n.empty() ? Tensor() : stack(c_n, 0);
   if (unbatched) {
@@ -182,7 +212,19 @@ std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& h0) {
   return {out, hn};
 }
 
+std::tuple<utils::rnn::PackedSequence, Tensor> RNN::forward_with_packed_input(const utils::rnn::PackedSequence& input,
+                                                                              const Tensor& h0) {
+  auto [out, hn, cn] = run(input, h0, Tensor());
+  return {out, hn};
+}
+
 LSTM::LSTM(RNNOptions o) : RNNBase(Mode::lstm, std::move(o)) {}
+
+std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> LSTM::forward_with_packed_input(
+    const utils::rnn::PackedSequence& input, const std::tuple<Tensor, Tensor>& hx) {
+  auto [out, hn, cn] = run(input, std::get<0>(hx), std::get<1>(hx));
+  return {out, {hn, cn}};
+}
 
 std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(const Tensor& input, const std::tuple<Tensor, Tensor>& hx) {
   auto [out, hn, cn] = run(input, std::get<0>(hx), std::get<1>(hx));
@@ -190,6 +232,12 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(const Tensor& input
 }
 
 GRU::GRU(RNNOptions o) : RNNBase(Mode::gru, std::move(o)) {}
+
+std::tuple<utils::rnn::PackedSequence, Tensor> GRU::forward_with_packed_input(const utils::rnn::PackedSequence& input,
+                                                                              const Tensor& h0) {
+  auto [out, hn, cn] = run(input, h0, Tensor());
+  return {out, hn};
+}
 
 std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& h0) {
   auto [out, hn, cn] = run(input, h0, Tensor());

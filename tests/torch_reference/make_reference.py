@@ -596,6 +596,36 @@ def shape_indexing_sorting():
     case("median", [with_nan], lambda x: torch.cat([torch.median(x, 1, True)[0], torch.median(x, 1, True)[1].double()], 1))
     case("median_all", [rand(3, 4)], lambda x: torch.median(x))
 
+class PackedRnn(torch.nn.Module):
+    """An RNN run over a padded batch of variable lengths, as a PyTorch user
+    writes it: pack_padded_sequence (any order), the RNN, pad_packed_sequence."""
+    def __init__(self, rnn, lengths):
+        super().__init__()
+        self.rnn, self.lengths = rnn, lengths
+
+    def forward(self, x, states=None):
+        bf = self.rnn.batch_first
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor(self.lengths), batch_first=bf,
+                                                         enforce_sorted=False)
+        out, h = self.rnn(packed, states)
+        out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=bf, total_length=x.shape[1 if bf else 0])
+        return out, h
+
+
+def packed_sequences():
+    """Recurrent layers over variable-length batches (their own generator)."""
+    global gen
+    outer, gen = gen, torch.Generator().manual_seed(20261205)
+    nn = torch.nn
+    recurrent_case("lstm_packed_bidir_2layer",
+                   PackedRnn(nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True), [3, 5, 1]),
+                   rand(3, 5, 3), (rand(4, 3, 4), rand(4, 3, 4)))
+    recurrent_case("gru_packed", PackedRnn(nn.GRU(3, 4), [2, 4, 4, 1]), rand(4, 4, 3), rand(1, 4, 4))
+    recurrent_case("rnn_packed_bidir", PackedRnn(nn.RNN(2, 3, bidirectional=True), [1, 3]), rand(3, 2, 2), None)
+    gen = outer
+
+
 if __name__ == "__main__":
     main()
     pointwise_math_and_reductions()
+    packed_sequences()

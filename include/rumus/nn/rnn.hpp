@@ -13,6 +13,7 @@
 
 #include "rumus/core/export.hpp"
 #include "rumus/nn/module.hpp"
+#include "rumus/nn/packed_sequence.hpp"
 
 RUMUS_API_BEGIN
 
@@ -48,11 +49,19 @@ class RNNBase : public Module {
   // undefined for zeros. Returns output, h_n, c_n (c_n undefined unless LSTM;
   // both undefined without `states`, so no op records what nobody reads).
   std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input, const Tensor& h0, const Tensor& c0, bool states = true);
+  // The same over a packed batch: each sequence only over its own length;
+  // the output (a PackedSequence, time-major) holds zeros past each length.
+  std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> run(const utils::rnn::PackedSequence& input, const Tensor& h0,
+                                                             const Tensor& c0);
 
  private:
   struct Weights {
     Tensor w_ih, w_hh, b_ih, b_hh, w_hr;
   };
+  // time_major: input is (L, N, H_in) whatever batch_first says; lengths:
+  // i64 [N] on the CPU, or undefined when every sequence is L long.
+  std::tuple<Tensor, Tensor, Tensor> run_steps(const Tensor& input, const Tensor& h0, const Tensor& c0, bool states,
+                                               bool time_major, const Tensor& lengths);
   Mode mode_;
   RNNOptions options_;
   std::vector<Weights> weights_;  // layer-major: l0, l0_reverse, l1, ...
@@ -66,6 +75,9 @@ class RNN : public RNNBase {
   using RNNBase::forward;
   // (output, h_n), as libtorch's RNN::forward(input, hx).
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& h0);
+  // libtorch's forward_with_packed_input.
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward_with_packed_input(const utils::rnn::PackedSequence& input,
+                                                                           const Tensor& h0 = {});
   std::string type_name() const override { return "RNN"; }
 };
 
@@ -77,6 +89,8 @@ class LSTM : public RNNBase {
   using RNNBase::forward;
   // (output, (h_n, c_n)), as libtorch's LSTM::forward(input, hx).
   std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(const Tensor& input, const std::tuple<Tensor, Tensor>& hx);
+  std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> forward_with_packed_input(
+      const utils::rnn::PackedSequence& input, const std::tuple<Tensor, Tensor>& hx = {});
   std::string type_name() const override { return "LSTM"; }
 };
 
@@ -87,6 +101,8 @@ class GRU : public RNNBase {
   GRU(std::int64_t input_size, std::int64_t hidden_size) : GRU(RNNOptions{.input_size = input_size, .hidden_size = hidden_size}) {}
   using RNNBase::forward;
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& h0);
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward_with_packed_input(const utils::rnn::PackedSequence& input,
+                                                                           const Tensor& h0 = {});
   std::string type_name() const override { return "GRU"; }
 };
 
