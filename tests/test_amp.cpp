@@ -545,3 +545,16 @@ TEST(AmpUnscale, DevicesAgreeAndBadArgumentsAreErrors) {
   expect_error<DTypeError>([&] { amp_unscale(ints, flag, 1.0); }, "amp_unscale: expected a floating-point tensor");
   EXPECT_EQ(flag.item(), 0.0);
 }
+
+TEST(AutocastPolicy, MathLibraryFunctionsThat16BitsHurtRunInF32) {
+  for (Device dev : test_devices()) {
+    SCOPED_TRACE(dev.str());
+    Tensor h = rnd({4, 8}, dev, 9).to(DType::f16);
+    AutocastGuard on;
+    EXPECT_EQ(tan(h).dtype(), DType::f32);
+    EXPECT_EQ(log1p(h).dtype(), DType::f32);
+    EXPECT_EQ(norm(h, 2, {1}).dtype(), DType::f32);
+    EXPECT_EQ(prod(h, 1).dtype(), DType::f32);
+    EXPECT_EQ(sin(h).dtype(), DType::f16);  // not listed: its inputs' dtype
+  }
+}

@@ -754,4 +754,10 @@ TEST(BinaryMath, ValuesSpecialPointsAndErrors) {
                            "clamp: expected at least one of min and max, got neither");
   expect_error<ValueError>([&] { fmod(i, zeros({2}, {.dtype = DType::i64})); }, "fmod: div: integer division by zero");
   expect_error<ShapeError>([] { atan2(ones({2}), ones({3})); }, "shapes [2] and [3]");
+  // The method forms are the functions.
+  EXPECT_EQ(a.atan2(b).to_vector<double>(), atan2(a, b).to_vector<double>());
+  EXPECT_EQ(a.lerp(b, 0.25).to_vector<double>(), lerp(a, b, 0.25).to_vector<double>());
+  EXPECT_EQ(a.clamp(b, std::nullopt).to_vector<double>(), clamp(a, b, std::nullopt).to_vector<double>());
+  EXPECT_EQ(a.sin().to_vector<double>(), sin(a).to_vector<double>());
+  EXPECT_EQ(a.var().item(), var(a).item());
 }

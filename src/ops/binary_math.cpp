@@ -147,4 +147,18 @@ Tensor copysign(const Tensor& a0, const Tensor& b0) {
   return out;
 }
 
+Tensor Tensor::atan2(const Tensor& other) const { return rumus::atan2(*this, other); }
+Tensor Tensor::fmod(const Tensor& other) const { return rumus::fmod(*this, other); }
+Tensor Tensor::fmod(double other) const { return rumus::fmod(*this, other); }
+Tensor Tensor::remainder(const Tensor& other) const { return rumus::remainder(*this, other); }
+Tensor Tensor::remainder(double other) const { return rumus::remainder(*this, other); }
+Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const { return rumus::lerp(*this, end, weight); }
+Tensor Tensor::lerp(const Tensor& end, double weight) const { return rumus::lerp(*this, end, weight); }
+Tensor Tensor::clamp(const std::optional<Tensor>& min, const std::optional<Tensor>& max) const {
+  return rumus::clamp(*this, min, max);
+}
+Tensor Tensor::hypot(const Tensor& other) const { return rumus::hypot(*this, other); }
+Tensor Tensor::xlogy(const Tensor& other) const { return rumus::xlogy(*this, other); }
+Tensor Tensor::copysign(const Tensor& other) const { return rumus::copysign(*this, other); }
+
 }  // namespace rumus

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "autocast.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
@@ -22,8 +23,9 @@ using GradFn = Tensor (*)(const Tensor& g, const Tensor& saved);
 
 // A floating result of `op` (integers compute in f32, as PyTorch promotes);
 // the gradient reads either the input or the output, nothing else.
-Tensor unary_math(const char* name, UnaryOp op, const Tensor& x0, Saves saves, GradFn grad) {
-  detail::check_defined(name, x0);
+Tensor unary_math(const char* name, UnaryOp op, const Tensor& x_in, Saves saves, GradFn grad) {
+  detail::check_defined(name, x_in);
+  const Tensor x0 = detail::autocast(name, x_in)[0];
   const Tensor x = is_floating(x0.dtype()) ? x0 : x0.to(DType::f32);
   Tensor out = detail::unary_kernel(op, x, 0, 0, name);
   if (autograd::needs_grad({&x}))

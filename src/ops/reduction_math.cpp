@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autocast.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
@@ -89,8 +90,9 @@ std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<std::int6
   return {root_zero_grad_at_zero(v, 2), mean_as(m, v, keepdim)};
 }
 
-Tensor norm(const Tensor& x, double p, const std::vector<std::int64_t>& dims, bool keepdim) {
-  detail::check_floating("norm", x);
+Tensor norm(const Tensor& x_in, double p, const std::vector<std::int64_t>& dims, bool keepdim) {
+  detail::check_floating("norm", x_in);
+  const Tensor x = detail::autocast("norm", x_in)[0];
   if (std::isnan(p) || p < 0) throw ValueError(fmt::format("norm: expected p >= 0 or infinity, got p = {}", p));
   if (std::isinf(p)) {
     if (x.numel() == 0)
@@ -126,8 +128,9 @@ Tensor logsumexp(const Tensor& x0, const std::vector<std::int64_t>& dims, bool k
   return out;
 }
 
-Tensor prod(const Tensor& x0, std::int64_t dim, bool keepdim) {
-  detail::check_defined("prod", x0);
+Tensor prod(const Tensor& x_in, std::int64_t dim, bool keepdim) {
+  detail::check_defined("prod", x_in);
+  const Tensor x0 = detail::autocast("prod", x_in)[0];
   std::vector<std::int64_t> dims{dim};
   detail::reduced_shape(x0.shape(), dims, "prod");
   Tensor t = is_floating(x0.dtype()) || x0.dtype() == DType::i64 ? x0 : x0.to(DType::i64);

@@ -201,6 +201,17 @@ class Tensor {
   Tensor rsqrt() const;
   Tensor logit(std::optional<double> eps = std::nullopt) const;
   Tensor frac() const;
+  Tensor atan2(const Tensor& other) const;
+  Tensor fmod(const Tensor& other) const;
+  Tensor fmod(double other) const;
+  Tensor remainder(const Tensor& other) const;
+  Tensor remainder(double other) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight) const;
+  Tensor lerp(const Tensor& end, double weight) const;
+  Tensor clamp(const std::optional<Tensor>& min, const std::optional<Tensor>& max) const;
+  Tensor hypot(const Tensor& other) const;
+  Tensor xlogy(const Tensor& other) const;
+  Tensor copysign(const Tensor& other) const;
   Tensor relu() const&;
   Tensor sigmoid() const&;
   Tensor tanh() const&;
