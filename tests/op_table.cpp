@@ -500,6 +500,22 @@ const std::vector<OpCase>& op_table() {
          Tensor m = zeros({2}, like(x[0])), v = ones({2}, like(x[0]));
          return instance_norm(x[0], m, v, {}, {}, true) + instance_norm(x[0] * 2.0, m, v, {}, {}, false);
        }},
+      // Resampling.
+      {"interpolate_nearest", {{2, 2, 3, 4}}, [](V x) {
+         return interpolate(x[0], {.scale_factor = {2.0, 1.5}});
+       }},
+      {"interpolate_nearest_1d_size", {{2, 2, 5}}, [](V x) { return interpolate(x[0], {.size = {7}}); }},
+      {"interpolate_bilinear", {{1, 2, 3, 4}}, [](V x) {
+         return interpolate(x[0], {.size = {5, 7}, .mode = "bilinear"});
+       }},
+      {"interpolate_bilinear_align_corners", {{1, 2, 4, 3}}, [](V x) {
+         return interpolate(x[0], {.scale_factor = {1.5}, .mode = "bilinear", .align_corners = true});
+       }},
+      {"interpolate_linear_scale", {{2, 3, 5}}, [](V x) {
+         return interpolate(x[0], {.scale_factor = {1.7}, .mode = "linear"});
+       }},
+      {"pixel_shuffle", {{2, 8, 2, 3}}, [](V x) { return pixel_shuffle(x[0], 2); }},
+      {"pixel_unshuffle", {{1, 2, 4, 6}}, [](V x) { return pixel_unshuffle(x[0], 2); }},
       // Recurrent layers, through their gates in the input and the initial states.
       {"lstm_bidirectional_2_layers", {{2, 3, 3}, {4, 2, 3}, {4, 2, 3}}, [](V x) {
          auto m = fixed_recurrent<nn::LSTM>(

@@ -181,6 +181,31 @@ TEST(InstanceNormModules, DefaultsNamesAndStatistics) {
                            "instance_norm: expected running_mean and running_var when use_input_stats is false");
 }
 
+// Upsample, PixelShuffle, PixelUnshuffle: no parameters, PyTorch's printouts,
+// the functional forms; shuffling there and back is the identity.
+TEST(ResamplingModules, PrintoutsShapesAndRoundTrip) {
+  nn::Upsample up({.scale_factor = {2.0}, .mode = "bilinear", .align_corners = false});
+  EXPECT_TRUE(up.state_dict().empty());
+  EXPECT_EQ(up.pretty_print(), "Upsample(scale_factor=2.0, mode='bilinear')");
+  EXPECT_EQ(nn::Upsample({.size = {4, 6}}).pretty_print(), "Upsample(size=(4, 6), mode='nearest')");
+  Tensor x = randn({2, 3, 2, 3});
+  EXPECT_EQ(up.forward(x).shape(), (Shape{2, 3, 4, 6}));
+  // Nearest with factor 2 repeats each pixel in a 2x2 block.
+  Tensor near = interpolate(x, {.scale_factor = {2.0}});
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t j = 0; j < 6; ++j)
+      EXPECT_EQ(near.select(2, i).select(2, j).to_vector<float>(), x.select(2, i / 2).select(2, j / 2).to_vector<float>());
+
+  nn::PixelShuffle shuffle(2);
+  nn::PixelUnshuffle unshuffle(2);
+  EXPECT_EQ(shuffle.pretty_print(), "PixelShuffle(upscale_factor=2)");
+  EXPECT_EQ(unshuffle.pretty_print(), "PixelUnshuffle(downscale_factor=2)");
+  Tensor y = randn({3, 8, 2, 3});  // unbatched leading dims too: [*, C, H, W]
+  EXPECT_EQ(shuffle.forward(y).shape(), (Shape{3, 2, 4, 6}));
+  EXPECT_EQ(unshuffle.forward(shuffle.forward(y)).to_vector<float>(), y.to_vector<float>());
+  EXPECT_EQ(pixel_shuffle(randn({2, 2, 8, 1, 1}), 2).shape(), (Shape{2, 2, 2, 2, 2}));
+}
+
 // BatchNorm1d, GroupNorm and the 1-D poolings: PyTorch's names and shapes,
 // GroupNorm's statistics per sample and group, and errors naming the op.
 TEST(OneDLayers, NamesShapesAndGroupStatistics) {

@@ -995,3 +995,31 @@ TEST(NnErrors, ConvPadding) {
       [] { conv1d(zeros({1, 1, 4}), zeros({1, 1, 3}), {}, {.padding = 4, .padding_mode = "reflect"}); },
       "pad: mode \"reflect\" expects sizes less than dim 3's size 4, got (4, 4)");
 }
+
+TEST(NnErrors, Resampling) {
+  expect_error<ValueError>([] { interpolate(zeros({1, 1, 2, 2}), {.scale_factor = {2.0}, .mode = "bicubic"}); },
+                           "interpolate: expected mode \"nearest\", \"linear\" or \"bilinear\", got \"bicubic\"");
+  expect_error<ShapeError>([] { interpolate(zeros({1, 1, 2}), {.scale_factor = {2.0}, .mode = "bilinear"}); },
+                           "interpolate: mode \"bilinear\" expects input of 4 dims, got [1, 1, 2]");
+  expect_error<ShapeError>([] { interpolate(zeros({1, 2}), {.size = {3}}); },
+                           "interpolate: expected input of 3 dims [N, C, L] or 4 [N, C, H, W], got [1, 2]");
+  expect_error<ValueError>([] { interpolate(zeros({1, 1, 2, 2}), {.scale_factor = {2.0}, .align_corners = true}); },
+                           "interpolate: align_corners applies to the linear modes only, not \"nearest\"");
+  expect_error<ValueError>([] { interpolate(zeros({1, 1, 2, 2}), {}); },
+                           "interpolate: expected either size or scale_factor, got neither");
+  expect_error<ValueError>([] { interpolate(zeros({1, 1, 2, 2}), {.size = {3}, .scale_factor = {2.0}}); },
+                           "interpolate: expected either size or scale_factor, got both");
+  expect_error<ShapeError>([] { interpolate(zeros({1, 1, 2, 2}), {.size = {3, 3, 3}}); },
+                           "interpolate: expected size given for 1 or 2 spatial dims, got 3 values");
+  expect_error<ValueError>([] { interpolate(zeros({1, 1, 2}), {.scale_factor = {-1.0}}); },
+                           "interpolate: expected scale_factor > 0, got -1");
+  expect_error<ShapeError>([] { interpolate(zeros({1, 1, 2}), {.scale_factor = {0.4}}); },
+                           "interpolate: input [1, 1, 2] would give an output of size 0 in dim 2");
+  expect_error<ShapeError>([] { pixel_shuffle(zeros({1, 6, 2, 2}), 2); },
+                           "pixel_shuffle: expected channels divisible by upscale_factor^2 = 4, got input [1, 6, 2, 2]");
+  expect_error<ValueError>([] { pixel_shuffle(zeros({1, 4, 2, 2}), 0); }, "pixel_shuffle: expected upscale_factor >= 1, got 0");
+  expect_error<ShapeError>([] { pixel_unshuffle(zeros({4, 2}), 2); },
+                           "pixel_unshuffle: expected input of at least 3 dims [*, C, H, W], got [4, 2]");
+  expect_error<ShapeError>([] { pixel_unshuffle(zeros({1, 1, 4, 3}), 2); },
+                           "pixel_unshuffle: expected height and width divisible by downscale_factor 2, got input [1, 1, 4, 3]");
+}

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "gather_along.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/indexing.hpp"
@@ -45,12 +46,20 @@ Tensor pad_indexed(const Tensor& x, const std::string& mode, std::int64_t dim, s
   const std::int64_t n = x.shape()[std::size_t(dim)];
   std::vector<std::int64_t> index;
   for (std::int64_t i = -before; i < n + after; ++i) index.push_back(source_index(mode, i, n));
+  return detail::gather_along(x, dim, index);
+}
+
+}  // namespace
+
+namespace detail {
+
+Tensor gather_along(const Tensor& x, std::int64_t dim, const std::vector<std::int64_t>& index) {
   Shape one(std::size_t(x.dim()), 1), out = x.shape();
   one[std::size_t(dim)] = out[std::size_t(dim)] = std::int64_t(index.size());
   return gather(x, dim, tensor(index).view(one).to(x.device()).expand(out).contiguous());
 }
 
-}  // namespace
+}  // namespace detail
 
 Tensor pad(const Tensor& input, const std::vector<std::int64_t>& pads, const std::string& mode,
            std::optional<double> value) {

@@ -202,6 +202,17 @@ def main():
     case("instance_norm_eval", [rand(2, 3, 5), rand(3), rand(3), rand(3), rand(3, low=0.5, high=2.0)],
          lambda x, w, b, m, v: F.instance_norm(x, m.detach(), v.detach(), w, b, False, 0.1, 1e-3))
     recurrent_case("instance_norm1d_module", torch.nn.InstanceNorm1d(3, affine=True), rand(3, 5), None)
+    # Resampling (appended).
+    case("interpolate_nearest", [rand(2, 2, 3, 4)], lambda x: F.interpolate(x, scale_factor=(2.0, 1.5)))
+    case("interpolate_nearest_1d_scale", [rand(2, 2, 5)], lambda x: F.interpolate(x, scale_factor=1.5))
+    case("interpolate_bilinear", [rand(1, 2, 3, 4)], lambda x: F.interpolate(x, size=(5, 7), mode="bilinear"))
+    case("interpolate_bilinear_align_corners", [rand(1, 2, 4, 3)],
+         lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True))
+    case("interpolate_bilinear_scale", [rand(1, 2, 5, 3)],
+         lambda x: F.interpolate(x, scale_factor=(1.5, 2.5), mode="bilinear"))
+    case("interpolate_linear_scale", [rand(2, 3, 5)], lambda x: F.interpolate(x, scale_factor=1.7, mode="linear"))
+    case("pixel_shuffle", [rand(2, 8, 2, 3)], lambda x: F.pixel_shuffle(x, 2))
+    case("pixel_unshuffle", [rand(1, 2, 4, 6)], lambda x: F.pixel_unshuffle(x, 2))
     # Optimizer trajectories and scheduler curves (test_optim.cpp compares them).
     optimizers_and_schedulers()
     shape_indexing_sorting()
