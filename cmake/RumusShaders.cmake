@@ -35,6 +35,9 @@ function(rumus_embed_shaders out_var)
       list(APPEND variants "scatter_add|${src}|${each}" "scatter_add_f64|${src}|${each},-DRUMUS_F64"
                            "scatter_add_f64cas|${src}|${each},-DRUMUS_F64_CAS" "scatter_add_cas|${src}|${each},-DRUMUS_F32_CAS")
     endif()
+    if(name STREQUAL "scan")  # running maxima and minima with their indices
+      list(APPEND variants "cumextreme|${src}|-DEXTREME" "cumextreme_f64|${src}|-DEXTREME,-DRUMUS_F64")
+    endif()
     if(name STREQUAL "index_select")  # gather: an index per element (fault code 3)
       list(APPEND variants "gather|${src}|-DPER_ELEMENT,-DKERNEL_CODE=3u")
     endif()

@@ -155,7 +155,7 @@ RUMUS_PUSH_BLOCK(IndexPush) {
 #ifdef PUSH_SCAN
 RUMUS_PUSH_BLOCK(ScanPush) {
   uint outer, n, inner, op;
-  int off_out, off_in;
+  int off_out, off_in, off_indices;
 } RUMUS_PUSH_END
 #endif
 

@@ -387,6 +387,8 @@ const std::vector<OpCase>& op_table() {
       {"topk_smallest", {{5, 2}}, [](V x) { return std::get<0>(topk(x[0], 2, 0, false)); }},
       {"kthvalue", {{3, 5}}, [](V x) { return std::get<0>(kthvalue(x[0], 2, 1, true)); }},
       {"median", {{4, 3}}, [](V x) { return std::get<0>(median(x[0], 0)) + median(x[0]); }},
+      {"cummax", {{3, 5}}, [](V x) { return std::get<0>(cummax(x[0], 1)); }},
+      {"cummin_dim0", {{4, 3}}, [](V x) { return std::get<0>(cummin(x[0], 0)); }},
          return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], {}, 0.0, true);
        }},
       {"sdpa_bool_mask_scale", {{2, 1, 3, 2}, {2, 1, 4, 2}, {2, 1, 4, 2}}, [](V x) {

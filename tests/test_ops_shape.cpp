@@ -238,6 +238,36 @@ TEST(Scan, CumprodGradientAtZeros) {
   }
 }
 
+// Running maxima and minima over columns longer than a chunk, with ties and
+// NaN, against the loop PyTorch's CPU kernel runs (a later equal value and
+// every NaN take over).
+TEST(Scan, CummaxCumminOnEveryDevice) {
+  const std::int64_t outer = 2, n = 1100, inner = 2;
+  const std::vector<float> v = tied_values(std::size_t(outer * n * inner), 13);
+  for (Device dev : test_devices())
+    for (bool is_max : {true, false}) {
+      Tensor x = tensor(v, {outer, n, inner}).to(dev);
+      auto [values, indices] = is_max ? cummax(x, 1) : cummin(x, -2);
+      const std::vector<float> got_v = values.to_vector<float>();
+      const std::vector<std::int64_t> got_i = indices.to_vector<std::int64_t>();
+      for (std::int64_t o = 0; o < outer; ++o)
+        for (std::int64_t k = 0; k < inner; ++k) {
+          float best = v[std::size_t(o * n * inner + k)];
+          std::int64_t best_j = 0;
+          for (std::int64_t j = 0; j < n; ++j) {
+            const std::size_t at = std::size_t((o * n + j) * inner + k);
+            const float e = v[at];
+            if (std::isnan(e) || (!std::isnan(best) && (is_max ? e >= best : e <= best))) {
+              best = e;
+              best_j = j;
+            }
+            ASSERT_EQ(got_i[at], best_j) << dev.str() << (is_max ? " cummax" : " cummin") << " at " << at;
+            ASSERT_TRUE(std::isnan(best) ? std::isnan(got_v[at]) : got_v[at] == best) << dev.str() << " at " << at;
+          }
+        }
+    }
+}
+
 TEST(Scan, IntegersGiveI64AndDtypeCasts) {
   Tensor c = cumsum(i64({1, 2, 3}).to(DType::i32), 0);
   EXPECT_EQ(c.dtype(), DType::i64);

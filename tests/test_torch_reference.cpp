@@ -322,6 +322,8 @@ void check_case(const std::string& name, const Fn& fn) {
       {"median",
        [](V x) { return cat({std::get<0>(median(x[0], 1, true)), std::get<1>(median(x[0], 1, true)).to(DType::f32)}, 1); }},
       {"median_all", [](V x) { return median(x[0]); }},
+      {"cummax_ties_nan", [](V x) { return cat({std::get<0>(cummax(x[0], 1)), std::get<1>(cummax(x[0], 1)).to(DType::f32)}, 1); }},
+      {"cummin_ties_nan", [](V x) { return cat({std::get<0>(cummin(x[0], 1)), std::get<1>(cummin(x[0], 1)).to(DType::f32)}, 1); }},
   Case c = load(name);
   std::vector<Tensor> leaves;
   for (const Tensor& t : c.inputs) {

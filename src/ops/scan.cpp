@@ -8,6 +8,7 @@
 #include "op_util.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/indexing.hpp"
 #include "rumus/ops/rearrange.hpp"
 
 namespace rumus {
@@ -68,6 +69,40 @@ Tensor cumsum(const Tensor& x, std::int64_t dim, std::optional<DType> dtype) {
 
 Tensor cumprod(const Tensor& x, std::int64_t dim, std::optional<DType> dtype) {
   return scan("cumprod", ScanOp::prod, x, dim, dtype);
+}
+
+namespace {
+
+std::tuple<Tensor, Tensor> cumextreme(const char* op, ExtremeOp kind, const Tensor& x_, std::int64_t dim) {
+  detail::check_defined(op, x_);
+  const Tensor x = x_.dim() == 0 ? x_.reshape({1}) : x_;
+  dim = wrap_dim(dim, x.dim(), op);
+  const Shape& shape = x.shape();
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < x.dim(); ++d)
+    if (d != dim) (d < dim ? outer : inner) *= shape[d];
+  Tensor in = x.detach().contiguous();
+  Tensor values = detail::alloc(shape, x.dtype(), x.device(), op);
+  Tensor indices = detail::alloc(shape, DType::i64, x.device(), op);
+  if (values.numel() > 0) {
+    const Shape three{outer, shape[dim], inner};
+    const Layout v3 = Layout::contiguous(three, values.offset()), i3 = Layout::contiguous(three, indices.offset());
+    detail::kernel<CumExtremeKernel>(op, in)(arg(values, v3), arg(indices, i3),
+                                             arg(in, Layout::contiguous(three, in.offset())), kind);
+  }
+  if (autograd::needs_grad({&x})) values = gather(x, dim, indices);
+  if (x_.dim() == 0) return {values.reshape({}), indices.reshape({})};
+  return {values, indices};
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> cummax(const Tensor& x, std::int64_t dim) {
+  return cumextreme("cummax", ExtremeOp::max, x, dim);
+}
+
+std::tuple<Tensor, Tensor> cummin(const Tensor& x, std::int64_t dim) {
+  return cumextreme("cummin", ExtremeOp::min, x, dim);
 }
 
 }  // namespace rumus

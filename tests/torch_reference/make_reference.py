@@ -606,6 +606,8 @@ def shape_indexing_sorting():
     with_nan[1, 2] = with_nan[1, 4] = nan
     case("median", [with_nan], lambda x: torch.cat([torch.median(x, 1, True)[0], torch.median(x, 1, True)[1].double()], 1))
     case("median_all", [rand(3, 4)], lambda x: torch.median(x))
+    for name, op in [("cummax_ties_nan", torch.cummax), ("cummin_ties_nan", torch.cummin)]:
+        case(name, [ties], lambda x: torch.cat([op(x, 1)[0], op(x, 1)[1].double()], 1))
 
 class PackedRnn(torch.nn.Module):
     """An RNN run over a padded batch of variable lengths, as a PyTorch user

@@ -15,11 +15,28 @@ void scan(Backend& be, TensorArg out, TensorArg in, ScanOp op) {
   if (!in.layout->is_contiguous() || !out.layout->is_contiguous() || s.size() != 3 || out.layout->shape != s)
     throw Error("scan: the Vulkan kernel needs equal contiguous 3-D views");
   push::ScanPush pc{std::uint32_t(s[0]), std::uint32_t(s[1]), std::uint32_t(s[2]), std::uint32_t(op),
-                    std::int32_t(out.layout->offset), std::int32_t(in.layout->offset)};
+                    std::int32_t(out.layout->offset), std::int32_t(in.layout->offset), 0};
   const std::int64_t columns = s[0] * s[2];
   if (columns == 0 || s[1] == 0) return;
   VulkanBackend::Operand ops[] = {{out, true}, {in, false}};
   vk.launch(in.dtype == DType::f64 ? "scan_f64" : "scan", {std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+            std::uint32_t(std::min<std::int64_t>(columns, 65535)));
+}
+
+void cumextreme(Backend& be, TensorArg values, TensorArg indices, TensorArg in, ExtremeOp op) {
+  auto& vk = static_cast<VulkanBackend&>(be);
+  const Shape& s = in.layout->shape;
+  for (TensorArg t : {values, indices, in})
+    if (!t.layout->is_contiguous()) throw Error("cumextreme: the Vulkan kernel needs contiguous operands");
+  if (s.size() != 3 || values.layout->shape != s || indices.layout->shape != s || indices.dtype != DType::i64)
+    throw Error("cumextreme: the Vulkan kernel needs equal 3-D views and i64 indices");
+  push::ScanPush pc{std::uint32_t(s[0]), std::uint32_t(s[1]), std::uint32_t(s[2]), std::uint32_t(op),
+                    std::int32_t(values.layout->offset), std::int32_t(in.layout->offset),
+                    std::int32_t(indices.layout->offset)};
+  const std::int64_t columns = s[0] * s[2];
+  if (columns == 0 || s[1] == 0) return;
+  VulkanBackend::Operand ops[] = {{values, true}, {in, false}, {indices, true}};
+  vk.launch(in.dtype == DType::f64 ? "cumextreme_f64" : "cumextreme", {std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
             std::uint32_t(std::min<std::int64_t>(columns, 65535)));
 }
 
@@ -36,6 +53,8 @@ namespace rumus {
 RUMUS_KERNEL_FAMILY(vulkan, scan) {
   register_kernel<ScanKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16},
                               &vulkan::scan, &vulkan::scan_runs);
+  register_kernel<CumExtremeKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16},
+                                    &vulkan::cumextreme, &vulkan::scan_runs);
 }
 
 }  // namespace rumus
