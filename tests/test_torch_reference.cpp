@@ -582,6 +582,8 @@ const std::vector<RecurrentCase>& recurrent_cases() {
        [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
       {"instance_norm1d_module", [] { return std::make_unique<nn::InstanceNorm1d>(3, 1e-5, 0.1, true); },
        [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
+      {"prelu_module", [] { return std::make_unique<nn::PReLU>(3); },
+       [](nn::Module& m, const Tensor& x, S) { return std::vector<Tensor>{m.forward(x)}; }},
   };
   return cases;
 }

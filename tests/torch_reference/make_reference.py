@@ -279,6 +279,8 @@ def activations_and_losses():
     case("multi_margin_loss", [rand(4, 5, low=-2.0, high=2.0), randint(5, 4), rand(5, low=0.5, high=2.0)],
          lambda x, t, w: F.multi_margin_loss(x, t, p=2, margin=0.8, weight=w.detach(), reduction="none"))
     case("multi_margin_loss_p1", [rand(4, 5, low=-2.0, high=2.0), randint(5, 4)], F.multi_margin_loss)
+    # PReLU's state dict (key "weight", one slope per channel) loads strictly.
+    recurrent_case("prelu_module", torch.nn.PReLU(3), rand(2, 3, 4), None)
     gen = outer
 
 
