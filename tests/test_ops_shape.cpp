@@ -88,6 +88,19 @@ TEST(ShapeOpErrors, Indexing) {
                            "take_along_dim: expected i64 indices, got f32");
 }
 
+// On a GPU the gather kernels check the indices and the error comes at the
+// next wait, naming the kernel and the bad index (docs/ARCHITECTURE.md).
+TEST(ShapeOpErrors, IndexOutOfRangeOnVulkan) {
+  REQUIRE_VULKAN();
+  const Device gpu = rumus::testing::kGpu;
+  expect_error<ShapeError>([&] { index_select(zeros({4, 3}, {.device = gpu}), 0, i64({1, 7}).to(gpu)).cpu(); },
+                           "gather: index 7 is out of range for a dim of size 4");
+  expect_error<ShapeError>([&] { take_along_dim(zeros({2, 3}, {.device = gpu}), i64({0, 5}, {1, 2}).to(gpu), 1).cpu(); },
+                           "gather: index 5 is out of range for a dim of size 3");
+  expect_error<ShapeError>([&] { scatter(zeros({2, 3}, {.device = gpu}), 1, i64({-1}, {1, 1}).to(gpu), 1.0).cpu(); },
+                           "scatter_add: index -1 is out of range for a dim of size 3");
+}
+
 TEST(ShapeOpErrors, SortsAndScans) {
   expect_error<ShapeError>([] { topk(zeros({2, 3}), 4); }, "topk: k (4) is out of range for dim 1 of size 3");
   expect_error<ShapeError>([] { topk(zeros({2, 3}), -1, 0); }, "topk: k (-1) is out of range for dim 0 of size 2");
