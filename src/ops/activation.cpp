@@ -1,11 +1,13 @@
 // Activations: forward with one unary kernel, backward with one fused gradient kernel.
 #include "rumus/ops/activation.hpp"
 
+#include <cmath>
 #include <optional>
 
 #include "op_util.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/pointwise_math.hpp"
 
 namespace rumus {
 
@@ -24,13 +26,27 @@ std::optional<Tensor> composed_gradient(UnaryOp fwd, const Tensor& g, const Tens
       const Tensor s = sigmoid(saved);
       return mul(g, mul(s, add(mul(saved, sub(1.0, s)), 1.0)));
     }
+    case UnaryOp::gelu: {  // Phi(x) + x phi(x)
+      const Tensor cdf = mul(add(erf(mul(saved, M_SQRT1_2)), 1.0), 0.5);
+      const Tensor pdf = mul(exp(mul(square(saved), -0.5)), 0.5 * M_2_SQRTPI * M_SQRT1_2);
+      return mul(g, add(cdf, mul(saved, pdf)));
+    }
+    case UnaryOp::gelu_tanh: {  // 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx, t = tanh(u), u = sqrt(2/pi) (x + 0.044715 x^3)
+      constexpr double k = M_2_SQRTPI * M_SQRT1_2, c = 0.044715;
+      const Tensor x2 = square(saved);
+      const Tensor t = rumus::tanh(mul(mul(saved, add(mul(x2, c), 1.0)), k));
+      const Tensor du = mul(add(mul(x2, 3.0 * c), 1.0), k);
+      return mul(g, add(mul(add(t, 1.0), 0.5), mul(mul(mul(saved, 0.5), sub(1.0, square(t))), du)));
+    }
+    case UnaryOp::hardswish:  // 0 below -3, x / 3 + 1/2 up to 3 (inclusive, as PyTorch), 1 above
+      return mul(g, where(lt(saved, -3.0), 0.0, where(le(saved, 3.0), add(div(saved, 3.0), 0.5), 1.0)));
     default: return std::nullopt;
   }
 }
 
 bool has_composed_gradient(UnaryOp fwd) {
   return fwd == UnaryOp::relu || fwd == UnaryOp::leaky_relu || fwd == UnaryOp::sigmoid || fwd == UnaryOp::tanh ||
-         fwd == UnaryOp::silu;
+         fwd == UnaryOp::silu || fwd == UnaryOp::gelu || fwd == UnaryOp::gelu_tanh || fwd == UnaryOp::hardswish;
 }
 
 // Records y = f(x): one fused gradient kernel, or under create_graph the same

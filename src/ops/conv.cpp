@@ -105,6 +105,36 @@ void check_float_pair(const char* op, const Tensor& x, const Tensor& w, const ch
                                  dtype_name(x.dtype())));
 }
 
+// The convolution's gradients written with ops, for create_graph: with the
+// weight's groups as a batch of matrices, dx = col2im(Wᵀ g) and
+// dw = sum over the batch of g im2col(x)ᵀ. im2col and col2im are each other's
+// backward, so these differentiate to any order. `input` and `weight` are
+// saved with their graph (undefined where no gradient needs them); `y` is
+// conv2d_relu's output (the ReLU's mask), else undefined.
+std::vector<Tensor> composed_conv2d_grads(const Tensor& grad, const Tensor& input, const Tensor& weight,
+                                          const Tensor& y, const Conv2dGeometry& g, std::int64_t oc,
+                                          std::int64_t groups, bool gx, bool gw, bool gb) {
+  const Tensor go = y.defined() ? mul(grad, gt(y, 0.0).to(grad.dtype())) : grad;
+  const std::int64_t l = g.out_h * g.out_w, kg = g.channels / groups * g.kernel_h * g.kernel_w;
+  const Tensor go4 = go.reshape({g.batch, groups, oc / groups, l});
+  const Conv2dOptions o{.stride = {g.stride_h, g.stride_w},
+                        .padding = {g.pad_h, g.pad_w},
+                        .dilation = {g.dilation_h, g.dilation_w}};
+  const Size2 kernel{g.kernel_h, g.kernel_w};
+  std::vector<Tensor> grads(3);
+  if (gx) {
+    const Tensor w3 = weight.reshape({groups, oc / groups, kg});
+    const Tensor dcols = matmul(w3.transpose(1, 2), go4).reshape({g.batch, groups * kg, l});
+    grads[0] = col2im(dcols, {g.height, g.width}, kernel, o);
+  }
+  if (gw) {
+    const Tensor cols = im2col(input, kernel, o).reshape({g.batch, groups, kg, l});
+    grads[1] = sum(matmul(go4, cols.transpose(-2, -1)), {0}).reshape(weight.shape());
+  }
+  if (gb) grads[2] = sum(go, {0, 2, 3});
+  return grads;
+}
+
 // The device's own convolution kernels, on dense NCHW operands; the forward
 // keeps the input and the weight for the backward pass, and with `relu` (the
 // ReLU fused into the forward kernel) its output, through which the gradient
@@ -123,8 +153,13 @@ Tensor direct_conv2d(const char* op, const Tensor& input, const Tensor& weight, 
     const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
     autograd::record(op, {input, weight, bias}, out,
                      [op, g, oc, groups, gx, gw, gb, no_bias, sx = SavedTensor(gw ? x : Tensor()),
-                      sw = SavedTensor(gx ? w : Tensor()),
-                      sy = SavedTensor(relu ? out.detach() : Tensor())](const Tensor& grad) {
+                      sw = SavedTensor(gx ? w : Tensor()), sy = SavedTensor(relu ? out.detach() : Tensor()),
+                      si = SavedTensor(gw ? input : Tensor()),
+                      swg = SavedTensor(gx ? weight : Tensor())](const Tensor& grad) {
+                       if (grad_enabled())  // under create_graph: the same gradients with ops, recorded
+                         return composed_conv2d_grads(grad, si.defined() ? si.get() : Tensor(),
+                                                      swg.defined() ? swg.get() : Tensor(),
+                                                      sy.defined() ? sy.get() : Tensor(), g, oc, groups, gx, gw, gb);
                        Backend& be =
                            detail::kernels(op, {Kernel::conv2d_backward_data, Kernel::conv2d_backward_weight}, grad);
                        // Through the ReLU: zero where its output is (relu_backward reads y > 0 as x > 0).
@@ -148,7 +183,8 @@ Tensor direct_conv2d(const char* op, const Tensor& input, const Tensor& weight, 
                          grads[2] = sum(go, {0, 2, 3});
                        }
                        return grads;
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   }
   return out;
 }
@@ -218,8 +254,12 @@ Tensor conv2d_impl(const char* op, const Tensor& input_in, const Tensor& weight_
     autograd::record(
         "conv2d", {input, weight, bias}, out,
         [g, groups, ocg, kg, nl, l, gx, gw, gb, w_shape = weight.shape(), sc = SavedTensor(gw ? cols : Tensor()),
-         sw = SavedTensor(gx ? w : Tensor())](const Tensor& grad) {
+         sw = SavedTensor(gx ? w : Tensor()), si = SavedTensor(gw ? input : Tensor()),
+         swg = SavedTensor(gx ? weight : Tensor())](const Tensor& grad) {
           const std::int64_t oc = ocg * groups;
+          if (grad_enabled())  // under create_graph: the same gradients with ops, recorded
+            return composed_conv2d_grads(grad, si.defined() ? si.get() : Tensor(), swg.defined() ? swg.get() : Tensor(),
+                                         Tensor(), g, oc, groups, gx, gw, gb);
           Backend& be = detail::kernels("conv2d", {Kernel::col2im, Kernel::gemm, Kernel::reduce, Kernel::copy}, grad);
           // The gradient in the GEMM's channel-major layout [OC, N*L].
           Tensor gt = detail::alloc({oc, g.batch, l}, grad.dtype(), grad.device());
@@ -245,7 +285,8 @@ Tensor conv2d_impl(const char* op, const Tensor& input_in, const Tensor& weight_
           }
           if (gb) grads[2] = sum(gt.view({oc, nl}), {1});
           return grads;
-        });
+        },
+        {}, autograd::Backward::differentiable);
   }
   return relu ? rumus::relu(out) : out;
 }

@@ -27,6 +27,21 @@ Tensor normalized_input_grad(const Tensor& g, const Tensor& xhat, const Tensor& 
   return mul(sub(centred, mul(xhat, mean(mul(dxhat, xhat), dims, true))), invstd);
 }
 
+// The gradients of y = xhat * w + b, xhat normalised over `dims`, written with
+// ops from the input itself (saved with its graph), for create_graph: the
+// statistics are recomputed on the tape, so the result differentiates to any
+// order. `w_b` is the weight shaped to broadcast against x (or undefined);
+// the weight's and bias's gradients sum over `param_dims`.
+std::vector<Tensor> composed_norm_grads(const Tensor& g, const Tensor& x, const Tensor& w_b, double eps,
+                                        const std::vector<std::int64_t>& dims,
+                                        const std::vector<std::int64_t>& param_dims, bool gx, bool gw, bool gb) {
+  const Tensor centred = sub(x, mean(x, dims, true));
+  const Tensor invstd = div(1.0, sqrt(add(mean(square(centred), dims, true), eps)));
+  const Tensor xhat = mul(centred, invstd);
+  return {gx ? normalized_input_grad(g, xhat, invstd, w_b, dims) : Tensor(),
+          gw ? sum(mul(g, xhat), param_dims) : Tensor(), gb ? sum(g, param_dims) : Tensor()};
+}
+
 void check_param(const char* op, const char* what, const Tensor& x, const Tensor& p, const Shape& shape) {
   if (!p.defined()) return;
   detail::check_same_device(op, x, p);
@@ -60,8 +75,17 @@ Tensor fused_layer_norm(const char* op, const Tensor& input, const Shape& normal
     const bool gx = input.requires_grad(), gw = weight.defined() && weight.requires_grad(),
                gb = bias.defined() && bias.requires_grad();
     autograd::record(op, {input, weight, bias}, result,
-                     [op, gx, gw, gb, d, optional, in_shape = input.shape(), normalized_shape, sx = SavedTensor(x),
-                      sm = SavedTensor(mean), si = SavedTensor(invstd), sw = SavedTensor(w)](const Tensor& grad) {
+                     [op, gx, gw, gb, d, eps, optional, in_shape = input.shape(), normalized_shape,
+                      sx = SavedTensor(x), sm = SavedTensor(mean), si = SavedTensor(invstd), sw = SavedTensor(w),
+                      sin = SavedTensor(input), swg = SavedTensor(weight)](const Tensor& grad) {
+                       if (grad_enabled()) {  // under create_graph: the formula with ops, recorded
+                         auto grads = composed_norm_grads(grad.reshape({-1, d}), sin.get().reshape({-1, d}),
+                                                          swg.defined() ? swg.get().reshape({d}) : Tensor(), eps, {1},
+                                                          {0}, gx, gw, gb);
+                         return std::vector<Tensor>{gx ? grads[0].view(in_shape) : Tensor(),
+                                                    gw ? grads[1].view(normalized_shape) : Tensor(),
+                                                    gb ? grads[2].view(normalized_shape) : Tensor()};
+                       }
                        const Tensor& x = sx.get();
                        Tensor g = grad.contiguous().reshape({-1, d});
                        Tensor dx = gx ? detail::alloc(x.shape(), x.dtype(), x.device(), op) : Tensor();
@@ -75,7 +99,8 @@ Tensor fused_layer_norm(const char* op, const Tensor& input, const Shape& normal
                        return std::vector<Tensor>{gx ? dx.view(in_shape) : Tensor(),
                                                   gw ? dw.view(normalized_shape) : Tensor(),
                                                   gb ? db.view(normalized_shape) : Tensor()};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   }
   return result;
 }
@@ -140,14 +165,23 @@ Tensor batch_norm2d(const Tensor& input_in, const Tensor& running_mean, const Te
     const bool gx = input.requires_grad(), gw = weight.defined() && weight.requires_grad(),
                gb = bias.defined() && bias.requires_grad();
     autograd::record(op, {input, weight, bias}, out,
-                     [gx, gw, gb, dims, cshape, c, sxh = SavedTensor(xhat), si = SavedTensor(invstd),
-                      sw = SavedTensor(weight.defined() ? weight.detach() : Tensor())](const Tensor& g) {
+                     [gx, gw, gb, dims, cshape, c, eps, sxh = SavedTensor(xhat), si = SavedTensor(invstd),
+                      sw = SavedTensor(weight.defined() ? weight.detach() : Tensor()), sin = SavedTensor(input),
+                      swg = SavedTensor(weight)](const Tensor& g) {
+                       if (grad_enabled()) {  // under create_graph: the formula with ops, recorded
+                         auto grads = composed_norm_grads(g, sin.get(),
+                                                          swg.defined() ? swg.get().reshape(cshape) : Tensor(), eps,
+                                                          dims, dims, gx, gw, gb);
+                         return std::vector<Tensor>{grads[0], gw ? grads[1].reshape({c}) : Tensor(),
+                                                    gb ? grads[2].reshape({c}) : Tensor()};
+                       }
                        const Tensor& xh = sxh.get();
                        Tensor w = sw.defined() ? sw.get().reshape(cshape) : Tensor();
                        return std::vector<Tensor>{gx ? normalized_input_grad(g, xh, si.get(), w, dims) : Tensor(),
                                                   gw ? sum(mul(g, xh), dims).reshape({c}) : Tensor(),
                                                   gb ? sum(g, dims).reshape({c}) : Tensor()};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   }
   return out;
 }
@@ -190,17 +224,26 @@ Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const T
     const bool gx = input.requires_grad(), gw = weight.defined() && weight.requires_grad(),
                gb = bias.defined() && bias.requires_grad();
     autograd::record(op, {input, weight, bias}, out,
-                     [gx, gw, gb, d, dims, in_shape = input.shape(), normalized_shape, sxh = SavedTensor(xhat),
-                      si = SavedTensor(invstd),
-                      sw = SavedTensor(weight.defined() ? weight.detach() : Tensor())](const Tensor& grad) {
+                     [gx, gw, gb, d, dims, eps, in_shape = input.shape(), normalized_shape, sxh = SavedTensor(xhat),
+                      si = SavedTensor(invstd), sw = SavedTensor(weight.defined() ? weight.detach() : Tensor()),
+                      sin = SavedTensor(input), swg = SavedTensor(weight)](const Tensor& grad) {
                        Tensor g = grad.reshape({-1, d});
+                       if (grad_enabled()) {  // under create_graph: the formula with ops, recorded
+                         auto grads = composed_norm_grads(g, sin.get().reshape({-1, d}),
+                                                          swg.defined() ? swg.get().reshape({d}) : Tensor(), eps, dims,
+                                                          {0}, gx, gw, gb);
+                         return std::vector<Tensor>{gx ? grads[0].view(in_shape) : Tensor(),
+                                                    gw ? grads[1].view(normalized_shape) : Tensor(),
+                                                    gb ? grads[2].view(normalized_shape) : Tensor()};
+                       }
                        const Tensor& xh = sxh.get();
                        Tensor w = sw.defined() ? sw.get().reshape({d}) : Tensor();
                        return std::vector<Tensor>{
                            gx ? normalized_input_grad(g, xh, si.get(), w, dims).view(in_shape) : Tensor(),
                            gw ? sum(mul(g, xh), {0}).view(normalized_shape) : Tensor(),
                            gb ? sum(g, {0}).view(normalized_shape) : Tensor()};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   }
   return out;
 }

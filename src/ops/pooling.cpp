@@ -2,6 +2,9 @@
 #include "rumus/ops/pooling.hpp"
 
 #include "op_util.hpp"
+#include "rumus/ops/compare.hpp"
+#include "rumus/ops/creation.hpp"
+#include "rumus/ops/indexing.hpp"
 
 namespace rumus {
 
@@ -26,6 +29,46 @@ std::int64_t pooled_size(std::int64_t in, std::int64_t k, std::int64_t s, std::i
   return out;
 }
 
+Tensor avg_pool_adjoint(const char* op, const Tensor& g, const Pool2dParams& p, const Shape& in_shape);
+
+// The average poolings are linear: their backward is the adjoint map (the
+// backward kernel) and the adjoint's backward is the pooling again, each
+// recorded, so both differentiate to any order (used under create_graph).
+Tensor avg_pool_apply(const char* op, const Tensor& x, const Pool2dParams& p, const Shape& out_shape) {
+  Tensor xc = x.detach().contiguous();
+  Tensor out = detail::alloc(out_shape, x.dtype(), x.device());
+  if (out.numel() > 0) detail::kernels(op, Kernel::pool2d_forward, x).pool2d_forward(p, arg(out), TensorArg{}, arg(xc));
+  if (autograd::needs_grad({&x}))
+    autograd::record(op, {x}, out, [op, p, in_shape = x.shape()](const Tensor& g) {
+      return std::vector<Tensor>{avg_pool_adjoint(op, g, p, in_shape)};
+    }, {}, autograd::Backward::differentiable);
+  return out;
+}
+
+Tensor avg_pool_adjoint(const char* op, const Tensor& g, const Pool2dParams& p, const Shape& in_shape) {
+  Tensor gi = detail::alloc(in_shape, g.dtype(), g.device());
+  Tensor gc = g.detach().contiguous();
+  if (gi.numel() > 0) detail::kernels(op, Kernel::pool2d_backward, g).pool2d_backward(p, arg(gi), arg(gc), TensorArg{});
+  if (autograd::needs_grad({&g}))
+    autograd::record(op, {g}, gi, [op, p, out_shape = g.shape()](const Tensor& gg) {
+      return std::vector<Tensor>{avg_pool_apply(op, gg, p, out_shape)};
+    }, {}, autograd::Backward::differentiable);
+  return gi;
+}
+
+// Max pooling's gradient with ops: g added into zeros at the saved argmax of
+// each window (scatter_add, linear in g; a window with no argmax, index -1,
+// passes nothing).
+Tensor max_pool_composed_grad(const Tensor& g, const Tensor& indices, const Pool2dParams& p, const Shape& in_shape) {
+  const std::int64_t ohw = p.out_h * p.out_w;
+  const Tensor idx = indices.reshape({p.planes, ohw});
+  const Tensor found = ge(idx, 0.0);
+  const Tensor at = where(found, idx, zeros({}, {.dtype = DType::i64, .device = idx.device()}));
+  const Tensor src = where(found, g.reshape({p.planes, ohw}), 0.0);
+  const Tensor gi = zeros({p.planes, p.height * p.width}, {.dtype = g.dtype(), .device = g.device()});
+  return scatter_add(gi, 1, at, src).reshape(in_shape);
+}
+
 Tensor run_pool(const char* op, const Tensor& x, Pool2dParams p) {
   const std::int64_t nd = x.dim();
   p.planes = x.numel() / std::max<std::int64_t>(x.shape()[nd - 1] * x.shape()[nd - 2], 1);
@@ -43,13 +86,17 @@ Tensor run_pool(const char* op, const Tensor& x, Pool2dParams p) {
   if (autograd::needs_grad({&x}))
     autograd::record(op, {x}, out,
                      [op, p, in_shape = x.shape(), si = autograd::SavedTensor(indices)](const Tensor& g) {
+                       if (grad_enabled())  // under create_graph: recorded, differentiable in g
+                         return std::vector<Tensor>{si.defined() ? max_pool_composed_grad(g, si.get(), p, in_shape)
+                                                                 : avg_pool_adjoint(op, g, p, in_shape)};
                        Tensor gi = detail::alloc(in_shape, g.dtype(), g.device());
                        Tensor gc = g.contiguous();
                        if (gi.numel() > 0)
                          detail::kernels(op, Kernel::pool2d_backward, g).pool2d_backward(p, arg(gi), arg(gc),
                                                             si.defined() ? arg(si.get()) : TensorArg{});
                        return std::vector<Tensor>{gi};
-                     });
+                     },
+                     {}, autograd::Backward::differentiable);
   return out;
 }
 
