@@ -518,6 +518,14 @@ const std::vector<OpCase>& op_table() {
        }},
       {"pixel_shuffle", {{2, 8, 2, 3}}, [](V x) { return pixel_shuffle(x[0], 2); }},
       {"pixel_unshuffle", {{1, 2, 4, 6}}, [](V x) { return pixel_unshuffle(x[0], 2); }},
+      {"dropout2d", {{3, 4, 2, 2}}, [](V x) {
+         Generator gen(5);
+         return dropout2d(x[0], 0.4, true, &gen);
+       }},
+      {"dropout1d_unbatched", {{4, 3}}, [](V x) {
+         Generator gen(6);
+         return dropout1d(x[0], 0.5, true, &gen);
+       }},
       // Recurrent layers, through their gates in the input and the initial states.
       {"lstm_bidirectional_2_layers", {{2, 3, 3}, {4, 2, 3}, {4, 2, 3}}, [](V x) {
          auto m = fixed_recurrent<nn::LSTM>(

@@ -206,6 +206,45 @@ TEST(ResamplingModules, PrintoutsShapesAndRoundTrip) {
   EXPECT_EQ(pixel_shuffle(randn({2, 2, 8, 1, 1}), 2).shape(), (Shape{2, 2, 2, 2, 2}));
 }
 
+// Dropout2d/Dropout1d zero whole channels and scale the rest; Fold/Unfold
+// are col2im/im2col with PyTorch's printouts. None has parameters.
+TEST(ChannelDropoutAndFoldModules, ChannelsPrintoutsAndRoundTrip) {
+  nn::Dropout2d drop(0.5);
+  EXPECT_TRUE(drop.state_dict().empty());
+  EXPECT_EQ(drop.pretty_print(), "Dropout2d(p=0.5)");
+  manual_seed(3);
+  Tensor x = add(rand({4, 6, 3, 2}), 1.0);  // no zeros of its own
+  Tensor y = drop.forward(x);
+  int dropped = 0;
+  for (std::int64_t n = 0; n < 4; ++n)
+    for (std::int64_t c = 0; c < 6; ++c) {
+      const auto got = y.select(0, n).select(0, c).to_vector<float>();
+      const auto in = x.select(0, n).select(0, c).to_vector<float>();
+      const bool zero = got[0] == 0.0f;
+      dropped += zero;
+      for (std::size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], zero ? 0.0f : 2.0f * in[i]);
+    }
+  EXPECT_GT(dropped, 0);
+  EXPECT_LT(dropped, 24);
+  drop.eval();
+  EXPECT_EQ(drop.forward(x).to_vector<float>(), x.to_vector<float>());
+  nn::Dropout1d drop1(0.25);
+  EXPECT_EQ(drop1.pretty_print(), "Dropout1d(p=0.25)");
+  EXPECT_EQ(drop1.forward(randn({3, 5})).shape(), (Shape{3, 5}));
+  expect_error<ValueError>([] { nn::Dropout2d(1.5); }, "Dropout2d: expected 0 <= p <= 1, got 1.5");
+
+  nn::Unfold unfold(2, {.stride = 2});
+  nn::Fold fold({4, 6}, 2, {.stride = 2});
+  EXPECT_TRUE(unfold.state_dict().empty());
+  EXPECT_EQ(unfold.pretty_print(), "Unfold(kernel_size=(2, 2), dilation=(1, 1), padding=(0, 0), stride=(2, 2))");
+  EXPECT_EQ(fold.pretty_print(),
+            "Fold(output_size=(4, 6), kernel_size=(2, 2), dilation=(1, 1), padding=(0, 0), stride=(2, 2))");
+  Tensor img = randn({2, 3, 4, 6});
+  Tensor cols = unfold.forward(img);
+  EXPECT_EQ(cols.shape(), (Shape{2, 12, 6}));
+  EXPECT_EQ(fold.forward(cols).to_vector<float>(), img.to_vector<float>());  // blocks do not overlap
+}
+
 // BatchNorm1d, GroupNorm and the 1-D poolings: PyTorch's names and shapes,
 // GroupNorm's statistics per sample and group, and errors naming the op.
 TEST(OneDLayers, NamesShapesAndGroupStatistics) {

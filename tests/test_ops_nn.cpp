@@ -1023,3 +1023,13 @@ TEST(NnErrors, Resampling) {
   expect_error<ShapeError>([] { pixel_unshuffle(zeros({1, 1, 4, 3}), 2); },
                            "pixel_unshuffle: expected height and width divisible by downscale_factor 2, got input [1, 1, 4, 3]");
 }
+
+TEST(NnErrors, ChannelDropout) {
+  expect_error<ValueError>([] { dropout2d(zeros({1, 2, 3, 3}), -0.1); }, "dropout2d: expected 0 <= p <= 1, got -0.1");
+  expect_error<ShapeError>([] { dropout2d(zeros({2, 3}), 0.5); },
+                           "dropout2d: expected input of 4 dims (batched) or 3 (unbatched), got [2, 3]");
+  expect_error<ShapeError>([] { dropout1d(zeros({1, 2, 3, 3}), 0.5); },
+                           "dropout1d: expected input of 3 dims (batched) or 2 (unbatched), got [1, 2, 3, 3]");
+  expect_error<DTypeError>([] { dropout1d(zeros({2, 3}, {.dtype = DType::i64}), 0.5); },
+                           "dropout1d: expected a floating-point tensor, got i64");
+}

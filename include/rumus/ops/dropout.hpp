@@ -11,6 +11,13 @@ namespace rumus {
 // identity when !training or p == 0. A fresh mask every call.
 Tensor dropout(const Tensor& input, double p, bool training, Generator* generator = nullptr);
 
+// torch.nn.functional.dropout2d / dropout1d: zeroes whole channels (each
+// sample's [H, W] or [L] plane) with probability p and scales the rest by
+// 1/(1-p). Input [N, C, H, W] or unbatched [C, H, W] (dropout2d), [N, C, L]
+// or [C, L] (dropout1d). The input times a mask: differentiable to any order.
+Tensor dropout2d(const Tensor& input, double p = 0.5, bool training = true, Generator* generator = nullptr);
+Tensor dropout1d(const Tensor& input, double p = 0.5, bool training = true, Generator* generator = nullptr);
+
 }  // namespace rumus
 
 RUMUS_API_END
