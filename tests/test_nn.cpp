@@ -8,6 +8,8 @@
 #include "expect_error.hpp"
 
 #include <algorithm>
+#include <fstream>
+#include <map>
 #include <cmath>
 #include <sstream>
 
@@ -702,6 +704,28 @@ TEST(Containers, ModuleListAndModuleDictStateDictNames) {
   EXPECT_EQ(t(x).to_vector<float>(), other(x).to_vector<float>());
 }
 
+// PyTorch's state dict of the same module (make_reference.py's containers()) loads strictly and gives its output.
+TEST(Containers, APyTorchStateDictLoadsStrictly) {
+  const std::string dir = RUMUS_TORCH_REFERENCE_DIR;
+  Tower t;
+  t.to(DType::f64);
+  t.load_state_dict(io::load_safetensors(dir + "/module_containers.safetensors"));
+  std::ifstream in(dir + "/module_containers.txt");
+  std::string header, values;
+  std::map<std::string, std::vector<double>> ref;
+  while (std::getline(in, header) && std::getline(in, values)) {
+    std::istringstream h(header), v(values);
+    std::string key;
+    h >> key;
+    for (double x; v >> x;) ref[key].push_back(x);
+  }
+  ASSERT_EQ(ref.at("x").size(), 8u);
+  Tensor out = t(tensor(ref.at("x"), {4, 2}));
+  auto got = out.to_vector<double>();
+  ASSERT_EQ(got.size(), ref.at("out").size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref.at("out")[i], 1e-12) << i;
+}
+
 TEST(Containers, ModuleListIndexingIterationAndErrors) {
   nn::ModuleList list(nn::Linear(2, 3), nn::ReLU());
   list.push_back(nn::Linear(3, 4));
@@ -812,6 +836,13 @@ TEST(Clone, TakesTheSourceDtypeAndNeedsTheSameStructure) {
                       "0.bias] for []");
   expect_error<ShapeError>([&] { nn::clone(lin, [] { return nn::Linear(2, 2); }); },
                            "Linear.copy_from: 'weight' has shape [2, 3] in the source but [2, 2] here");
+  for (Device dev : rumus::testing::test_devices()) {
+    nn::Linear on(2, 2);
+    on.to(dev);
+    auto c = nn::clone(on, [] { return nn::Linear(2, 2); });
+    EXPECT_EQ(c->bias.device(), dev);
+    EXPECT_EQ(c->bias.to_vector<float>(), on.bias.to_vector<float>());
+  }
   auto seq_copy = nn::clone(seq, [] { return nn::Sequential(nn::Linear(2, 2), nn::ReLU()); });
   EXPECT_EQ(seq_copy->state_dict().at("0.bias").to_vector<float>(), seq.state_dict().at("0.bias").to_vector<float>());
 }

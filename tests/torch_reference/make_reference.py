@@ -215,6 +215,8 @@ def main():
     case("pixel_unshuffle", [rand(1, 2, 4, 6)], lambda x: F.pixel_unshuffle(x, 2))
     # Optimizer trajectories and scheduler curves (test_optim.cpp compares them).
     optimizers_and_schedulers()
+    # A PyTorch state dict of ModuleList and ModuleDict names (test_nn.cpp loads it).
+    containers()
     shape_indexing_sorting()
 
     # Composed activations and the losses (their own generator: the draws of
@@ -473,6 +475,32 @@ def lbfgs_trajectory(name, steps, **options):
         tensors[f"step{s}.loss"] = opt.step(closure).detach().reshape(1)
         tensors[f"step{s}.p0"], tensors[f"step{s}.p1"] = p.detach().clone(), q.detach().clone()
     write("optim_" + name, tensors)
+
+
+def containers():
+    """A module of a ModuleList and a ModuleDict: its state dict (as
+    safetensors, PyTorch's names), an input and the output."""
+    g = torch.Generator().manual_seed(13)
+    nn = torch.nn
+
+    class Tower(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1)])
+            self.heads = nn.ModuleDict({"mean": nn.Linear(1, 1), "scale": nn.Linear(1, 1, bias=False)})
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return self.heads["mean"](x) + self.heads["scale"](x)
+
+    m = Tower().double()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.rand(p.shape, generator=g, dtype=torch.float32) * 2 - 1)
+    x = (torch.rand((4, 2), generator=g, dtype=torch.float32) * 2 - 1).to(torch.float64)
+    write("module_containers", {"x": x, "out": m(x).detach()})
+    write_safetensors(os.path.join(OUT, "module_containers.safetensors"), dict(m.state_dict()))
 
 
 def optimizers_and_schedulers():
