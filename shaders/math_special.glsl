@@ -65,15 +65,17 @@ double atan_d(double x) {
   return x < 0.0lf ? -r : r;
 }
 
+// 1 - erf below 0.5 (no cancellation there); above, the continued fraction
+// e^-x^2 / sqrt(pi) / (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...)))), whose
+// error after n terms falls as e^(-2 x sqrt(2 n)): 250 / x^2 terms are enough.
 double erfc_d(double x) {
   if (d_isnan(x)) return x;
-  if (x < 2.5lf) return 1.0lf - erf_d(x);
+  if (x < 0.5lf) return 1.0lf - erf_d(x);
   if (x > 27.3lf) return 0.0lf;
-  // e^-x^2 / sqrt(pi) / (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...)))), as erf_d's tail.
   precise double xx = x * x;
   double g = exp_dd(-xx, -two_prod_err(x, x, xx));
   double f = x;
-  for (int n = 120; n >= 1; --n) f = x + (0.5lf * double(n)) / f;
+  for (int n = min(int(250.0lf / xx) + 60, 1100); n >= 1; --n) f = x + (0.5lf * double(n)) / f;
   return 0.56418958354775628695lf * g / f;
 }
 
@@ -116,9 +118,16 @@ REAL tan_r(REAL x) { double s, c; sincos_d(x, s, c); return s / c; }
 REAL atan_r(REAL x) { return atan_d(x); }
 REAL asin_r(REAL x) { return atan_d(x / sqrt((1.0lf - x) * (1.0lf + x))); }
 REAL acos_r(REAL x) { return 2.0lf * atan_d(sqrt((1.0lf - x) / (1.0lf + x))); }
+// e^x / 2 for x > 22 (e^-x is below half an ulp), as e^(x - ln 2) with the
+// subtraction's rounding carried along, so that 2 e^x may pass the overflow.
+double half_exp_d(double ax) {
+  precise double h = ax - LN2_D;
+  precise double err = (ax - h) - LN2_D;  // exact: |ax| > LN2_D
+  return exp_dd(h, err - LN2_D_LO);
+}
 REAL sinh_r(REAL x) {
   double ax = abs(x), r;
-  if (ax > 22.0lf) r = exp_d(ax - LN2_D);
+  if (ax > 22.0lf) r = half_exp_d(ax);
   else {
     double e = expm1_d(ax);
     r = 0.5lf * e * (e + 2.0lf) / (e + 1.0lf);
@@ -127,7 +136,7 @@ REAL sinh_r(REAL x) {
 }
 REAL cosh_r(REAL x) {
   double ax = abs(x);
-  if (ax > 22.0lf) return exp_d(ax - LN2_D);
+  if (ax > 22.0lf) return half_exp_d(ax);
   double e = exp_d(ax);
   return 0.5lf * (e + 1.0lf / e);
 }
@@ -155,12 +164,17 @@ REAL expm1_r(REAL x) { return expm1_d(x); }
 REAL log2_r(REAL x) {  // e + log2(m), m in [sqrt(1/2), sqrt(2)): exact at powers of two
   if (!(x > 0.0lf) || x == d_inf()) return log_d(x);
   int e;
-  double m = frexp(x, e);
+  double sx = x, adj = 0.0lf;
+  if (sx < 2.2250738585072014e-308lf) {  // subnormal: normalise first
+    sx *= 18014398509481984.0lf;         // 2^54
+    adj = 54.0lf;
+  }
+  double m = frexp(sx, e);
   if (m < SQRT1_2_D) {
     m *= 2.0lf;
     e -= 1;
   }
-  return double(e) + log_d(m) * LOG2E;
+  return (double(e) - adj) + log_d(m) * LOG2E;
 }
 REAL log10_r(REAL x) { return log_d(x) * LOG10E_D; }
 REAL exp2_r(REAL x) {  // e^(x ln 2), the product carried in two doubles

@@ -2180,3 +2180,60 @@ TEST(VulkanF64, IndexAddKeepsEveryContribution) {
   EXPECT_EQ(gpu.dtype(), DType::f64);
   expect_close(gpu, cpu, 1e-13, "embedding gradient");
 }
+
+// The math library's f64 kernels (shaders/math_special.glsl) against the C
+// library over each function's domain, specials (0, -0, inf, NaN) included.
+TEST(VulkanF64, SpecialFunctionsWithinFewUlpsOfTheCLibrary) {
+  REQUIRE_VULKAN();
+  const double inf = std::numeric_limits<double>::infinity();
+  auto grid = [&](double lo, double hi, int n) {
+    std::vector<double> v = {0.0, -0.0, inf, -inf, std::numeric_limits<double>::quiet_NaN()};
+    for (int i = 0; i <= n; ++i) v.push_back(lo + (hi - lo) * i / n);
+    return v;
+  };
+  const std::vector<double> all = sweep_values(), trig = grid(-100.0, 100.0, 20000), unit = grid(-1.0, 1.0, 20000);
+  struct Case {
+    const char* name;
+    const std::vector<double>* x;
+    Tensor (*op)(const Tensor&);
+    double (*want)(double);
+    double bound;
+  };
+  const Case cases[] = {
+      {"sin", &trig, [](const Tensor& t) { return sin(t); }, [](double v) { return std::sin(v); }, 4},
+      {"cos", &trig, [](const Tensor& t) { return cos(t); }, [](double v) { return std::cos(v); }, 4},
+      {"tan", &trig, [](const Tensor& t) { return tan(t); }, [](double v) { return std::tan(v); }, 4},
+      {"asin", &unit, [](const Tensor& t) { return asin(t); }, [](double v) { return std::asin(v); }, 4},
+      {"acos", &unit, [](const Tensor& t) { return acos(t); }, [](double v) { return std::acos(v); }, 4},
+      {"atan", &all, [](const Tensor& t) { return atan(t); }, [](double v) { return std::atan(v); }, 4},
+      {"sinh", &all, [](const Tensor& t) { return sinh(t); }, [](double v) { return std::sinh(v); }, 4},
+      {"cosh", &all, [](const Tensor& t) { return cosh(t); }, [](double v) { return std::cosh(v); }, 4},
+      {"asinh", &all, [](const Tensor& t) { return asinh(t); }, [](double v) { return std::asinh(v); }, 4},
+      {"acosh", &all, [](const Tensor& t) { return acosh(t); }, [](double v) { return std::acosh(v); }, 4},
+      {"atanh", &unit, [](const Tensor& t) { return atanh(t); }, [](double v) { return std::atanh(v); }, 4},
+      {"erfc", &all, [](const Tensor& t) { return erfc(t); }, [](double v) { return std::erfc(v); }, 4},
+      {"log1p", &all, [](const Tensor& t) { return log1p(t); }, [](double v) { return std::log1p(v); }, 4},
+      {"expm1", &all, [](const Tensor& t) { return expm1(t); }, [](double v) { return std::expm1(v); }, 4},
+      {"log2", &all, [](const Tensor& t) { return log2(t); }, [](double v) { return std::log2(v); }, 4},
+      {"log10", &all, [](const Tensor& t) { return log10(t); }, [](double v) { return std::log10(v); }, 4},
+      {"exp2", &all, [](const Tensor& t) { return exp2(t); }, [](double v) { return std::exp2(v); }, 4},
+  };
+  for (const Case& c : cases) {
+    double at = 0;
+    double worst = max_ulps(on_gpu(*c.x, c.op), *c.x, c.want, &at);
+    EXPECT_LE(worst, c.bound) << c.name << ": " << worst << " ulps at x = " << at;
+  }
+  // erfinv has no C function: the CPU's, which runs the same Newton steps. Both
+  // stop where erf's last bits do: within erf's rounding divided by its slope.
+  Tensor u = tensor(unit, {std::int64_t(unit.size())}).to(DType::f64);
+  auto got = erfinv(u.to(kGpu)).to_vector<double>(), want = erfinv(u).to_vector<double>();
+  const double eps = std::numeric_limits<double>::epsilon();
+  for (std::size_t i = 0; i < unit.size(); ++i) {
+    if (!std::isfinite(want[i])) {
+      EXPECT_LE(ulps(got[i], want[i]), 0) << "erfinv at " << unit[i];
+      continue;
+    }
+    const double slope = 1.1283791670955126 * std::exp(-want[i] * want[i]);
+    EXPECT_NEAR(got[i], want[i], 4 * eps * (std::abs(want[i]) + 1 / slope)) << "erfinv at " << unit[i];
+  }
+}
