@@ -676,3 +676,19 @@ TEST(Optimizer, LBFGSErrors) {
                            "LBFGS: expected line_search_fn \"\" or \"strong_wolfe\", got \"backtracking\"");
   expect_error<Error>([&] { optim::LBFGS({p}, {.history_size = 0}); }, "LBFGS: expected history_size >= 1, got 0");
 }
+
+// With Adam, CyclicLR cycles beta1 (as PyTorch 2): max_momentum at the lowest
+// lr, base_momentum at the highest, and the update reads the group's value.
+TEST(Scheduler, CyclicLRCyclesAdamsBeta1) {
+  Tensor p = ones({2}).requires_grad_();
+  optim::Adam opt({p});
+  optim::CyclicLR sched(opt, 0.01, 0.1, {.step_size_up = 2, .base_momentum = {0.8}, .max_momentum = {0.9}});
+  EXPECT_DOUBLE_EQ(opt.param_groups()[0].option("beta1"), 0.9);
+  EXPECT_DOUBLE_EQ(opt.lr(), 0.01);
+  sched.step();
+  sched.step();
+  EXPECT_DOUBLE_EQ(opt.param_groups()[0].option("beta1"), 0.8);
+  EXPECT_DOUBLE_EQ(opt.lr(), 0.1);
+  optim::CyclicLR plain(opt, 0.01, 0.1, {.step_size_up = 2, .cycle_momentum = false});
+  EXPECT_DOUBLE_EQ(opt.param_groups()[0].option("beta1"), 0.8);  // left alone
+}
