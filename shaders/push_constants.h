@@ -151,7 +151,8 @@ RUMUS_PUSH_BLOCK(IndexPush) {
 #endif
 
 // Prefix sums and products (shaders/scan.comp) along the middle dim of
-// contiguous [outer, n, inner] views; op is ScanOp (0 sum, 1 product).
+// contiguous [outer, n, inner] views; op is ScanOp (0 sum, 1 product), or
+// ExtremeOp (0 max, 1 min) in the cumextreme variant, which writes indices too.
 #ifdef PUSH_SCAN
 RUMUS_PUSH_BLOCK(ScanPush) {
   uint outer, n, inner, op;
@@ -159,9 +160,10 @@ RUMUS_PUSH_BLOCK(ScanPush) {
 } RUMUS_PUSH_END
 #endif
 
-// Bitonic sort of the rows of [rows, n] (shaders/sort.comp): stage 0 numbers
-// the positions, 1 is one compare-exchange pass over pairs `j` apart within
-// blocks of `k` (the block's mirror pairs when flip is set), 2 writes the values.
+// Bitonic sort of the rows of [rows, n] (shaders/sort.comp): stage 1 is one
+// compare-exchange pass over pairs `j` apart within blocks of `k` (the block's
+// mirror pairs when flip is set), 2 writes the values, 3 sorts blocks of 512
+// positions in shared memory, 4 ends the merge of blocks of `k` there.
 #ifdef PUSH_SORT
 RUMUS_PUSH_BLOCK(SortPush) {
   uint rows, n, padded, stage, k, j, flip, descending;

@@ -7,6 +7,12 @@
 // merged from its mirror pairs first, so the rows padded to a power of two
 // only ever compare real positions with padding that stays where it is: those
 // pairs are skipped, and nothing past n is stored.
+//
+// Passes whose pairs lie within blocks of 512 positions run in shared memory,
+// one workgroup per (row, block), many passes per dispatch: stage 3 sorts each
+// block from scratch (every block size up to 512), stage 4 runs the passes
+// j = 256 ... 1 of a merge of blocks of k > 512. Only the passes with j >= 512
+// go through global memory, one dispatch each.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -33,13 +39,76 @@ bool after(REAL va, uint pa, REAL vb, uint pb) {
   return pa > pb;
 }
 
-void main() {
-  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  if (pc.stage == 0u || pc.stage == 2u) {
-    for (uint i = gl_GlobalInvocationID.x; i < pc.rows * pc.n; i += step) {
-      if (pc.stage == 0u) set_position(i, i % pc.n);
-      else store0(DT, uint(pc.off_values) + i, load2(DT, uint(pc.off_in) + (i / pc.n) * pc.n + position(i)));
+#define BLOCK 512u
+shared REAL block_value[BLOCK];
+shared uint block_position[BLOCK];
+
+// One compare-exchange pass over the block held in shared memory, whose first
+// position in the row is `first`; invocation t takes one pair.
+void block_pass(uint t, uint first, uint k, uint j, bool flip) {
+  uint a, b;
+  if (flip) {
+    const uint half_k = k / 2u, q = t % half_k;
+    a = (t / half_k) * k + q;
+    b = (t / half_k) * k + k - 1u - q;
+  } else {
+    a = (t / j) * 2u * j + t % j;
+    b = a + j;
+  }
+  if (first + b < pc.n &&
+      after(block_value[a], block_position[a], block_value[b], block_position[b])) {
+    const REAL v = block_value[a];
+    const uint p = block_position[a];
+    block_value[a] = block_value[b];
+    block_position[a] = block_position[b];
+    block_value[b] = v;
+    block_position[b] = p;
+  }
+}
+
+void block_stages() {
+  const uint t = gl_LocalInvocationID.x, size = min(pc.padded, BLOCK), blocks = pc.padded / size;
+  for (uint g = gl_WorkGroupID.x; g < pc.rows * blocks; g += gl_NumWorkGroups.x) {
+    const uint row = g / blocks, first = (g % blocks) * size, in_row = uint(pc.off_in) + row * pc.n;
+    for (uint e = t; e < size; e += gl_WorkGroupSize.x) {
+      const uint at = first + e;
+      if (at < pc.n) {
+        block_position[e] = pc.stage == 3u ? at : position(row * pc.n + at);
+        block_value[e] = load2(DT, in_row + block_position[e]);
+      }
     }
+    barrier();
+    const bool pairing = t < size / 2u;
+    if (pc.stage == 3u) {
+      for (uint k = 2u; k <= size; k <<= 1u) {
+        if (pairing) block_pass(t, first, k, 0u, true);
+        barrier();
+        for (uint j = k / 4u; j > 0u; j >>= 1u) {
+          if (pairing) block_pass(t, first, k, j, false);
+          barrier();
+        }
+      }
+    } else {
+      for (uint j = BLOCK / 2u; j > 0u; j >>= 1u) {
+        if (pairing) block_pass(t, first, pc.k, j, false);
+        barrier();
+      }
+    }
+    for (uint e = t; e < size; e += gl_WorkGroupSize.x)
+      if (first + e < pc.n) set_position(row * pc.n + first + e, block_position[e]);
+    barrier();
+  }
+}
+
+void main() {
+  if (pc.stage >= 3u) {
+    block_stages();
+    return;
+  }
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  if (pc.stage == 2u) {
+    for (uint i = gl_GlobalInvocationID.x; i < pc.rows * pc.n; i += step)
+      store0(DT, uint(pc.off_values) + i, load2(DT, uint(pc.off_in) + (i / pc.n) * pc.n + position(i)));
     return;
   }
   const uint half_row = pc.padded / 2u;

@@ -2,6 +2,8 @@
 // dispatch per bitonic pass.
 #include "../sort.hpp"
 
+#include <algorithm>
+
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -9,6 +11,7 @@ namespace rumus::vulkan {
 namespace {
 
 constexpr std::uint32_t kLocal = 256;  // sort.comp's local size
+constexpr std::uint32_t kBlock = 512;  // sort.comp's BLOCK: positions sorted in shared memory
 
 void sort(Backend& be, TensorArg values, TensorArg indices, TensorArg in, bool descending) {
   auto& vk = static_cast<VulkanBackend&>(be);
@@ -34,10 +37,21 @@ void sort(Backend& be, TensorArg values, TensorArg indices, TensorArg in, bool d
     vk.launch(shader, spec, ops, &pc, sizeof pc, groups_for(threads, kLocal));
   };
   const std::int64_t elements = std::int64_t(rows) * n, pairs = std::int64_t(rows) * (padded / 2);
-  pass(0, 0, 0, false, elements);
-  for (std::uint32_t k = 2; k <= padded; k <<= 1) {
+  // Blocks of up to kBlock positions sort in shared memory (stage 3); each
+  // larger merge runs its passes with pairs kBlock or more apart globally and
+  // the rest in shared memory again (stage 4). One workgroup per (row, block).
+  const std::uint32_t block = std::min(padded, kBlock);
+  const std::int64_t block_groups = std::int64_t(rows) * (padded / block);
+  auto block_stage = [&](std::uint32_t stage, std::uint32_t k) {
+    pc.stage = stage;
+    pc.k = k;
+    vk.launch(shader, spec, ops, &pc, sizeof pc, std::uint32_t(std::min<std::int64_t>(block_groups, 65535)));
+  };
+  block_stage(3, 0);
+  for (std::uint32_t k = 2 * kBlock; k <= padded; k <<= 1) {
     pass(1, k, k / 2, true, pairs);
-    for (std::uint32_t j = k / 4; j > 0; j >>= 1) pass(1, k, j, false, pairs);
+    for (std::uint32_t j = k / 4; j >= kBlock; j >>= 1) pass(1, k, j, false, pairs);
+    block_stage(4, k);
   }
   pass(2, 0, 0, false, elements);
 }
