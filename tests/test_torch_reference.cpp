@@ -405,7 +405,9 @@ Tensor tanh_mlp(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& layers) 
   return x;
 }
 
-const std::vector<const char*> kSecondOrder = {"wgan_gp", "hvp_tanh_mlp", "second_derivative_in_x"};
+const std::vector<const char*> kSecondOrder = {"wgan_gp", "hvp_tanh_mlp", "second_derivative_in_x",
+                                               "gp_conv_bn_maxpool", "hvp_layer_norm_gelu",
+                                               "hvp_causal_attention"};
 
 // WGAN-GP: the penalty ((|grad_x D(x)| - 1)^2).mean() at mixed points, and its
 // gradient with respect to the critic's weights (a gradient of a gradient).
@@ -451,6 +453,57 @@ TEST(TorchReferenceSecondOrder, SecondDerivativeInTheInput) {
   expect_close_f64(u, c["u"], "u");
   expect_close_f64(du, c["du"], "du");
   expect_close_f64(d2u, c["d2u"], "d2u");
+}
+
+// A gradient penalty through conv2d, batch_norm2d (training statistics),
+// max_pool2d and tanh, and its gradient in the weights.
+TEST(TorchReferenceSecondOrder, GradientPenaltyThroughConvBatchNormMaxPool) {
+  auto c = load_f64("gp_conv_bn_maxpool");
+  std::vector<Tensor> w = {c["cw"].requires_grad_(), c["bw"].requires_grad_(), c["bb"].requires_grad_(),
+                           c["lw"].requires_grad_()};
+  Tensor x = c["x"].requires_grad_();
+  Tensor h = batch_norm2d(conv2d(x, w[0]), Tensor(), Tensor(), w[1], w[2], true);
+  Tensor score = linear(tanh(max_pool2d(h, 2)).flatten(1), w[3]);
+  Tensor g = autograd::grad({sum(score)}, {x}, {.create_graph = true})[0];
+  Tensor penalty = mean(square(sub(sqrt(sum(square(g.flatten(1)), {1})), 1.0)));
+  expect_close_f64(penalty, c["penalty"], "penalty");
+  std::vector<Tensor> gw = autograd::grad({penalty}, w, {.allow_unused = true});
+  const char* names[] = {"g_cw", "g_bw", "g_bb", "g_lw"};
+  for (std::size_t i = 0; i < gw.size(); ++i)
+    expect_close_f64(gw[i].defined() ? gw[i] : zeros_like(w[i]), c[names[i]], names[i]);
+}
+
+// A Hessian-vector product through layer_norm, gelu (exact and tanh) and linear,
+// in the input and the weights.
+TEST(TorchReferenceSecondOrder, HessianVectorProductThroughLayerNormGelu) {
+  auto c = load_f64("hvp_layer_norm_gelu");
+  std::vector<Tensor> p = {c["x"].requires_grad_(), c["lnw"].requires_grad_(), c["lnb"].requires_grad_(),
+                           c["w"].requires_grad_()};
+  Tensor h = gelu(layer_norm(p[0], {5}, p[1], p[2]));
+  Tensor loss = sum(square(gelu(linear(h, p[3]), "tanh")));
+  std::vector<Tensor> g = autograd::grad({loss}, p, {.create_graph = true});
+  const char* v_names[] = {"v_x", "v_lnw", "v_lnb", "v_w"};
+  Tensor dot = sum(mul(g[0], c[v_names[0]]));
+  for (std::size_t i = 1; i < g.size(); ++i) dot = add(dot, sum(mul(g[i], c[v_names[i]])));
+  std::vector<Tensor> hv = autograd::grad({dot}, p);
+  const char* names[] = {"hv_x", "hv_lnw", "hv_lnb", "hv_w"};
+  for (std::size_t i = 0; i < hv.size(); ++i) expect_close_f64(hv[i], c[names[i]], names[i]);
+}
+
+// A Hessian-vector product of causal attention (the fused op, against PyTorch's
+// math path) followed by an average pooling.
+TEST(TorchReferenceSecondOrder, HessianVectorProductOfCausalAttention) {
+  auto c = load_f64("hvp_causal_attention");
+  std::vector<Tensor> p = {c["q"].requires_grad_(), c["k"].requires_grad_(), c["v"].requires_grad_()};
+  Tensor att = scaled_dot_product_attention(p[0], p[1], p[2], {}, 0.0, true);
+  Tensor loss = add(sum(mul(avg_pool2d(att, {.kernel = {2, 1}}), c["r"].slice(2, 0, 2))), sum(square(att)));
+  std::vector<Tensor> g = autograd::grad({loss}, p, {.create_graph = true});
+  const char* u_names[] = {"u_q", "u_k", "u_v"};
+  Tensor dot = sum(mul(g[0], c[u_names[0]]));
+  for (std::size_t i = 1; i < g.size(); ++i) dot = add(dot, sum(mul(g[i], c[u_names[i]])));
+  std::vector<Tensor> hv = autograd::grad({dot}, p);
+  const char* names[] = {"hv_q", "hv_k", "hv_v"};
+  for (std::size_t i = 0; i < hv.size(); ++i) expect_close_f64(hv[i], c[names[i]], names[i]);
 }
 
 // ---- Recurrent layers and cells (and other modules): a PyTorch state dict loads

@@ -668,7 +668,60 @@ def packed_sequences():
     gen = outer
 
 
+def second_order_fused():
+    """Second-order gradients through the ops with fused first-order kernels
+    (their own generator; float64, compared to about 1e-10)."""
+    global gen
+    outer, gen = gen, torch.Generator().manual_seed(20261206)
+    # A gradient penalty through conv2d, batch_norm (training statistics),
+    # max_pool2d and tanh, and its gradient in the weights.
+    x, cw = rand(2, 1, 6, 6), rand(3, 1, 3, 3)
+    bw, bb, lw = rand(3, low=0.5, high=1.5), rand(3), rand(1, 12)
+    params = [t.clone().requires_grad_() for t in (cw, bw, bb, lw)]
+    xs = x.clone().requires_grad_()
+
+    def critic(x, cw, bw, bb, lw):
+        h = F.batch_norm(F.conv2d(x, cw), None, None, bw, bb, training=True)
+        return F.linear(torch.tanh(F.max_pool2d(h, 2)).flatten(1), lw)
+
+    (g,) = torch.autograd.grad(critic(xs, *params).sum(), xs, create_graph=True)
+    penalty = ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+    gp = torch.autograd.grad(penalty, params, allow_unused=True)
+    gp = [d if d is not None else torch.zeros_like(p) for d, p in zip(gp, params)]
+    write("gp_conv_bn_maxpool", {"x": x, "cw": cw, "bw": bw, "bb": bb, "lw": lw, "penalty": penalty,
+                                 "g_cw": gp[0], "g_bw": gp[1], "g_bb": gp[2], "g_lw": gp[3]})
+
+    # A Hessian-vector product through layer_norm, gelu (exact and tanh) and
+    # a linear layer, in the input and the weights.
+    x, lnw, lnb, w = rand(3, 5), rand(5, low=0.5, high=1.5), rand(5), rand(4, 5)
+    params = [t.clone().requires_grad_() for t in (x, lnw, lnb, w)]
+    v = [rand(*t.shape) for t in params]
+    h = F.gelu(F.layer_norm(params[0], (5,), params[1], params[2]))
+    loss = (F.gelu(F.linear(h, params[3]), approximate="tanh") ** 2).sum()
+    grads = torch.autograd.grad(loss, params, create_graph=True)
+    hv = torch.autograd.grad(sum((d * u).sum() for d, u in zip(grads, v)), params)
+    write("hvp_layer_norm_gelu", {"x": x, "lnw": lnw, "lnb": lnb, "w": w, "v_x": v[0], "v_lnw": v[1],
+                                  "v_lnb": v[2], "v_w": v[3], "hv_x": hv[0], "hv_lnw": hv[1], "hv_lnb": hv[2],
+                                  "hv_w": hv[3]})
+
+    # A Hessian-vector product of causal attention (PyTorch's math path: this
+    # PyTorch has no scaled_dot_product_attention) after an average pooling.
+    q, k, vv, r = rand(1, 2, 4, 3), rand(1, 2, 4, 3), rand(1, 2, 4, 3), rand(1, 2, 4, 3)
+    params = [t.clone().requires_grad_() for t in (q, k, vv)]
+    u = [rand(*t.shape) for t in params]
+    causal = torch.ones(4, 4, dtype=torch.bool).tril()
+    scores = (params[0] @ params[1].transpose(-2, -1)) / 3 ** 0.5
+    att = torch.softmax(scores.masked_fill(~causal, float("-inf")), -1) @ params[2]
+    loss = (F.avg_pool2d(att, (2, 1)) * r[:, :, :2]).sum() + (att ** 2).sum()
+    grads = torch.autograd.grad(loss, params, create_graph=True)
+    hv = torch.autograd.grad(sum((d * w_).sum() for d, w_ in zip(grads, u)), params)
+    write("hvp_causal_attention", {"q": q, "k": k, "v": vv, "r": r, "u_q": u[0], "u_k": u[1], "u_v": u[2],
+                                   "hv_q": hv[0], "hv_k": hv[1], "hv_v": hv[2]})
+    gen = outer
+
+
 if __name__ == "__main__":
     main()
     pointwise_math_and_reductions()
     packed_sequences()
+    second_order_fused()
