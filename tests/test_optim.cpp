@@ -692,3 +692,30 @@ TEST(Scheduler, CyclicLRCyclesAdamsBeta1) {
   optim::CyclicLR plain(opt, 0.01, 0.1, {.step_size_up = 2, .cycle_momentum = false});
   EXPECT_DOUBLE_EQ(opt.param_groups()[0].option("beta1"), 0.8);  // left alone
 }
+
+// LBFGS's history travels in its state dict: a loaded copy continues identically.
+TEST(Optimizer, LBFGSStateDictContinuesIdentically) {
+  auto init = [] { return tensor({1.5, -0.5, 0.7}, {.dtype = DType::f64}).requires_grad_(); };
+  Tensor p1 = init(), p2 = init();
+  auto loss_of = [](const Tensor& p) {
+    return add(sum(square(sub(p, 1.0))), sum(mul(square(square(p)), 0.1)));  // not quadratic: curvature changes
+  };
+  optim::LBFGS o1({p1}, {.max_iter = 3, .history_size = 2, .line_search_fn = "strong_wolfe"});
+  o1.step([&] { return loss_of(p1); });
+  StateDict sd = o1.state_dict();
+  EXPECT_TRUE(sd.contains("extra.old_dirs.0"));
+  {
+    NoGradGuard ng;
+    p2.copy_(p1);
+  }
+  optim::LBFGS o2({p2}, {.max_iter = 3, .history_size = 2, .line_search_fn = "strong_wolfe"});
+  o2.load_state_dict(sd);
+  for (int i = 0; i < 2; ++i) {
+    o1.step([&] { return loss_of(p1); });
+    o2.step([&] { return loss_of(p2); });
+  }
+  EXPECT_EQ(p1.to_vector<double>(), p2.to_vector<double>());
+  sd.erase("extra.d");
+  optim::LBFGS o3({p2}, {.max_iter = 3});
+  expect_error<Error>([&] { o3.load_state_dict(sd); }, "LBFGS.load_state_dict: the state dict has no 'extra.d'");
+}

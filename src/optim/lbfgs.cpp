@@ -58,6 +58,66 @@ void LBFGS::update(Tensor&, const Tensor&, ParamState&, const Group&) {
               "got gradients");
 }
 
+namespace {
+Tensor f64_value(double v) { return full({}, v, {.dtype = DType::f64}); }
+}  // namespace
+
+void LBFGS::save_extra(StateDict& out) const {
+  out["extra.n_iter"] = full({}, double(n_iter_), {.dtype = DType::i64});
+  out["extra.func_evals"] = full({}, double(func_evals_), {.dtype = DType::i64});
+  if (n_iter_ == 0) return;
+  out["extra.d"] = d_.detach();
+  out["extra.prev_flat_grad"] = prev_flat_grad_.detach();
+  out["extra.t"] = f64_value(t_);
+  out["extra.h_diag"] = f64_value(h_diag_);
+  out["extra.prev_loss"] = f64_value(prev_loss_);
+  out["extra.ro"] = tensor(ro_, {std::int64_t(ro_.size())}, {.dtype = DType::f64});
+  for (std::size_t i = 0; i < old_dirs_.size(); ++i) {
+    out[fmt::format("extra.old_dirs.{}", i)] = old_dirs_[i].detach();
+    out[fmt::format("extra.old_stps.{}", i)] = old_steps_[i].detach();
+  }
+}
+
+void LBFGS::load_extra(const StateDict& state) {
+  auto need = [&](const std::string& key) -> const Tensor& {
+    auto it = state.find(key);
+    if (it == state.end()) throw Error(fmt::format("LBFGS.load_state_dict: the state dict has no '{}'", key));
+    return it->second;
+  };
+  const auto n_iter = std::int64_t(need("extra.n_iter").item()), func_evals = std::int64_t(need("extra.func_evals").item());
+  std::int64_t total = 0;
+  for (const Tensor& p : param_groups().front().params) total += p.numel();
+  const Tensor& like = param_groups().front().params.front();
+  auto flat = [&](const std::string& key) {
+    const Tensor& t = need(key);
+    if (t.shape() != Shape{total})
+      throw ShapeError(fmt::format("LBFGS.load_state_dict: '{}' has shape {}, expected [{}] (every parameter, flat)",
+                                   key, shape_str(t.shape()), total));
+    return t.detach().to(like.dtype()).to(like.device()).clone();
+  };
+  Tensor d, prev;
+  std::vector<Tensor> dirs, steps;
+  std::vector<double> ro;
+  double t = 0, h_diag = 1, prev_loss = 0;
+  if (n_iter > 0) {
+    d = flat("extra.d"), prev = flat("extra.prev_flat_grad");
+    t = need("extra.t").item(), h_diag = need("extra.h_diag").item(), prev_loss = need("extra.prev_loss").item();
+    ro = need("extra.ro").to(DType::f64).to_vector<double>();
+    for (std::size_t i = 0; i < ro.size(); ++i) {
+      dirs.push_back(flat(fmt::format("extra.old_dirs.{}", i)));
+      steps.push_back(flat(fmt::format("extra.old_stps.{}", i)));
+    }
+  }
+  const std::size_t expected = 2 + (n_iter > 0 ? 6 + 2 * ro.size() : 0);
+  std::size_t present = 0;
+  for (auto it = state.lower_bound("extra."); it != state.end() && it->first.starts_with("extra."); ++it) ++present;
+  if (present != expected)
+    throw Error(fmt::format("LBFGS.load_state_dict: expected {} 'extra.' entries for a history of {}, got {}", expected,
+                            ro.size(), present));
+  d_ = d, prev_flat_grad_ = prev, old_dirs_ = std::move(dirs), old_steps_ = std::move(steps), ro_ = std::move(ro);
+  t_ = t, h_diag_ = h_diag, prev_loss_ = prev_loss, n_iter_ = n_iter, func_evals_ = func_evals;
+}
+
 Tensor LBFGS::flat_grad(const GradientStore& grads) const {
   std::vector<Tensor> flat;
   for (const Tensor& p : param_groups().front().params) {

@@ -153,6 +153,7 @@ StateDict Optimizer::state_dict() const {
       for (auto& [n, t] : s.buffers) out[sp + n] = t.detach();
     }
   }
+  save_extra(out);
   return out;
 }
 
@@ -225,6 +226,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
                                     op, sp, name, type_name(), sp, states[g][i].step, expected_buffers));
     }
   }
+  for (auto it = state.lower_bound("extra."); it != state.end() && it->first.starts_with("extra."); ++it) ++used;
   if (used != state.size())
     throw Error(fmt::format("{}: the state dict has {} entries, {} of them unexpected (more groups or "
                             "parameters than this optimizer has)",
@@ -232,6 +234,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
   groups_ = std::move(groups);
   state_ = std::move(states);
   ++state_generation_;
+  load_extra(state);
 }
 
 }  // namespace rumus::optim

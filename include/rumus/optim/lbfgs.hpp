@@ -36,6 +36,9 @@ class LBFGS : public Optimizer {
 
  protected:
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
+  // The curvature history and the last direction and step, as PyTorch's state.
+  void save_extra(StateDict& out) const override;
+  void load_extra(const StateDict& state) override;
 
  private:
   Tensor flat_grad(const GradientStore& grads) const;

@@ -91,6 +91,11 @@ class Optimizer {
   // The buffers update() keeps per parameter (with this group's options):
   // a loaded state with step > 0 must have all of them, and no others.
   virtual std::vector<std::string> buffer_names(const Group&) const { return {}; }
+  // Optimizer-wide state beyond the per-parameter buffers (LBFGS's history),
+  // saved under "extra.<name>". load_extra runs once the rest of the state
+  // dict has been checked and loaded, and must use every "extra." entry.
+  virtual void save_extra(StateDict&) const {}
+  virtual void load_extra(const StateDict&) {}
   // The per-step values this optimizer's fused kernel reads from
   // ParamState::scalars (see ops/optimizer_step.hpp); nullopt: none, and the
   // optimizer cannot be captured.
