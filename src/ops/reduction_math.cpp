@@ -31,10 +31,10 @@ std::int64_t reduced_count(const Tensor& x, std::vector<std::int64_t> dims, cons
 
 // s^(1/p) whose gradient is 0 where s = 0 (PyTorch's subgradient of a zero norm or
 // deviation), written with where so that it differentiates again.
-Tensor root_zero_grad_at_zero(const Tensor& s, double p) {
+Tensor root_zero_grad_at_zero(const char* op, const Tensor& s, double p) {
   Tensor y = p == 2 ? detail::unary_kernel(UnaryOp::sqrt, s) : detail::unary_kernel(UnaryOp::pow_scalar, s, 1.0 / p);
   if (autograd::needs_grad({&s}))
-    autograd::record("root", {s}, y,
+    autograd::record(op, {s}, y,
                      [ss = SavedTensor(s), sy = SavedTensor(y), p](const Tensor& g) {
                        const Tensor &s = ss.get(), &y = sy.get();
                        Tensor zero = zeros({}, {.dtype = g.dtype(), .device = g.device()});
@@ -81,13 +81,13 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<std::int6
 }
 
 Tensor std(const Tensor& x, const std::vector<std::int64_t>& dims, double correction, bool keepdim) {
-  return root_zero_grad_at_zero(var(x, dims, correction, keepdim), 2);
+  return root_zero_grad_at_zero("std", var(x, dims, correction, keepdim), 2);
 }
 
 std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
                                     bool keepdim) {
   auto [v, m] = variance(x, dims, correction, keepdim);
-  return {root_zero_grad_at_zero(v, 2), mean_as(m, v, keepdim)};
+  return {root_zero_grad_at_zero("std_mean", v, 2), mean_as(m, v, keepdim)};
 }
 
 Tensor norm(const Tensor& x_in, double p, const std::vector<std::int64_t>& dims, bool keepdim) {
@@ -103,7 +103,7 @@ Tensor norm(const Tensor& x_in, double p, const std::vector<std::int64_t>& dims,
   if (p == 0) return sum(ne(x, 0.0).to(x.dtype()), dims, keepdim);
   if (p == 1) return sum(abs(x), dims, keepdim);
   Tensor powered = p == 2 ? mul(x, x) : pow(abs(x), p);
-  return root_zero_grad_at_zero(sum(powered, dims, keepdim), p);
+  return root_zero_grad_at_zero("norm", sum(powered, dims, keepdim), p);
 }
 
 Tensor norm(const Tensor& x, std::string_view p, const std::vector<std::int64_t>& dims, bool keepdim) {
