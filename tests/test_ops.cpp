@@ -667,6 +667,13 @@ TEST(ReductionMath, EdgeCasesAsPyTorch) {
   EXPECT_EQ(nansum(n).item(), 4.0);
   EXPECT_EQ(nanmean(n).item(), 2.0);
   EXPECT_EQ(backward(nansum(n)).get(n).to_vector<float>(), (std::vector<float>{1, 0, 1}));
+  // Empty tensors and shapes: the variance of nothing is NaN, its norm 0.
+  EXPECT_TRUE(std::isnan(var(zeros({0})).item()));
+  EXPECT_EQ(norm(zeros({0})).item(), 0.0);
+  EXPECT_EQ(norm(zeros({2, 0}), 2, {1}).shape(), (Shape{2}));
+  EXPECT_EQ(var(ones({3, 4}), {-1}, 1, true).shape(), (Shape{3, 1}));
+  EXPECT_EQ(logsumexp(ones({2, 3, 4}), {-1, 0}).shape(), (Shape{3}));
+  EXPECT_EQ(nansum(zeros({0})).item(), 0.0);
   // The errors name the op, what it expected and what it got.
   expect_error<DTypeError>([] { var(tensor(std::vector<std::int64_t>{1, 2})); }, "var: expected a floating-point tensor, got i64");
   expect_error<ValueError>([] { norm(ones({2}), -1.0); }, "norm: expected p >= 0 or infinity, got p = -1");
