@@ -575,6 +575,13 @@ TEST(Optimizer, GroupOptionsAreTheOptimizersOwnAndRoundTrip) {
   optim::SGD other(Groups{{.params = {a}}, {.params = {b}}}, {.lr = 0.1});
   other.load_state_dict(sd);
   EXPECT_EQ(other.param_groups()[1].option("momentum"), 0.5);
+  // A state dict saved before an option existed keeps this optimizer's value for it.
+  StateDict older = sd;
+  older.erase("group.1.dampening");
+  optim::SGD newer(Groups{{.params = {a}}, {.params = {b}}}, {.lr = 0.1, .dampening = 0.25});
+  newer.load_state_dict(older);
+  EXPECT_EQ(newer.param_groups()[1].option("dampening"), 0.25);
+  EXPECT_EQ(newer.param_groups()[1].option("momentum"), 0.5);
   expect_error<ValueError>(
       [&] { optim::SGD(Groups{{.params = {a}, .options = {{"beta1", 0.5}}}}); },
       "SGD: group 0 sets the option 'beta1', which this optimizer does not have (expected one of: lr, weight_decay, "

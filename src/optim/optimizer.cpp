@@ -190,8 +190,12 @@ void Optimizer::load_state_dict(const StateDict& state) {
     groups[g].initial_lr = need(gp + "initial_lr").item();
     groups[g].weight_decay = need(gp + "weight_decay").item();
     used += 4;
+    // An option missing from the file (one saved before the option existed)
+    // keeps this optimizer's value, as PyTorch's __setstate__ defaults new options.
     for (auto& [k, v] : groups[g].options) {
-      v = need(gp + k).item();
+      auto it = state.find(gp + k);
+      if (it == state.end()) continue;
+      v = it->second.item();
       ++used;
     }
     const std::vector<std::string> buffer_names = this->buffer_names(groups[g]);
