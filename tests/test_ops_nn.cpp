@@ -977,6 +977,20 @@ TEST(Activations, LargeInputsStayFiniteAndBoundariesPassNoGradient) {
   EXPECT_EQ(threshold(tensor({0.5, 2.0}), 1.0, -3.0).to_vector<float>(), (std::vector<float>{-3, 2}));
 }
 
+TEST(Losses, RunInF32UnderAutocast) {
+  AutocastGuard on(DType::bf16);
+  Tensor a = tensor({0.5, -1.0, 2.0, 0.25}).to(DType::bf16), b = tensor({1.0, 1.0, -1.0, 0.0}).to(DType::bf16);
+  EXPECT_EQ(l1_loss(a, b).dtype(), DType::f32);
+  EXPECT_EQ(huber_loss(a, b).dtype(), DType::f32);
+  EXPECT_EQ(soft_margin_loss(a, b).dtype(), DType::f32);
+  EXPECT_EQ(kl_div(a, b, "batchmean", true).dtype(), DType::f32);
+  EXPECT_EQ(triplet_margin_loss(a, b, a).dtype(), DType::f32);
+  EXPECT_EQ(multi_margin_loss(a.reshape({2, 2}), i64({0, 1})).dtype(), DType::f32);
+  // Activations are not listed: they keep their dtype, expm1 and log1p inside them included.
+  for (const Tensor& y : {elu(a), selu(a), celu(a), softplus(a), logsigmoid(a), mish(a)})
+    EXPECT_EQ(y.dtype(), DType::bf16);
+}
+
 TEST(NnErrors, ConvPadding) {
   expect_error<ValueError>([] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 3, 3}), {}, {.padding_mode = "mirror"}); },
                            "conv2d: expected padding_mode \"zeros\", \"reflect\", \"replicate\" or \"circular\", got "

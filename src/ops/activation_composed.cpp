@@ -22,31 +22,35 @@ Tensor expm1_nonpositive(const Tensor& x) { return expm1(clamp(x, kUnbounded, 0.
 
 // log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|)).
 Tensor stable_softplus(const Tensor& x) { return add(relu(x), log1p(exp(neg(abs(x))))); }
+
+// Under autocast expm1 and log1p compute in f32; the activation still
+// answers in its input's dtype, as PyTorch's do.
+Tensor like_input(const Tensor& y, const Tensor& x) { return y.dtype() == x.dtype() ? y : y.to(x.dtype()); }
 }  // namespace
 
 Tensor elu(const Tensor& x, double alpha) {
   detail::check_floating("elu", x);
-  return where(gt(x, 0.0), x, mul(expm1_nonpositive(x), alpha));
+  return like_input(where(gt(x, 0.0), x, mul(expm1_nonpositive(x), alpha)), x);
 }
 
 Tensor selu(const Tensor& x) {
   detail::check_floating("selu", x);
   constexpr double alpha = 1.6732632423543772848170429916717;
   constexpr double scale = 1.0507009873554804934193349852946;
-  return mul(where(gt(x, 0.0), x, mul(expm1_nonpositive(x), alpha)), scale);
+  return like_input(mul(where(gt(x, 0.0), x, mul(expm1_nonpositive(x), alpha)), scale), x);
 }
 
 Tensor celu(const Tensor& x, double alpha) {
   detail::check_floating("celu", x);
   if (alpha == 0.0) throw ValueError("celu: expected a nonzero alpha, got 0");
-  return where(gt(x, 0.0), x, mul(expm1_nonpositive(div(x, alpha)), alpha));
+  return like_input(where(gt(x, 0.0), x, mul(expm1_nonpositive(div(x, alpha)), alpha)), x);
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   detail::check_floating("softplus", x);
   Tensor bx = mul(x, beta);
   // Above the threshold the result is x itself (PyTorch's linear region).
-  return where(gt(bx, threshold), x, div(stable_softplus(bx), beta));
+  return like_input(where(gt(bx, threshold), x, div(stable_softplus(bx), beta)), x);
 }
 
 Tensor softsign(const Tensor& x) {
@@ -118,7 +122,7 @@ Tensor glu(const Tensor& x, std::int64_t dim) {
 
 Tensor logsigmoid(const Tensor& x) {
   detail::check_floating("logsigmoid", x);
-  return neg(stable_softplus(neg(x)));
+  return like_input(neg(stable_softplus(neg(x))), x);
 }
 
 Tensor tanhshrink(const Tensor& x) {
