@@ -760,8 +760,12 @@ TEST(Containers, ModuleDictKeysInInsertionOrderAndErrors) {
   EXPECT_EQ(dict.at<nn::Linear>("zeta").weight.shape(), (Shape{2, 2}));
   EXPECT_EQ(dict.values().size(), 2u);
   EXPECT_EQ(names(dict.named_parameters()), (std::vector<std::string>{"zeta.weight", "zeta.bias"}));
-  expect_error<ValueError>([&] { dict.insert("zeta", nn::ReLU()); },
-                           "ModuleDict.insert: expected a new key, got 'zeta'");
+  // A present key gets the new module in place, as PyTorch's dict[key] = module.
+  dict.insert("zeta", nn::Linear(2, 5));
+  EXPECT_EQ(dict.keys(), (std::vector<std::string>{"zeta", "alpha"}));
+  EXPECT_EQ(dict.at<nn::Linear>("zeta").weight.shape(), (Shape{5, 2}));
+  EXPECT_EQ(dict.named_parameters()[0].second.shape(), (Shape{5, 2}));
+  EXPECT_EQ(dict.named_modules().size(), 3u);
   expect_error<ValueError>([&] { dict["beta"]; }, "ModuleDict: expected one of the keys [zeta, alpha], got 'beta'");
   expect_error<Error>([&] { dict.at<nn::Linear>("alpha"); }, "ModuleDict.at: module 'alpha' is a Tanh");
   expect_error<Error>([&] { dict.insert("x.y", nn::ReLU()); }, "invalid name 'x.y'");

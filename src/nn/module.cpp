@@ -67,6 +67,17 @@ Module& Module::register_module(const std::string& name, std::shared_ptr<Module>
   return ref;
 }
 
+Module& Module::replace_module(const std::string& name, std::shared_ptr<Module> child) {
+  if (!child) throw Error(fmt::format("{}: submodule '{}' is null", type_name(), name));
+  for (Child& c : children_)
+    if (c.name == name) {
+      c.module = child.get();
+      c.owned = std::move(child);
+      return *c.module;
+    }
+  throw Error(fmt::format("{}: expected a registered submodule '{}' to replace, got none", type_name(), name));
+}
+
 void Module::register_modules(std::initializer_list<NamedModule> children) {
   for (const NamedModule& c : children) register_module(c.name, c.module);
 }

@@ -11,8 +11,12 @@ ModuleDict::ModuleDict(std::vector<Item> items) {
 
 ModuleDict& ModuleDict::insert(const std::string& key, std::shared_ptr<Module> module) {
   if (!module) throw Error(fmt::format("ModuleDict.insert: expected a module for key '{}', got a null pointer", key));
-  if (contains(key))
-    throw ValueError(fmt::format("ModuleDict.insert: expected a new key, got '{}', which is already present", key));
+  for (auto& [k, m] : items_)
+    if (k == key) {
+      replace_module(key, module);
+      m = std::move(module);
+      return *this;
+    }
   register_module(key, module);
   items_.emplace_back(key, std::move(module));
   return *this;

@@ -105,6 +105,8 @@ class Module {
   // Owned: for containers such as Sequential.
   Module& register_module(const std::string& name, std::shared_ptr<Module> child);
   void register_modules(std::initializer_list<NamedModule> children);
+  // Puts `child` (owned) in place of the submodule registered as `name`, at the same position.
+  Module& replace_module(const std::string& name, std::shared_ptr<Module> child);
 
  private:
   struct Child {

@@ -22,7 +22,8 @@ class ModuleDict : public Module {
 
   ModuleDict() = default;
   explicit ModuleDict(std::vector<Item> items);
-  // A key already present is an error (its module is registered under that name).
+  // A key already present gets the new module in its place (as PyTorch's
+  // dict[key] = module and libtorch's insert), keeping its position.
   ModuleDict& insert(const std::string& key, std::shared_ptr<Module> module);
   template <class M>
     requires std::is_base_of_v<Module, std::decay_t<M>>
