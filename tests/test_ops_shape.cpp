@@ -327,6 +327,40 @@ TEST(Nonzero, CoordinatesInRowMajorOrder) {
   }
 }
 
+// The methods call the free functions: the same results.
+TEST(MethodForms, AgreeWithTheFreeFunctions) {
+  Tensor x = tensor(std::vector<double>{0.5, -1.0, 2.0, 0.25, -0.5, 1.5}, {2, 3}).to(DType::f32);
+  auto same = [](const Tensor& a, const Tensor& b) { EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>()); };
+  same(x.flip({1}), flip(x, {1}));
+  same(x.roll({1}, {1}), roll(x, {1}, {1}));
+  same(x.repeat({2, 1}), repeat(x, {2, 1}));
+  same(x.tile({2}), tile(x, {2}));
+  same(x.repeat_interleave(2, 0), repeat_interleave(x, 2, 0));
+  same(x.movedim(0, 1), movedim(x, 0, 1));
+  same(x.diagonal(1), diagonal(x, 1));
+  same(x.tril(), tril(x));
+  same(x.triu(1), triu(x, 1));
+  same(x.as_strided({2}, {2}, 1), as_strided(x, {2}, {2}, 1));
+  Tensor index = i64({2, 0});
+  same(x.index_select(1, index), index_select(x, 1, index));
+  same(x.gather(1, index.reshape({1, 2})), gather(x, 1, index.reshape({1, 2})));
+  same(x.scatter(1, index.reshape({1, 2}), 9.0), scatter(x, 1, index.reshape({1, 2}), 9.0));
+  same(x.index_add(1, index, ones({2, 2}, {.dtype = DType::f32})), index_add(x, 1, index, ones({2, 2})));
+  same(x.masked_select(gt(x, 0.0)), masked_select(x, gt(x, 0.0)));
+  same(x.nonzero(), nonzero(x));
+  same(x.take_along_dim(index.reshape({1, 2}), 1), take_along_dim(x, index.reshape({1, 2}), 1));
+  same(std::get<1>(x.sort(1, true)), std::get<1>(sort(x, 1, true)));
+  same(x.argsort(0), argsort(x, 0));
+  same(std::get<0>(x.topk(2)), std::get<0>(topk(x, 2)));
+  same(std::get<1>(x.kthvalue(2, 0)), std::get<1>(kthvalue(x, 2, 0)));
+  same(std::get<0>(x.median(1)), std::get<0>(median(x, 1)));
+  same(x.median(), median(x));
+  same(x.cumsum(1), cumsum(x, 1));
+  same(x.cumprod(0), cumprod(x, 0));
+  same(std::get<1>(x.cummax(1)), std::get<1>(cummax(x, 1)));
+  same(std::get<0>(x.cummin(0)), std::get<0>(cummin(x, 0)));
+}
+
 TEST(RepeatInterleave, OfCountsAlone) {
   EXPECT_EQ(repeat_interleave(i64({2, 0, 3})).to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 0, 2, 2, 2}));
 }

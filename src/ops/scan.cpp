@@ -111,5 +111,7 @@ namespace rumus {
 
 Tensor Tensor::cumsum(std::int64_t dim, std::optional<DType> dtype) const { return rumus::cumsum(*this, dim, dtype); }
 Tensor Tensor::cumprod(std::int64_t dim, std::optional<DType> dtype) const { return rumus::cumprod(*this, dim, dtype); }
+std::tuple<Tensor, Tensor> Tensor::cummax(std::int64_t dim) const { return rumus::cummax(*this, dim); }
+std::tuple<Tensor, Tensor> Tensor::cummin(std::int64_t dim) const { return rumus::cummin(*this, dim); }
 
 }  // namespace rumus

@@ -130,5 +130,9 @@ std::tuple<Tensor, Tensor> Tensor::topk(std::int64_t k, std::int64_t dim, bool l
 std::tuple<Tensor, Tensor> Tensor::kthvalue(std::int64_t k, std::int64_t dim, bool keepdim) const {
   return rumus::kthvalue(*this, k, dim, keepdim);
 }
+std::tuple<Tensor, Tensor> Tensor::median(std::int64_t dim, bool keepdim) const {
+  return rumus::median(*this, dim, keepdim);
+}
+Tensor Tensor::median() const { return rumus::median(*this); }
 
 }  // namespace rumus

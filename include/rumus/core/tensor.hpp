@@ -256,6 +256,10 @@ class Tensor {
   std::tuple<Tensor, Tensor> kthvalue(std::int64_t k, std::int64_t dim = -1, bool keepdim = false) const;
   Tensor cumsum(std::int64_t dim, std::optional<DType> dtype = std::nullopt) const;
   Tensor cumprod(std::int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  std::tuple<Tensor, Tensor> cummax(std::int64_t dim) const;
+  std::tuple<Tensor, Tensor> cummin(std::int64_t dim) const;
+  std::tuple<Tensor, Tensor> median(std::int64_t dim, bool keepdim = false) const;
+  Tensor median() const;
 
  private:
   std::shared_ptr<TensorImpl> impl_;
