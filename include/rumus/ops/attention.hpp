@@ -28,7 +28,9 @@ namespace rumus {
 // aligned, as PyTorch) and excludes attn_mask. scale defaults to 1/sqrt(D).
 // dropout_p > 0 drops attention weights with the generator's Philox stream;
 // the backward regenerates the same mask. A query row with every key masked
-// gives zeros (and zero gradients).
+// gives zeros (and zero gradients). Under create_graph the backward is the
+// math path's formula on the saved inputs (with the same dropout mask), so
+// gradients differentiate again, to any order.
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask = {}, double dropout_p = 0.0, bool is_causal = false,
                                     std::optional<double> scale = std::nullopt, Generator* generator = nullptr);
