@@ -301,6 +301,27 @@ TEST(Scan, IntegersGiveI64AndDtypeCasts) {
   EXPECT_EQ(cumsum(scalar_tensor(2.5), 0).shape(), Shape{});
 }
 
+// Integer tensors sort and scan on every device (in double arithmetic on Vulkan).
+TEST(Scan, IntegersOnEveryDevice) {
+  std::mt19937_64 rng(21);
+  std::uniform_int_distribution<int> pick(-1000, 1000);
+  std::vector<std::int64_t> v(600);
+  for (auto& x : v) x = pick(rng);
+  std::vector<std::int64_t> want_sum(v.size());
+  std::partial_sum(v.begin(), v.end(), want_sum.begin());
+  for (Device dev : test_devices()) {
+    Tensor x = tensor(v, {std::int64_t(v.size())}).to(DType::i32).to(dev);
+    EXPECT_EQ(cumsum(x, 0).to_vector<std::int64_t>(), want_sum) << dev.str();
+    const std::vector<std::int64_t> order = argsort(x, 0, true).to_vector<std::int64_t>();
+    for (std::size_t j = 1; j < order.size(); ++j) {
+      const std::int64_t a = v[std::size_t(order[j - 1])], b = v[std::size_t(order[j])];
+      ASSERT_TRUE(a > b || (a == b && order[j - 1] < order[j])) << dev.str() << " at " << j;
+    }
+    const std::vector<std::int64_t> running = std::get<0>(cummax(x, 0)).to_vector<std::int64_t>();
+    EXPECT_EQ(running.back(), *std::max_element(v.begin(), v.end())) << dev.str();
+  }
+}
+
 TEST(Diagonal, IsAViewThatWritesThrough) {
   for (Device dev : test_devices()) {
     Tensor x = zeros({3, 4}, {.device = dev});

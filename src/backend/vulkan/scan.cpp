@@ -19,7 +19,7 @@ void scan(Backend& be, TensorArg out, TensorArg in, ScanOp op) {
   const std::int64_t columns = s[0] * s[2];
   if (columns == 0 || s[1] == 0) return;
   VulkanBackend::Operand ops[] = {{out, true}, {in, false}};
-  vk.launch(in.dtype == DType::f64 ? "scan_f64" : "scan", {std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+  vk.launch(in.dtype == DType::f64 || !is_floating(in.dtype) ? "scan_f64" : "scan", {std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
             std::uint32_t(std::min<std::int64_t>(columns, 65535)));
 }
 
@@ -36,13 +36,14 @@ void cumextreme(Backend& be, TensorArg values, TensorArg indices, TensorArg in, 
   const std::int64_t columns = s[0] * s[2];
   if (columns == 0 || s[1] == 0) return;
   VulkanBackend::Operand ops[] = {{values, true}, {in, false}, {indices, true}};
-  vk.launch(in.dtype == DType::f64 ? "cumextreme_f64" : "cumextreme", {std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+  vk.launch(in.dtype == DType::f64 || !is_floating(in.dtype) ? "cumextreme_f64" : "cumextreme", {std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
             std::uint32_t(std::min<std::int64_t>(columns, 65535)));
 }
 
-// f64 needs the device's double arithmetic.
+// f64 and the integers (in double arithmetic: i32 and u8 exact, i64 sums up
+// to 2^53) need the device's double arithmetic.
 bool scan_runs(Backend& be, DType dtype) {
-  return dtype != DType::f64 || static_cast<VulkanBackend&>(be).context().float64;
+  return is_floating(dtype) && dtype != DType::f64 ? true : static_cast<VulkanBackend&>(be).context().float64;
 }
 
 }  // namespace
@@ -51,9 +52,11 @@ bool scan_runs(Backend& be, DType dtype) {
 namespace rumus {
 
 RUMUS_KERNEL_FAMILY(vulkan, scan) {
-  register_kernel<ScanKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16},
+  register_kernel<ScanKernel>(Device::Kind::vulkan,
+                              DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64},
                               &vulkan::scan, &vulkan::scan_runs);
-  register_kernel<CumExtremeKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16},
+  register_kernel<CumExtremeKernel>(Device::Kind::vulkan,
+                                    DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::u8},
                                     &vulkan::cumextreme, &vulkan::scan_runs);
 }
 

@@ -27,7 +27,8 @@ void sort(Backend& be, TensorArg values, TensorArg indices, TensorArg in, bool d
   push::SortPush pc{rows, n, padded, 0, 0, 0, 0, descending ? 1u : 0u, std::int32_t(values.layout->offset),
                     std::int32_t(indices.layout->offset), std::int32_t(in.layout->offset)};
   VulkanBackend::Operand ops[] = {{values, true}, {indices, true}, {in, false}};
-  const std::string shader = in.dtype == DType::f64 ? "sort_f64" : "sort";
+  // Integers compare in double arithmetic, where i32 and u8 are exact.
+  const std::string shader = in.dtype == DType::f64 || !is_floating(in.dtype) ? "sort_f64" : "sort";
   const std::vector<std::uint32_t> spec{std::uint32_t(in.dtype)};
   auto pass = [&](std::uint32_t stage, std::uint32_t k, std::uint32_t j, bool flip, std::int64_t threads) {
     pc.stage = stage;
@@ -56,9 +57,9 @@ void sort(Backend& be, TensorArg values, TensorArg indices, TensorArg in, bool d
   pass(2, 0, 0, false, elements);
 }
 
-// f64 needs the device's double arithmetic.
+// f64 and the integers need the device's double arithmetic.
 bool sort_runs(Backend& be, DType dtype) {
-  return dtype != DType::f64 || static_cast<VulkanBackend&>(be).context().float64;
+  return is_floating(dtype) && dtype != DType::f64 ? true : static_cast<VulkanBackend&>(be).context().float64;
 }
 
 }  // namespace
@@ -67,7 +68,8 @@ bool sort_runs(Backend& be, DType dtype) {
 namespace rumus {
 
 RUMUS_KERNEL_FAMILY(vulkan, sort) {
-  register_kernel<SortKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16},
+  register_kernel<SortKernel>(Device::Kind::vulkan,
+                              DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::u8},
                               &vulkan::sort, &vulkan::sort_runs);
 }
 
