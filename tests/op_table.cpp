@@ -526,6 +526,15 @@ const std::vector<OpCase>& op_table() {
          Generator gen(6);
          return dropout1d(x[0], 0.5, true, &gen);
        }},
+      {"adaptive_max_pool2d", {{2, 2, 5, 7}}, [](V x) { return adaptive_max_pool2d(x[0], {3, 4}); }},
+      {"adaptive_max_pool1d_unbatched", {{3, 7}}, [](V x) { return adaptive_max_pool1d(x[0], 3); }},
+      {"max_pool2d_with_indices", {{2, 2, 5, 6}}, [](V x) {
+         return std::get<0>(max_pool2d_with_indices(x[0], {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true}));
+       }},
+      {"max_unpool2d", {{1, 2, 4, 6}}, [](V x) {
+         auto [v, i] = max_pool2d_with_indices(x[0], {.kernel = 2});
+         return max_unpool2d(v * 2.0, i, {.kernel = 2});
+       }},
       // Recurrent layers, through their gates in the input and the initial states.
       {"lstm_bidirectional_2_layers", {{2, 3, 3}, {4, 2, 3}, {4, 2, 3}}, [](V x) {
          auto m = fixed_recurrent<nn::LSTM>(

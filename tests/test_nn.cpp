@@ -247,6 +247,46 @@ TEST(ChannelDropoutAndFoldModules, ChannelsPrintoutsAndRoundTrip) {
   EXPECT_EQ(fold.forward(cols).to_vector<float>(), img.to_vector<float>());  // blocks do not overlap
 }
 
+// AdaptiveMaxPool2d/1d: shapes, printouts, indices that point at the maxima.
+TEST(AdaptiveMaxPoolModules, ShapesPrintoutsAndIndices) {
+  nn::AdaptiveMaxPool2d pool({2, 3});
+  EXPECT_EQ(pool.pretty_print(), "AdaptiveMaxPool2d(output_size=(2, 3))");
+  Tensor x = randn({2, 3, 5, 7});
+  auto [values, indices] = pool.forward_with_indices(x);
+  EXPECT_EQ(values.shape(), (Shape{2, 3, 2, 3}));
+  EXPECT_EQ(indices.shape(), (Shape{2, 3, 2, 3}));
+  EXPECT_EQ(pool.forward(x).to_vector<float>(), values.to_vector<float>());
+  // Each index reads its maximum back from the flattened plane.
+  Tensor back = gather(x.flatten(2), 2, indices.flatten(2)).view({2, 3, 2, 3});
+  EXPECT_EQ(back.to_vector<float>(), values.to_vector<float>());
+  EXPECT_EQ(amax(x, {2, 3}).to_vector<float>(), adaptive_max_pool2d(x, 1).flatten(1).to_vector<float>());
+  nn::AdaptiveMaxPool1d pool1(4);
+  EXPECT_EQ(pool1.pretty_print(), "AdaptiveMaxPool1d(output_size=4)");
+  EXPECT_EQ(pool1.forward(randn({3, 9})).shape(), (Shape{3, 4}));
+  expect_error<ShapeError>([] { adaptive_max_pool2d(randn({2, 3}), 2); },
+                           "adaptive_max_pool2d: expected input of 4 dims [N, C, H, W] or 3 [C, H, W], got [2, 3]");
+  expect_error<ShapeError>([] { adaptive_max_pool2d(randn({1, 2, 3}), {0, 1}); },
+                           "adaptive_max_pool2d: expected an output size of at least 1x1, got 0x1");
+  expect_error<ShapeError>([] { adaptive_max_pool1d(randn({2, 3, 4, 5}), 2); },
+                           "adaptive_max_pool1d: expected input of 3 dims [N, C, L] or 2 [C, L], got [2, 3, 4, 5]");
+
+  // MaxPool2d's indices and MaxUnpool2d: the maxima back at their places, zeros elsewhere.
+  nn::MaxPool2d mp(Pool2dOptions{.kernel = 2});
+  nn::MaxUnpool2d unpool(2);
+  EXPECT_EQ(unpool.pretty_print(), "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))");
+  Tensor img = randn({2, 3, 4, 6});
+  auto [mv, mi] = mp.forward_with_indices(img);
+  EXPECT_EQ(mv.to_vector<float>(), mp.forward(img).to_vector<float>());
+  Tensor restored = unpool.forward(mv, mi);
+  EXPECT_EQ(restored.shape(), img.shape());
+  Tensor kept = ne(restored, 0.0).to(DType::f32);
+  EXPECT_EQ(sum(kept).item(), double(mv.numel()));
+  EXPECT_EQ(mul(img, kept).to_vector<float>(), restored.to_vector<float>());
+  EXPECT_EQ(unpool.forward(mv, mi, Size2{5, 7}).shape(), (Shape{2, 3, 5, 7}));
+  expect_error<ShapeError>([&] { max_unpool2d(mv, mi.to(DType::i32), {.kernel = 2}); },
+                           "max_unpool2d: expected i64 indices shaped as the input [2, 3, 2, 3], got i32 [2, 3, 2, 3]");
+}
+
 // BatchNorm1d, GroupNorm and the 1-D poolings: PyTorch's names and shapes,
 // GroupNorm's statistics per sample and group, and errors naming the op.
 TEST(OneDLayers, NamesShapesAndGroupStatistics) {

@@ -192,6 +192,17 @@ const std::map<std::string, Fn>& ops() {
       {"interpolate_linear_scale", [](V x) { return interpolate(x[0], {.scale_factor = {1.7}, .mode = "linear"}); }},
       {"pixel_shuffle", [](V x) { return pixel_shuffle(x[0], 2); }},
       {"pixel_unshuffle", [](V x) { return pixel_unshuffle(x[0], 2); }},
+      {"adaptive_max_pool2d", [](V x) { return adaptive_max_pool2d(x[0], {3, 4}); }},
+      {"adaptive_max_pool1d", [](V x) { return adaptive_max_pool1d(x[0], 3); }},
+      {"max_pool2d_with_indices",
+       [](V x) {
+         return std::get<0>(max_pool2d_with_indices(x[0], {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true}));
+       }},
+      {"max_unpool2d",
+       [](V x) {
+         auto [v, i] = max_pool2d_with_indices(x[0], {.kernel = 2});
+         return max_unpool2d(v, i, {.kernel = 2}, Size2{5, 7});
+       }},
       {"batch_norm2d_eval",
        [](V x) { return batch_norm2d(x[0], x[3].detach(), x[4].detach(), x[1], x[2], false, 0.1, 1e-3); }},
       {"layer_norm", [](V x) { return layer_norm(x[0], {4, 5}, x[1], x[2]); }},
@@ -380,6 +391,22 @@ TEST(TorchReferenceExtra, InstanceNormRunningStats) {
   Case c = load("instance_norm_running");
   expect_close(rm, c.tensors.at("running_mean"), "running_mean");
   expect_close(rv, c.tensors.at("running_var"), "running_var");
+}
+
+// Adaptive max pooling's and max_pool2d's indices are PyTorch's (flat positions in each plane).
+TEST(TorchReferenceExtra, MaxPoolIndices) {
+  for (const char* name : {"adaptive_max_pool2d", "adaptive_max_pool1d"}) {
+    Case c = load(name);
+    const Tensor x = c.tensors.at("in0");
+    const Tensor got = std::string(name) == "adaptive_max_pool2d" ? std::get<1>(adaptive_max_pool2d_with_indices(x, {3, 4}))
+                                                                  : std::get<1>(adaptive_max_pool1d_with_indices(x, 3));
+    EXPECT_EQ(got.dtype(), DType::i64);
+    EXPECT_EQ(got.to_vector<std::int64_t>(), c.tensors.at("indices").to(DType::i64).to_vector<std::int64_t>()) << name;
+  }
+  Case c = load("max_pool2d_with_indices");
+  const Tensor got =
+      std::get<1>(max_pool2d_with_indices(c.tensors.at("in0"), {.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true}));
+  EXPECT_EQ(got.to_vector<std::int64_t>(), c.tensors.at("indices").to(DType::i64).to_vector<std::int64_t>());
 }
 
 // ---- Second-order gradients, in f64 against PyTorch's float64 (about 1e-10) ----

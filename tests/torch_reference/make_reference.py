@@ -213,6 +213,19 @@ def main():
     case("interpolate_linear_scale", [rand(2, 3, 5)], lambda x: F.interpolate(x, scale_factor=1.7, mode="linear"))
     case("pixel_shuffle", [rand(2, 8, 2, 3)], lambda x: F.pixel_shuffle(x, 2))
     case("pixel_unshuffle", [rand(1, 2, 4, 6)], lambda x: F.pixel_unshuffle(x, 2))
+    # Adaptive max pooling, maxima and indices (appended).
+    x = rand(2, 2, 5, 7)
+    case("adaptive_max_pool2d", [x], lambda x: F.adaptive_max_pool2d(x, (3, 4)),
+         extras={"indices": F.adaptive_max_pool2d(x, (3, 4), return_indices=True)[1]})
+    x = rand(3, 7)
+    case("adaptive_max_pool1d", [x], lambda x: F.adaptive_max_pool1d(x, 3),
+         extras={"indices": F.adaptive_max_pool1d(x, 3, return_indices=True)[1]})
+    # max_pool2d's indices and max_unpool2d (appended).
+    x = rand(2, 2, 5, 6)
+    case("max_pool2d_with_indices", [x], lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True),
+         extras={"indices": F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True)[1]})
+    case("max_unpool2d", [rand(1, 2, 4, 6)],
+         lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2, output_size=(5, 7)))
     # Optimizer trajectories and scheduler curves (test_optim.cpp compares them).
     optimizers_and_schedulers()
     # A PyTorch state dict of ModuleList and ModuleDict names (test_nn.cpp loads it).

@@ -12,6 +12,8 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(Size2 kernel) : options{.kernel = kernel} {}
   explicit MaxPool2d(Pool2dOptions o) : options(o) {}
   Tensor forward(const Tensor& x) override { return max_pool2d(x, options); }
+  // libtorch's return_indices: the maxima and their flat indices (for MaxUnpool2d).
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& x) { return max_pool2d_with_indices(x, options); }
   std::string type_name() const override { return "MaxPool2d"; }
   std::string extra_repr() const override;
   Pool2dOptions options;
@@ -34,6 +36,44 @@ class AdaptiveAvgPool2d : public Module {
   std::string type_name() const override { return "AdaptiveAvgPool2d"; }
   std::string extra_repr() const override;
   Size2 output_size;
+};
+
+// torch::nn::MaxUnpool2d: max_unpool2d with the pooling's kernel, stride and padding.
+class MaxUnpool2d : public Module {
+ public:
+  explicit MaxUnpool2d(Size2 kernel) : options{.kernel = kernel} {}
+  explicit MaxUnpool2d(Pool2dOptions o) : options(o) {}
+  Tensor forward(const Tensor& x, const Tensor& indices, std::optional<Size2> output_size = std::nullopt) {
+    return max_unpool2d(x, indices, options, output_size);
+  }
+  std::string type_name() const override { return "MaxUnpool2d"; }
+  std::string extra_repr() const override;
+  Pool2dOptions options;
+};
+
+// torch::nn::AdaptiveMaxPool2d / AdaptiveMaxPool1d: forward gives the maxima,
+// forward_with_indices also their flat indices (libtorch's return_indices).
+class AdaptiveMaxPool2d : public Module {
+ public:
+  explicit AdaptiveMaxPool2d(Size2 output_size) : output_size(output_size) {}
+  Tensor forward(const Tensor& x) override { return adaptive_max_pool2d(x, output_size); }
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& x) {
+    return adaptive_max_pool2d_with_indices(x, output_size);
+  }
+  std::string type_name() const override { return "AdaptiveMaxPool2d"; }
+  std::string extra_repr() const override;
+  Size2 output_size;
+};
+class AdaptiveMaxPool1d : public Module {
+ public:
+  explicit AdaptiveMaxPool1d(std::int64_t output_size) : output_size(output_size) {}
+  Tensor forward(const Tensor& x) override { return adaptive_max_pool1d(x, output_size); }
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& x) {
+    return adaptive_max_pool1d_with_indices(x, output_size);
+  }
+  std::string type_name() const override { return "AdaptiveMaxPool1d"; }
+  std::string extra_repr() const override;
+  std::int64_t output_size;
 };
 
 // The 1-D poolings (torch::nn::MaxPool1d, AvgPool1d, AdaptiveAvgPool1d) on [N, C, L] or [C, L].
