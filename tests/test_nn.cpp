@@ -100,6 +100,15 @@ TEST(ConvTransposeModules, NamesShapesAndPrintout) {
   EXPECT_EQ(y.shape(), (Shape{2, 6, 6, 9}));  // (3-1)*2 - 2 + (3-1) + 1 + 1, (5-1)*2 - 2 + (2-1) + 1 + 1
   EXPECT_EQ(y.to_vector<float>(), conv_transpose2d(x, up.weight, up.bias, up.options).to_vector<float>());
   EXPECT_EQ(up.forward(randn({4, 3, 5})).shape(), (Shape{6, 6, 9}));  // unbatched
+  // forward(x, output_size) picks the output_padding as PyTorch, whatever the options hold: 5x8 is the
+  // smallest output (output_padding 0), 6x9 the largest (1).
+  up.options.output_padding = 0;
+  EXPECT_EQ(up.forward(x, {5, 8}).to_vector<float>(),
+            conv_transpose2d(x, up.weight, up.bias, {.stride = 2, .padding = 1, .output_padding = {0, 0}, .groups = 2})
+                .to_vector<float>());
+  EXPECT_EQ(up.forward(x, {6, 9}).to_vector<float>(), y.to_vector<float>());
+  expect_error<ShapeError>([&] { up.forward(x, {7, 9}); },
+                           "ConvTranspose2d: requested output size 7x9 is not between 5x8 and 6x9 for input [2, 4, 3, 5]");
   // PyTorch's bound: fan_in from weight dim 1 (out / groups * kernel), 3 * 3 * 2 = 18.
   EXPECT_LE(max(abs(up.bias)).item(), 1.0 / std::sqrt(18.0));
 

@@ -40,6 +40,9 @@ class ConvTranspose2d : public Module {
   ConvTranspose2d(std::int64_t in_channels, std::int64_t out_channels, Size2 kernel_size,
                   ConvTranspose2dOptions options = {}, bool bias = true);
   Tensor forward(const Tensor& x) override { return conv_transpose2d(x, weight, bias, options); }
+  // PyTorch's forward(input, output_size): the output_padding that gives this
+  // output height and width (each at most stride or dilation - 1 beyond the smallest).
+  Tensor forward(const Tensor& x, Size2 output_size);
   std::string type_name() const override { return "ConvTranspose2d"; }
   std::string extra_repr() const override;
   ConvTranspose2dOptions options;
