@@ -80,8 +80,9 @@ int main(int argc, char** argv) {
   bool amp = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    const bool number = !a.empty() && a.find_first_not_of("0123456789") == std::string::npos;
     if (a == "--amp") amp = true;
-    else if (args.size() >= 3) batches.push_back(std::stoll(a));
+    else if (args.size() >= 3 || (args.size() == 2 && number)) batches.push_back(std::stoll(a));  // the mode may be left out
     else args.push_back(a);
   }
   if (batches.empty()) batches = {128, 512};
