@@ -201,8 +201,11 @@ float expm1_r(float x) {
 float sin_r(float x) { return sin(x); }
 float cos_r(float x) { return cos(x); }
 float tan_r(float x) { return tan(x); }
-float asin_r(float x) { return asin(x); }
-float acos_r(float x) { return acos(x); }
+// Through atan, as the double versions: some drivers' asin and acos (lavapipe's)
+// are off by 1e-4 where their atan is within a few ulps.
+// Outside [-1, 1] NaN explicitly: a negative square root is undefined in GLSL.
+float asin_r(float x) { return abs(x) > 1.0 ? uintBitsToFloat(0x7fc00000u) : atan(x / sqrt((1.0 - x) * (1.0 + x))); }
+float acos_r(float x) { return abs(x) > 1.0 ? uintBitsToFloat(0x7fc00000u) : 2.0 * atan(sqrt((1.0 - x) / (1.0 + x))); }
 float atan_r(float x) { return atan(x); }
 float sinh_r(float x) {
   float ax = abs(x), r;

@@ -328,18 +328,6 @@ const std::vector<OpCase>& op_table() {
       {"scatter_add_dim0_larger_src", {{3, 2}, {3, 3}}, [](V x) {
          return scatter_add(x[0], 0, labels({2, 0, 2, 2}, x[0]).reshape({2, 2}), x[1]);
        }},
-      {"dropout", {{4, 5}}, [](V x) {
-         Generator gen(7);  // same mask on every call of this function
-         return dropout(x[0], 0.4, true, &gen);
-       }},
-      {"cat", {{2, 3}, {4, 3}}, [](V x) { return cat({x[0], x[1]}, 0); }},
-      {"cat_last", {{2, 3}, {2, 1}, {2, 2}}, [](V x) { return cat({x[0], x[1], x[2]}, -1); }},
-      {"stack", {{2, 3}, {2, 3}}, [](V x) { return stack({x[0], x[1]}, 1); }},
-      // Fused attention: tile-crossing lengths, masks, causal, dropout (same mask every call).
-      {"sdpa", {{2, 2, 5, 3}, {2, 2, 7, 3}, {2, 2, 7, 4}}, [](V x) {
-         return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2]);
-       }},
-      {"sdpa_causal_3d", {{2, 6, 4}, {2, 6, 4}, {2, 6, 3}}, [](V x) {
       // Indexing as PyTorch's: index_select, scatter, index_add, masked_select, take_along_dim.
       {"index_select", {{4, 3}}, [](V x) { return index_select(x[0], 0, labels({3, 0, 3, 1}, x[0])); }},
       {"scatter_src", {{3, 4}, {3, 2}}, [](V x) {
@@ -389,6 +377,18 @@ const std::vector<OpCase>& op_table() {
       {"median", {{4, 3}}, [](V x) { return std::get<0>(median(x[0], 0)) + median(x[0]); }},
       {"cummax", {{3, 5}}, [](V x) { return std::get<0>(cummax(x[0], 1)); }},
       {"cummin_dim0", {{4, 3}}, [](V x) { return std::get<0>(cummin(x[0], 0)); }},
+      {"dropout", {{4, 5}}, [](V x) {
+         Generator gen(7);  // same mask on every call of this function
+         return dropout(x[0], 0.4, true, &gen);
+       }},
+      {"cat", {{2, 3}, {4, 3}}, [](V x) { return cat({x[0], x[1]}, 0); }},
+      {"cat_last", {{2, 3}, {2, 1}, {2, 2}}, [](V x) { return cat({x[0], x[1], x[2]}, -1); }},
+      {"stack", {{2, 3}, {2, 3}}, [](V x) { return stack({x[0], x[1]}, 1); }},
+      // Fused attention: tile-crossing lengths, masks, causal, dropout (same mask every call).
+      {"sdpa", {{2, 2, 5, 3}, {2, 2, 7, 3}, {2, 2, 7, 4}}, [](V x) {
+         return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2]);
+       }},
+      {"sdpa_causal_3d", {{2, 6, 4}, {2, 6, 4}, {2, 6, 3}}, [](V x) {
          return scaled_dot_product_attention(x[0] * 2.0, x[1], x[2], {}, 0.0, true);
        }},
       {"sdpa_bool_mask_scale", {{2, 1, 3, 2}, {2, 1, 4, 2}, {2, 1, 4, 2}}, [](V x) {

@@ -817,25 +817,6 @@ TEST(NnErrors, Pad) {
                            "pad: mode \"replicate\" expects a non-empty dim 1, input [1, 0]");
 }
 
-TEST(NnErrors, ConvPadding) {
-  expect_error<ValueError>([] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 3, 3}), {}, {.padding_mode = "mirror"}); },
-                           "conv2d: expected padding_mode \"zeros\", \"reflect\", \"replicate\" or \"circular\", got "
-                           "\"mirror\"");
-  expect_error<ValueError>([] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 3, 3}), {}, {.padding_str = "full"}); },
-                           "conv2d: expected padding \"same\" or \"valid\", got \"full\"");
-  expect_error<ValueError>(
-      [] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 3, 3}), {}, {.stride = {1, 2}, .padding_str = "same"}); },
-      "conv2d: padding \"same\" needs stride 1, got [1, 2]");
-  expect_error<ValueError>(
-      [] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 3, 3}), {}, {.padding = 1, .padding_str = "valid"}); },
-      "conv2d: padding \"valid\" and padding [1, 1] given together; give one");
-  expect_error<ValueError>([] { conv1d(zeros({1, 1, 4}), zeros({1, 1, 3}), {}, {.stride = 2, .padding_str = "same"}); },
-                           "conv1d: padding \"same\" needs stride 1, got [1, 2]");
-  expect_error<ShapeError>(
-      [] { conv1d(zeros({1, 1, 4}), zeros({1, 1, 3}), {}, {.padding = 4, .padding_mode = "reflect"}); },
-      "pad: mode \"reflect\" expects sizes less than dim 3's size 4, got (4, 4)");
-}
-
 // ---- composed activations and the losses ----
 
 TEST(NnErrors, ActivationArguments) {

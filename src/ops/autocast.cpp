@@ -68,21 +68,6 @@ const Rule kRules[] = {
     {"rsqrt", f32},
     {"norm", f32},
     {"prod", f32},
-    // Pointwise math whose range or accuracy 16 bits lose, as PyTorch's list.
-    {"acos", f32},
-    {"asin", f32},
-    {"cosh", f32},
-    {"sinh", f32},
-    {"tan", f32},
-    {"erfinv", f32},
-    {"expm1", f32},
-    {"log1p", f32},
-    {"log2", f32},
-    {"log10", f32},
-    {"reciprocal", f32},
-    {"rsqrt", f32},
-    {"norm", f32},
-    {"prod", f32},
     {"multi_margin_loss", f32},
 };
 

@@ -231,7 +231,6 @@ def main():
     # A PyTorch state dict of ModuleList and ModuleDict names (test_nn.cpp loads it).
     containers()
     shape_indexing_sorting()
-
     # Composed activations and the losses (their own generator: the draws of
     # cases around them stay as they are).
     activations_and_losses()
@@ -552,6 +551,56 @@ def optimizers_and_schedulers():
                                                     threshold_mode="abs", min_lr=0.005), len(metrics),
                     [-m for m in metrics])
 
+
+def shape_indexing_sorting():
+    """Indexing, reordering, scans and sorts; sorts with ties and NaN (stable)
+    give values and indices side by side, the indices as floats."""
+    nan = float("nan")
+    t = torch.tensor
+    case("index_select", [rand(4, 3), t([3, 0, 3, 1])], lambda x, i: torch.index_select(x, 0, i))
+    case("scatter_src", [rand(3, 4), t([[1, 3], [0, 2], [2, 1]]), rand(3, 2)], lambda x, i, s: torch.scatter(x, 1, i, s))
+    case("scatter_value", [rand(3, 4), t([[2, 0, 1, 2]])], lambda x, i: torch.scatter(x, 0, i, -0.5))
+    case("index_add", [rand(4, 3), t([3, 0, 3]), rand(3, 3)], lambda x, i, s: torch.index_add(x, 0, i, s, alpha=2.0))
+    case("masked_select", [rand(3, 4), t([1, 0, 0, 1])], lambda x, m: torch.masked_select(x, m.bool()))
+    case("take_along_dim", [rand(3, 4), t([[3, 0], [1, 1], [2, 0]])], lambda x, i: torch.take_along_dim(x, i, 1))
+    case("flip", [rand(2, 3, 4)], lambda x: torch.flip(x, (0, -1)))
+    case("roll", [rand(3, 4)], lambda x: torch.roll(x, (1, -3), (0, 1)))
+    case("roll_flat", [rand(3, 4)], lambda x: torch.roll(x, 5))
+    case("repeat", [rand(2, 3)], lambda x: x.repeat(2, 1, 2))
+    case("tile", [rand(2, 3)], lambda x: torch.tile(x, (2,)))
+    case("repeat_interleave", [rand(2, 3)], lambda x: torch.repeat_interleave(x, 2, 1))
+    case("repeat_interleave_tensor", [rand(3, 2), t([1, 0, 2])], lambda x, r: torch.repeat_interleave(x, r, 0))
+    case("movedim", [rand(2, 3, 4)], lambda x: torch.movedim(x, (0, 1), (2, 0)))
+    case("diagonal", [rand(3, 4)], lambda x: torch.diagonal(x, 1))
+    case("diagonal_3d", [rand(2, 3, 4)], lambda x: torch.diagonal(x, -1, 2, 0))
+    case("tril", [rand(2, 3, 4)], lambda x: torch.tril(x, -1))
+    case("triu", [rand(3, 4)], lambda x: torch.triu(x, 1))
+    case("as_strided", [rand(3, 4)], lambda x: torch.as_strided(x, (2, 3), (1, 3), 1))
+    case("cumsum", [rand(3, 4)], lambda x: torch.cumsum(x, 1))
+    case("cumprod", [rand(3, 4, low=0.5, high=2.0)], lambda x: torch.cumprod(x, 1))
+    holes = rand(3, 5, low=0.5, high=2.0)
+    holes[0, 1] = holes[1, 3] = holes[2, 0] = holes[2, 2] = 0.0
+    case("cumprod_zeros", [holes], lambda x: torch.cumprod(x, 1))
+    ties = t([[0.5, nan, 0.5, -1.0, 0.5, nan, 2.0], [2.0, 2.0, 2.0, 1.0, 1.0, 0.0, 1.0]], dtype=torch.float64)
+    for name, descending in [("sort_ties_nan", False), ("sort_ties_nan_descending", True)]:
+        case(name, [ties], lambda x: torch.cat(
+            [torch.sort(x, dim=1, descending=descending, stable=True)[0], torch.sort(x, dim=1, descending=descending, stable=True)[1].double()], 1))
+    case("sort_dim0", [rand(4, 3)], lambda x: torch.cat([torch.sort(x, 0)[0], torch.sort(x, 0)[1].double()], 0))
+    case("topk", [rand(3, 6)], lambda x: torch.cat([torch.topk(x, 3)[0], torch.topk(x, 3)[1].double()], 1))
+    case("topk_smallest", [rand(5, 2)], lambda x: torch.cat([torch.topk(x, 2, 0, False)[0],
+                                                             torch.topk(x, 2, 0, False)[1].double()], 0))
+    case("topk_nan", [t([[0.5, nan, -1.0, 3.0], [1.0, -2.0, 0.0, nan]], dtype=torch.float64)],
+         lambda x: torch.cat([torch.topk(x, 2)[0], torch.topk(x, 2)[1].double()], 1))
+    case("kthvalue", [rand(3, 5)], lambda x: torch.cat([torch.kthvalue(x, 2, 1, True)[0],
+                                                        torch.kthvalue(x, 2, 1, True)[1].double()], 1))
+    with_nan = rand(3, 6)
+    with_nan[1, 2] = with_nan[1, 4] = nan
+    case("median", [with_nan], lambda x: torch.cat([torch.median(x, 1, True)[0], torch.median(x, 1, True)[1].double()], 1))
+    case("median_all", [rand(3, 4)], lambda x: torch.median(x))
+    for name, op in [("cummax_ties_nan", torch.cummax), ("cummin_ties_nan", torch.cummin)]:
+        case(name, [ties], lambda x: torch.cat([op(x, 1)[0], op(x, 1)[1].double()], 1))
+
+
 def pointwise_math_and_reductions():
     """The math library (its own generator: the other cases' draws stay as they are)."""
     global gen
@@ -603,54 +652,6 @@ def pointwise_math_and_reductions():
     case("copysign", [rand(3, 4), rand(3, 4)], torch.copysign)
     gen = outer
 
-
-def shape_indexing_sorting():
-    """Indexing, reordering, scans and sorts; sorts with ties and NaN (stable)
-    give values and indices side by side, the indices as floats."""
-    nan = float("nan")
-    t = torch.tensor
-    case("index_select", [rand(4, 3), t([3, 0, 3, 1])], lambda x, i: torch.index_select(x, 0, i))
-    case("scatter_src", [rand(3, 4), t([[1, 3], [0, 2], [2, 1]]), rand(3, 2)], lambda x, i, s: torch.scatter(x, 1, i, s))
-    case("scatter_value", [rand(3, 4), t([[2, 0, 1, 2]])], lambda x, i: torch.scatter(x, 0, i, -0.5))
-    case("index_add", [rand(4, 3), t([3, 0, 3]), rand(3, 3)], lambda x, i, s: torch.index_add(x, 0, i, s, alpha=2.0))
-    case("masked_select", [rand(3, 4), t([1, 0, 0, 1])], lambda x, m: torch.masked_select(x, m.bool()))
-    case("take_along_dim", [rand(3, 4), t([[3, 0], [1, 1], [2, 0]])], lambda x, i: torch.take_along_dim(x, i, 1))
-    case("flip", [rand(2, 3, 4)], lambda x: torch.flip(x, (0, -1)))
-    case("roll", [rand(3, 4)], lambda x: torch.roll(x, (1, -3), (0, 1)))
-    case("roll_flat", [rand(3, 4)], lambda x: torch.roll(x, 5))
-    case("repeat", [rand(2, 3)], lambda x: x.repeat(2, 1, 2))
-    case("tile", [rand(2, 3)], lambda x: torch.tile(x, (2,)))
-    case("repeat_interleave", [rand(2, 3)], lambda x: torch.repeat_interleave(x, 2, 1))
-    case("repeat_interleave_tensor", [rand(3, 2), t([1, 0, 2])], lambda x, r: torch.repeat_interleave(x, r, 0))
-    case("movedim", [rand(2, 3, 4)], lambda x: torch.movedim(x, (0, 1), (2, 0)))
-    case("diagonal", [rand(3, 4)], lambda x: torch.diagonal(x, 1))
-    case("diagonal_3d", [rand(2, 3, 4)], lambda x: torch.diagonal(x, -1, 2, 0))
-    case("tril", [rand(2, 3, 4)], lambda x: torch.tril(x, -1))
-    case("triu", [rand(3, 4)], lambda x: torch.triu(x, 1))
-    case("as_strided", [rand(3, 4)], lambda x: torch.as_strided(x, (2, 3), (1, 3), 1))
-    case("cumsum", [rand(3, 4)], lambda x: torch.cumsum(x, 1))
-    case("cumprod", [rand(3, 4, low=0.5, high=2.0)], lambda x: torch.cumprod(x, 1))
-    holes = rand(3, 5, low=0.5, high=2.0)
-    holes[0, 1] = holes[1, 3] = holes[2, 0] = holes[2, 2] = 0.0
-    case("cumprod_zeros", [holes], lambda x: torch.cumprod(x, 1))
-    ties = t([[0.5, nan, 0.5, -1.0, 0.5, nan, 2.0], [2.0, 2.0, 2.0, 1.0, 1.0, 0.0, 1.0]], dtype=torch.float64)
-    for name, descending in [("sort_ties_nan", False), ("sort_ties_nan_descending", True)]:
-        case(name, [ties], lambda x: torch.cat(
-            [torch.sort(x, dim=1, descending=descending, stable=True)[0], torch.sort(x, dim=1, descending=descending, stable=True)[1].double()], 1))
-    case("sort_dim0", [rand(4, 3)], lambda x: torch.cat([torch.sort(x, 0)[0], torch.sort(x, 0)[1].double()], 0))
-    case("topk", [rand(3, 6)], lambda x: torch.cat([torch.topk(x, 3)[0], torch.topk(x, 3)[1].double()], 1))
-    case("topk_smallest", [rand(5, 2)], lambda x: torch.cat([torch.topk(x, 2, 0, False)[0],
-                                                             torch.topk(x, 2, 0, False)[1].double()], 0))
-    case("topk_nan", [t([[0.5, nan, -1.0, 3.0], [1.0, -2.0, 0.0, nan]], dtype=torch.float64)],
-         lambda x: torch.cat([torch.topk(x, 2)[0], torch.topk(x, 2)[1].double()], 1))
-    case("kthvalue", [rand(3, 5)], lambda x: torch.cat([torch.kthvalue(x, 2, 1, True)[0],
-                                                        torch.kthvalue(x, 2, 1, True)[1].double()], 1))
-    with_nan = rand(3, 6)
-    with_nan[1, 2] = with_nan[1, 4] = nan
-    case("median", [with_nan], lambda x: torch.cat([torch.median(x, 1, True)[0], torch.median(x, 1, True)[1].double()], 1))
-    case("median_all", [rand(3, 4)], lambda x: torch.median(x))
-    for name, op in [("cummax_ties_nan", torch.cummax), ("cummin_ties_nan", torch.cummin)]:
-        case(name, [ties], lambda x: torch.cat([op(x, 1)[0], op(x, 1)[1].double()], 1))
 
 class PackedRnn(torch.nn.Module):
     """An RNN run over a padded batch of variable lengths, as a PyTorch user
