@@ -171,25 +171,11 @@ INSTANTIATE_TEST_SUITE_P(
       return op_table()[std::get<0>(info.param)].name + "_" + layouting_name(std::get<1>(info.param));
     });
 
-// Second derivatives on the device, for the ops whose backward switches to a
-// composed formula under create_graph: f64 finite differences of the Vulkan
-// gradient against the Vulkan double backward. Attention has no f64 kernels
+// Second derivatives on the device, for every op of the table (the fused ones
+// switch to a composed formula under create_graph): f64 finite differences of
+// the Vulkan gradient against the Vulkan double backward. Attention has no f64 kernels
 // here: its Hessian-vector product is compared with the CPU's in f32 (the
 // dropout rows check that the composed formula redraws the kernels' mask).
-std::vector<std::size_t> rows_with_composed_double_backward() {
-  std::vector<std::size_t> rows;
-  for (std::size_t i = 0; i < op_table().size(); ++i)
-    for (const char* family : {"conv", "im2col", "col2im", "max_pool", "avg_pool", "adaptive_avg_pool", "batch_norm",
-                               "layer_norm", "gelu", "hardswish", "embedding", "dropout", "cross_entropy", "nll_loss",
-                               "bce_with_logits", "relu_over_conv2d", "sdpa"})
-      if (op_table()[i].name.rfind(family, 0) == 0) {
-        rows.push_back(i);
-        break;
-      }
-  return rows;
-}
-
-// d/dx of sum(grad(sum(out * v), x) * w) for every input, in `dtype` on `device`.
 std::vector<Tensor> hessian_vector_products(const OpCase& op, Device device, DType dtype) {
   std::vector<Tensor> xs;
   for (std::size_t i = 0; i < op.shapes.size(); ++i)
@@ -225,7 +211,7 @@ TEST_P(DoubleBackward, MatchesOnDevice) {
   if (!gradgradcheck(op, Layouting::contiguous, &refusal, 1, kGpu)) GTEST_SKIP() << refusal;
 }
 
-INSTANTIATE_TEST_SUITE_P(Vulkan, DoubleBackward, ::testing::ValuesIn(rows_with_composed_double_backward()),
+INSTANTIATE_TEST_SUITE_P(Vulkan, DoubleBackward, ::testing::Range<std::size_t>(0, op_table().size()),
                          [](const auto& info) { return op_table()[info.param].name; });
 
 TEST(VulkanTransfers, RoundTripEveryDtype) {
