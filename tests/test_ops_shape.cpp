@@ -387,3 +387,107 @@ TEST(RepeatInterleave, OfCountsAlone) {
 }
 
 }  // namespace
+
+// ---- libtorch's tensor indexing: x.index({...}) and x.index_put_({...}, v) ----
+
+namespace {
+using namespace rumus::indexing;
+// x[i, j, k] = 100 i + 10 j + k over [2, 3, 4]: every element names its position.
+Tensor positions(Device dev) {
+  return add(add(mul(arange(2.0).reshape({2, 1, 1}), 100.0), mul(arange(3.0).reshape({1, 3, 1}), 10.0)),
+             arange(4.0).reshape({1, 1, 4}))
+      .to(dev);
+}
+std::vector<float> values(const Tensor& t) { return t.contiguous().cpu().to_vector<float>(); }
+Tensor ints(std::vector<std::int64_t> v, Shape s = {}) {
+  if (s.empty()) s = {std::int64_t(v.size())};
+  return tensor(v).reshape(s);
+}
+}  // namespace
+
+TEST(TensorIndexing, BasicIndicesAreViews) {
+  for (Device dev : test_devices()) {
+    const Tensor x = positions(dev);
+    Tensor a = x.index({1, Slice(None, None, 2), -1});  // x[1, ::2, -1]
+    EXPECT_EQ(a.shape(), (Shape{2}));
+    EXPECT_EQ(values(a), (std::vector<float>{103, 123})) << dev.str();
+    EXPECT_EQ(a.storage_ptr(), x.storage_ptr()) << "a view";
+    Tensor b = x.index({Slice(1), None, Ellipsis, Slice(-2, None)});  // x[1:, None, ..., -2:]
+    EXPECT_EQ(b.shape(), (Shape{1, 1, 3, 2}));
+    EXPECT_EQ(values(b), (std::vector<float>{102, 103, 112, 113, 122, 123}));
+    EXPECT_EQ(x.index({"...", 0}).shape(), (Shape{2, 3}));
+    EXPECT_EQ(x.index({true}).shape(), (Shape{1, 2, 3, 4}));
+    EXPECT_EQ(x.index({Slice(), false}).shape(), (Shape{2, 0, 3, 4}));
+    EXPECT_EQ(x.index({Slice(5, 1)}).shape(), (Shape{0, 3, 4})) << "an empty slice, as Python's";
+  }
+}
+
+TEST(TensorIndexing, TensorIndicesGatherAsPyTorch) {
+  for (Device dev : test_devices()) {
+    const Tensor x = positions(dev);
+    // One index tensor: its shape replaces the dim.
+    Tensor a = x.index({Slice(), ints({2, 0, 2, 1}, {2, 2})});  // x[:, [[2, 0], [2, 1]]]
+    EXPECT_EQ(a.shape(), (Shape{2, 2, 2, 4}));
+    EXPECT_EQ(values(a.index({1, 0, 1})), (std::vector<float>{100, 101, 102, 103}));
+    // Adjacent indices broadcast together and stay in place.
+    Tensor b = x.index({Slice(), ints({0, 2}), ints({-1})});  // x[:, [0, 2], [-1]]
+    EXPECT_EQ(b.shape(), (Shape{2, 2}));
+    EXPECT_EQ(values(b), (std::vector<float>{3, 23, 103, 123}));
+    // Separated indices put the broadcast dims first.
+    Tensor c = x.index({ints({1, 0}), Slice(), ints({3, 1})});  // x[[1, 0], :, [3, 1]]
+    EXPECT_EQ(c.shape(), (Shape{2, 3}));
+    EXPECT_EQ(values(c), (std::vector<float>{103, 113, 123, 1, 11, 21}));
+    // A mask over two dims: the set positions, in row-major order.
+    Tensor mask = tensor(std::vector<std::uint8_t>{0, 1, 0, 1, 0, 0}).reshape({2, 3});
+    Tensor d = x.index({mask.to(dev)});
+    EXPECT_EQ(d.shape(), (Shape{2, 4}));
+    EXPECT_EQ(values(d), (std::vector<float>{10, 11, 12, 13, 100, 101, 102, 103}));
+  }
+}
+
+TEST(TensorIndexing, GradientsFlowToTheIndexedElements) {
+  for (Device dev : test_devices()) {
+    Tensor x = positions(dev).requires_grad_();
+    Tensor y = x.index({Slice(), ints({0, 2, 0}), 1});
+    GradientStore g = backward(sum(y));
+    std::vector<float> want(24, 0.0f);
+    for (int i = 0; i < 2; ++i) {
+      want[std::size_t(i * 12 + 0 * 4 + 1)] = 2;  // row 0 taken twice
+      want[std::size_t(i * 12 + 2 * 4 + 1)] = 1;
+    }
+    EXPECT_EQ(values(g.at(x)), want) << dev.str();
+  }
+}
+
+TEST(TensorIndexing, IndexPutWritesThroughBasicAndTensorIndices) {
+  for (Device dev : test_devices()) {
+    Tensor x = positions(dev);
+    x.index_put_({0, Slice(1, None), Slice(None, 2)}, -1.0);  // x[0, 1:, :2] = -1
+    EXPECT_EQ(values(x.index({0})),
+              (std::vector<float>{0, 1, 2, 3, -1, -1, 12, 13, -1, -1, 22, 23}));
+    Tensor y = positions(dev);
+    y.index_put_({Slice(), ints({2, 0}), ints({3})}, tensor({-5.0, -6.0}).to(dev));  // y[:, [2, 0], [3]] = [-5, -6]
+    EXPECT_EQ(values(y.index({Slice(), Slice(), 3})), (std::vector<float>{-6, 13, -5, -6, 113, -5})) << dev.str();
+    Tensor z = positions(dev);
+    z.index_put_({gt(z, 110.0)}, 0.0);  // z[z > 110] = 0
+    EXPECT_EQ(max(z).item(), 110.0);
+    EXPECT_EQ(sum(eq(z, 0.0)).item(), 8.0);  // 111..113, 120..123 and the 0 at [0, 0, 0]
+  }
+}
+
+TEST(TensorIndexing, BadIndicesNameTheProblem) {
+  const Tensor x = positions(Device::cpu());
+  expect_error<ShapeError>([&] { x.index({0, 0, 0, 0}); }, "index: too many indices for a tensor of 3 dims: 4 given");
+  expect_error<ShapeError>([&] { x.index({Slice(), 3}); }, "index: index 3 is out of bounds for dim 1 of size 3");
+  expect_error<ShapeError>([&] { x.index({ints({0, -3})}); }, "index: index -3 is out of bounds for an indexed dim of size 2");
+  expect_error<ValueError>([&] { x.index({Ellipsis, Ellipsis}); }, "index: an index can only have a single ellipsis, got 2");
+  expect_error<ValueError>([&] { x.index({Slice(None, None, -1)}); }, "index: expected a slice step > 0, got -1");
+  expect_error<DTypeError>([&] { x.index({tensor({0.0, 1.0})}); },
+                           "index: tensors used as indices must be integer or u8 (a mask), got f32");
+  expect_error<ShapeError>([&] { x.index({tensor(std::vector<std::uint8_t>{1, 0, 1})}); },
+                           "index: the mask of shape [3] does not match the indexed shape [2, 3, 4] at dim 0");
+  expect_error<ValueError>([] { TensorIndex("..x"); }, "index: expected \"...\" (Ellipsis) as a text index, got \"..x\"");
+  Tensor y = positions(Device::cpu());
+  expect_error<ShapeError>([&] { y.index_put_({ints({5})}, 1.0); },
+                           "index_put_: index 5 is out of bounds for an indexed dim of size 2");
+}

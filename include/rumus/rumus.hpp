@@ -20,6 +20,7 @@
 #include "rumus/core/scalar.hpp"
 #include "rumus/core/state_dict.hpp"
 #include "rumus/core/tensor.hpp"
+#include "rumus/core/tensor_index.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/attention.hpp"
 #include "rumus/ops/autocast_policy.hpp"

@@ -26,6 +26,7 @@ using GradId = std::uint64_t;
 GradId next_grad_id();
 
 class Generator;
+class TensorIndex;  // core/tensor_index.hpp
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -122,6 +123,12 @@ class Tensor {
   Tensor& copy_(const Tensor& src);
 
   Tensor masked_fill(const Tensor& mask, double value) const;
+
+  // libtorch's indexing (core/tensor_index.hpp): x.index({Slice(1, None), 0, None, Ellipsis, idx}),
+  // and writing through it: x.index_put_({mask}, 0.0).
+  Tensor index(const std::vector<TensorIndex>& indices) const;
+  Tensor& index_put_(const std::vector<TensorIndex>& indices, const Tensor& value);
+  Tensor& index_put_(const std::vector<TensorIndex>& indices, double value);
 
   // Calls through to the free functions of ops/ (same names and meaning).
   Tensor sum() const;
