@@ -292,7 +292,7 @@ TEST(AdaptiveMaxPoolModules, ShapesPrintoutsAndIndices) {
   EXPECT_EQ(sum(kept).item(), double(mv.numel()));
   EXPECT_EQ(mul(img, kept).to_vector<float>(), restored.to_vector<float>());
   EXPECT_EQ(unpool.forward(mv, mi, Size2{5, 7}).shape(), (Shape{2, 3, 5, 7}));
-  expect_error<ShapeError>([&] { max_unpool2d(mv, mi.to(DType::i32), {.kernel = 2}); },
+  expect_error<ShapeError>([&, mv = mv, mi = mi] { max_unpool2d(mv, mi.to(DType::i32), {.kernel = 2}); },
                            "max_unpool2d: expected i64 indices shaped as the input [2, 3, 2, 3], got i32 [2, 3, 2, 3]");
 }
 
