@@ -498,9 +498,15 @@ const std::vector<OpCase>& op_table() {
        }},
       {"instance_norm", {{2, 3, 4}, {3}, {3}}, [](V x) { return instance_norm(x[0], {}, {}, x[1], x[2]); }},
       {"instance_norm_running_stats", {{2, 2, 2, 3}}, [](V x) {
-         // Training updates the statistics off the tape; eval normalises by them.
+         // Training normalises by the batch's statistics and updates the running
+         // ones off the tape; eval normalises by running statistics given here
+         // (two statements: the order of the operands of + is unspecified, and
+         // statistics updated from x would make the function's value depend on
+         // x off the tape).
          Tensor m = zeros({2}, like(x[0])), v = ones({2}, like(x[0]));
-         return instance_norm(x[0], m, v, {}, {}, true) + instance_norm(x[0] * 2.0, m, v, {}, {}, false);
+         Tensor trained = instance_norm(x[0], m, v, {}, {}, true);
+         Tensor fixed_mean = full({2}, 0.25, like(x[0])), fixed_var = full({2}, 1.5, like(x[0]));
+         return trained + instance_norm(x[0] * 2.0, fixed_mean, fixed_var, {}, {}, false);
        }},
       // Resampling.
       {"interpolate_nearest", {{2, 2, 3, 4}}, [](V x) {
