@@ -11,6 +11,8 @@
 #include <rumus/core/device_backend.hpp>
 #include <rumus/rumus.hpp>
 
+#include "../examples/support/mnist_models.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -18,26 +20,10 @@
 
 using namespace rumus;
 
-// The examples' nets, with their ReLUs fused into the layers before them as
-// the examples write them (nn::LinearReLU, nn::ConvReLU2d).
-struct Mlp : nn::Module {
-  nn::LinearReLU f1{784, 512}, f2{512, 512};
-  nn::Linear f3{512, 10};
-  Mlp() { register_modules({{"f1", f1}, {"f2", f2}, {"f3", f3}}); }
-  Tensor forward(const Tensor& x) override { return f3(f2(f1(x.flatten(1)))); }
-};
-
-struct Cnn : nn::Module {
-  nn::ConvReLU2d c1{1, 32, 3}, c2{32, 64, 3};
-  nn::Dropout d1{0.25}, d2{0.5};
-  nn::LinearReLU f1{9216, 128};
-  nn::Linear f2{128, 10};
-  Cnn() { register_modules({{"c1", c1}, {"c2", c2}, {"d1", d1}, {"d2", d2}, {"f1", f1}, {"f2", f2}}); }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = d1(max_pool2d(c2(c1(x)), 2)).flatten(1);
-    return f2(d2(f1(h)));
-  }
-};
+// The examples' nets (examples/support/mnist_models.hpp), with their ReLUs
+// fused into the layers before them as the examples train them.
+using example::Cnn;
+using example::Mlp;
 
 template <class Net>
 void run(const char* name, Device dev, std::int64_t batch, int steps, bool captured, bool amp) {

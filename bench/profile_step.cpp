@@ -10,49 +10,18 @@
 
 #include <rumus/rumus.hpp>
 
+#include "../examples/support/mnist_models.hpp"
+
 using namespace rumus;
 
 namespace {
 
-struct Mlp : nn::Module {
-  nn::Linear fc1{784, 512}, fc2{512, 512}, fc3{512, 10};
-  Mlp() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}}); }
-  Tensor forward(const Tensor& x) override { return fc3(relu(fc2(relu(fc1(x.flatten(1)))))); }
-};
-
-struct Cnn : nn::Module {
-  nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};
-  nn::Dropout drop1{0.25}, drop2{0.5};
-  nn::Linear fc1{9216, 128}, fc2{128, 10};
-  Cnn() {
-    register_modules({{"conv1", conv1}, {"conv2", conv2}, {"drop1", drop1}, {"drop2", drop2}, {"fc1", fc1}, {"fc2", fc2}});
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = drop1(max_pool2d(relu(conv2(relu(conv1(x)))), 2)).flatten(1);
-    return fc2(drop2(relu(fc1(h))));
-  }
-};
-
-struct MlpFused : nn::Module {
-  nn::LinearReLU fc1{784, 512}, fc2{512, 512};
-  nn::Linear fc3{512, 10};
-  MlpFused() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}}); }
-  Tensor forward(const Tensor& x) override { return fc3(fc2(fc1(x.flatten(1)))); }
-};
-
-struct CnnFused : nn::Module {
-  nn::ConvReLU2d conv1{1, 32, 3}, conv2{32, 64, 3};
-  nn::Dropout drop1{0.25}, drop2{0.5};
-  nn::LinearReLU fc1{9216, 128};
-  nn::Linear fc2{128, 10};
-  CnnFused() {
-    register_modules({{"conv1", conv1}, {"conv2", conv2}, {"drop1", drop1}, {"drop2", drop2}, {"fc1", fc1}, {"fc2", fc2}});
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = drop1(max_pool2d(conv2(conv1(x)), 2)).flatten(1);
-    return fc2(drop2(fc1(h)));
-  }
-};
+// The examples' models: with a separate relu() (Mlp, Cnn) and with each ReLU
+// fused into its layer, as the examples train them (MlpFused, CnnFused).
+using Mlp = example::PlainMlp;
+using Cnn = example::PlainCnn;
+using MlpFused = example::Mlp;
+using CnnFused = example::Cnn;
 
 // Runs `warmup` steps, then `steps` under a Profiler: milliseconds per step, and its table.
 template <class Step>

@@ -27,6 +27,7 @@
 
 #include "support/cli.hpp"
 #include "support/metrics.hpp"
+#include "support/mnist_models.hpp"
 #include "support/optim.hpp"
 #include "support/progress.hpp"
 #include "support/run_settings.hpp"
@@ -37,12 +38,9 @@ using namespace rumus::distributed;
 
 namespace {
 
-struct Mlp : nn::Module {
-  nn::Linear fc1{784, 512}, fc2{512, 512}, fc3{512, 10};
-  Mlp() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}}); }
-  Tensor forward(const Tensor& x) override { return fc3(relu(fc2(relu(fc1(x.flatten(1)))))); }
-  std::string type_name() const override { return "Mlp"; }
-};
+// The MNIST models as a PyTorch user writes them (support/mnist_models.hpp).
+using Mlp = example::PlainMlp;
+using Cnn = example::PlainCnn;
 
 // A model whose parameters and optimizer state sharding matters for:
 // 784-8192-8192-8192-10, 141 M parameters (565 MB, plus as much again in momentum).
@@ -51,20 +49,6 @@ struct WideMlp : nn::Module {
   WideMlp() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}, {"fc4", fc4}}); }
   Tensor forward(const Tensor& x) override { return fc4(relu(fc3(relu(fc2(relu(fc1(x.flatten(1)))))))); }
   std::string type_name() const override { return "WideMlp"; }
-};
-
-struct Cnn : nn::Module {
-  nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};
-  nn::Dropout drop1{0.25}, drop2{0.5};
-  nn::Linear fc1{9216, 128}, fc2{128, 10};
-  Cnn() {
-    register_modules({{"conv1", conv1}, {"conv2", conv2}, {"drop1", drop1}, {"drop2", drop2}, {"fc1", fc1}, {"fc2", fc2}});
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = drop1(max_pool2d(relu(conv2(relu(conv1(x)))), 2)).flatten(1);
-    return fc2(drop2(relu(fc1(h))));
-  }
-  std::string type_name() const override { return "Cnn"; }
 };
 
 // The options of this program beyond the trainers' shared ones.

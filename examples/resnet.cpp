@@ -6,7 +6,9 @@
 // The whole training loop is in this file, top to bottom: model, data,
 // optimizer and schedule, resuming, then per epoch forward, backward(loss),
 // optimizer step, evaluation and checkpoint. What is not about training
-// (option parsing, the progress line, the metrics files) is in support/.
+// (option parsing, the progress line, the metrics files) and what the
+// classifiers share around the loop (evaluation, resuming, captured steps,
+// the end of an epoch: support/classifier.hpp) is in support/.
 // Run with --help for the options.
 #include <rumus/rumus.hpp>
 
@@ -16,6 +18,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "support/classifier.hpp"
 #include "support/cli.hpp"
 #include "support/metrics.hpp"
 #include "support/optim.hpp"
@@ -25,28 +28,6 @@
 #include "support/training_size.hpp"
 
 using namespace rumus;
-
-struct Evaluation {
-  double loss, accuracy;
-};
-
-// Mean loss and accuracy over `loader`: evaluation mode (no dropout), and
-// nothing recorded onto the tape.
-Evaluation evaluate(nn::Module& net, data::DataLoader& loader, Device dev) {
-  NoGradGuard no_grad;
-  net.eval();
-  double loss = 0;
-  std::int64_t correct = 0, n = 0;
-  for (auto& [x, y] : loader) {
-    Tensor logits = net(x.to(dev));
-    Tensor target = y.to(dev);
-    loss += cross_entropy(logits, target, {.reduction = Reduction::sum}).item();
-    correct += sum(eq(argmax(logits, 1), target).to(DType::i64)).item<std::int64_t>();
-    n += y.size(0);
-  }
-  net.train();
-  return {loss / double(n), double(correct) / double(n)};
-}
 
 // The data: Fashion-MNIST (1 x 28 x 28) or CIFAR-10 (3 x 32 x 32).
 struct Data {
@@ -103,18 +84,9 @@ int train(const example::Options& o, std::int64_t width) {
   state.settings = example::run_settings(o, "resnet18", *opt, lr, train_examples, norm);
   state.settings["width"] = std::to_string(width);
 
-  // Resuming: the checkpoint restores the model, the optimizer's state, the
-  // random generator and the epoch/step counters; the schedule is a function
-  // of the step. A checkpoint of a run with other settings is refused.
-  std::vector<example::EpochMetrics> history;
-  if (!o.resume.empty()) {
-    state = io::load_checkpoint(o.resume, net, *opt, state.settings);
-    example::check_epochs_left(state.epoch, o.epochs, o.resume);
-    sched->set_step(state.step);
-    history = example::read_metrics(o.metrics, state.epoch);
-    std::fprintf(stderr, "resumed from %s at epoch %lld, step %lld\n", o.resume.c_str(), (long long)state.epoch,
-                 (long long)state.step);
-  }
+  // --resume: the model, the optimizer, the random generator and the counters
+  // continue where the checkpoint left them (support/classifier.hpp).
+  std::vector<example::EpochMetrics> history = example::resume(o, net, *opt, *sched, state);
   std::printf("resnet: %lld parameters (width %lld, %lld input channels), %s, lr %g, %s schedule, batch %lld, %d threads, device %s\n",
               (long long)net.num_parameters(), (long long)width, (long long)d.channels, o.optimizer.c_str(), lr,
               o.schedule.c_str(), (long long)o.batch_size, o.threads, dev.str().c_str());
@@ -136,14 +108,10 @@ int train(const example::Options& o, std::int64_t width) {
     scaler.update();
     return loss;
   };
-  // On a GPU the step is recorded once (rumus::capture) and replayed for every
-  // full batch, after copying the batch into the step's fixed input tensors:
-  // the host no longer rebuilds forward, backward and update at each batch.
-  // Other batches, the CPU, RMSprop (which cannot be captured) and --amp (the
-  // scaler reads its inf/nan check back every step) run eagerly.
-  const bool capture_steps = !dev.is_cpu() && o.optimizer != "rmsprop" && !o.amp;
-  Tensor x_static, y_static, loss_static;
-  CapturedStep captured_step;
+  // On a GPU the step is recorded once and replayed for every full batch
+  // (support/classifier.hpp). RMSprop (which cannot be captured) and --amp
+  // (the scaler reads its inf/nan check back every step) run eagerly.
+  example::StepRunner run_step(train_step, dev, o.batch_size, !dev.is_cpu() && o.optimizer != "rmsprop" && !o.amp);
 
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
@@ -152,20 +120,7 @@ int train(const example::Options& o, std::int64_t width) {
     std::int64_t steps = 0, samples = 0;
     for (auto& [x, y] : train_loader) {
       if (steps == steps_per_epoch) break;  // --limit
-      Tensor loss;
-      if (capture_steps && x.size(0) == o.batch_size) {
-        if (!captured_step.valid()) {
-          x_static = zeros(x.shape(), {.dtype = x.dtype(), .device = dev});
-          y_static = zeros(y.shape(), {.dtype = y.dtype(), .device = dev});
-          captured_step = capture(dev, [&] { loss_static = train_step(x_static, y_static); });
-        }
-        x_static.copy_(x);
-        y_static.copy_(y);
-        captured_step.replay();
-        loss = loss_static;
-      } else {
-        loss = train_step(x.to(dev), y.to(dev));
-      }
+      Tensor loss = run_step(x, y);
       sched->step();
       ++state.step;
       const double l = loss.item();
@@ -176,17 +131,9 @@ int train(const example::Options& o, std::int64_t width) {
     const double seconds = progress.seconds();
     progress.finish();
 
-    const Evaluation test = evaluate(net, test_loader, dev);
-    history.push_back({int(epoch + 1), loss_sum / double(std::max<std::int64_t>(steps, 1)), test.loss,
-                       test.accuracy, double(samples) / seconds, seconds});
-    std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f samples/s\n",
-                (long long)epoch + 1, history.back().train_loss, test.loss, test.accuracy,
-                history.back().per_sec);
-    std::fflush(stdout);
-
-    state.epoch = epoch + 1;
-    io::save_checkpoint(o.checkpoint, net, *opt, state);
-    example::write_metrics(o.metrics, "resnet on " + std::filesystem::path(o.data).filename().string(), history);
+    // Evaluation, the report line, the checkpoint and the metrics files.
+    example::end_epoch("resnet", o, net, *opt, state, test_loader, dev, {epoch, loss_sum, steps, samples, seconds},
+                       history);
   }
 
   io::save_safetensors(net.state_dict(), o.save, {{"model", "resnet18"}});
