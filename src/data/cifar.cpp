@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rumus/ops/creation.hpp"
+#include "u8_images.hpp"
 
 namespace rumus::data {
 
@@ -66,24 +67,7 @@ Cifar10::Cifar10(const std::string& dir, Split split, std::optional<Normalize> n
 }
 
 Batch Cifar10::get_batch(const std::vector<std::int64_t>& indices) const {
-  const std::int64_t n = std::int64_t(indices.size()), count = images_.size(0);
-  Tensor x = empty({n, 3, 32, 32});
-  Tensor y = empty({n}, {.dtype = DType::i64});
-  const auto* img = static_cast<const std::uint8_t*>(images_.storage().data());
-  const auto* lab = static_cast<const std::uint8_t*>(labels_.storage().data());
-  auto* xp = static_cast<float*>(x.storage().data());
-  auto* yp = static_cast<std::int64_t*>(y.storage().data());
-  const Normalize nz = normalize_.value_or(Normalize{});
-  const float scale = float(1.0 / (255.0 * nz.std)), shift = float(-nz.mean / nz.std);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t r = indices[std::size_t(i)];
-    if (r < 0 || r >= count) throw Error(fmt::format("Cifar10: index {} out of range for {} examples", r, count));
-    const std::uint8_t* src = img + r * kPixels;
-    float* dst = xp + i * kPixels;
-    for (std::int64_t k = 0; k < kPixels; ++k) dst[k] = float(src[k]) * scale + shift;
-    yp[i] = lab[r];
-  }
-  return {x, y};
+  return u8_image_batch(images_, labels_, indices, {3, 32, 32}, normalize_, "Cifar10");
 }
 
 }  // namespace rumus::data

@@ -9,6 +9,7 @@
 
 #include "rumus/data/idx.hpp"
 #include "rumus/ops/creation.hpp"
+#include "u8_images.hpp"
 
 namespace rumus::data {
 
@@ -56,26 +57,7 @@ Mnist::Mnist(const std::string& dir, Split split, std::optional<Normalize> norma
 }
 
 Batch Mnist::get_batch(const std::vector<std::int64_t>& indices) const {
-  const std::int64_t n = std::int64_t(indices.size()), rows = images_.size(1), cols = images_.size(2);
-  const std::int64_t pixels = rows * cols, count = images_.size(0);
-  Tensor x = empty({n, 1, rows, cols});
-  Tensor y = empty({n}, {.dtype = DType::i64});
-  const auto* img = static_cast<const std::uint8_t*>(images_.storage().data());
-  const auto* lab = static_cast<const std::uint8_t*>(labels_.storage().data());
-  auto* xp = static_cast<float*>(x.storage().data());
-  auto* yp = static_cast<std::int64_t*>(y.storage().data());
-  // One multiply-add per pixel: x = p * scale + shift.
-  const Normalize nz = normalize_.value_or(Normalize{});
-  const float scale = float(1.0 / (255.0 * nz.std)), shift = float(-nz.mean / nz.std);
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t r = indices[std::size_t(i)];
-    if (r < 0 || r >= count) throw Error(fmt::format("Mnist: index {} out of range for {} examples", r, count));
-    const std::uint8_t* src = img + r * pixels;
-    float* dst = xp + i * pixels;
-    for (std::int64_t k = 0; k < pixels; ++k) dst[k] = float(src[k]) * scale + shift;
-    yp[i] = lab[r];
-  }
-  return {x, y};
+  return u8_image_batch(images_, labels_, indices, {1, images_.size(1), images_.size(2)}, normalize_, "Mnist");
 }
 
 }  // namespace rumus::data

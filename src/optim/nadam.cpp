@@ -6,6 +6,7 @@
 
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/elementwise.hpp"
+#include "moments.hpp"
 
 namespace rumus::optim {
 
@@ -31,16 +32,10 @@ void NAdam::update(Tensor& p, const Tensor& grad, ParamState& state, const Group
   double mu_product = 1.0;
   for (std::int64_t t = 1; t <= step; ++t) mu_product *= mu_at(double(t));
   const double mu = mu_at(double(step)), mu_next = mu_at(double(step + 1));
-  auto buffer = [&](const char* name) -> Tensor& {
-    auto it = state.buffers.find(name);
-    if (it == state.buffers.end()) it = state.buffers.emplace(name, zeros_like(p)).first;
-    return it->second;
-  };
   Tensor g = group.weight_decay != 0 ? add(grad, p, group.weight_decay) : grad;
-  Tensor& m = buffer("exp_avg");
-  Tensor& v = buffer("exp_avg_sq");
-  m.mul_(beta1).add_(g, 1.0 - beta1);
-  v.mul_(beta2).add_(square(g), 1.0 - beta2);
+  Tensor& m = state_buffer(state.buffers, "exp_avg", p);
+  Tensor& v = state_buffer(state.buffers, "exp_avg_sq", p);
+  update_moments(m, v, g, beta1, beta2);
   Tensor denom = add(sqrt(div(v, 1.0 - std::pow(beta2, double(step)))), eps);
   p.add_(div(g, denom), -group.lr * (1.0 - mu) / (1.0 - mu_product));
   p.add_(div(m, denom), -group.lr * mu_next / (1.0 - mu_product * mu_next));

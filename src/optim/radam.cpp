@@ -6,6 +6,7 @@
 
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/elementwise.hpp"
+#include "moments.hpp"
 
 namespace rumus::optim {
 
@@ -25,16 +26,10 @@ void RAdam::update(Tensor& p, const Tensor& grad, ParamState& state, const Group
   const double beta1 = group.option("beta1"), beta2 = group.option("beta2"), eps = group.option("eps");
   const double step = double(state.step + 1);
   const double bias1 = 1.0 - std::pow(beta1, step), bias2 = 1.0 - std::pow(beta2, step);
-  auto buffer = [&](const char* name) -> Tensor& {
-    auto it = state.buffers.find(name);
-    if (it == state.buffers.end()) it = state.buffers.emplace(name, zeros_like(p)).first;
-    return it->second;
-  };
   Tensor g = group.weight_decay != 0 ? add(grad, p, group.weight_decay) : grad;
-  Tensor& m = buffer("exp_avg");
-  Tensor& v = buffer("exp_avg_sq");
-  m.mul_(beta1).add_(g, 1.0 - beta1);
-  v.mul_(beta2).add_(square(g), 1.0 - beta2);
+  Tensor& m = state_buffer(state.buffers, "exp_avg", p);
+  Tensor& v = state_buffer(state.buffers, "exp_avg_sq", p);
+  update_moments(m, v, g, beta1, beta2);
   // The length of the approximated simple moving average, and its limit.
   const double rho_inf = 2.0 / (1.0 - beta2) - 1.0;
   const double rho = rho_inf - 2.0 * step * std::pow(beta2, step) / bias2;

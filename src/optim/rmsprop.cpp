@@ -4,6 +4,7 @@
 
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/elementwise.hpp"
+#include "moments.hpp"
 
 namespace rumus::optim {
 
@@ -26,25 +27,20 @@ std::vector<std::string> RMSprop::buffer_names(const Group& group) const {
 }
 
 void RMSprop::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {
-  auto buffer = [&](const char* name) -> Tensor& {
-    auto it = state.buffers.find(name);
-    if (it == state.buffers.end()) it = state.buffers.emplace(name, zeros_like(p)).first;
-    return it->second;
-  };
   const double alpha = group.option("alpha"), eps = group.option("eps"), momentum = group.option("momentum");
   Tensor g = group.weight_decay != 0 ? add(grad, p, group.weight_decay) : grad;
-  Tensor& sq = buffer("square_avg");
+  Tensor& sq = state_buffer(state.buffers, "square_avg", p);
   sq.mul_(alpha).add_(square(g), 1.0 - alpha);
   Tensor avg;
   if (group.flag("centered")) {
-    Tensor& ga = buffer("grad_avg");
+    Tensor& ga = state_buffer(state.buffers, "grad_avg", p);
     ga.mul_(alpha).add_(g, 1.0 - alpha);
     avg = add(sqrt(sub(sq, square(ga))), eps);
   } else {
     avg = add(sqrt(sq), eps);
   }
   if (momentum > 0) {
-    Tensor& buf = buffer("momentum_buffer");
+    Tensor& buf = state_buffer(state.buffers, "momentum_buffer", p);
     buf.mul_(momentum).add_(div(g, avg));
     p.add_(buf, -group.lr);
   } else {
