@@ -1201,6 +1201,38 @@ TEST(VulkanAttention, LongSequenceMemoryIsLinear) {
   EXPECT_LT(after.peak_bytes_in_use - before, limit);
 }
 
+// Out of memory, the allocator waits for the work in flight and returns the
+// blocks no tensor uses before it gives up. Runs as ctest
+// vulkan_memory_limit, under RUMUS_VULKAN_MEMORY_LIMIT_MIB=200: room for one
+// 64 MiB block of small tensors and one tensor of up to 128 MiB.
+TEST(VulkanMemoryLimit, ReclaimsBeforeFailing) {
+  REQUIRE_VULKAN();
+  if (!std::getenv("RUMUS_VULKAN_MEMORY_LIMIT_MIB")) GTEST_SKIP() << "runs as ctest vulkan_memory_limit";
+  const std::size_t limit = std::size_t(200) << 20;
+  constexpr std::int64_t kMiB = (1 << 20) / 4;  // f32 elements in a MiB
+  // Each size is a size class of its own: a new block each time, which fits
+  // only once the previous one (its tensor gone) is returned.
+  double total = 0;
+  for (std::int64_t mib : {80, 96, 112, 128, 80}) {
+    Tensor t = full({mib * kMiB}, 0.5, {.device = kGpu});
+    total += sum(t).item();
+    EXPECT_LE(device_stats(kGpu).bytes_reserved, limit);
+  }
+  const double expected_total = 0.5 * double(80 + 96 + 112 + 128 + 80) * double(kMiB);
+  EXPECT_NEAR(total, expected_total, 1e-5 * expected_total);  // f32 sums of millions of terms
+  // Tensors of one size, each released while the work reading it is still
+  // recorded or in flight: reusable only after a wait the allocator makes.
+  Tensor acc = zeros({}, {.device = kGpu});
+  for (int i = 0; i < 4; ++i) acc = acc + sum(full({96 * kMiB}, double(i), {.device = kGpu}));
+  EXPECT_NEAR(acc.item(), 6.0 * double(96 * kMiB), 1e-5 * 6.0 * double(96 * kMiB));
+  EXPECT_LE(device_stats(kGpu).bytes_reserved, limit);
+  // Two live tensors that cannot both fit: an error naming the limit and the bytes.
+  Tensor a = full({96 * kMiB}, 1.0, {.device = kGpu});
+  expect_error<DeviceError>([&] { Tensor b = full({96 * kMiB}, 1.0, {.device = kGpu}); },
+                            "RUMUS_VULKAN_MEMORY_LIMIT_MIB");
+  EXPECT_NEAR(sum(a).item(), double(96 * kMiB), 1e-5 * double(96 * kMiB));  // the device still works
+}
+
 // PyTorch habits on the device: ties split evenly, a 0-d f64 does not turn
 // an f32 tensor into f64 (as in PyTorch), a fully ignored
 // batch gives zero gradients, and the scalar forms run on device kernels.

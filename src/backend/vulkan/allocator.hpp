@@ -3,10 +3,15 @@
 // classes (quarter steps between powers of two); freed ranges go to their
 // class's free list once the GPU work that may still use them has finished.
 // Blocks are kept for reuse, like a caching allocator: steady training loops
-// reach a fixed footprint.
+// reach a fixed footprint. When the device has no memory left for a new
+// block (or the block would pass the process's limit), the allocator asks
+// its owner to wait for the work in flight, returns the blocks no live
+// range is left in, and tries once more before it reports the failure.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "context.hpp"
@@ -24,7 +29,10 @@ struct Allocation {
 
 class Allocator {
  public:
-  Allocator(Context& ctx, bool host_visible, std::size_t block_size);
+  // `limit`: the most bytes of blocks this allocator may hold (0: as many as the device gives).
+  // `reclaim`: waits for the device's work in flight and collects what it released.
+  Allocator(Context& ctx, bool host_visible, std::size_t block_size, std::size_t limit = 0,
+            std::function<void()> reclaim = {});
   ~Allocator();
 
   Allocation* allocate(std::size_t nbytes);
@@ -36,7 +44,9 @@ class Allocator {
   std::size_t bytes_in_use() const { return in_use_; }
   std::size_t peak_bytes_in_use() const { return peak_; }
   std::size_t bytes_reserved() const { return reserved_; }
-  std::size_t blocks() const { return blocks_.size(); }
+  std::size_t blocks() const;  // held now
+  // Frees the blocks whose every range is on a free list; returns the bytes freed.
+  std::size_t trim();
 
  private:
   struct Block {
@@ -44,17 +54,22 @@ class Allocator {
     vk::Buffer buffer;
     std::size_t size = 0, used = 0;
     char* mapped = nullptr;
+    std::uint32_t ranges = 0, free_ranges = 0;  // ranges cut from it, and how many of them are on free lists
   };
   struct Pending {
     Allocation* allocation;
     std::uint64_t serial;
   };
   static std::size_t size_class(std::size_t n);
+  // An index into blocks_, or ~0u when the device (or the limit) refuses; why is in refusal_.
   std::uint32_t new_block(std::size_t size);
+  Allocation* try_allocate(std::size_t size);
 
   Context& ctx_;
   bool host_visible_;
-  std::size_t block_size_, alignment_;
+  std::size_t block_size_, alignment_, limit_;
+  std::function<void()> reclaim_;
+  std::string refusal_;
   std::vector<Block> blocks_;
   std::map<std::size_t, std::vector<Allocation*>> free_;  // by size class
   std::vector<Pending> pending_;

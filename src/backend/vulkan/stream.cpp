@@ -179,6 +179,9 @@ std::uint64_t Stream::completed_serial() {
     if (profile_) collect_profile(b);
     idle_.push_back(b);
   }
+  // Idle (nothing in flight, nothing recorded): what was released under the
+  // serial now recording is read by no work, so it counts as completed too.
+  if (in_flight_.empty() && !active_ && !capturing_) return next_serial_;
   return completed_;
 }
 

@@ -112,6 +112,18 @@ std::unique_ptr<GemmTuner> make_gemm_tuner(const Context& ctx) {
 }
 }  // namespace
 
+namespace {
+// RUMUS_VULKAN_MEMORY_LIMIT_MIB: the most device memory this process holds
+// on each device (as torch.cuda.set_per_process_memory_fraction), for sharing a GPU.
+std::size_t memory_limit() {
+  const auto mib = env::integer("RUMUS_VULKAN_MEMORY_LIMIT_MIB");
+  if (!mib) return 0;
+  if (*mib <= 0)
+    throw ValueError(fmt::format("RUMUS_VULKAN_MEMORY_LIMIT_MIB: expected a positive number of MiB, got {}", *mib));
+  return std::size_t(*mib) << 20;
+}
+}  // namespace
+
 std::uint32_t groups_for(std::int64_t n, std::uint32_t local) {
   std::int64_t g = (n + local - 1) / local;
   return std::uint32_t(std::clamp<std::int64_t>(g, 1, 65535));
@@ -121,8 +133,15 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
   profiling_ = env::on("RUMUS_VULKAN_PROFILE");
   try {
     ctx_ = std::make_unique<Context>(index);
-    memory_ = std::make_unique<Allocator>(*ctx_, false, kDeviceBlock);
-    staging_ = std::make_unique<Allocator>(*ctx_, true, kStagingBlock);
+    // Out of memory, an allocator first waits for the work in flight (not
+    // while a capture records: nothing recorded runs before replay()).
+    auto reclaim = [this] {
+      if (stream_->capturing()) return;
+      stream_->wait_all();
+      release_finished();
+    };
+    memory_ = std::make_unique<Allocator>(*ctx_, false, kDeviceBlock, memory_limit(), reclaim);
+    staging_ = std::make_unique<Allocator>(*ctx_, true, kStagingBlock, 0, reclaim);
     pipelines_ = std::make_unique<Pipelines>(*ctx_, pipeline_cache_file(ctx_->properties));
     if (std::string why = pipelines_->cache().problem(); !why.empty()) std::fprintf(stderr, "rumus: vulkan: %s\n", why.c_str());
     stream_ = std::make_unique<Stream>(*ctx_);
