@@ -263,6 +263,22 @@ TEST(CaptureErrors, AttentionDropoutInside) {
       [&] { capture(kGpu, [&] { scaled_dot_product_attention(q, q, q, {}, 0.1); }); }, "attention dropout");
 }
 
+// An update the fused kernels do not take (f64 or strided on Vulkan) is
+// composed of ops, which would bake this step's learning rate into the
+// capture: refused, naming the op. Eagerly it runs, on the device.
+TEST(CaptureErrors, ComposedOptimizerUpdateInside) {
+  REQUIRE_VULKAN();
+  Tensor p = ones({4}, {.dtype = DType::f64, .device = kGpu}), g = full({4}, 0.5, {.dtype = DType::f64, .device = kGpu});
+  Tensor m = zeros_like(p), v = zeros_like(p), buf = zeros_like(p);
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { sgd_step_(p, g, buf, {.lr = 0.1, .momentum = 0.9, .first = true}); }); },
+                             "sgd_step_: an SGD update of a parameter the fused kernel does not take");
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { adam_step_(p, g, m, v, {.lr = 0.1, .step = 1}); }); },
+                             "adam_step_: an Adam update of a parameter the fused kernel does not take");
+  sgd_step_(p, g, buf, {.lr = 0.1, .momentum = 0.9, .first = true});
+  EXPECT_TRUE(p.device() == kGpu);
+  EXPECT_EQ(p.cpu().to_vector<double>(), std::vector<double>(4, 1.0 - 0.1 * 0.5));
+}
+
 TEST(CaptureErrors, NestingAndReplayInside) {
   REQUIRE_VULKAN();
   Tensor x = zeros({2}, {.device = kGpu});

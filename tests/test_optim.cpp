@@ -312,8 +312,8 @@ TEST(Clip, GradValue) {
 
 namespace {
 
-// The fused CPU kernels (dense operands) agree with the composed kernels every
-// backend inherits (taken here for transposed, non-dense operands).
+// The fused CPU kernels (dense operands) agree with the update ops compose
+// where a fused kernel does not apply (taken here for transposed operands).
 TEST(FusedSteps, MatchTheComposedKernels) {
   manual_seed(3);
   Tensor dense_p = randn({37, 5});

@@ -860,9 +860,14 @@ TEST(VulkanDevice, OpsNameWhatTheDeviceLacks) {
   std::cout << "vulkan:0 lacks: " << (lacks.empty() ? "nothing" : lacks) << "\n";
   // f64 arithmetic runs in double wherever the device has shaderFloat64 (which the context requires).
   for (Kernel k : {Kernel::unary, Kernel::binary, Kernel::where, Kernel::reduce, Kernel::gemm, Kernel::softmax_forward,
-                   Kernel::softmax_backward, Kernel::sgd_step, Kernel::adam_step, Kernel::im2col, Kernel::col2im,
-                   Kernel::pool2d_forward, Kernel::pool2d_backward, Kernel::random})
+                   Kernel::softmax_backward, Kernel::im2col, Kernel::col2im, Kernel::pool2d_forward,
+                   Kernel::pool2d_backward, Kernel::random})
     EXPECT_TRUE(be.supports(k, DType::f64)) << name_of(k);
+  // The fused optimizer kernels take f32; ops compose the update for other dtypes.
+  for (Kernel k : {Kernel::sgd_step, Kernel::adam_step}) {
+    EXPECT_TRUE(be.supports(k, DType::f32)) << name_of(k);
+    EXPECT_FALSE(be.supports(k, DType::f64)) << name_of(k);
+  }
   if (!be.supports(Kernel::attention_forward, DType::f64))
     expect_error<DeviceError>([] {
       Tensor q = ones({1, 2, 4}, {.dtype = DType::f64, .device = kGpu});

@@ -52,29 +52,6 @@ void Backend::dropout_forward(TensorArg, TensorArg, TensorArg, std::uint64_t, st
   throw DeviceError("dropout_forward: this backend has no kernel (ops draw the mask and multiply instead)");
 }
 
-namespace {
-
-// A contiguous temporary shaped like `like`, on the backend's device.
-struct Temp {
-  Layout layout;
-  std::unique_ptr<Storage> storage;
-  DType dtype;
-  Temp(Backend& be, TensorArg like)
-      : layout(Layout::contiguous(like.layout->shape)),
-        storage(std::make_unique<Storage>(be.device(), std::size_t(layout.numel()) * dtype_size(like.dtype))),
-        dtype(like.dtype) {}
-  TensorArg arg() { return {storage.get(), dtype, &layout}; }
-};
-
-// out = x * a + y * b, through one temporary.
-void axpby(Backend& be, TensorArg out, TensorArg x, double a, TensorArg y, double b, Temp& tmp) {
-  be.unary(UnaryOp::mul_scalar, tmp.arg(), y, b, 0);
-  be.unary(UnaryOp::mul_scalar, out, x, a, 0);
-  be.binary(BinaryOp::add, out, out, tmp.arg(), 0, 0);
-}
-
-}  // namespace
-
 void gemm_bias_by_copy(Backend& be, const GemmArgs& g) {
   GemmArgs product = g;
   product.bias = {nullptr, DType::f32, nullptr};
@@ -90,37 +67,6 @@ void gemm_bias_by_copy(Backend& be, const GemmArgs& g) {
     be.gemm(product);
     be.binary(BinaryOp::add, g.c, g.c, bias, 0, 0);
   }
-}
-
-void composed_sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
-  Temp g(be, param), tmp(be, param);
-  if (s.weight_decay != 0) axpby(be, g.arg(), grad, 1.0, param, s.weight_decay, tmp);
-  else be.copy(g.arg(), grad);
-  if (s.momentum != 0) {
-    if (s.first) be.copy(buf, g.arg());
-    else axpby(be, buf, buf, s.momentum, g.arg(), 1.0 - s.dampening, tmp);
-    if (s.nesterov) axpby(be, g.arg(), g.arg(), 1.0, buf, s.momentum, tmp);
-    else be.copy(g.arg(), buf);
-  }
-  axpby(be, param, param, 1.0, g.arg(), -s.lr, tmp);
-}
-
-void composed_adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m,
-                        TensorArg v) {
-  Temp g(be, param), tmp(be, param);
-  if (s.weight_decay != 0 && !s.decoupled) axpby(be, g.arg(), grad, 1.0, param, s.weight_decay, tmp);
-  else be.copy(g.arg(), grad);
-  if (s.weight_decay != 0 && s.decoupled) be.unary(UnaryOp::mul_scalar, param, param, 1.0 - s.lr * s.weight_decay, 0);
-  axpby(be, m, m, s.beta1, g.arg(), 1.0 - s.beta1, tmp);
-  be.unary(UnaryOp::square, g.arg(), g.arg(), 0, 0);
-  axpby(be, v, v, s.beta2, g.arg(), 1.0 - s.beta2, tmp);
-  const double c1 = 1.0 - std::pow(s.beta1, double(s.step)), c2 = 1.0 - std::pow(s.beta2, double(s.step));
-  // param -= lr / c1 * m / (sqrt(v / c2) + eps)
-  be.unary(UnaryOp::mul_scalar, g.arg(), v, 1.0 / c2, 0);
-  be.unary(UnaryOp::sqrt, g.arg(), g.arg(), 0, 0);
-  be.unary(UnaryOp::add_scalar, g.arg(), g.arg(), s.eps, 0);
-  be.binary(BinaryOp::div, g.arg(), m, g.arg(), 0, 0);
-  axpby(be, param, param, 1.0, g.arg(), -s.lr / c1, tmp);
 }
 
 }  // namespace rumus

@@ -250,11 +250,5 @@ inline Backend& backend(Device device) { return static_cast<Backend&>(device_bac
 // (beta = 0), or added after the product (otherwise).
 void gemm_bias_by_copy(Backend& be, const GemmArgs& g);
 
-// The composed optimizer steps, written with the elementwise kernels, for
-// backends without a fused kernel of their own.
-void composed_sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf);
-void composed_adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m,
-                        TensorArg v);
-
 }  // namespace rumus
 

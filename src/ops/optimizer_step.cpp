@@ -4,6 +4,7 @@
 
 #include "op_util.hpp"
 #include "rumus/autograd/grad_mode.hpp"
+#include "rumus/core/capture.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/reduction.hpp"
@@ -32,6 +33,44 @@ void check_scalars(const char* op, const Tensor& param, const Tensor& s) {
 TensorArg scalars_arg(const Tensor& s) { return s.defined() ? arg(s) : TensorArg{nullptr, DType::f32, nullptr}; }
 // Gradients may arrive as broadcast or strided views; the fused kernels read them densely.
 Tensor dense(const Tensor& t) { return t.detach().contiguous(); }
+
+// The fused update runs where the device has the kernel for the parameter's
+// dtype and every operand is contiguous. Elsewhere (a strided parameter, f16
+// on the CPU, f64 on Vulkan) the update is composed of ops on the same device.
+// Inside a device's capture that is refused: the composed ops would bake in
+// this step's learning rate, which the fused kernels read at each replay.
+bool fused(const char* op, Kernel kernel, const Tensor& param, std::initializer_list<const Tensor*> state,
+           const char* frozen) {
+  bool dense_operands = param.is_contiguous();
+  for (const Tensor* t : state) dense_operands = dense_operands && t->is_contiguous();
+  Backend& be = backend(param.device());
+  if (dense_operands && be.supports(kernel, param.dtype())) return true;
+  if (is_capturing() && be.can_capture()) check_not_capturing(op, frozen);
+  return false;
+}
+
+void composed_sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const SgdStep& o) {
+  NoGradGuard no_grad;
+  Tensor g = o.weight_decay != 0 ? add(grad, param, o.weight_decay) : grad;
+  if (o.momentum != 0) {
+    if (o.first) buf.copy_(g);
+    else buf.mul_(o.momentum).add_(g, 1.0 - o.dampening);
+    g = o.nesterov ? add(g, buf, o.momentum) : buf;
+  }
+  param.add_(g, -o.lr);
+}
+
+void composed_adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamStep& o) {
+  NoGradGuard no_grad;
+  const bool l2 = o.weight_decay != 0 && !o.decoupled;
+  Tensor g = l2 ? add(grad, param, o.weight_decay) : grad;
+  if (o.weight_decay != 0 && o.decoupled) param.mul_(1.0 - o.lr * o.weight_decay);
+  m.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+  v.mul_(o.beta2).add_(square(g), 1.0 - o.beta2);
+  const double c1 = 1.0 - std::pow(o.beta1, double(o.step)), c2 = 1.0 - std::pow(o.beta2, double(o.step));
+  // param -= lr / c1 * m / (sqrt(v / c2) + eps)
+  param.add_(div(m, add(sqrt(mul(v, 1.0 / c2)), o.eps)), -o.lr / c1);
+}
 }  // namespace
 
 void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, const SgdStep& o) {
@@ -41,6 +80,11 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, const SgdStep& o)
   if (uses_buffer) check_state("sgd_step_", param, buf, "momentum buffer");
   check_scalars("sgd_step_", param, o.scalars);
   Tensor g = dense(grad);
+  if (!fused("sgd_step_", Kernel::sgd_step, param, {uses_buffer ? &buf : &param},
+             "an SGD update of a parameter the fused kernel does not take (its lr would be frozen)")) {
+    composed_sgd_step(param, g, buf, o);
+    return;
+  }
   Tensor b = uses_buffer ? buf : param;  // a placeholder operand when there is no momentum
   detail::kernels("sgd_step_", Kernel::sgd_step, param)
       .sgd_step(SgdKernelArgs{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.first, scalars_arg(o.scalars)},
@@ -57,6 +101,11 @@ void adam_step_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
   if (o.step < 1) throw Error(fmt::format("adam_step_: expected step >= 1, got {}", o.step));
   check_scalars("adam_step_", param, o.scalars);
   Tensor g = dense(grad);
+  if (!fused("adam_step_", Kernel::adam_step, param, {&m, &v},
+             "an Adam update of a parameter the fused kernel does not take (its lr and step would be frozen)")) {
+    composed_adam_step(param, g, m, v, o);
+    return;
+  }
   detail::kernels("adam_step_", Kernel::adam_step, param)
       .adam_step(AdamKernelArgs{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled, o.step, scalars_arg(o.scalars)},
                                                                  arg(param), arg(g), arg(m), arg(v));

@@ -35,7 +35,9 @@ bool CpuBackend::supports(Kernel kernel, DType dtype) const {
       return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
     case Kernel::conv2d_forward: case Kernel::conv2d_backward_data: case Kernel::conv2d_backward_weight:
       return dtype == DType::f32;  // oneDNN; f64 convolutions are lowered to im2col + GEMM
-    case Kernel::unary: case Kernel::sgd_step: case Kernel::adam_step: case Kernel::im2col: case Kernel::col2im:
+    case Kernel::sgd_step: case Kernel::adam_step:  // other dtypes are composed in ops
+      return dtype == DType::f32 || dtype == DType::f64;
+    case Kernel::unary: case Kernel::im2col: case Kernel::col2im:
     case Kernel::pool2d_forward: case Kernel::pool2d_backward: case Kernel::softmax_forward:
     case Kernel::softmax_backward: case Kernel::index_add:
       return is_floating(dtype);

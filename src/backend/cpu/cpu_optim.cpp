@@ -140,8 +140,9 @@ void dispatch_f32_f64(DType dt, F&& f) {
 }  // namespace
 
 void CpuBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
+  // ops/optimizer_step.cpp composes the update for anything else.
   if ((param.dtype != DType::f32 && param.dtype != DType::f64) || !all_dense({param, grad, buf}))
-    return composed_sgd_step(*this, s, param, grad, buf);
+    throw DeviceError("sgd_step_: the CPU kernel takes contiguous f32 or f64 operands");
   dispatch_f32_f64(param.dtype, [&](auto zero) {
     using T = decltype(zero);
     const SgdLoop<T> a{at<T>(param), at<T>(grad), at<T>(buf), T(s.lr), T(s.momentum), T(1 - s.dampening),
@@ -152,7 +153,7 @@ void CpuBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg gra
 
 void CpuBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
   if ((param.dtype != DType::f32 && param.dtype != DType::f64) || !all_dense({param, grad, m, v}))
-    return composed_adam_step(*this, s, param, grad, m, v);
+    throw DeviceError("adam_step_: the CPU kernel takes contiguous f32 or f64 operands");
   dispatch_f32_f64(param.dtype, [&](auto zero) {
     using T = decltype(zero);
     const double c1 = 1.0 - std::pow(s.beta1, double(s.step)), c2 = 1.0 - std::pow(s.beta2, double(s.step));

@@ -72,10 +72,9 @@ void VulkanBackend::dropout_forward(TensorArg out, TensorArg mask, TensorArg in,
 
 void VulkanBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
   const bool momentum = s.momentum != 0;
-  if (!dense_f32(param) || !dense_f32(grad) || (momentum && !dense_f32(buf))) {
-    check_not_capturing("sgd_step_", "an SGD update of a non-f32 or strided parameter (its lr would be frozen)");
-    return composed_sgd_step(*this, s, param, grad, buf);  // composed from pointwise kernels, still on the device
-  }
+  // ops/optimizer_step.cpp composes the update for anything else.
+  if (!dense_f32(param) || !dense_f32(grad) || (momentum && !dense_f32(buf)))
+    throw DeviceError("sgd_step_: the Vulkan kernel takes contiguous f32 operands");
   const bool scalars = s.scalars.storage != nullptr;
   if (!scalars) check_not_capturing("sgd_step_", "an SGD update without a scalars tensor (its lr would be frozen)");
   OptimPush pc{std::uint32_t(param.layout->numel()), std::int32_t(param.layout->offset),
@@ -89,10 +88,8 @@ void VulkanBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg 
 }
 
 void VulkanBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
-  if (!dense_f32(param) || !dense_f32(grad) || !dense_f32(m) || !dense_f32(v)) {
-    check_not_capturing("adam_step_", "an Adam update of a non-f32 or strided parameter (its lr and step would be frozen)");
-    return composed_adam_step(*this, s, param, grad, m, v);
-  }
+  if (!dense_f32(param) || !dense_f32(grad) || !dense_f32(m) || !dense_f32(v))
+    throw DeviceError("adam_step_: the Vulkan kernel takes contiguous f32 operands");
   const bool scalars = s.scalars.storage != nullptr;
   if (!scalars) check_not_capturing("adam_step_", "an Adam update without a scalars tensor (its lr and step would be frozen)");
   OptimPush pc{std::uint32_t(param.layout->numel()), std::int32_t(param.layout->offset),

@@ -53,7 +53,9 @@ bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
     case Kernel::index_add:  // float atomics, else compare-and-swap (f64: on 64-bit integers)
       return dtype == DType::f32 ||
              (dtype == DType::f64 && (ctx_->float64_atomics || ctx_->int64_atomics));
-    case Kernel::sgd_step: case Kernel::adam_step: case Kernel::im2col: case Kernel::col2im:
+    case Kernel::sgd_step: case Kernel::adam_step:  // optim.comp; other dtypes are composed in ops
+      return dtype == DType::f32;
+    case Kernel::im2col: case Kernel::col2im:
     case Kernel::pool2d_forward: case Kernel::pool2d_backward: case Kernel::softmax_forward:
     case Kernel::softmax_backward:
       return is_floating(dtype);

@@ -6,11 +6,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "../backend/backend.hpp"
 #include "rumus/autograd/autocast.hpp"
 #include "rumus/autograd/hooks.hpp"
 #include "rumus/autograd/tape.hpp"
 #include "rumus/core/profiler.hpp"
+#include "rumus/ops/creation.hpp"
+#include "rumus/ops/elementwise.hpp"
 
 namespace rumus {
 
@@ -18,36 +19,14 @@ using autograd::Node;
 
 namespace {
 
-// The engine sits below ops, so its own arithmetic (the seed, and summing the
-// gradients of a tensor with several consumers) goes straight to the kernels.
-Tensor empty_like(const Tensor& t) {
-  auto storage = std::make_shared<Storage>(t.device(), std::size_t(t.numel()) * dtype_size(t.dtype()));
-  return Tensor(std::move(storage), Layout::contiguous(t.shape()), t.dtype());
-}
-
-Backend& kernels(Kernel kernel, const Tensor& t) {
-  Backend& be = backend(t.device());
-  if (!be.supports(kernel, t.dtype()))
-    throw DeviceError(fmt::format("backward: device {} has no {} kernel for {} gradients", t.device().str(),
-                                  name_of(kernel), dtype_name(t.dtype())));
-  return be;
-}
-
-TensorArg arg(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
-
-Tensor ones_like(const Tensor& t) {
-  Tensor out = empty_like(t);
-  kernels(Kernel::fill, out).fill(arg(out), 1.0);
-  return out;
-}
-
+// The gradients a tensor receives from several consumers, summed. Their
+// dtypes must agree: a backward that changed one would be a bug to report,
+// not a promotion to make.
 Tensor sum_of(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
     throw AutogradError(fmt::format("backward: gradients of one tensor differ in dtype: {} and {}",
                                     dtype_name(a.dtype()), dtype_name(b.dtype())));
-  Tensor out = empty_like(a);
-  kernels(Kernel::binary, out).binary(BinaryOp::add, arg(out), arg(a), arg(b), 0, 0);
-  return out;
+  return add(a, b);
 }
 
 // A view of part of its input (`node.embed` set) whose input's gradient is a
@@ -58,8 +37,8 @@ bool add_into_part(std::unordered_map<GradId, Tensor>& grads, const std::unorder
   if (!node.embed || !node.input_needs_grad[0] || !owned.count(node.inputs[0])) return false;
   const Tensor& whole = grads.at(node.inputs[0]);
   if (whole.dtype() != grad.dtype()) return false;
-  const Tensor part = node.embed(whole);
-  kernels(Kernel::binary, part).binary(BinaryOp::add, arg(part), arg(part), arg(grad), 0, 0);
+  Tensor part = node.embed(whole);
+  part.add_(grad);
   return true;
 }
 
@@ -183,7 +162,7 @@ std::unordered_map<GradId, Tensor> run(const Pass& pass) {
     if (into.dtype() != g.dtype())
       throw AutogradError(fmt::format("{}: gradients of one tensor differ in dtype: {} and {}", pass.caller,
                                       dtype_name(into.dtype()), dtype_name(g.dtype())));
-    into = pass.create_graph ? into.add(g) : sum_of(into, g);
+    into = sum_of(into, g);
   };
 
   const bool hooks = autograd::has_hooks_or_retained();
