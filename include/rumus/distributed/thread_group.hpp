@@ -26,6 +26,10 @@ namespace detail { struct ThreadShared; }
 struct ThreadGroupOptions {
   // How long a rank waits at a collective for the others before it gives up.
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};
+  // For benchmarks: every collective with data first sleeps this long on the
+  // thread that runs it, as a slow link would take, so that overlapping
+  // communication with computation can be measured on one machine.
+  std::chrono::microseconds collective_delay{0};
 };
 
 class ThreadGroup {

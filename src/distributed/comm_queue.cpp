@@ -1,0 +1,126 @@
+// Work and the communication thread of a process group.
+#include "comm_queue.hpp"
+
+#include <fmt/format.h>
+
+#include "rumus/distributed/process_group.hpp"
+
+namespace rumus::distributed {
+
+void Work::wait() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::is_completed() const {
+  std::lock_guard lk(mu_);
+  return done_;
+}
+
+bool Work::is_success() const {
+  std::lock_guard lk(mu_);
+  return done_ && !error_;
+}
+
+Tensor Work::result() {
+  wait();
+  std::lock_guard lk(mu_);
+  return result_;
+}
+
+void Work::finish(Tensor result, std::exception_ptr error) {
+  {
+    std::lock_guard lk(mu_);
+    result_ = std::move(result);
+    error_ = std::move(error);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+namespace detail {
+
+std::shared_ptr<Work> CommQueue::submit(Collective op, Task task) {
+  auto work = std::make_shared<Work>(op);
+  std::lock_guard lk(mu_);
+  if (stopping_) {
+    work->finish({}, std::make_exception_ptr(DistributedError(
+                         fmt::format("{}: the process group is being destroyed", collective_name(op)))));
+    return work;
+  }
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  queue_.push_back({work, std::move(task)});
+  cv_.notify_all();
+  return work;
+}
+
+Tensor CommQueue::run(Collective op, const Task& task) {
+  {
+    std::unique_lock lk(mu_);
+    if (!queue_.empty() || busy_ || stopping_) {
+      lk.unlock();
+      return submit(op, task)->result();  // behind the collectives submitted before
+    }
+    busy_ = true;
+  }
+  // Clears busy_ however the task ends, and lets the thread take queued work.
+  struct Idle {
+    CommQueue& q;
+    ~Idle() {
+      std::lock_guard lk(q.mu_);
+      q.busy_ = false;
+      q.cv_.notify_all();
+    }
+  } idle{*this};
+  return task();
+}
+
+void CommQueue::loop() {
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || (!queue_.empty() && !busy_); });
+      if (stopping_) return;  // stop() fails what is left
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    Tensor result;
+    std::exception_ptr error;
+    try {
+      result = item.task();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    item.task = nullptr;  // the collective's captures go before the waiter wakes
+    {
+      std::lock_guard lk(mu_);
+      busy_ = false;
+    }
+    item.work->finish(std::move(result), std::move(error));
+    cv_.notify_all();
+  }
+}
+
+void CommQueue::stop() {
+  std::deque<Item> left;
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+    left.swap(queue_);
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) {
+    if (thread_.get_id() != std::this_thread::get_id()) thread_.join();
+    else thread_.detach();  // the last task destroyed the group: the loop returns next
+  }
+  for (Item& item : left)
+    item.work->finish({}, std::make_exception_ptr(DistributedError(fmt::format(
+                              "{}: the process group was destroyed before this collective ran",
+                              collective_name(item.work->op())))));
+}
+
+}  // namespace detail
+}  // namespace rumus::distributed
