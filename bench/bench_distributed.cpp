@@ -127,10 +127,13 @@ double step_ms(Variant variant, std::chrono::microseconds delay, int steps) {
     const Tensor x = randn({kBatch, kWidth});
     // One bucket per layer: its weight and bias (1 MiB + 2 KiB).
     DistributedDataParallel ddp(m, pg, {.bucket_bytes = std::size_t(kWidth) * (kWidth + 1) * 4});
-    auto reduce_after = [&](const GradientStore* grads) {  // the buckets one after the other, as DDP sends them
+    // Without DDP's hooks for the variants that do not reduce while backward runs.
+    LayerStack plain;
+    // The buckets one after the other, as DDP sends them, of plain's gradients.
+    auto reduce_after = [&](const GradientStore* grads) {
       NoGradGuard no_grad;
       std::vector<std::shared_ptr<Work>> works;
-      const std::vector<Tensor> params = m.parameters();
+      const std::vector<Tensor> params = plain.parameters();
       for (const auto& bucket : ddp.buckets()) {
         std::vector<Tensor> parts;
         for (std::size_t k : bucket)
@@ -139,8 +142,6 @@ double step_ms(Variant variant, std::chrono::microseconds delay, int steps) {
       }
       for (auto& w : works) w->wait();
     };
-    // Without DDP's hooks for the variants that do not reduce while backward runs.
-    LayerStack plain;
     for (int s = 0; s < steps + 3; ++s) {
       pg.barrier();
       const auto start = std::chrono::steady_clock::now();
