@@ -7,10 +7,58 @@
 
 namespace rumus::distributed {
 
+namespace {
+
+template <class E>
+std::function<void()> fresh(const std::exception& e) {
+  return [message = std::string(e.what())] { throw E(message); };
+}
+
+// What rethrows `error` on another thread: a new exception of the same rumus
+// type and message (every error a collective raises is one), built from a
+// new string, so nothing is shared with this thread's exception object.
+std::function<void()> raiser(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const RankFailedError& e) {
+    return [rank = e.rank, message = std::string(e.what())] { throw RankFailedError(rank, message); };
+  } catch (const CollectiveTimeoutError& e) {
+    return fresh<CollectiveTimeoutError>(e);
+  } catch (const DistributedError& e) {
+    return fresh<DistributedError>(e);
+  } catch (const ShapeError& e) {
+    return fresh<ShapeError>(e);
+  } catch (const DTypeError& e) {
+    return fresh<DTypeError>(e);
+  } catch (const DeviceError& e) {
+    return fresh<DeviceError>(e);
+  } catch (const OutOfMemoryError& e) {
+    return fresh<OutOfMemoryError>(e);
+  } catch (const ValueError& e) {
+    return fresh<ValueError>(e);
+  } catch (const AutogradError& e) {
+    return fresh<AutogradError>(e);
+  } catch (const Error& e) {
+    return fresh<Error>(e);
+  } catch (...) {
+    return [error] { std::rethrow_exception(error); };  // not rumus's: the object itself
+  }
+}
+
+std::function<void()> distributed_error(std::string message) {
+  return [message = std::move(message)] { throw DistributedError(message); };
+}
+
+}  // namespace
+
 void Work::wait() {
-  std::unique_lock lk(mu_);
-  cv_.wait(lk, [&] { return done_; });
-  if (error_) std::rethrow_exception(error_);
+  std::function<void()> raise;
+  {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return done_; });
+    raise = raise_;
+  }
+  if (raise) raise();
 }
 
 bool Work::is_completed() const {
@@ -20,7 +68,7 @@ bool Work::is_completed() const {
 
 bool Work::is_success() const {
   std::lock_guard lk(mu_);
-  return done_ && !error_;
+  return done_ && !raise_;
 }
 
 Tensor Work::result() {
@@ -29,11 +77,11 @@ Tensor Work::result() {
   return result_;
 }
 
-void Work::finish(Tensor result, std::exception_ptr error) {
+void Work::finish(Tensor result, std::function<void()> raise) {
   {
     std::lock_guard lk(mu_);
     result_ = std::move(result);
-    error_ = std::move(error);
+    raise_ = std::move(raise);
     done_ = true;
   }
   cv_.notify_all();
@@ -45,8 +93,7 @@ std::shared_ptr<Work> CommQueue::submit(Collective op, Task task) {
   auto work = std::make_shared<Work>(op);
   std::lock_guard lk(mu_);
   if (stopping_) {
-    work->finish({}, std::make_exception_ptr(DistributedError(
-                         fmt::format("{}: the process group is being destroyed", collective_name(op)))));
+    work->finish({}, distributed_error(fmt::format("{}: the process group is being destroyed", collective_name(op))));
     return work;
   }
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
@@ -88,18 +135,18 @@ void CommQueue::loop() {
       busy_ = true;
     }
     Tensor result;
-    std::exception_ptr error;
+    std::function<void()> raise;
     try {
       result = item.task();
     } catch (...) {
-      error = std::current_exception();
+      raise = raiser(std::current_exception());
     }
     item.task = nullptr;  // the collective's captures go before the waiter wakes
     {
       std::lock_guard lk(mu_);
       busy_ = false;
     }
-    item.work->finish(std::move(result), std::move(error));
+    item.work->finish(std::move(result), std::move(raise));
     cv_.notify_all();
   }
 }
@@ -117,9 +164,8 @@ void CommQueue::stop() {
     else thread_.detach();  // the last task destroyed the group: the loop returns next
   }
   for (Item& item : left)
-    item.work->finish({}, std::make_exception_ptr(DistributedError(fmt::format(
-                              "{}: the process group was destroyed before this collective ran",
-                              collective_name(item.work->op())))));
+    item.work->finish({}, distributed_error(fmt::format("{}: the process group was destroyed before this collective ran",
+                                                       collective_name(item.work->op()))));
 }
 
 }  // namespace detail

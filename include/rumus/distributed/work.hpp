@@ -8,7 +8,7 @@
 // reading or writing them races with the communication thread.
 #include <condition_variable>
 #include <cstdint>
-#include <exception>
+#include <functional>
 #include <mutex>
 
 #include "rumus/core/export.hpp"
@@ -37,15 +37,18 @@ class Work {
   Tensor result();
   Collective op() const { return op_; }
 
-  // For the communication thread: marks the collective done.
-  void finish(Tensor result, std::exception_ptr error);
+  // For the communication thread: marks the collective done. `raise`, when
+  // set, throws the collective's error: a new exception on each call, so the
+  // waiting thread never shares an exception object with the communication
+  // thread (whose reference counts ThreadSanitizer cannot see).
+  void finish(Tensor result, std::function<void()> raise);
 
  private:
   const Collective op_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
-  std::exception_ptr error_;
+  std::function<void()> raise_;
   Tensor result_;
 };
 
