@@ -24,8 +24,9 @@ if ! numbers "$compute" "$comm" "$after" "$over"; then
   echo "the run printed no figures; nothing written to $RESULTS_FILE" >&2
   exit 1
 fi
-ideal=$(awk -v a="$compute" -v b="$comm" 'BEGIN { printf "%.2f", a > b ? a : b }')
+ideal=$(awk -v a="$compute" -v b="$comm" 'BEGIN { printf "%.2f", (a > b) ? a : b }')
 rounds_of() { sed -n "s/^rounds $1 //p" <<<"$out" | tr ' ' ','; }
+about="DistributedDataParallel on 2 thread ranks (ThreadGroup), 8 Linear(512, 512) + relu layers, batch 128 per rank, one bucket per layer; every bucket's all-reduce first sleeps the set delay on the communication thread (ThreadGroupOptions::collective_delay), as a slow link would take. Step times, rank 0's median over 15 steps, median of the rounds: compute only (forward + backward, no reduction), communication only (the 8 bucket all-reduces), reduced after backward (their sum, in sequence), overlapped (DDP: buckets all-reduced from gradient-ready hooks while backward runs). The peer is the ideal max(compute, communication); the forward pass cannot overlap its own step's communication, so the reachable bound is forward + max(backward, communication). The communication threads' host reductions share the 2 cores with the computing ranks."
 note="overlap fraction ${fraction} = (compute + communication - overlapped) / min(compute, communication); 1 when the step takes max(compute, communication), 0 when it takes their sum"
 for v in "compute only:compute" "communication only:communication" "reduced after backward:after_backward" "overlapped with backward (DDP):overlapped"; do
   name=${v%%:*} key=${v##*:}
@@ -33,7 +34,7 @@ for v in "compute only:compute" "communication only:communication" "reduced afte
   { printf '{"benchmark": "ddp_overlap", "config": {"step": %s, "ranks": "2 threads", "buckets": 8, "delay per bucket (ms)": %s}, ' \
       "$(json_str "$name")" "$delay"
     printf '"value": %s, "unit": "ms/step", "higher_is_better": false, "peer": "max(compute, communication)", "peer_value": %s, ' "$value" "$ideal"
-    printf '"rounds": {"value": [%s]}, "note": %s, ' "$(rounds_of "$key")" "$(json_str "$note")"
+    printf '"rounds": {"value": [%s]}, "note": %s, "about": %s, ' "$(rounds_of "$key")" "$(json_str "$note")" "$(json_str "$about")"
     bench_tail "bench/ddp_overlap.sh $build $rounds $delay"; } >>"$RESULTS_FILE"
 done
 echo "appended 4 lines to $RESULTS_FILE; run bench/report to update docs/benchmarks.md" >&2
