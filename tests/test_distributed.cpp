@@ -441,6 +441,8 @@ TEST(ProcessGroupErrors, WorldSizeAndRankOutOfRange) {
   expect_error<Error>([&] { g.rank(2); }, "ThreadGroup::rank: rank 2 is out of range: expected 0 <= rank < 2");
   expect_error<Error>([&] { g.rank(-1); }, "rank -1 is out of range");
   expect_error<Error>([] { ThreadGroup g(2, {.timeout = 0ms}); }, "expected a positive timeout, got 0 ms");
+  expect_error<Error>([] { ThreadGroup g(2, {.collective_delay = -5us}); },
+                      "ThreadGroup: expected a collective_delay >= 0, got -5 us");
   expect_error<Error>([] { shard_of(ones({4}), 3, 3); }, "shard_of: expected 0 <= rank < size, got rank 3 of size 3");
 }
 
