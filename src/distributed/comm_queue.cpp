@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "rumus/core/parallel.hpp"
 #include "rumus/distributed/process_group.hpp"
 
 namespace rumus::distributed {
@@ -96,7 +97,13 @@ std::shared_ptr<Work> CommQueue::submit(Collective op, Task task) {
     work->finish({}, distributed_error(fmt::format("{}: the process group is being destroyed", collective_name(op))));
     return work;
   }
-  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  if (!thread_.joinable()) {
+    // The CPU threads of its caller (a rank's share under run_ranks), not the whole machine.
+    thread_ = std::thread([this, threads = num_threads()] {
+      set_num_threads(threads);
+      loop();
+    });
+  }
   queue_.push_back({work, std::move(task)});
   cv_.notify_all();
   return work;

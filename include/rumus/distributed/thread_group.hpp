@@ -6,6 +6,9 @@
 // reusable for any number of steps. Peers read each other's host buffers
 // directly (no shared result buffer to clear).
 //
+// Each rank's handle is a process group of its own with its own
+// communication thread (started by its first asynchronous collective).
+//
 // A rank that throws (run_ranks catches it), calls abort(), returns while
 // others still wait for it, or does not arrive within `timeout` makes every
 // other rank's collective raise a rumus::Error that names it.
