@@ -629,18 +629,29 @@ TEST(AsyncCollectives, MismatchesRaiseTheSameErrorOnEveryRankThroughWait) {
       {"rank 0: reduce_scatter: expected a first dim divisible by the group size 3, got shape [4, 2]"});
 }
 
-// Destroying a group lets the running collective finish and fails what is
-// still queued instead of leaving its waiters blocked.
-TEST(AsyncCollectives, WorkQueuedOnADestroyedGroupFails) {
-  std::shared_ptr<Work> w;
+// Destroying a group fails what its communication threads still run (as if
+// every rank had left) and what is queued, instead of leaving a waiter
+// blocked until the timeout.
+TEST(AsyncCollectives, DestroyingTheGroupFailsItsPendingWork) {
+  std::shared_ptr<Work> first, second;
+  Tensor a = ones({2}), b = ones({2});
   {
-    ThreadGroup group(1);
-    Tensor t = ones({2});
-    w = group.rank(0).all_reduce_async(t);
+    ThreadGroup group(2, {.timeout = 60s});
+    first = group.rank(0).all_reduce_async(a);  // rank 1 never comes
+    second = group.rank(0).all_reduce_async(b);
   }
-  EXPECT_TRUE(w->is_completed());
-  if (!w->is_success())  // it ran before the group went, or was failed by it
-    expect_error<DistributedError>([&] { w->wait(); }, "all_reduce: the process group was destroyed before this collective ran");
+  ASSERT_TRUE(first->is_completed());
+  ASSERT_TRUE(second->is_completed());
+  try {
+    first->wait();
+    ADD_FAILURE() << "rank 1 never arrived";
+  } catch (const CollectiveTimeoutError& e) {
+    ADD_FAILURE() << "waited out the timeout: " << e.what();
+  } catch (const DistributedError& e) {  // running: rank 1 left; or still queued
+    EXPECT_TRUE(contains(e.what(), "left the group") || contains(e.what(), "destroyed before")) << e.what();
+  }
+  expect_error<DistributedError>([&] { second->wait(); },
+                                 "all_reduce: the process group was destroyed before this collective ran");
 }
 
 // ----------------------------------------------------------------- staging

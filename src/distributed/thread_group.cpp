@@ -233,7 +233,14 @@ ThreadGroup::ThreadGroup(int size, ThreadGroupOptions options) {
   for (int r = 0; r < size; ++r) ranks_.push_back(std::make_unique<detail::ThreadRank>(shared_, r));
 }
 
-ThreadGroup::~ThreadGroup() = default;
+ThreadGroup::~ThreadGroup() {
+  // Every rank leaves first, so a collective still running on a rank's
+  // communication thread fails at once instead of waiting out the timeout;
+  // then each rank's handle stops its thread.
+  std::lock_guard lk(shared_->mu);
+  std::fill(shared_->left.begin(), shared_->left.end(), 1);
+  shared_->cv.notify_all();
+}
 
 int ThreadGroup::size() const { return shared_->size; }
 
