@@ -1,5 +1,6 @@
 // The transport-independent half of ProcessGroup: argument checks, the
-// cross-rank agreement check, staging, and host reductions.
+// cross-rank agreement check, staging, host reductions, and the queue that
+// runs every collective (comm_queue.hpp).
 #include "rumus/distributed/process_group.hpp"
 
 #include <fmt/format.h>
@@ -195,7 +196,7 @@ std::shared_ptr<Work> ProcessGroup::barrier_async() {
 Tensor ProcessGroup::run_all_reduce(const Tensor& tensor, Reduce op) {
   CollectiveRequest req = make_request(Collective::all_reduce, &tensor, op, 0, size());
   if (req.error_kind) {
-    exchange(req, nullptr, nullptr, 0);  // throws on every rank
+    exchange(req, nullptr, nullptr, 0);  // throws on every rank (on this one only for an unchecked MpiGroup)
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
