@@ -1,9 +1,20 @@
 // Collectives on 2 thread ranks (ThreadGroup): time per call and bandwidth,
 // for CPU tensors and for Vulkan tensors (which travel through host staging).
 // Run: build/release/bench/bench_distributed --benchmark_counters_tabular=true
+//
+// `bench_distributed --ddp-overlap [rounds] [delay ms]` instead measures how
+// much of DDP's communication hides behind backward (bench/ddp_overlap.sh
+// runs it and records the figures): 2 thread ranks whose every collective
+// sleeps `delay` on the communication thread, as a slow link would take.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include <rumus/distributed/distributed.hpp>
 #include <rumus/rumus.hpp>
@@ -80,6 +91,114 @@ void args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Collective)->Apply(args)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(5);
 
+// ---- DDP: communication overlapped with backward ----
+
+constexpr int kLayers = 8, kWidth = 512, kBatch = 128;
+
+struct LayerStack : nn::Module {
+  std::vector<nn::Linear> layers;
+  LayerStack() {
+    layers.reserve(kLayers);
+    for (int i = 0; i < kLayers; ++i) layers.emplace_back(kWidth, kWidth);
+    for (int i = 0; i < kLayers; ++i) register_module("l" + std::to_string(i), layers[std::size_t(i)]);
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (auto& l : layers) h = relu(l(h));
+    return h;
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+enum class Variant { compute, communication, after_backward, overlapped };
+
+// Rank 0's median step time in ms over `steps` steps (after 3 unmeasured).
+// Every step starts and ends at a barrier (which sleeps no delay).
+double step_ms(Variant variant, std::chrono::microseconds delay, int steps) {
+  ThreadGroup group(2, {.collective_delay = delay});
+  std::vector<double> times;
+  run_ranks(group, [&](ProcessGroup& pg) {
+    manual_seed(1);
+    LayerStack m;
+    const Tensor x = randn({kBatch, kWidth});
+    // One bucket per layer: its weight and bias (1 MiB + 2 KiB).
+    DistributedDataParallel ddp(m, pg, {.bucket_bytes = std::size_t(kWidth) * (kWidth + 1) * 4});
+    // Without DDP's hooks for the variants that do not reduce while backward runs.
+    LayerStack plain;
+    // The buckets one after the other, as DDP sends them, of plain's gradients.
+    auto reduce_after = [&](const GradientStore* grads) {
+      NoGradGuard no_grad;
+      std::vector<std::shared_ptr<Work>> works;
+      const std::vector<Tensor> params = plain.parameters();
+      for (const auto& bucket : ddp.buckets()) {
+        std::vector<Tensor> parts;
+        for (std::size_t k : bucket)
+          parts.push_back(grads ? grads->at(params[k]).reshape({-1}) : zeros({params[k].numel()}));
+        works.push_back(pg.all_reduce_async(cat(parts, 0), Reduce::average));
+      }
+      for (auto& w : works) w->wait();
+    };
+    for (int s = 0; s < steps + 3; ++s) {
+      pg.barrier();
+      const auto start = std::chrono::steady_clock::now();
+      switch (variant) {
+        case Variant::compute: backward(plain(x).sum()); break;
+        case Variant::communication: reduce_after(nullptr); break;
+        case Variant::after_backward: {
+          GradientStore g = backward(plain(x).sum());
+          reduce_after(&g);
+          break;
+        }
+        case Variant::overlapped: ddp.backward(ddp(x).sum()); break;
+      }
+      pg.barrier();
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (pg.rank() == 0 && s >= 3) times.push_back(ms);
+    }
+  }, {.threads_per_rank = 1});
+  return median(times);
+}
+
+int ddp_overlap(int rounds, double delay_ms) {
+  const auto delay = std::chrono::microseconds(std::int64_t(delay_ms * 1000));
+  const char* names[] = {"compute", "communication", "after_backward", "overlapped"};
+  std::vector<double> per[4];
+  std::printf("2 thread ranks, %d Linear(%d, %d) + relu, batch %d per rank, %d buckets of 1 MiB, %.1f ms per bucket\n",
+              kLayers, kWidth, kWidth, kBatch, kLayers, delay_ms);
+  for (int r = 0; r < rounds; ++r) {
+    std::printf("round %d:", r + 1);
+    for (int v = 0; v < 4; ++v) {
+      per[v].push_back(step_ms(Variant(v), delay, 15));
+      std::printf(" %s %.2f ms%s", names[v], per[v].back(), v < 3 ? "," : "\n");
+    }
+    std::fflush(stdout);
+  }
+  const double compute = median(per[0]), comm = median(per[1]), after = median(per[2]), over = median(per[3]);
+  // 1: the overlapped step takes max(compute, communication); 0: their sum.
+  const double fraction = (compute + comm - over) / std::min(compute, comm);
+  std::printf("median: compute %.2f ms, communication %.2f ms, after backward %.2f ms, overlapped %.2f ms\n", compute,
+              comm, after, over);
+  std::printf("overlap fraction %.2f ((compute + communication - overlapped) / min(compute, communication))\n", fraction);
+  for (int v = 0; v < 4; ++v) {
+    std::printf("rounds %s", names[v]);
+    for (double t : per[v]) std::printf(" %.2f", t);
+    std::printf("\n");
+  }
+  return 0;
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--ddp-overlap") == 0)
+    return ddp_overlap(argc > 2 ? std::atoi(argv[2]) : 3, argc > 3 ? std::atof(argv[3]) : 2.0);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

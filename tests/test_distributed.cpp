@@ -441,6 +441,8 @@ TEST(ProcessGroupErrors, WorldSizeAndRankOutOfRange) {
   expect_error<Error>([&] { g.rank(2); }, "ThreadGroup::rank: rank 2 is out of range: expected 0 <= rank < 2");
   expect_error<Error>([&] { g.rank(-1); }, "rank -1 is out of range");
   expect_error<Error>([] { ThreadGroup g(2, {.timeout = 0ms}); }, "expected a positive timeout, got 0 ms");
+  expect_error<Error>([] { ThreadGroup g(2, {.collective_delay = -5us}); },
+                      "ThreadGroup: expected a collective_delay >= 0, got -5 us");
   expect_error<Error>([] { shard_of(ones({4}), 3, 3); }, "shard_of: expected 0 <= rank < size, got rank 3 of size 3");
 }
 
@@ -498,6 +500,158 @@ TEST(ProcessGroupErrors, BadArgumentsOnOneRankRaiseOnEveryRank) {
                               {"broadcast: root 5 is out of range: expected 0 <= root < 2"});
   expect_on_every_rank<Error>(2, [](ProcessGroup& pg) { Tensor t; if (pg.rank() == 1) pg.all_reduce(t); else { t = ones({1}); pg.all_reduce(t); } },
                               {"rank 1: all_reduce: expected a defined tensor, got an undefined one"});
+}
+
+// ------------------------------------------------------------ async collectives
+
+// Several collectives in flight at once give what the synchronous calls give
+// (computed from the same inputs), and Work says when each is done.
+TEST(AsyncCollectives, MatchTheSynchronousCalls) {
+  for (int n = 1; n <= 4; ++n) {
+    run_threads(n, [](ProcessGroup& pg) {
+      const int n = pg.size(), r = pg.rank();
+      Tensor a = rank_values(r, {3, 5}), b = rank_values(r, {7}, DType::f64), c = rank_values(r, {5, 3}).t();
+      std::shared_ptr<Work> wa = pg.all_reduce_async(a, Reduce::sum);
+      std::shared_ptr<Work> wb = pg.all_reduce_async(b, Reduce::average);
+      std::shared_ptr<Work> wc = pg.all_reduce_async(c);  // a strided view, written through
+      std::shared_ptr<Work> ws = pg.reduce_scatter_async(rank_values(r, {2 * n, 3}), Reduce::sum);
+      std::shared_ptr<Work> wg = pg.all_gather_async(rank_values(r, {2, 3}, DType::i64));
+      Tensor d = rank_values(r, {2, 4});
+      std::shared_ptr<Work> wd = pg.broadcast_async(d, n - 1);
+      std::shared_ptr<Work> wbar = pg.barrier_async();
+      for (const auto& w : {wa, wb, wc, ws, wg, wd, wbar}) {
+        w->wait();
+        EXPECT_TRUE(w->is_completed());
+        EXPECT_TRUE(w->is_success());
+      }
+      // The references: the synchronous calls on fresh copies of the inputs.
+      Tensor ra = rank_values(r, {3, 5}), rb = rank_values(r, {7}, DType::f64), rc = rank_values(r, {5, 3}).t();
+      pg.all_reduce(ra, Reduce::sum);
+      pg.all_reduce(rb, Reduce::average);
+      pg.all_reduce(rc);
+      Tensor rd = rank_values(r, {2, 4});
+      pg.broadcast(rd, n - 1);
+      EXPECT_EQ(values(a), values(ra));
+      EXPECT_EQ(values(b), values(rb));
+      EXPECT_EQ(values(c), values(rc));
+      EXPECT_EQ(values(d), values(rd));
+      EXPECT_EQ(values(ws->result()), values(pg.reduce_scatter(rank_values(r, {2 * n, 3}), Reduce::sum)));
+      EXPECT_EQ(values(wg->result()), values(pg.all_gather(rank_values(r, {2, 3}, DType::i64))));
+      EXPECT_EQ(wg->result().dtype(), DType::i64);
+      EXPECT_EQ(values(wa->result()), values(a));  // in place: the tensor itself
+      EXPECT_FALSE(wbar->result().defined());
+    }, {.timeout = 30s}, {.threads_per_rank = 1});
+  }
+}
+
+// Collectives run in the order they were called, asynchronous or not: a
+// synchronous call waits behind the queued ones, and each tensor gets its own sum.
+TEST(AsyncCollectives, RunInCallOrderMixedWithSynchronousCalls) {
+  run_threads(3, [](ProcessGroup& pg) {
+    const int n = pg.size(), r = pg.rank();
+    std::vector<Tensor> ts;
+    std::vector<std::shared_ptr<Work>> works;
+    for (int i = 0; i < 40; ++i) {
+      ts.push_back(full({i + 1}, double(i * 10 + r)));
+      if (i % 5 == 4) pg.all_reduce(ts.back());  // synchronous, between queued ones
+      else works.push_back(pg.all_reduce_async(ts.back()));
+    }
+    for (const auto& w : works) w->wait();
+    for (int i = 0; i < 40; ++i) {
+      double want = 0;
+      for (int k = 0; k < n; ++k) want += i * 10 + k;
+      EXPECT_EQ(values(ts[std::size_t(i)]), std::vector<double>(std::size_t(i + 1), want)) << "collective " << i;
+    }
+  }, {.timeout = 30s}, {.threads_per_rank = 1});
+}
+
+// The failure semantics of the synchronous calls, delivered by Work::wait.
+TEST(AsyncCollectives, RankThatFailsIsReportedByWait) {
+  std::atomic<int> told{0};
+  expect_error<Error>([&] {
+    run_threads(3, [&](ProcessGroup& pg) {
+      Tensor t = ones({8});
+      pg.all_reduce_async(t)->wait();
+      if (pg.rank() == 1) throw Error("injected failure on rank 1");
+      std::shared_ptr<Work> w = pg.all_reduce_async(t);
+      try {
+        w->wait();
+        ADD_FAILURE() << "rank 1 never arrives";
+      } catch (const RankFailedError& e) {
+        EXPECT_EQ(e.rank, 1);
+        EXPECT_TRUE(contains(e.what(), "all_reduce: rank 1 failed: injected failure on rank 1")) << e.what();
+        EXPECT_TRUE(w->is_completed());
+        EXPECT_FALSE(w->is_success());
+        told++;
+      }
+    }, {.timeout = 60s}, {.threads_per_rank = 1});
+  }, "injected failure on rank 1");
+  EXPECT_EQ(told.load(), 2);
+}
+
+TEST(AsyncCollectives, RankThatStopsArrivingTimesOutInWait) {
+  ThreadGroup group(2, {.timeout = 300ms});
+  std::latch gave_up(1);
+  std::atomic<int> timeouts{0};
+  run_ranks(group, [&](ProcessGroup& pg) {
+    if (pg.rank() == 1) {
+      gave_up.wait();  // stuck until rank 0 gave up on it
+      return;
+    }
+    Tensor t = ones({3});
+    std::shared_ptr<Work> w = pg.all_reduce_async(t);
+    try {
+      w->wait();
+      ADD_FAILURE() << "rank 1 never arrives";
+    } catch (const CollectiveTimeoutError& e) {
+      EXPECT_TRUE(contains(e.what(), "all_reduce: rank 1 did not arrive within 300 ms")) << e.what();
+      timeouts++;
+    }
+    // A failed group stays failed, for later work too.
+    expect_error<RankFailedError>([&] { pg.barrier_async()->wait(); }, "did not arrive");
+    gave_up.count_down();
+  });
+  EXPECT_EQ(timeouts.load(), 1);
+}
+
+TEST(AsyncCollectives, MismatchesRaiseTheSameErrorOnEveryRankThroughWait) {
+  expect_on_every_rank<ShapeError>(
+      3, [](ProcessGroup& pg) { Tensor t = ones({4, pg.rank() == 1 ? 2 : 3}); pg.all_reduce_async(t)->wait(); },
+      {"all_reduce: shapes differ across ranks: expected [4, 3] (as on rank 0), got [4, 2] on rank 1"});
+  expect_on_every_rank<DistributedError>(
+      2, [](ProcessGroup& pg) {
+        std::shared_ptr<Work> w = pg.rank() == 0 ? pg.barrier_async() : pg.all_gather_async(ones({1}));
+        w->wait();
+      },
+      {"collective mismatch: rank 0 called barrier, rank 1 called all_gather"});
+  expect_on_every_rank<ShapeError>(
+      3, [](ProcessGroup& pg) { pg.reduce_scatter_async(ones({4, 2}))->result(); },
+      {"rank 0: reduce_scatter: expected a first dim divisible by the group size 3, got shape [4, 2]"});
+}
+
+// Destroying a group fails what its communication threads still run (as if
+// every rank had left) and what is queued, instead of leaving a waiter
+// blocked until the timeout.
+TEST(AsyncCollectives, DestroyingTheGroupFailsItsPendingWork) {
+  std::shared_ptr<Work> first, second;
+  Tensor a = ones({2}), b = ones({2});
+  {
+    ThreadGroup group(2, {.timeout = 60s});
+    first = group.rank(0).all_reduce_async(a);  // rank 1 never comes
+    second = group.rank(0).all_reduce_async(b);
+  }
+  ASSERT_TRUE(first->is_completed());
+  ASSERT_TRUE(second->is_completed());
+  try {
+    first->wait();
+    ADD_FAILURE() << "rank 1 never arrived";
+  } catch (const CollectiveTimeoutError& e) {
+    ADD_FAILURE() << "waited out the timeout: " << e.what();
+  } catch (const DistributedError& e) {  // running: rank 1 left; or still queued
+    EXPECT_TRUE(contains(e.what(), "left the group") || contains(e.what(), "destroyed before")) << e.what();
+  }
+  expect_error<DistributedError>([&] { second->wait(); },
+                                 "all_reduce: the process group was destroyed before this collective ran");
 }
 
 // ----------------------------------------------------------------- staging
@@ -819,11 +973,11 @@ TEST(Fsdp, BackwardTwiceWithRetainGraphReduceScattersEachPass) {
 TEST(Ddp, MlpMatchesSingleRankTraining) { check_equivalence<Mlp>(Mode::ddp, Opt::sgd, {16}, 31); }
 TEST(Ddp, CnnMatchesSingleRankTraining) { check_equivalence<Cnn>(Mode::ddp, Opt::adamw, {1, 10, 10}, 32); }
 
-TEST(Ddp, BroadcastsRankZeroAndHandlesMissingGradients) {
+TEST(Ddp, BroadcastsRankZeroAndFindsUnusedParameters) {
   run_threads(2, [](ProcessGroup& pg) {
     manual_seed(100 + std::uint64_t(pg.rank()));  // different draws on each rank
     Mlp m;
-    DistributedDataParallel ddp(m, pg);
+    DistributedDataParallel ddp(m, pg, {.find_unused_parameters = true});
     Tensor w = m.fc1.weight.detach().clone();
     Tensor all = pg.all_gather(w.unsqueeze(0));
     EXPECT_EQ(values(all.select(0, 0)), values(all.select(0, 1)));  // rank 0's values everywhere
@@ -838,6 +992,129 @@ TEST(Ddp, BroadcastsRankZeroAndHandlesMissingGradients) {
     EXPECT_EQ(values(grads.at(m.fc1.bias)), std::vector<double>(12, 1.0));  // (2 + 0) / 2
     EXPECT_EQ(values(grads.at(m.fc2.bias)), std::vector<double>(10, 2.0));  // (0 + 4) / 2
   });
+}
+
+namespace {
+// The reference for DDP's reduced gradients: each parameter's local gradient
+// (from a twin model without DDP) all-reduced on its own, synchronously.
+std::vector<Tensor> per_parameter_average(ProcessGroup& pg, const StateDict& state, const Tensor& x, const Tensor& y) {
+  Mlp twin;
+  twin.load_state_dict(state);
+  GradientStore g = backward(cross_entropy(twin(x), y));
+  std::vector<Tensor> out;
+  for (const Tensor& p : twin.parameters()) {
+    Tensor r = g.at(p).clone();
+    pg.all_reduce(r, Reduce::average);
+    out.push_back(r);
+  }
+  return out;
+}
+}  // namespace
+
+// The buckets reduced while backward runs (and rebuilt after the first step)
+// hold exactly the bits of one all-reduce per parameter: the same sums in the
+// same rank order. So does find_unused_parameters' after-backward path.
+TEST(Ddp, OverlappedReductionEqualsPerParameterAllReduceBitForBit) {
+  const StateDict init = initial_state<Mlp>(71);
+  const Data d = make_data({16}, 72);
+  for (bool find_unused : {false, true})
+    for (int n : {2, 3}) {
+      SCOPED_TRACE(fmt::format("{} ranks, find_unused_parameters {}", n, find_unused));
+      run_threads(n, [&](ProcessGroup& pg) {
+        Mlp m;
+        m.load_state_dict(init);
+        DistributedDataParallel ddp(m, pg, {.bucket_bytes = 256, .find_unused_parameters = find_unused});
+        EXPECT_GT(ddp.buckets().size(), 2u);
+        optim::SGD opt(m.parameters(), {.lr = 0.1});
+        for (int s = 0; s < kSteps; ++s) {
+          const Tensor x = my_slice(d.x[std::size_t(s)], pg), y = my_slice(d.y[std::size_t(s)], pg);
+          const std::vector<Tensor> want = per_parameter_average(pg, cloned(m.state_dict()), x, y);
+          GradientStore grads = ddp.backward(cross_entropy(ddp(x), y));
+          const std::vector<Tensor> params = m.parameters();
+          for (std::size_t k = 0; k < params.size(); ++k)
+            EXPECT_EQ(grads.at(params[k]).to_vector<float>(), want[k].to_vector<float>())
+                << "step " << s << ", parameter " << k;
+          opt.step(grads);
+        }
+      }, {.timeout = 60s}, {.threads_per_rank = 1});
+    }
+}
+
+// After the first step the buckets follow the order in which backward made
+// the gradients ready (seen here by hooks of the test's own).
+TEST(Ddp, BucketsAreRebuiltInGradientReadyOrder) {
+  run_threads(2, [](ProcessGroup& pg) {
+    Cnn m;
+    std::vector<std::size_t> seen;
+    const std::vector<Tensor> params = m.parameters();
+    std::vector<autograd::HookHandle> hooks;
+    for (std::size_t k = 0; k < params.size(); ++k)
+      hooks.push_back(autograd::register_hook(params[k], [&seen, k](const Tensor&) {
+        seen.push_back(k);
+        return Tensor();
+      }));
+    DistributedDataParallel ddp(m, pg, {.bucket_bytes = 1});  // one parameter per bucket
+    std::vector<std::size_t> reverse;
+    for (std::size_t k = params.size(); k-- > 0;) reverse.push_back(k);
+    auto flat = [&] {
+      std::vector<std::size_t> order;
+      for (const auto& b : ddp.buckets()) order.insert(order.end(), b.begin(), b.end());
+      return order;
+    };
+    EXPECT_EQ(flat(), reverse);
+    ddp.backward(ddp(ones({2, 1, 10, 10})).sum());
+    ASSERT_EQ(seen.size(), params.size());
+    EXPECT_EQ(flat(), seen);
+    for (auto& h : hooks) h.remove();
+  });
+}
+
+TEST(Ddp, ParameterWithoutGradientIsAnErrorNamingIt) {
+  run_threads(2, [](ProcessGroup& pg) {
+    Mlp m;
+    DistributedDataParallel ddp(m, pg, {.bucket_bytes = 256});
+    Tensor h = m.fc2(relu(m.fc1(ones({2, 16}))));  // fc3 unused on every rank
+    expect_error<Error>([&] { ddp.backward(h.sum()); },
+                        "DistributedDataParallel::reduce_gradients: expected a gradient for every parameter that "
+                        "requires grad, got none for 'fc3.weight', 'fc3.bias' on rank");
+    // Nothing was left half done: the next full step reduces every gradient.
+    GradientStore grads = ddp.backward(ddp(ones({2, 16})).sum());
+    for (const Tensor& p : m.parameters()) EXPECT_TRUE(grads.contains(p));
+  });
+}
+
+// Two backwards before reduce_gradients (gradient accumulation): the summed
+// store is what gets reduced.
+TEST(Ddp, AccumulatedBackwardsReduceTheSum) {
+  run_threads(2, [](ProcessGroup& pg) {
+    Mlp m;
+    DistributedDataParallel ddp(m, pg, {.bucket_bytes = 256});
+    Tensor x1 = full({2, 16}, 0.5 + pg.rank()), x2 = full({2, 16}, -1.0 - pg.rank());
+    GradientStore grads = backward(ddp(x1).sum());
+    grads += backward(ddp(x2).sum());
+    std::vector<Tensor> want;
+    for (const Tensor& p : m.parameters()) {
+      want.push_back(grads.at(p).clone());
+      pg.all_reduce(want.back(), Reduce::average);
+    }
+    ddp.reduce_gradients(grads);
+    const std::vector<Tensor> params = m.parameters();
+    for (std::size_t k = 0; k < params.size(); ++k)
+      EXPECT_EQ(grads.at(params[k]).to_vector<float>(), want[k].to_vector<float>()) << "parameter " << k;
+  });
+}
+
+TEST(Ddp, BroadcastBuffersGivesEveryRankRankZerosBuffersAtForward) {
+  for (bool broadcast : {true, false}) {
+    run_threads(2, [&](ProcessGroup& pg) {
+      nn::BatchNorm1d bn(3);
+      DistributedDataParallel ddp(bn, pg, {.broadcast_buffers = broadcast});
+      bn.eval();  // the forward leaves the statistics alone
+      Tensor(bn.running_mean).fill_(double(pg.rank() + 1));
+      ddp(ones({2, 3}));
+      EXPECT_EQ(values(bn.running_mean), std::vector<double>(3, broadcast ? 1.0 : pg.rank() + 1.0));
+    });
+  }
 }
 
 // -------------------------------------------------------------- checkpoints
@@ -887,7 +1164,11 @@ TEST(FsdpCheckpoint, OneFileLoadsIntoAnyWorldSizeAndUnsharded) {
 
 namespace {
 ProcessGroup& mpi_world() {
-  static MpiGroup world;
+  static MpiGroup world;  // checks requests in a Debug build or with RUMUS_DISTRIBUTED_DEBUG=1
+  return world;
+}
+ProcessGroup& mpi_checked_world() {
+  static MpiGroup world({.check_requests = true});
   return world;
 }
 }  // namespace
@@ -932,7 +1213,7 @@ TEST_F(Mpi, ThreadLevelIsSerialized) {
 TEST_F(Mpi, Collectives) { check_collectives(mpi_world()); }
 
 TEST_F(Mpi, MismatchRaisesOnEveryRank) {
-  ProcessGroup& pg = mpi_world();
+  ProcessGroup& pg = mpi_checked_world();
   try {
     Tensor t = ones({4, pg.rank() == 1 ? 2 : 3});
     pg.all_reduce(t);
@@ -944,6 +1225,27 @@ TEST_F(Mpi, MismatchRaisesOnEveryRank) {
   Tensor t = ones({2});
   pg.all_reduce(t);
   EXPECT_EQ(values(t), (std::vector<double>{double(pg.size()), double(pg.size())}));
+}
+
+// Without check_requests a collective is one MPI call: no request exchange.
+TEST_F(Mpi, AsyncCollectivesAndTheRequestExchange) {
+  for (ProcessGroup* pg : {&mpi_world(), &mpi_checked_world()}) {
+    const bool checked = pg == &mpi_checked_world() || default_check_requests();
+    const int n = pg->size(), r = pg->rank();
+    const CollectiveStats before = collective_stats();
+    Tensor a = rank_values(r, {3, 5}), b = rank_values(r, {4}, DType::f64);
+    std::shared_ptr<Work> wa = pg->all_reduce_async(a), wb = pg->all_reduce_async(b, Reduce::average);
+    std::shared_ptr<Work> wg = pg->all_gather_async(rank_values(r, {2}));
+    std::shared_ptr<Work> wbar = pg->barrier_async();
+    for (const auto& w : {wa, wb, wg, wbar}) w->wait();
+    EXPECT_EQ(collective_stats().request_exchanges - before.request_exchanges, checked ? 4u : 0u);
+    Tensor ra = rank_values(r, {3, 5}), rb = rank_values(r, {4}, DType::f64);
+    pg->all_reduce(ra);
+    pg->all_reduce(rb, Reduce::average);
+    EXPECT_EQ(values(a), values(ra));
+    EXPECT_EQ(values(b), values(rb));
+    EXPECT_EQ(values(wg->result()).size(), std::size_t(2 * n));
+  }
 }
 
 TEST_F(Mpi, FsdpAndDdpMatchSingleProcessTraining) {

@@ -1,5 +1,6 @@
 // The transport-independent half of ProcessGroup: argument checks, the
-// cross-rank agreement check, staging, and host reductions.
+// cross-rank agreement check, staging, host reductions, and the queue that
+// runs every collective (comm_queue.hpp).
 #include "rumus/distributed/process_group.hpp"
 
 #include <fmt/format.h>
@@ -10,6 +11,9 @@
 #include <cstring>
 #include <vector>
 
+#include "../core/env.hpp"
+#include "collective_stats.hpp"
+#include "comm_queue.hpp"
 #include "host_reduce.hpp"
 #include "staging.hpp"
 
@@ -29,7 +33,7 @@ const char* collective_name(Collective c) {
 namespace {
 
 struct TimeCounters {
-  std::atomic<std::uint64_t> calls{0}, exchange_ns{0}, staging_ns{0};
+  std::atomic<std::uint64_t> calls{0}, exchange_ns{0}, staging_ns{0}, request_exchanges{0};
 };
 TimeCounters& time_counters() {
   static TimeCounters c;
@@ -150,20 +154,60 @@ void check_requests(const CollectiveRequest* reqs, int size) {
   }
 }
 
+ProcessGroup::ProcessGroup() : comm_(std::make_unique<detail::CommQueue>()) {}
+
+ProcessGroup::~ProcessGroup() { stop_communication(); }
+
+void ProcessGroup::stop_communication() { comm_->stop(); }
+
+// Every collective, synchronous or not, is one task on the group's queue.
 void ProcessGroup::all_reduce(const Tensor& tensor, Reduce op) {
+  comm_->run(Collective::all_reduce, [&] { return run_all_reduce(tensor, op); });
+}
+Tensor ProcessGroup::reduce_scatter(const Tensor& input, Reduce op) {
+  return comm_->run(Collective::reduce_scatter, [&] { return run_reduce_scatter(input, op); });
+}
+Tensor ProcessGroup::all_gather(const Tensor& input) {
+  return comm_->run(Collective::all_gather, [&] { return run_all_gather(input); });
+}
+void ProcessGroup::broadcast(const Tensor& tensor, int root) {
+  comm_->run(Collective::broadcast, [&] { return run_broadcast(tensor, root); });
+}
+void ProcessGroup::barrier() {
+  comm_->run(Collective::barrier, [&] { return run_barrier(); });
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, Reduce op) {
+  return comm_->submit(Collective::all_reduce, [this, tensor, op] { return run_all_reduce(tensor, op); });
+}
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& input, Reduce op) {
+  return comm_->submit(Collective::reduce_scatter, [this, input, op] { return run_reduce_scatter(input, op); });
+}
+std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& input) {
+  return comm_->submit(Collective::all_gather, [this, input] { return run_all_gather(input); });
+}
+std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& tensor, int root) {
+  return comm_->submit(Collective::broadcast, [this, tensor, root] { return run_broadcast(tensor, root); });
+}
+std::shared_ptr<Work> ProcessGroup::barrier_async() {
+  return comm_->submit(Collective::barrier, [this] { return run_barrier(); });
+}
+
+Tensor ProcessGroup::run_all_reduce(const Tensor& tensor, Reduce op) {
   CollectiveRequest req = make_request(Collective::all_reduce, &tensor, op, 0, size());
   if (req.error_kind) {
-    exchange(req, nullptr, nullptr, 0);  // throws on every rank
+    exchange(req, nullptr, nullptr, 0);  // throws on every rank (on this one only for an unchecked MpiGroup)
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
-  if (size() == 1) return;  // one rank: the sum and the average are the tensor itself
+  if (size() == 1) return tensor;  // one rank: the sum and the average are the tensor itself
   staging::HostCopy h = staged([&] { return staging::to_host(tensor); });
   exchanged([&] { exchange(req, h.data(), h.data(), std::size_t(tensor.numel())); });
   staged([&] { staging::write_back(tensor, h); });
+  return tensor;
 }
 
-Tensor ProcessGroup::reduce_scatter(const Tensor& input, Reduce op) {
+Tensor ProcessGroup::run_reduce_scatter(const Tensor& input, Reduce op) {
   CollectiveRequest req = make_request(Collective::reduce_scatter, &input, op, 0, size());
   if (req.error_kind) {
     exchange(req, nullptr, nullptr, 0);
@@ -180,7 +224,7 @@ Tensor ProcessGroup::reduce_scatter(const Tensor& input, Reduce op) {
   return staged([&] { return staging::to_device(out, input.device()); });
 }
 
-Tensor ProcessGroup::all_gather(const Tensor& input) {
+Tensor ProcessGroup::run_all_gather(const Tensor& input) {
   CollectiveRequest req = make_request(Collective::all_gather, &input, Reduce::sum, 0, size());
   if (req.error_kind) {
     exchange(req, nullptr, nullptr, 0);
@@ -198,14 +242,14 @@ Tensor ProcessGroup::all_gather(const Tensor& input) {
   return staged([&] { return staging::to_device(out, input.device()); });
 }
 
-void ProcessGroup::broadcast(const Tensor& tensor, int root) {
+Tensor ProcessGroup::run_broadcast(const Tensor& tensor, int root) {
   CollectiveRequest req = make_request(Collective::broadcast, &tensor, Reduce::sum, root, size());
   if (req.error_kind) {
     exchange(req, nullptr, nullptr, 0);
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
-  if (size() == 1) return;  // the root's tensor is already everyone's
+  if (size() == 1) return tensor;  // the root's tensor is already everyone's
   staging::HostCopy h;
   if (rank() == root || (tensor.device().is_cpu() && tensor.is_contiguous()))
     h = staged([&] { return staging::to_host(tensor); });
@@ -213,17 +257,31 @@ void ProcessGroup::broadcast(const Tensor& tensor, int root) {
     h = {staging::host_output(tensor.shape(), tensor.dtype(), tensor.device()), false};
   exchanged([&] { exchange(req, h.data(), h.data(), std::size_t(tensor.numel())); });
   if (rank() != root) staged([&] { staging::write_back(tensor, h); });
+  return tensor;
 }
 
-void ProcessGroup::barrier() {
+Tensor ProcessGroup::run_barrier() {
   CollectiveRequest req = make_request(Collective::barrier, nullptr, Reduce::sum, 0, size());
   ++time_counters().calls;
   exchanged([&] { exchange(req, nullptr, nullptr, 0); });
+  return {};
 }
+
+bool default_check_requests() {
+#ifdef NDEBUG
+  static const bool on = env::on("RUMUS_DISTRIBUTED_DEBUG");
+#else
+  static const bool on = true;  // a Debug build of rumus
+#endif
+  return on;
+}
+
+void detail::count_request_exchange() { ++time_counters().request_exchanges; }
 
 CollectiveStats collective_stats() {
   const TimeCounters& c = time_counters();
-  return {c.calls.load(), double(c.exchange_ns.load()) * 1e-9, double(c.staging_ns.load()) * 1e-9};
+  return {c.calls.load(), double(c.exchange_ns.load()) * 1e-9, double(c.staging_ns.load()) * 1e-9,
+          c.request_exchanges.load()};
 }
 
 namespace detail {

@@ -51,13 +51,14 @@ struct Slot {
 };
 
 struct ThreadShared {
-  ThreadShared(int size, std::chrono::milliseconds timeout)
-      : size(size), timeout(timeout), here(std::size_t(size), 0), left(std::size_t(size), 0) {
+  ThreadShared(int size, std::chrono::milliseconds timeout, std::chrono::microseconds delay)
+      : size(size), timeout(timeout), delay(delay), here(std::size_t(size), 0), left(std::size_t(size), 0) {
     for (auto& b : banks) b.resize(std::size_t(size));
   }
 
   const int size;
   const std::chrono::milliseconds timeout;
+  const std::chrono::microseconds delay;
   std::mutex mu;
   std::condition_variable cv;
   std::uint64_t generation = 0;
@@ -152,6 +153,7 @@ struct ThreadShared {
 class ThreadRank final : public ProcessGroup {
  public:
   ThreadRank(std::shared_ptr<ThreadShared> shared, int rank) : shared_(std::move(shared)), rank_(rank) {}
+  ~ThreadRank() override { stop_communication(); }
   int rank() const override { return rank_; }
   int size() const override { return shared_->size; }
   std::string name() const override { return "ThreadGroup"; }
@@ -173,6 +175,8 @@ class ThreadRank final : public ProcessGroup {
     const std::size_t begin = count * std::size_t(rank_) / std::size_t(n);
     const std::size_t end = count * std::size_t(rank_ + 1) / std::size_t(n);
     std::vector<char> mine(request.op == Collective::all_reduce ? (end - begin) * esize : 0);
+    if (s.delay.count() > 0 && request.op != Collective::barrier && !request.error_kind)
+      std::this_thread::sleep_for(s.delay);
 
     const std::vector<Slot>& bank = s.meet(rank_, Slot{request, in, out});
     for (int k = 0; k < n; ++k) requests[std::size_t(k)] = bank[std::size_t(k)].request;
@@ -223,11 +227,20 @@ ThreadGroup::ThreadGroup(int size, ThreadGroupOptions options) {
   if (size < 1) throw Error(fmt::format("ThreadGroup: expected a world size >= 1, got {}", size));
   if (options.timeout.count() <= 0)
     throw Error(fmt::format("ThreadGroup: expected a positive timeout, got {} ms", options.timeout.count()));
-  shared_ = std::make_shared<detail::ThreadShared>(size, options.timeout);
+  if (options.collective_delay.count() < 0)
+    throw Error(fmt::format("ThreadGroup: expected a collective_delay >= 0, got {} us", options.collective_delay.count()));
+  shared_ = std::make_shared<detail::ThreadShared>(size, options.timeout, options.collective_delay);
   for (int r = 0; r < size; ++r) ranks_.push_back(std::make_unique<detail::ThreadRank>(shared_, r));
 }
 
-ThreadGroup::~ThreadGroup() = default;
+ThreadGroup::~ThreadGroup() {
+  // Every rank leaves first, so a collective still running on a rank's
+  // communication thread fails at once instead of waiting out the timeout;
+  // then each rank's handle stops its thread.
+  std::lock_guard lk(shared_->mu);
+  std::fill(shared_->left.begin(), shared_->left.end(), 1);
+  shared_->cv.notify_all();
+}
 
 int ThreadGroup::size() const { return shared_->size; }
 

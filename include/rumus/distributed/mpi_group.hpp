@@ -18,8 +18,9 @@
 // one leaves its core to the work of others (ranks that only busy-polled
 // starved the computing ones on a machine with more ranks than cores).
 //
-// Failures: mismatched requests raise the same error on every rank, as with
-// ThreadGroup. A rank whose exception leaves main() ends the job (mpirun stops
+// Failures: with check_requests, mismatched requests raise the same error on
+// every rank, as with ThreadGroup; without it a rank-local argument error
+// raises on that rank only (the others wait for it until the timeout). A rank whose exception leaves main() ends the job (mpirun stops
 // the other processes); abort() calls MPI_Abort. A collective that does not
 // complete within `timeout` prints which one and aborts the job: MPI cannot
 // cancel a collective, so the waiting ranks cannot safely return an error.
@@ -46,6 +47,12 @@ struct MpiGroupOptions {
   // memory needs both sides to poll); pausing frees the core when the peer is
   // still computing. Longer suits a core per rank, shorter an oversubscribed machine.
   std::chrono::microseconds busy_poll{1000};
+  // Exchange every rank's request (op, dtype, shape, root) before the data,
+  // so a mismatch raises the same error on every rank: one more MPI
+  // collective per call. Off, a collective is one MPI call, and a mismatch
+  // is undetected: MPI may fail, pair the wrong data, or wait until `timeout`.
+  // Default: on in a Debug build of rumus or with RUMUS_DISTRIBUTED_DEBUG=1.
+  bool check_requests = default_check_requests();
 };
 
 class MpiGroup final : public ProcessGroup {

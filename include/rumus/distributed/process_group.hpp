@@ -7,17 +7,26 @@
 //
 // Every rank must call the same collectives in the same order with matching
 // shapes and dtypes. Before any data moves, the ranks exchange what they were
-// asked to do; a mismatch, or a bad argument on any one rank, raises the same
+// asked to do (always on ThreadGroup; on MpiGroup when check_requests is on);
+// a mismatch, or a bad argument on any one rank, raises the same
 // rumus::Error subclass on every rank, naming the op, the rank, what was
 // expected and what was given. A rank that fails or stops arriving makes the
 // others fail (RankFailedError, CollectiveTimeoutError): never a hang.
+//
+// Each collective also has an asynchronous form (all_reduce_async, ...) that
+// returns a Work handle (work.hpp), as c10d's. A group runs its collectives,
+// synchronous or not, one at a time on its communication thread in the order
+// they were called, so every rank pairs them as it would the synchronous
+// calls; Work::wait() rethrows the errors the synchronous call would raise.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "rumus/core/error.hpp"
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/export.hpp"
+#include "rumus/distributed/work.hpp"
 
 RUMUS_API_BEGIN
 
@@ -59,9 +68,11 @@ struct CollectiveRequest {
   char error[240] = {};
 };
 
+namespace detail { class CommQueue; }
+
 class ProcessGroup {
  public:
-  virtual ~ProcessGroup() = default;
+  virtual ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
@@ -84,13 +95,26 @@ class ProcessGroup {
   // Returns once every rank has called it.
   void barrier();
 
+  // The same collectives, started on the communication thread. The tensors
+  // belong to the collective until wait(); Work::result() gives the output of
+  // reduce_scatter and all_gather.
+  std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, Reduce op = Reduce::sum);
+  std::shared_ptr<Work> reduce_scatter_async(const Tensor& input, Reduce op = Reduce::sum);
+  std::shared_ptr<Work> all_gather_async(const Tensor& input);
+  std::shared_ptr<Work> broadcast_async(const Tensor& tensor, int root = 0);
+  std::shared_ptr<Work> barrier_async();
+
   // Marks this rank failed: collectives in progress or to come on the other
   // ranks raise RankFailedError naming this rank (ThreadGroup), or the job is
   // aborted (MpiGroup). Call it from a handler before giving up on a step.
   virtual void abort(const std::string& reason) = 0;
 
  protected:
-  ProcessGroup() = default;
+  ProcessGroup();
+  // Lets the running collective finish, fails the queued ones and joins the
+  // communication thread. A transport calls it first thing in its destructor:
+  // the thread calls exchange(), which must not outlive the transport.
+  void stop_communication();
   // Exchanges `request` with every rank, throws on every rank when the
   // requests disagree (check_requests below), then moves the data:
   //   all_reduce:     in == out, `count` elements, reduced in place
@@ -99,11 +123,27 @@ class ProcessGroup {
   //   broadcast:      in == out, `count` elements
   //   barrier:        nothing
   virtual void exchange(const CollectiveRequest& request, const void* in, void* out, std::size_t count) = 0;
+
+ private:
+  // The whole collective (argument check, staging, exchange) on one thread.
+  Tensor run_all_reduce(const Tensor& tensor, Reduce op);
+  Tensor run_reduce_scatter(const Tensor& input, Reduce op);
+  Tensor run_all_gather(const Tensor& input);
+  Tensor run_broadcast(const Tensor& tensor, int root);
+  Tensor run_barrier();
+
+  std::unique_ptr<detail::CommQueue> comm_;
 };
 
 // Throws, identically on every rank, when the ranks' requests disagree or any
 // one of them carries a local error. `requests` holds one per rank, in rank order.
 void check_requests(const CollectiveRequest* requests, int size);
+
+// Whether a transport that pays for the request exchange (MpiGroup: one more
+// MPI collective per call) does it by default: in a Debug build of rumus, or
+// when RUMUS_DISTRIBUTED_DEBUG=1. Without it, a mismatch across ranks is not
+// detected (MPI may fail, hang until the timeout, or pair the wrong data).
+bool default_check_requests();
 
 // What collectives of this process moved between devices and the host (all
 // ranks of a ThreadGroup together), for measurements and tests.
@@ -123,6 +163,9 @@ StagingStats staging_stats();
 struct CollectiveStats {
   std::uint64_t calls = 0;
   double exchange_seconds = 0, staging_seconds = 0;
+  // Separate exchanges of the requests (MpiGroup with check_requests; a
+  // ThreadGroup's check rides along its rendezvous and costs none).
+  std::uint64_t request_exchanges = 0;
 };
 CollectiveStats collective_stats();
 

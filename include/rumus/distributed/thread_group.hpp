@@ -6,6 +6,9 @@
 // reusable for any number of steps. Peers read each other's host buffers
 // directly (no shared result buffer to clear).
 //
+// Each rank's handle is a process group of its own with its own
+// communication thread (started by its first asynchronous collective).
+//
 // A rank that throws (run_ranks catches it), calls abort(), returns while
 // others still wait for it, or does not arrive within `timeout` makes every
 // other rank's collective raise a rumus::Error that names it.
@@ -26,6 +29,10 @@ namespace detail { struct ThreadShared; }
 struct ThreadGroupOptions {
   // How long a rank waits at a collective for the others before it gives up.
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};
+  // For benchmarks: every collective with data first sleeps this long on the
+  // thread that runs it, as a slow link would take, so that overlapping
+  // communication with computation can be measured on one machine.
+  std::chrono::microseconds collective_delay{0};
 };
 
 class ThreadGroup {

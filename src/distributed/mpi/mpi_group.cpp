@@ -1,7 +1,7 @@
-// MpiGroup: the ProcessGroup collectives on MPI. Each collective first
-// all-gathers every rank's request (a few hundred bytes) so a mismatch raises
-// the same error on every rank before any data moves, then calls the one MPI
-// collective that does the job on the staged host buffers.
+// MpiGroup: the ProcessGroup collectives on MPI. With check_requests, each
+// collective first all-gathers every rank's request (a few hundred bytes) so
+// a mismatch raises the same error on every rank before any data moves; then
+// it calls the one MPI collective that does the job on the staged host buffers.
 #include "rumus/distributed/mpi_group.hpp"
 
 #include <mpi.h>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../../core/env.hpp"
+#include "../collective_stats.hpp"
 #include "../deadline.hpp"
 #include "../host_reduce.hpp"
 
@@ -81,6 +82,7 @@ struct MpiGroup::Impl {
   // Busy polling moves a large message's fragments along (shared memory
   // transports need both sides to poll); past this a waiter pauses between polls.
   std::chrono::microseconds busy_poll{0};
+  bool check_requests = true;
   std::mutex mu;  // serialises this group's MPI calls (MPI_THREAD_SERIALIZED)
 
   // Completes `request`: polls, first busily, then with short pauses. A
@@ -125,6 +127,7 @@ MpiGroup::MpiGroup(MpiGroupOptions options) : impl_(std::make_unique<Impl>()) {
     throw Error(fmt::format("MpiGroup: expected a positive timeout, got {} ms", options.timeout.count()));
   impl_->timeout = options.timeout;
   impl_->busy_poll = options.busy_poll;
+  impl_->check_requests = options.check_requests;
   MpiRuntime& rt = runtime();
   {
     std::lock_guard lk(rt.mu);
@@ -150,6 +153,7 @@ MpiGroup::MpiGroup(MpiGroupOptions options) : impl_(std::make_unique<Impl>()) {
 }
 
 MpiGroup::~MpiGroup() {
+  stop_communication();  // its thread calls exchange(), which needs impl_
   {
     MpiRuntime& rt = runtime();
     std::lock_guard lk(rt.mu);
@@ -181,17 +185,25 @@ void MpiGroup::exchange(const CollectiveRequest& request, const void* in, void* 
   MPI_Comm comm = impl_->comm;
   const char* op = collective_name(request.op);
   MPI_Request pending = MPI_REQUEST_NULL;
-  std::vector<CollectiveRequest> requests(static_cast<std::size_t>(n));
-  check(MPI_Iallgather(&request, int(sizeof(CollectiveRequest)), MPI_BYTE, requests.data(),
-                       int(sizeof(CollectiveRequest)), MPI_BYTE, comm, &pending),
-        "MPI_Iallgather (requests)");
-  impl_->wait(pending, op, "MPI_Iallgather (requests)");
-  check_requests(requests.data(), n);
+  if (impl_->check_requests) {
+    std::vector<CollectiveRequest> requests(static_cast<std::size_t>(n));
+    check(MPI_Iallgather(&request, int(sizeof(CollectiveRequest)), MPI_BYTE, requests.data(),
+                         int(sizeof(CollectiveRequest)), MPI_BYTE, comm, &pending),
+          "MPI_Iallgather (requests)");
+    impl_->wait(pending, op, "MPI_Iallgather (requests)");
+    detail::count_request_exchange();
+    check_requests(requests.data(), n);
+    if (request.op == Collective::barrier) return;  // the exchange above already met every rank
+  } else {
+    check_requests(&request, 1);  // a local error raises here, on this rank only
+  }
 
   const std::size_t esize = dtype_size(request.dtype);
-  if (request.op == Collective::barrier || count == 0) return;  // the exchange above already met every rank
+  if (count == 0 && request.op != Collective::barrier) return;
   switch (request.op) {
     case Collective::barrier:
+      check(MPI_Ibarrier(comm, &pending), "MPI_Ibarrier");
+      impl_->wait(pending, op, "MPI_Ibarrier");
       return;
     case Collective::all_reduce:
       check(MPI_Iallreduce(MPI_IN_PLACE, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm, &pending),
