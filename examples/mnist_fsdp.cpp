@@ -170,7 +170,9 @@ struct Run {
 void run_rank(ProcessGroup& pg, Run& run) {
   const example::Options& o = run.o;
   const int rank = pg.rank(), n = pg.size();
-  const Device dev = run.devices[std::size_t(rank) % run.devices.size()];
+  // Devices by the rank's place on its host: with two hosts of four GPUs
+  // each, ranks 4..7 take the second host's vulkan:0..3 as ranks 0..3 do the first's.
+  const Device dev = run.devices[std::size_t(pg.local_rank()) % run.devices.size()];
   if (o.batch_size % n != 0)
     throw Error(fmt::format("--batch-size {} does not split evenly over {} ranks", o.batch_size, n));
   const std::int64_t local = o.batch_size / n, steps = run.steps_per_epoch;
@@ -339,7 +341,8 @@ int main(int argc, char** argv) {
       ->type_name("NAME")
       ->capture_default_str()
       ->check(CLI::IsMember({"mlp", "cnn", "wide"}));
-  app.add_option("--devices", r.devices, "comma-separated devices taken round-robin by rank: cpu, vulkan, vulkan:1")
+  app.add_option("--devices", r.devices,
+                 "comma-separated devices taken round-robin by the rank's place on its host: cpu, vulkan, vulkan:1")
       ->type_name("D,...")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -376,7 +379,7 @@ int main(int argc, char** argv) {
     if (launched_by_mpi()) {
       MpiGroup world;
       const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
-      set_num_threads(threads ? threads : std::max(1, hw / world.size()));
+      set_num_threads(threads ? threads : std::max(1, hw / world.local_size()));  // the host's cores among its ranks
       try {
         run_rank(world, run);
       } catch (const std::exception& e) {

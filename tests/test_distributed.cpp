@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <latch>
 #include <memory>
@@ -264,6 +265,17 @@ void check_equivalence(Mode mode, Opt kind, const Shape& sample, std::uint64_t s
 
 TEST(ThreadGroup, CollectivesOnOneToFourRanks) {
   for (int n = 1; n <= 4; ++n) run_threads(n, check_collectives, {.timeout = 30s}, {.threads_per_rank = 1});
+}
+
+// Thread ranks share one host: each rank's place on it is its rank.
+TEST(ThreadGroup, LocalRankIsTheRank) {
+  std::vector<int> local(3, -1), local_size(3, -1);
+  run_threads(3, [&](ProcessGroup& pg) {
+    local[std::size_t(pg.rank())] = pg.local_rank();
+    local_size[std::size_t(pg.rank())] = pg.local_size();
+  }, {.timeout = 30s}, {.threads_per_rank = 1});
+  EXPECT_EQ(local, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(local_size, (std::vector<int>{3, 3, 3}));
 }
 
 TEST(ThreadGroup, StressTenThousandGenerationsWithRandomDelays) {
@@ -1211,6 +1223,23 @@ TEST_F(Mpi, ThreadLevelIsSerialized) {
 }
 
 TEST_F(Mpi, Collectives) { check_collectives(mpi_world()); }
+
+// The ranks of one host, as the launcher numbered them: under mpirun on
+// one machine every rank is local, in world order. The test runs again over
+// TCP as four processes (ctest mpi_distributed_np4_tcp), as two hosts would talk.
+TEST_F(Mpi, LocalRankAndSizeAreThisHostsRanks) {
+  ProcessGroup& pg = mpi_world();
+  EXPECT_EQ(pg.local_size(), pg.size());
+  EXPECT_EQ(pg.local_rank(), pg.rank());
+  if (const char* launcher = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) EXPECT_EQ(pg.local_rank(), std::atoi(launcher));
+  if (const char* launcher = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) EXPECT_EQ(pg.local_size(), std::atoi(launcher));
+  // Every rank agrees on the whole picture.
+  Tensor places = pg.all_gather(tensor({double(pg.local_rank())}, {.dtype = DType::i64}));
+  std::vector<std::int64_t> want(std::size_t(pg.size()));
+  for (int r = 0; r < pg.size(); ++r) want[std::size_t(r)] = r;
+  EXPECT_EQ(places.to_vector<std::int64_t>(), want);
+}
+
 
 TEST_F(Mpi, MismatchRaisesOnEveryRank) {
   ProcessGroup& pg = mpi_checked_world();

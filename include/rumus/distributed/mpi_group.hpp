@@ -65,6 +65,9 @@ class MpiGroup final : public ProcessGroup {
 
   int rank() const override;
   int size() const override;
+  // The ranks on this host: those MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) puts together.
+  int local_rank() const override;
+  int local_size() const override;
   std::string name() const override { return "MpiGroup"; }
   void abort(const std::string& reason) override;
 

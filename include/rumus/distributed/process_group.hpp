@@ -78,6 +78,11 @@ class ProcessGroup {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This rank's place among the ranks on its host, and how many share the
+  // host (PyTorch's LOCAL_RANK and LOCAL_WORLD_SIZE): what a rank picks its
+  // GPU and its share of the CPU threads by. Thread ranks share one host.
+  virtual int local_rank() const { return rank(); }
+  virtual int local_size() const { return size(); }
   virtual std::string name() const = 0;  // "ThreadGroup", "MpiGroup"
 
   // In place: every rank's `tensor` becomes the element-wise reduction over

@@ -77,7 +77,7 @@ int as_count(std::size_t n, const char* op) {
 
 struct MpiGroup::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
-  int rank = 0, size = 1;
+  int rank = 0, size = 1, local_rank = 0, local_size = 1;
   std::chrono::milliseconds timeout{0};
   // Busy polling moves a large message's fragments along (shared memory
   // transports need both sides to poll); past this a waiter pauses between polls.
@@ -148,6 +148,13 @@ MpiGroup::MpiGroup(MpiGroupOptions options) : impl_(std::make_unique<Impl>()) {
   check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
   MPI_Comm_rank(impl_->comm, &impl_->rank);
   MPI_Comm_size(impl_->comm, &impl_->size);
+  // The ranks that share this host's memory are this host's ranks.
+  MPI_Comm host = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, impl_->rank, MPI_INFO_NULL, &host),
+        "MPI_Comm_split_type");
+  MPI_Comm_rank(host, &impl_->local_rank);
+  MPI_Comm_size(host, &impl_->local_size);
+  MPI_Comm_free(&host);
   std::lock_guard lk(rt.mu);
   ++rt.live_groups;
 }
@@ -166,6 +173,8 @@ MpiGroup::~MpiGroup() {
 
 int MpiGroup::rank() const { return impl_->rank; }
 int MpiGroup::size() const { return impl_->size; }
+int MpiGroup::local_rank() const { return impl_->local_rank; }
+int MpiGroup::local_size() const { return impl_->local_size; }
 
 void MpiGroup::abort(const std::string& reason) {
   std::fprintf(stderr, "rank %d aborts the MPI job: %s\n", impl_->rank, reason.c_str());

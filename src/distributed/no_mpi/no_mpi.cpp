@@ -22,6 +22,8 @@ MpiGroup::MpiGroup(MpiGroupOptions) {
 MpiGroup::~MpiGroup() = default;
 int MpiGroup::rank() const { return 0; }
 int MpiGroup::size() const { return 1; }
+int MpiGroup::local_rank() const { return 0; }
+int MpiGroup::local_size() const { return 1; }
 void MpiGroup::abort(const std::string&) { std::abort(); }
 int MpiGroup::thread_level() { return 0; }
 void MpiGroup::exchange(const CollectiveRequest&, const void*, void*, std::size_t) {}
