@@ -339,6 +339,10 @@ const std::vector<OpCase>& op_table() {
       {"index_add_repeated", {{4, 3}, {3, 3}}, [](V x) {
          return index_add(x[0], 0, labels({3, 0, 3}, x[0]), x[1], 2.0);
        }},
+      {"index_copy", {{3, 4}, {3, 2}}, [](V x) {
+         return index_copy(x[0], 1, labels({3, 0}, x[0]), x[1]);
+       }},
+      {"index_fill", {{4, 3}}, [](V x) { return index_fill(x[0], 0, labels({2, 0}, x[0]), -1.5); }},
       {"masked_select", {{3, 4}}, [](V x) {
          return masked_select(x[0], labels({1, 0, 0, 1}, x[0]).to(DType::u8));
        }},

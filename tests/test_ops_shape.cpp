@@ -75,6 +75,17 @@ TEST(ShapeOpErrors, Indexing) {
                            "index_add: index 4 is out of range for a dim of size 4");
   expect_error<ShapeError>([] { index_add(zeros({4, 3}), 0, i64({0, 1}), ones({2, 2})); },
                            "index_add: expected source of shape [2, 3] (self [4, 3] with the index's length 2 at dim 0), got [2, 2]");
+  expect_error<ShapeError>([] { index_copy(zeros({4, 3}), 1, i64({0, 3}), ones({4, 2})); },
+                           "index_copy: index 3 is out of range for a dim of size 3");
+  expect_error<ShapeError>([] { index_copy(zeros({4, 3}), 0, i64({0, 1}), ones({2, 2})); },
+                           "index_copy: expected source of shape [2, 3] (self [4, 3] with the index's length 2 at dim 0), got [2, 2]");
+  expect_error<DTypeError>([] { index_copy(zeros({4, 3}), 0, i64({0}), ones({1, 3}, {.dtype = DType::f64})); },
+                           "index_copy: expected source of self's dtype f32, got f64");
+  expect_error<DTypeError>([] { index_fill(zeros({4, 3}), 0, zeros({1}), 1.0); },
+                           "index_fill: expected an i64 or i32 index, got f32");
+  expect_error<ShapeError>([] { index_fill(zeros({4, 3}), 2, i64({0}), 1.0); }, "index_fill");
+  expect_error<ShapeError>([] { index_fill(zeros({4, 3}), 0, i64({0, 1}, {1, 2}), 1.0); },
+                           "index_fill: expected a 1-D index, got shape [1, 2]");
   expect_error<DTypeError>([] { masked_select(zeros({2, 3}), zeros({2, 3})); },
                            "masked_select: expected a u8 mask (as comparisons return), got f32");
   expect_error<ShapeError>([] { masked_select(zeros({2, 3}), ones({4}).to(DType::u8)); }, "masked_select");

@@ -288,6 +288,8 @@ const std::map<std::string, Fn>& ops() {
       {"scatter_value", [](V x) { return scatter(x[0], 0, x[1], -0.5); }},
       {"index_add", [](V x) { return index_add(x[0], 0, x[1], x[2], 2.0); }},
       {"masked_select", [](V x) { return masked_select(x[0], x[1].to(DType::u8)); }},
+      {"index_copy", [](V x) { return index_copy(x[0], 1, x[1], x[2]); }},
+      {"index_fill", [](V x) { return index_fill(x[0], 0, x[1], -1.5); }},
       {"take_along_dim", [](V x) { return take_along_dim(x[0], x[1], 1); }},
       {"flip", [](V x) { return flip(x[0], {0, -1}); }},
       {"roll", [](V x) { return roll(x[0], {1, -3}, {0, 1}); }},

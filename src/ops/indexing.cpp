@@ -224,6 +224,41 @@ Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, cons
   return self.dim() == 0 ? out.reshape({}) : out;
 }
 
+Tensor index_copy(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source) {
+  const char* op = "index_copy";
+  for (const Tensor* t : {&self, &index, &source}) detail::check_defined(op, *t);
+  detail::check_same_device(op, self, index);
+  detail::check_same_device(op, self, source);
+  if (self.dtype() != source.dtype())
+    throw DTypeError(fmt::format("index_copy: expected source of self's dtype {}, got {}", dtype_name(self.dtype()),
+                                 dtype_name(source.dtype())));
+  const Tensor s = as_1d(self), src = as_1d(source);
+  dim = wrap_dim(dim, s.dim(), op);
+  Tensor rows = index_vector(op, index, s.shape()[dim]);
+  Shape expected = s.shape();
+  expected[dim] = rows.numel();
+  if (src.shape() != expected)
+    throw ShapeError(fmt::format("index_copy: expected source of shape {} (self {} with the index's length {} at dim {}), got {}",
+                                 shape_str(expected), shape_str(self.shape()), rows.numel(), dim,
+                                 shape_str(source.shape())));
+  Tensor out = scatter(s, dim, along(rows, dim, expected), src);
+  return self.dim() == 0 ? out.reshape({}) : out;
+}
+
+Tensor index_fill(const Tensor& self, std::int64_t dim, const Tensor& index, double value) {
+  const char* op = "index_fill";
+  detail::check_defined(op, self);
+  detail::check_defined(op, index);
+  detail::check_same_device(op, self, index);
+  const Tensor s = as_1d(self);
+  dim = wrap_dim(dim, s.dim(), op);
+  Tensor rows = index_vector(op, index, s.shape()[dim]);
+  Shape filled = s.shape();
+  filled[dim] = rows.numel();
+  Tensor out = scatter(s, dim, along(rows, dim, filled), value);
+  return self.dim() == 0 ? out.reshape({}) : out;
+}
+
 Tensor nonzero(const Tensor& input) {
   detail::check_defined("nonzero", input);
   const std::vector<double> values = input.to_vector<double>();

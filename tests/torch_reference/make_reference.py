@@ -734,8 +734,19 @@ def second_order_fused():
     gen = outer
 
 
+def index_copy_fill():
+    """index_copy and index_fill (their own generator)."""
+    global gen
+    outer, gen = gen, torch.Generator().manual_seed(20261207)
+    t = torch.tensor
+    case("index_copy", [rand(3, 4), t([3, 0]), rand(3, 2)], lambda x, i, s: torch.index_copy(x, 1, i, s))
+    case("index_fill", [rand(4, 3), t([2, 0, 2])], lambda x, i: torch.index_fill(x, 0, i, -1.5))
+    gen = outer
+
+
 if __name__ == "__main__":
     main()
     pointwise_math_and_reductions()
     packed_sequences()
     second_order_fused()
+    index_copy_fill()

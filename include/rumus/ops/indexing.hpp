@@ -37,6 +37,16 @@ Tensor index_select(const Tensor& input, std::int64_t dim, const Tensor& index);
 // i32; source is self's shape with index's length at dim.
 Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
 
+// torch.index_copy: a copy of self with self.select(dim, index[i]) =
+// source.select(dim, i); index and source as index_add's. Where an index
+// repeats, which write wins is left open, as in PyTorch (rumus writes the sum
+// of them). Differentiable in self (off the written entries) and source.
+Tensor index_copy(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source);
+
+// torch.index_fill: a copy of self with every entry that index (1-D i64 or
+// i32) names along dim set to value. Differentiable in self (off them).
+Tensor index_fill(const Tensor& self, std::int64_t dim, const Tensor& index, double value);
+
 // torch.masked_select: the elements of input where mask (u8; input and mask
 // broadcast together) is set, as a 1-D tensor in row-major order. The count
 // is read back to the host (as PyTorch on a GPU does).
