@@ -1385,6 +1385,11 @@ TEST(ShardedCheckpoint, AnotherModelOrOptimizerIsRefusedBeforeAnythingChanges) {
     const StateDict before_run = cloned(run.sharded->state_dict());
     expect_error<IoError>([&] { load_sharded(dir, *run.sharded, *run.opt, pg); }, "belongs to the optimizer SGD");
     expect_bitwise_equal(cloned(run.sharded->state_dict()), before_run, "after a refused optimizer");
+    // Settings that differ from the run's that saved (none here).
+    ShardedRun same(pg, init, Opt::sgd);
+    expect_error<IoError>([&] { load_sharded(dir, *same.sharded, *same.opt, pg, io::RunSettings{{"lr", "0.1"}}); },
+                          "lr: not in the checkpoint, given '0.1'");
+    EXPECT_EQ(load_sharded(dir, *same.sharded, *same.opt, pg, io::RunSettings{}).step, 0);
   }, {.timeout = 60s}, {.threads_per_rank = 1});
   remove_set(dir);
 }

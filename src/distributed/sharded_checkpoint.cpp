@@ -1,7 +1,9 @@
 #include "rumus/distributed/sharded_checkpoint.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <filesystem>
@@ -137,6 +139,20 @@ IndexedTensor parse_entry(const std::string& key, const std::string& text, const
   return out;
 }
 
+// Makes the entries of directory `path` (new files, renames) durable.
+void sync_directory(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) throw IoError(fmt::format("save_sharded: cannot open the directory '{}' to sync it", path));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw IoError(fmt::format("save_sharded: cannot sync the directory '{}'", path));
+}
+
+std::string parent_of(const std::string& dir) {
+  const fs::path parent = fs::absolute(fs::path(dir)).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
 // Every rank learns whether every rank succeeded; throws on all of them if not.
 void agree(ProcessGroup& group, const std::string& error, const std::string& op) {
   Tensor failed = full({}, error.empty() ? 0.0 : 1.0, {.dtype = DType::f64});
@@ -195,10 +211,12 @@ void save_sharded(const std::string& dir, fsdp::FullyShardedModule& module, cons
       for (const auto& [name, value] : state.settings) meta[kSettingsPrefix + name] = value;
       for (const Entry& e : list) meta[kTensorPrefix + e.key] = describe(e, size);
       io::save_safetensors({}, (fs::path(partial) / kIndex).string(), meta);
+      sync_directory(partial);  // every rank file and the index are durable before the set is
       // The previous set stays until the new one is in place.
       fs::remove_all(previous);
       if (fs::exists(dir)) fs::rename(dir, previous);
       fs::rename(partial, dir);
+      sync_directory(parent_of(dir));
       fs::remove_all(previous);
     } catch (const std::exception& e) {
       error = fmt::format("{}: rank 0 could not complete the set: {}", op, e.what());
@@ -211,8 +229,28 @@ bool sharded_checkpoint_exists(const std::string& dir) {
   return fs::exists(fs::path(dir) / kIndex) || (!fs::exists(dir) && fs::exists(fs::path(previous_dir(dir)) / kIndex));
 }
 
-io::TrainingState load_sharded(const std::string& dir_in, fsdp::FullyShardedModule& module,
-                               optim::Optimizer& optimizer, ProcessGroup& group, Generator& generator) {
+namespace {
+// Every difference at once, as io::load_checkpoint reports them.
+void check_settings(const std::string& dir, const io::RunSettings& stored, const io::RunSettings& expected) {
+  std::vector<std::string> differences;
+  for (const auto& [name, value] : expected) {
+    auto it = stored.find(name);
+    if (it == stored.end())
+      differences.push_back(fmt::format("{}: not in the checkpoint, given '{}'", name, value));
+    else if (it->second != value)
+      differences.push_back(fmt::format("{}: checkpoint '{}', given '{}'", name, it->second, value));
+  }
+  for (const auto& [name, value] : stored)
+    if (!expected.contains(name))
+      differences.push_back(fmt::format("{}: checkpoint '{}', not a setting of this run", name, value));
+  if (!differences.empty())
+    throw IoError(fmt::format("load_sharded: '{}' was written by a run with other settings; resuming must keep them "
+                              "(start a new run to change them): {}",
+                              dir, fmt::join(differences, "; ")));
+}
+
+io::TrainingState load(const std::string& dir_in, fsdp::FullyShardedModule& module, optim::Optimizer& optimizer,
+                       ProcessGroup& group, const io::RunSettings* expected, Generator& generator) {
   // A save that died between its two renames left only "<dir>.previous".
   std::string dir = dir_in;
   if (!fs::exists(dir) && fs::exists(fs::path(previous_dir(dir)) / kIndex)) dir = previous_dir(dir);
@@ -343,6 +381,7 @@ io::TrainingState load_sharded(const std::string& dir_in, fsdp::FullyShardedModu
                           {}};
   for (const auto& [k, v] : meta)
     if (k.starts_with(kSettingsPrefix)) state.settings[k.substr(std::string(kSettingsPrefix).size())] = v;
+  if (expected) check_settings(dir, state.settings, *expected);
   const std::uint64_t seed = parse_u64(meta["generator.seed"], "generator.seed", index_path);
   const std::uint64_t offset = parse_u64(meta["generator.offset"], "generator.offset", index_path);
   try {
@@ -357,6 +396,17 @@ io::TrainingState load_sharded(const std::string& dir_in, fsdp::FullyShardedModu
     if (e.key.starts_with("model.")) staging::copy_into(e.local, model_part.at(e.key.substr(6)));
   generator.set_state(seed, offset);
   return state;
+}
+}  // namespace
+
+io::TrainingState load_sharded(const std::string& dir, fsdp::FullyShardedModule& module, optim::Optimizer& optimizer,
+                               ProcessGroup& group, Generator& generator) {
+  return load(dir, module, optimizer, group, nullptr, generator);
+}
+
+io::TrainingState load_sharded(const std::string& dir, fsdp::FullyShardedModule& module, optim::Optimizer& optimizer,
+                               ProcessGroup& group, const io::RunSettings& expected, Generator& generator) {
+  return load(dir, module, optimizer, group, &expected, generator);
 }
 
 }  // namespace rumus::distributed

@@ -14,7 +14,8 @@
 //       every tensor, "sharded <full shape> <rows per rank>" or "replicated".
 //
 // Atomic as a set: the files go to a fresh "<dir>.partial", the index last;
-// only when every rank's file and the index are complete does rank 0 move the
+// only when every rank's file and the index are complete (and synced, with
+// the directory) does rank 0 move the
 // previous set aside ("<dir>.previous"), rename the new one into place and
 // delete the previous one. load_sharded refuses a directory without an index
 // (or with a rank file missing) and, when `dir` itself is absent because a
@@ -51,6 +52,13 @@ void save_sharded(const std::string& dir, fsdp::FullyShardedModule& module, cons
 // checkpoint, what was expected and what was found.
 io::TrainingState load_sharded(const std::string& dir, fsdp::FullyShardedModule& module, optim::Optimizer& optimizer,
                                ProcessGroup& group, Generator& generator = default_generator());
+
+// The same, and first the checkpoint's settings must equal `expected`
+// (TrainingState::settings at the save): otherwise an IoError naming each
+// setting that differs, is missing or is extra, as io::load_checkpoint.
+io::TrainingState load_sharded(const std::string& dir, fsdp::FullyShardedModule& module, optim::Optimizer& optimizer,
+                               ProcessGroup& group, const io::RunSettings& expected,
+                               Generator& generator = default_generator());
 
 // Whether `dir` (or the "<dir>.previous" a save left) holds a complete set.
 bool sharded_checkpoint_exists(const std::string& dir);
