@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <limits>
 #include <chrono>
 #include <cstdlib>
@@ -1172,6 +1173,227 @@ TEST(FsdpCheckpoint, OneFileLoadsIntoAnyWorldSizeAndUnsharded) {
   std::filesystem::remove(path + ".layers");
 }
 
+// ------------------------------------------------------ sharded checkpoints
+
+namespace {
+
+constexpr int kResumeSteps = 4, kSaveAfter = 2;  // batches of kBatch = 12: 1, 2, 3 and 4 ranks split them evenly
+
+std::vector<std::pair<Tensor, Tensor>> resume_data(std::uint64_t seed) {
+  Generator gen(seed);
+  std::vector<std::pair<Tensor, Tensor>> d;
+  for (int s = 0; s < kResumeSteps; ++s) {
+    Tensor x = randn({kBatch, 16}, {}, &gen);
+    d.emplace_back(x, randint(0, 5, {kBatch}, {.dtype = DType::i64}, &gen));
+  }
+  return d;
+}
+
+// One rank's FSDP run of an Mlp: the model, its shards and an optimizer on them.
+struct ShardedRun {
+  Mlp model;
+  std::unique_ptr<fsdp::FullyShardedModule> sharded;
+  std::unique_ptr<optim::Optimizer> opt;
+  ShardedRun(ProcessGroup& pg, const StateDict& init, Opt kind) {
+    model.load_state_dict(init);
+    sharded = fsdp::shard(model, pg);
+    opt = make_opt(kind, sharded->parameters());
+  }
+  void train(ProcessGroup& pg, const std::vector<std::pair<Tensor, Tensor>>& d, int from, int to) {
+    for (int s = from; s < to; ++s)
+      opt->step(backward(cross_entropy((*sharded)(my_slice(d[std::size_t(s)].first, pg)),
+                                       my_slice(d[std::size_t(s)].second, pg))));
+  }
+};
+
+std::string checkpoint_dir(const std::string& what) {
+  return (std::filesystem::temp_directory_path() / fmt::format("rumus_sharded_{}_{}", what, getpid())).string();
+}
+
+void remove_set(const std::string& dir) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(dir + ".partial");
+  std::filesystem::remove_all(dir + ".previous");
+}
+
+void expect_bitwise_equal(const StateDict& got, const StateDict& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (auto& [name, w] : want) {
+    auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << what << ": missing " << name;
+    ASSERT_EQ(it->second.shape(), w.shape()) << what << ": " << name;
+    EXPECT_EQ(values(it->second), values(w)) << what << ": " << name << " is not bit-for-bit the same";
+  }
+}
+
+// Saved at 3 ranks after kSaveAfter steps; resumed at 1, 2, 3 and 4 ranks.
+void check_resume(Opt kind, std::uint64_t seed) {
+  const StateDict init = initial_state<Mlp>(seed);
+  const auto data = resume_data(seed + 1);
+  const std::string dir = checkpoint_dir(fmt::format("resume{}", seed));
+  remove_set(dir);
+  StateDict at_save, uninterrupted;
+  run_threads(3, [&](ProcessGroup& pg) {
+    ShardedRun run(pg, init, kind);
+    run.train(pg, data, 0, kSaveAfter);
+    save_sharded(dir, *run.sharded, *run.opt, pg, {.epoch = 0, .step = kSaveAfter, .settings = {{"opt", "x"}}});
+    StateDict full = cloned(run.sharded->state_dict());  // the full export (fsdp::save writes the same)
+    run.train(pg, data, kSaveAfter, kResumeSteps);
+    StateDict final_state = cloned(run.sharded->state_dict());
+    if (pg.rank() == 0) {
+      at_save = full;
+      uninterrupted = final_state;
+    }
+  }, {.timeout = 60s}, {.threads_per_rank = 1});
+  ASSERT_TRUE(sharded_checkpoint_exists(dir));
+  ASSERT_TRUE(std::filesystem::exists(dir + "/rank-00002-of-00003.safetensors"));
+  ASSERT_FALSE(std::filesystem::exists(dir + ".partial"));
+
+  // The rank files hold shards only: together they are the full export.
+  for (auto& [name, want] : at_save) {
+    std::vector<Tensor> parts;
+    for (int r = 0; r < 3; ++r)
+      parts.push_back(io::load_safetensors(fmt::format("{}/rank-{:05d}-of-00003.safetensors", dir, r)).at("model." + name));
+    EXPECT_EQ(values(unshard(cat(parts, 0), want.shape())), values(want)) << name;
+  }
+
+  const StateDict other_init = initial_state<Mlp>(seed + 100);  // the checkpoint must replace all of it
+  for (int n = 1; n <= 4; ++n) {
+    const std::string round_trip = checkpoint_dir(fmt::format("resume{}_{}", seed, n));
+    remove_set(round_trip);
+    std::vector<StateDict> resumed(static_cast<std::size_t>(n));
+    run_threads(n, [&](ProcessGroup& pg) {
+      ShardedRun run(pg, other_init, kind);
+      Generator gen(1);
+      io::TrainingState state = load_sharded(dir, *run.sharded, *run.opt, pg, gen);
+      EXPECT_EQ(state.step, kSaveAfter);
+      EXPECT_EQ(state.settings, (io::RunSettings{{"opt", "x"}}));
+      expect_bitwise_equal(cloned(run.sharded->state_dict()), at_save, fmt::format("loaded at {} ranks", n));
+      // Saved again at n ranks, the set loads back at 3 ranks (below).
+      save_sharded(round_trip, *run.sharded, *run.opt, pg, state, gen);
+      run.train(pg, data, kSaveAfter, kResumeSteps);
+      resumed[std::size_t(pg.rank())] = cloned(run.sharded->state_dict());
+    }, {.timeout = 60s}, {.threads_per_rank = 1});
+    // Other world sizes sum each batch's gradient in another order (within a
+    // rank's slice, then over ranks), so only 3 ranks continue bit-for-bit;
+    // the others agree as closely as FSDP training agrees with one process.
+    for (int r = 0; r < n; ++r) {
+      if (n == 3)
+        expect_bitwise_equal(resumed[std::size_t(r)], uninterrupted, "resumed at 3 ranks");
+      else
+        expect_same_state(resumed[std::size_t(r)], uninterrupted, fmt::format("resumed at {} ranks", n));
+    }
+    // The optimizer's state survives resharding exactly: 3 -> n -> 3 ranks
+    // continues bit-for-bit as the uninterrupted run.
+    StateDict back;
+    run_threads(3, [&](ProcessGroup& pg) {
+      ShardedRun run(pg, init, kind);
+      load_sharded(round_trip, *run.sharded, *run.opt, pg);
+      run.train(pg, data, kSaveAfter, kResumeSteps);
+      StateDict s = cloned(run.sharded->state_dict());
+      if (pg.rank() == 0) back = s;
+    }, {.timeout = 60s}, {.threads_per_rank = 1});
+    expect_bitwise_equal(back, uninterrupted, fmt::format("3 -> {} -> 3 ranks", n));
+    remove_set(round_trip);
+  }
+  remove_set(dir);
+}
+
+}  // namespace
+
+TEST(ShardedCheckpoint, SgdWithMomentumResumesAtAnyWorldSize) { check_resume(Opt::sgd, 51); }
+TEST(ShardedCheckpoint, AdamWResumesAtAnyWorldSize) { check_resume(Opt::adamw, 52); }
+
+// A set is complete only once its index is written and renamed into place:
+// an unfinished save is never loaded, and the previous set stays loadable.
+TEST(ShardedCheckpoint, HalfWrittenSetIsNeverLoaded) {
+  const StateDict init = initial_state<Mlp>(61);
+  const auto data = resume_data(62);
+  const std::string dir = checkpoint_dir("half");
+  remove_set(dir);
+  run_threads(2, [&](ProcessGroup& pg) {
+    ShardedRun run(pg, init, Opt::sgd);
+    run.train(pg, data, 0, 1);
+    save_sharded(dir, *run.sharded, *run.opt, pg, {.step = 1});
+  }, {.timeout = 60s}, {.threads_per_rank = 1});
+  // A save killed after writing one rank file: "<dir>.partial" without an index.
+  std::filesystem::create_directories(dir + ".partial");
+  std::filesystem::copy_file(dir + "/rank-00000-of-00002.safetensors", dir + ".partial/rank-00000-of-00002.safetensors");
+  run_threads(2, [&](ProcessGroup& pg) {
+    ShardedRun run(pg, init, Opt::sgd);
+    EXPECT_EQ(load_sharded(dir, *run.sharded, *run.opt, pg).step, 1);
+    expect_error<IoError>([&] { load_sharded(dir + ".partial", *run.sharded, *run.opt, pg); },
+                          "is not a complete sharded checkpoint: missing");
+    // The next save replaces the stale partial set and then the previous one.
+    run.train(pg, data, 1, 2);
+    save_sharded(dir, *run.sharded, *run.opt, pg, {.step = 2});
+  }, {.timeout = 60s}, {.threads_per_rank = 1});
+  EXPECT_FALSE(std::filesystem::exists(dir + ".partial"));
+  EXPECT_FALSE(std::filesystem::exists(dir + ".previous"));
+  // Killed between its two renames: only "<dir>.previous" is there.
+  std::filesystem::rename(dir, dir + ".previous");
+  EXPECT_TRUE(sharded_checkpoint_exists(dir));
+  run_threads(1, [&](ProcessGroup& pg) {
+    ShardedRun run(pg, init, Opt::sgd);
+    EXPECT_EQ(load_sharded(dir, *run.sharded, *run.opt, pg).step, 2);
+  });
+  std::filesystem::rename(dir + ".previous", dir);
+  // A rank file missing, or the index: refused, naming what is missing.
+  std::filesystem::remove(dir + "/rank-00001-of-00002.safetensors");
+  run_threads(1, [&](ProcessGroup& pg) {
+    ShardedRun run(pg, init, Opt::sgd);
+    expect_error<IoError>([&] { load_sharded(dir, *run.sharded, *run.opt, pg); },
+                          "is incomplete: the index names 2 rank files, missing");
+    std::filesystem::remove(dir + "/index.safetensors");
+    expect_error<IoError>([&] { load_sharded(dir, *run.sharded, *run.opt, pg); }, "index.safetensors");
+    EXPECT_FALSE(sharded_checkpoint_exists(dir));
+    // A directory that is not a checkpoint is not replaced.
+    const std::string other = checkpoint_dir("other");
+    std::filesystem::create_directories(other);
+    std::filesystem::copy_file(dir + "/rank-00000-of-00002.safetensors", other + "/keep.safetensors");
+    expect_error<IoError>([&] { save_sharded(other, *run.sharded, *run.opt, pg); }, "is not a sharded checkpoint");
+    EXPECT_TRUE(std::filesystem::exists(other + "/keep.safetensors"));
+    remove_set(other);
+  });
+  remove_set(dir);
+}
+
+struct OtherMlp : nn::Module {
+  nn::Linear fc1{16, 12}, fc2{12, 8}, fc3{8, 5};
+  OtherMlp() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}}); }
+  Tensor forward(const Tensor& x) override { return fc3(relu(fc2(relu(fc1(x))))); }
+};
+
+TEST(ShardedCheckpoint, AnotherModelOrOptimizerIsRefusedBeforeAnythingChanges) {
+  const StateDict init = initial_state<Mlp>(71);
+  const std::string dir = checkpoint_dir("mismatch");
+  remove_set(dir);
+  run_threads(2, [&](ProcessGroup& pg) {
+    ShardedRun run(pg, init, Opt::sgd);
+    save_sharded(dir, *run.sharded, *run.opt, pg);
+  }, {.timeout = 60s}, {.threads_per_rank = 1});
+  run_threads(2, [&](ProcessGroup& pg) {
+    OtherMlp other;
+    auto sharded = fsdp::shard(other, pg);
+    optim::SGD opt(sharded->parameters(), {.lr = 0.1, .momentum = 0.9});
+    const StateDict before = cloned(sharded->state_dict());
+    expect_error<ShapeError>([&] { load_sharded(dir, *sharded, opt, pg); },
+                             "'model.fc2.bias' is sharded [10] in the checkpoint, expected sharded [8]");
+    expect_bitwise_equal(cloned(sharded->state_dict()), before, "after a refused load");
+    // An optimizer of another kind: the model keeps its values too.
+    ShardedRun run(pg, init, Opt::adamw);
+    const StateDict before_run = cloned(run.sharded->state_dict());
+    expect_error<IoError>([&] { load_sharded(dir, *run.sharded, *run.opt, pg); }, "belongs to the optimizer SGD");
+    expect_bitwise_equal(cloned(run.sharded->state_dict()), before_run, "after a refused optimizer");
+    // Settings that differ from the run's that saved (none here).
+    ShardedRun same(pg, init, Opt::sgd);
+    expect_error<IoError>([&] { load_sharded(dir, *same.sharded, *same.opt, pg, io::RunSettings{{"lr", "0.1"}}); },
+                          "lr: not in the checkpoint, given '0.1'");
+    EXPECT_EQ(load_sharded(dir, *same.sharded, *same.opt, pg, io::RunSettings{}).step, 0);
+  }, {.timeout = 60s}, {.threads_per_rank = 1});
+  remove_set(dir);
+}
+
 // ------------------------------------------------------------ under mpirun
 
 namespace {
@@ -1214,6 +1436,47 @@ TEST(MpiExit, DISABLED_RankThatExitsEndsTheJob) {
   Tensor t = ones({1});
   group.all_reduce(t);
   ADD_FAILURE() << "the collective returned without rank 1";
+}
+
+// Run by ctest under mpirun (mpi_sharded_checkpoint_kill) twice in a row on
+// one directory: phase "kill" saves a complete set after step 1, then rank 1
+// is killed (SIGKILL) while rank 0 is inside the save of step 2; phase
+// "resume" must load the set of step 1 and continue.
+TEST(MpiKill, DISABLED_KilledSaveResumesFromTheLastCompleteSet) {
+  if (!mpi_available() || !launched_by_mpi()) GTEST_SKIP() << "needs mpirun";
+  const char* dir_env = std::getenv("RUMUS_TEST_SHARDED_DIR");
+  const char* phase_env = std::getenv("RUMUS_TEST_PHASE");
+  ASSERT_TRUE(dir_env && phase_env) << "set RUMUS_TEST_SHARDED_DIR and RUMUS_TEST_PHASE";
+  const std::string dir = dir_env, phase = phase_env;
+  ProcessGroup& pg = mpi_world();
+  const StateDict init = initial_state<Mlp>(81);
+  const auto data = resume_data(82);
+  ShardedRun run(pg, init, Opt::adamw);
+  if (phase == "kill") {
+    run.train(pg, data, 0, 1);
+    save_sharded(dir, *run.sharded, *run.opt, pg, {.step = 1});
+    run.train(pg, data, 1, 2);
+    if (pg.rank() == 1) {  // dies once rank 0 has begun the new set
+      while (!std::filesystem::exists(dir + ".partial")) std::this_thread::yield();
+      std::raise(SIGKILL);
+    }
+    save_sharded(dir, *run.sharded, *run.opt, pg, {.step = 2});
+    ADD_FAILURE() << "the save returned without rank 1";
+    return;
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir + ".partial")) << "the killed save left no partial set";
+  // The reference: step 1 of an uninterrupted run, then step 2.
+  ShardedRun ref(pg, init, Opt::adamw);
+  ref.train(pg, data, 0, 1);
+  const StateDict want_at_1 = cloned(ref.sharded->state_dict());
+  ref.train(pg, data, 1, 3);
+  const StateDict want_at_3 = cloned(ref.sharded->state_dict());
+  EXPECT_EQ(load_sharded(dir, *run.sharded, *run.opt, pg).step, 1);
+  expect_bitwise_equal(cloned(run.sharded->state_dict()), want_at_1, "the last complete set");
+  run.train(pg, data, 1, 3);
+  expect_bitwise_equal(cloned(run.sharded->state_dict()), want_at_3, "resumed after the kill");
+  save_sharded(dir, *run.sharded, *run.opt, pg, {.step = 3});
+  EXPECT_FALSE(std::filesystem::exists(dir + ".partial"));
 }
 
 TEST_F(Mpi, ThreadLevelIsSerialized) {

@@ -261,6 +261,12 @@ std::int64_t FullyShardedModule::full_numel() const {
   return n;
 }
 
+std::vector<Shape> FullyShardedModule::full_shapes() const {
+  std::vector<Shape> out;
+  for (auto& p : params_) out.push_back(p->full_shape);
+  return out;
+}
+
 StateDict FullyShardedModule::state_dict() {
   StateDict state = module_.state_dict();
   for (auto& p : params_) state[p->name] = gather_full(p->shard, p->full_shape, group_);

@@ -5,5 +5,6 @@
 #include "rumus/distributed/functional.hpp"
 #include "rumus/distributed/mpi_group.hpp"
 #include "rumus/distributed/process_group.hpp"
+#include "rumus/distributed/sharded_checkpoint.hpp"
 #include "rumus/distributed/sharded_optim.hpp"
 #include "rumus/distributed/thread_group.hpp"

@@ -96,6 +96,8 @@ class FullyShardedModule {
   // Elements of this rank's shards, and of the full parameters.
   std::int64_t shard_numel() const;
   std::int64_t full_numel() const;
+  // The full (unsharded) shape of each parameter, in parameters() order.
+  std::vector<Shape> full_shapes() const;
 
   // Collective: full tensors (parameters gathered, buffers from this rank).
   StateDict state_dict();
