@@ -1117,6 +1117,55 @@ TEST(Ddp, AccumulatedBackwardsReduceTheSum) {
   });
 }
 
+// no_sync: backward passes under the guard start no collective; the step's
+// reduction averages the summed store, bit for bit as one all-reduce per
+// parameter of the sum does.
+TEST(Ddp, NoSyncAccumulatesWithoutCollectives) {
+  run_threads(2, [](ProcessGroup& pg) {
+    Mlp m;
+    DistributedDataParallel ddp(m, pg, {.bucket_bytes = 256});
+    auto micro = [&](int i) { return full({2, 16}, 0.25 * (i + 1) + pg.rank()); };
+    GradientStore grads;
+    {
+      auto accumulate = ddp.no_sync();
+      for (int i = 0; i < 2; ++i) grads += backward(ddp(micro(i)).sum());
+    }
+    grads += backward(ddp(micro(2)).sum());
+    std::vector<Tensor> want;
+    for (const Tensor& p : m.parameters()) {
+      want.push_back(grads.at(p).clone());
+      pg.all_reduce(want.back(), Reduce::average);
+    }
+    ddp.reduce_gradients(grads);
+    const std::vector<Tensor> params = m.parameters();
+    for (std::size_t k = 0; k < params.size(); ++k)
+      EXPECT_EQ(grads.at(params[k]).to_vector<float>(), want[k].to_vector<float>()) << "parameter " << k;
+    // The next step overlaps again and gives the plain average.
+    GradientStore next = ddp.backward(ddp(micro(3)).sum());
+    GradientStore local = backward(m(micro(3)).sum());
+    Tensor expect = local.at(params[0]).clone();
+    pg.all_reduce(expect, Reduce::average);
+    EXPECT_EQ(next.at(params[0]).to_vector<float>(), expect.to_vector<float>());
+  });
+  // One rank, so the process's collective counter is this rank's alone: no
+  // collective under the guard, the bucket all-reduces without it.
+  run_threads(1, [](ProcessGroup& pg) {
+    Mlp m;
+    DistributedDataParallel ddp(m, pg, {.bucket_bytes = 256});
+    const std::uint64_t before = collective_stats().calls;
+    {
+      auto accumulate = ddp.no_sync();
+      GradientStore g = backward(ddp(ones({2, 16})).sum());
+    }
+    EXPECT_EQ(collective_stats().calls, before);
+    const std::size_t buckets = ddp.buckets().size();
+    GradientStore g = backward(ddp(ones({2, 16})).sum());
+    ddp.reduce_gradients(g);
+    // The buckets' all-reduces, and the first step's broadcast of the gradient order.
+    EXPECT_EQ(collective_stats().calls, before + buckets + 1);
+  });
+}
+
 TEST(Ddp, BroadcastBuffersGivesEveryRankRankZerosBuffersAtForward) {
   for (bool broadcast : {true, false}) {
     run_threads(2, [&](ProcessGroup& pg) {

@@ -91,6 +91,7 @@ void DistributedDataParallel::reset_step() {
   ready_order_.clear();
   next_bucket_ = 0;
   second_pass_ = false;
+  accumulated_ = false;
   for (Bucket& b : buckets_) {
     b.waiting = b.members.size();
     b.flat = Tensor();
@@ -110,8 +111,12 @@ void DistributedDataParallel::drain() noexcept {
 // A parameter's gradient is complete: into its bucket, and start every bucket
 // that is full and has no unfinished bucket before it.
 void DistributedDataParallel::on_gradient(std::size_t k, const Tensor& grad) {
+  if (no_sync_depth_ > 0) {  // accumulating: the reduction waits for the summed store
+    accumulated_ = true;
+    return;
+  }
   if (second_pass_) return;
-  if (ready_[k]) {  // another backward before reduce_gradients: the store will hold the sum
+  if (ready_[k] || accumulated_) {  // another backward before reduce_gradients: the store will hold the sum
     second_pass_ = true;
     return;
   }

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rumus/autograd/engine.hpp"
@@ -65,6 +66,27 @@ class DistributedDataParallel {
   // backward(loss) followed by reduce_gradients.
   GradientStore backward(const Tensor& loss);
 
+  // PyTorch's no_sync(), for gradient accumulation: while the returned guard
+  // lives, backward passes start no reduction. Sum their stores and the
+  // store of the step's last backward (`grads += backward(loss)`), then call
+  // reduce_gradients once the guard is gone: it averages the sum, after that
+  // backward rather than overlapped with it.
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(&ddp) { ++ddp.no_sync_depth_; }
+    ~NoSync() {
+      if (ddp_) --ddp_->no_sync_depth_;
+    }
+    NoSync(NoSync&& other) noexcept : ddp_(std::exchange(other.ddp_, nullptr)) {}
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+    NoSync& operator=(NoSync&&) = delete;
+
+   private:
+    DistributedDataParallel* ddp_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+
   nn::Module& module() { return module_; }
   ProcessGroup& group() { return group_; }
   // Parameter indices (into module().parameters()) of each bucket, in reduction order.
@@ -106,6 +128,8 @@ class DistributedDataParallel {
   std::vector<std::size_t> ready_order_;
   std::size_t next_bucket_ = 0;
   bool second_pass_ = false;  // a gradient arrived twice: reduce the store at the end
+  int no_sync_depth_ = 0;      // live NoSync guards
+  bool accumulated_ = false;   // a backward ran under no_sync since the last reduction
   bool rebuilt_ = false;
 };
 
