@@ -1,6 +1,7 @@
 // Optimizer steps and scheduler curves against values computed with PyTorch 1.13
 // (torch.optim, float64) for the same parameters and gradients.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <rumus/rumus.hpp>
 
@@ -252,6 +253,71 @@ TEST(Scheduler, LinearWarmupMatchesLinearLR) {
 TEST(Scheduler, LinearWarmupThenCosine) {
   auto lrs = curve([](auto& o) { return optim::LinearWarmupLR(o, 2, 0.0, 6, 0.0); }, 7);
   expect_curve(lrs, {0.0, 0.05, 0.1, 0.0853553390593, 0.05, 0.0146446609407, 0.0});
+}
+
+// A schedule resumed from its state dict continues the uninterrupted curve.
+TEST(Scheduler, StateDictResumesTheCurve) {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD full_opt({p}, {.lr = 0.1}), resumed_opt({p}, {.lr = 0.1});
+  optim::OneCycleLR uninterrupted(full_opt, 1.0, 10), first(resumed_opt, 1.0, 10);
+  for (int i = 0; i < 4; ++i) {
+    uninterrupted.step();
+    first.step();
+  }
+  const StateDict saved = first.state_dict();
+  EXPECT_EQ(saved.at("last_epoch").item<std::int64_t>(), 4);
+  optim::OneCycleLR second(resumed_opt, 1.0, 10);
+  second.load_state_dict(saved);
+  for (int i = 0; i < 4; ++i) {
+    uninterrupted.step();
+    second.step();
+    EXPECT_EQ(resumed_opt.lr(), full_opt.lr()) << "step " << i;
+  }
+  expect_error<Error>([&] { second.load_state_dict({}); }, "LRScheduler::load_state_dict: the state dict has no 'last_epoch'");
+  expect_error<Error>([&] { second.load_state_dict({{"last_epoch", full({}, -1.0)}}); },
+                      "expected 'last_epoch' to be a count, got -1");
+}
+
+// ReduceLROnPlateau's counters travel in its state dict, so a resumed run
+// reduces the lr at the same epochs as the uninterrupted one.
+TEST(Scheduler, ReduceLROnPlateauStateDictResumesTheCounters) {
+  const std::vector<double> metrics = {1.0, 0.9, 0.95, 0.92, 0.91, 0.9, 0.9, 0.899, 0.95, 0.97, 0.5, 0.6, 0.6};
+  const optim::ReduceLROnPlateauOptions options{.factor = 0.5, .patience = 2, .cooldown = 1};
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD full_opt({p}, {.lr = 0.1});
+  optim::ReduceLROnPlateau uninterrupted(full_opt, options);
+  std::vector<double> want;
+  for (double m : metrics) {
+    uninterrupted.step(m);
+    want.push_back(full_opt.lr());
+  }
+  const std::size_t split = 3;  // best and one bad epoch so far: a fresh scheduler would not reduce at epoch 5
+  optim::SGD opt({p}, {.lr = 0.1});
+  StateDict saved;
+  {
+    optim::ReduceLROnPlateau first(opt, options);
+    for (std::size_t i = 0; i < split; ++i) first.step(metrics[i]);
+    // Through a file, as a checkpoint keeps it.
+    const std::string path =
+        (std::filesystem::temp_directory_path() / fmt::format("rumus_plateau_{}.safetensors", ::getpid())).string();
+    io::save_safetensors(first.state_dict(), path);
+    saved = io::load_safetensors(path);
+    std::filesystem::remove(path);
+  }
+  optim::ReduceLROnPlateau second(opt, options);  // the lr itself comes back with the optimizer
+  second.load_state_dict(saved);
+  EXPECT_EQ(second.last_step(), std::int64_t(split));
+  std::vector<double> got(want.begin(), want.begin() + std::ptrdiff_t(split));
+  for (std::size_t i = split; i < metrics.size(); ++i) {
+    second.step(metrics[i]);
+    got.push_back(opt.lr());
+  }
+  EXPECT_EQ(got, want);
+  StateDict partial = saved;
+  partial.erase("cooldown_counter");
+  expect_error<Error>([&] { second.load_state_dict(partial); },
+                      "ReduceLROnPlateau::load_state_dict: the state dict has no 'cooldown_counter'");
+  EXPECT_EQ(second.last_step(), std::int64_t(metrics.size())) << "a refused load changes nothing";
 }
 
 TEST(Scheduler, SetStepJumpsToTheSameLr) {

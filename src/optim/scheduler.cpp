@@ -6,6 +6,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "rumus/ops/creation.hpp"
+
 namespace rumus::optim {
 
 namespace {
@@ -14,6 +16,32 @@ void check(bool ok, const std::string& what) {
   if (!ok) throw Error(what);
 }
 }  // namespace
+
+namespace {
+Tensor scalar(double v, DType dtype) { return full({}, v, {.dtype = dtype}); }
+
+// state[key] as a number: a one-element tensor, else an Error naming the key.
+double entry(const char* op, const StateDict& state, const char* key) {
+  auto it = state.find(key);
+  if (it == state.end()) throw Error(fmt::format("{}: the state dict has no '{}'", op, key));
+  if (it->second.numel() != 1)
+    throw ShapeError(fmt::format("{}: expected '{}' to hold one number, got shape {}", op, key,
+                                 shape_str(it->second.shape())));
+  return it->second.item();
+}
+
+std::int64_t count(const char* op, const StateDict& state, const char* key) {
+  const double v = entry(op, state, key);
+  if (!(v >= 0) || v != std::floor(v)) throw Error(fmt::format("{}: expected '{}' to be a count, got {}", op, key, v));
+  return std::int64_t(v);
+}
+}  // namespace
+
+StateDict LRScheduler::state_dict() const { return {{"last_epoch", scalar(double(step_), DType::i64)}}; }
+
+void LRScheduler::load_state_dict(const StateDict& state) {
+  set_step(count("LRScheduler::load_state_dict", state, "last_epoch"));
+}
 
 void LRScheduler::set_step(std::int64_t step) {
   check(step >= 0, fmt::format("LRScheduler: expected step >= 0, got {}", step));
@@ -176,6 +204,25 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, ReduceLROnPlateauOptions o)
                     options.cooldown));
   options.min_lr = per_group("ReduceLROnPlateau", "min_lr", options.min_lr, opt.param_groups().size());
   best_ = options.mode == "min" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+}
+
+StateDict ReduceLROnPlateau::state_dict() const {
+  return {{"best", scalar(best_, DType::f64)},
+          {"num_bad_epochs", scalar(double(num_bad_epochs_), DType::i64)},
+          {"cooldown_counter", scalar(double(cooldown_counter_), DType::i64)},
+          {"last_epoch", scalar(double(last_step_), DType::i64)}};
+}
+
+void ReduceLROnPlateau::load_state_dict(const StateDict& state) {
+  const char* op = "ReduceLROnPlateau::load_state_dict";
+  // Everything is read before anything changes.
+  const double best = entry(op, state, "best");
+  const std::int64_t bad = count(op, state, "num_bad_epochs"), cooldown = count(op, state, "cooldown_counter"),
+                     last = count(op, state, "last_epoch");
+  best_ = best;
+  num_bad_epochs_ = bad;
+  cooldown_counter_ = cooldown;
+  last_step_ = last;
 }
 
 bool ReduceLROnPlateau::is_better(double a) const {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "rumus/core/state_dict.hpp"
 #include "rumus/optim/optimizer.hpp"
 #include "rumus/core/export.hpp"
 
@@ -22,6 +23,10 @@ class LRScheduler {
   void step() { set_step(step_ + 1); }
   void set_step(std::int64_t step);
   std::int64_t last_step() const { return step_; }
+  // PyTorch's key: {"last_epoch": the step count}. The schedule's settings
+  // are its constructor's; loading sets the step (and so the lrs) again.
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
   // The lr this schedule gives a group starting at base_lr, at `step`.
   virtual double lr_at(std::int64_t step, double base_lr) const = 0;
   // The same for group `group` (schedules with per-group settings override it).
@@ -173,6 +178,11 @@ class ReduceLROnPlateau {
   std::int64_t last_step() const { return last_step_; }
   double best() const { return best_; }
   std::int64_t num_bad_epochs() const { return num_bad_epochs_; }
+  // What a resumed run needs to reduce where the uninterrupted one would, under
+  // PyTorch's keys: best, num_bad_epochs, cooldown_counter, last_epoch. The
+  // lrs themselves are the optimizer's (its state dict).
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
   ReduceLROnPlateauOptions options;
 
  private:
