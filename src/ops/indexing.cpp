@@ -203,13 +203,22 @@ Tensor index_select(const Tensor& input, std::int64_t dim, const Tensor& index) 
   return input.dim() == 0 && index.dim() == 0 ? out.reshape({}) : out;
 }
 
-Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
-  const char* op = "index_add";
+namespace {
+// index_add's and index_copy's operands, checked: self and source as 1-D at
+// least, dim wrapped, and the per-element index that scatters source's slices
+// into self's entries the 1-D index names along dim.
+struct IndexedSource {
+  Tensor self, source, index;
+  std::int64_t dim;
+};
+
+IndexedSource indexed_source(const char* op, const Tensor& self, std::int64_t dim, const Tensor& index,
+                             const Tensor& source) {
   for (const Tensor* t : {&self, &index, &source}) detail::check_defined(op, *t);
   detail::check_same_device(op, self, index);
   detail::check_same_device(op, self, source);
   if (self.dtype() != source.dtype())
-    throw DTypeError(fmt::format("index_add: expected source of self's dtype {}, got {}", dtype_name(self.dtype()),
+    throw DTypeError(fmt::format("{}: expected source of self's dtype {}, got {}", op, dtype_name(self.dtype()),
                                  dtype_name(source.dtype())));
   const Tensor s = as_1d(self), src = as_1d(source);
   dim = wrap_dim(dim, s.dim(), op);
@@ -217,31 +226,22 @@ Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, cons
   Shape expected = s.shape();
   expected[dim] = rows.numel();
   if (src.shape() != expected)
-    throw ShapeError(fmt::format("index_add: expected source of shape {} (self {} with the index's length {} at dim {}), got {}",
-                                 shape_str(expected), shape_str(self.shape()), rows.numel(), dim,
+    throw ShapeError(fmt::format("{}: expected source of shape {} (self {} with the index's length {} at dim {}), got {}",
+                                 op, shape_str(expected), shape_str(self.shape()), rows.numel(), dim,
                                  shape_str(source.shape())));
-  Tensor out = scatter_add(s, dim, along(rows, dim, expected), alpha == 1.0 ? src : mul(src, alpha));
+  return {s, src, along(rows, dim, expected), dim};
+}
+}  // namespace
+
+Tensor index_add(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+  const IndexedSource a = indexed_source("index_add", self, dim, index, source);
+  Tensor out = scatter_add(a.self, a.dim, a.index, alpha == 1.0 ? a.source : mul(a.source, alpha));
   return self.dim() == 0 ? out.reshape({}) : out;
 }
 
 Tensor index_copy(const Tensor& self, std::int64_t dim, const Tensor& index, const Tensor& source) {
-  const char* op = "index_copy";
-  for (const Tensor* t : {&self, &index, &source}) detail::check_defined(op, *t);
-  detail::check_same_device(op, self, index);
-  detail::check_same_device(op, self, source);
-  if (self.dtype() != source.dtype())
-    throw DTypeError(fmt::format("index_copy: expected source of self's dtype {}, got {}", dtype_name(self.dtype()),
-                                 dtype_name(source.dtype())));
-  const Tensor s = as_1d(self), src = as_1d(source);
-  dim = wrap_dim(dim, s.dim(), op);
-  Tensor rows = index_vector(op, index, s.shape()[dim]);
-  Shape expected = s.shape();
-  expected[dim] = rows.numel();
-  if (src.shape() != expected)
-    throw ShapeError(fmt::format("index_copy: expected source of shape {} (self {} with the index's length {} at dim {}), got {}",
-                                 shape_str(expected), shape_str(self.shape()), rows.numel(), dim,
-                                 shape_str(source.shape())));
-  Tensor out = scatter(s, dim, along(rows, dim, expected), src);
+  const IndexedSource a = indexed_source("index_copy", self, dim, index, source);
+  Tensor out = scatter(a.self, a.dim, a.index, a.source);
   return self.dim() == 0 ? out.reshape({}) : out;
 }
 
