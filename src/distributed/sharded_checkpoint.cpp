@@ -1,5 +1,7 @@
 #include "rumus/distributed/sharded_checkpoint.hpp"
 
+#include "../io/settings_check.hpp"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -230,25 +232,6 @@ bool sharded_checkpoint_exists(const std::string& dir) {
 }
 
 namespace {
-// Every difference at once, as io::load_checkpoint reports them.
-void check_settings(const std::string& dir, const io::RunSettings& stored, const io::RunSettings& expected) {
-  std::vector<std::string> differences;
-  for (const auto& [name, value] : expected) {
-    auto it = stored.find(name);
-    if (it == stored.end())
-      differences.push_back(fmt::format("{}: not in the checkpoint, given '{}'", name, value));
-    else if (it->second != value)
-      differences.push_back(fmt::format("{}: checkpoint '{}', given '{}'", name, it->second, value));
-  }
-  for (const auto& [name, value] : stored)
-    if (!expected.contains(name))
-      differences.push_back(fmt::format("{}: checkpoint '{}', not a setting of this run", name, value));
-  if (!differences.empty())
-    throw IoError(fmt::format("load_sharded: '{}' was written by a run with other settings; resuming must keep them "
-                              "(start a new run to change them): {}",
-                              dir, fmt::join(differences, "; ")));
-}
-
 io::TrainingState load(const std::string& dir_in, fsdp::FullyShardedModule& module, optim::Optimizer& optimizer,
                        ProcessGroup& group, const io::RunSettings* expected, Generator& generator) {
   // A save that died between its two renames left only "<dir>.previous".
@@ -381,7 +364,7 @@ io::TrainingState load(const std::string& dir_in, fsdp::FullyShardedModule& modu
                           {}};
   for (const auto& [k, v] : meta)
     if (k.starts_with(kSettingsPrefix)) state.settings[k.substr(std::string(kSettingsPrefix).size())] = v;
-  if (expected) check_settings(dir, state.settings, *expected);
+  if (expected) io::check_settings("load_sharded", dir, state.settings, *expected);
   const std::uint64_t seed = parse_u64(meta["generator.seed"], "generator.seed", index_path);
   const std::uint64_t offset = parse_u64(meta["generator.offset"], "generator.offset", index_path);
   try {

@@ -1,5 +1,7 @@
 #include "rumus/io/checkpoint.hpp"
 
+#include "settings_check.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/stat.h>
@@ -35,24 +37,6 @@ std::uint64_t parse_count(const Metadata& m, const std::string& key, const std::
 
 constexpr std::uint64_t kInt64Max = std::uint64_t(std::numeric_limits<std::int64_t>::max());
 
-// Every difference at once, so one failed resume shows all that changed.
-void check_settings(const std::string& path, const RunSettings& stored, const RunSettings& expected) {
-  std::vector<std::string> differences;
-  for (const auto& [name, value] : expected) {
-    auto it = stored.find(name);
-    if (it == stored.end())
-      differences.push_back(fmt::format("{}: not in the checkpoint, given '{}'", name, value));
-    else if (it->second != value)
-      differences.push_back(fmt::format("{}: checkpoint '{}', given '{}'", name, it->second, value));
-  }
-  for (const auto& [name, value] : stored)
-    if (!expected.contains(name))
-      differences.push_back(fmt::format("{}: checkpoint '{}', not a setting of this run", name, value));
-  if (!differences.empty())
-    throw IoError(fmt::format("load_checkpoint: '{}' was written by a run with other settings; resuming must keep "
-                              "them (start a new run to change them): {}",
-                              path, fmt::join(differences, "; ")));
-}
 }  // namespace
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
@@ -98,7 +82,7 @@ TrainingState load(const std::string& path, nn::Module& model, optim::Optimizer&
                 offset = parse_count(meta, "generator.offset", path, u64_max);
   for (const auto& [key, value] : meta)
     if (key.starts_with(kSettingsPrefix)) state.settings[key.substr(std::strlen(kSettingsPrefix))] = value;
-  if (check) check_settings(path, state.settings, expected);
+  if (check) check_settings("load_checkpoint", path, state.settings, expected);
   // Each load_state_dict checks everything (names, shapes, dtypes; the
   // optimizer's kind, groups and state) before its first write, so a failed
   // one changes nothing. The model goes first, so its mismatches are the ones
@@ -132,6 +116,24 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model, optim:
 TrainingState load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& optimizer,
                               const RunSettings& expected, Generator& gen) {
   return load(path, model, optimizer, expected, gen, true);
+}
+
+void check_settings(const char* op, const std::string& path, const RunSettings& stored, const RunSettings& expected) {
+  std::vector<std::string> differences;
+  for (const auto& [name, value] : expected) {
+    auto it = stored.find(name);
+    if (it == stored.end())
+      differences.push_back(fmt::format("{}: not in the checkpoint, given '{}'", name, value));
+    else if (it->second != value)
+      differences.push_back(fmt::format("{}: checkpoint '{}', given '{}'", name, it->second, value));
+  }
+  for (const auto& [name, value] : stored)
+    if (!expected.contains(name))
+      differences.push_back(fmt::format("{}: checkpoint '{}', not a setting of this run", name, value));
+  if (!differences.empty())
+    throw IoError(fmt::format("{}: '{}' was written by a run with other settings; resuming must keep "
+                              "them (start a new run to change them): {}",
+                              op, path, fmt::join(differences, "; ")));
 }
 
 }  // namespace rumus::io
