@@ -158,7 +158,7 @@ void CommQueue::loop() {
   }
 }
 
-void CommQueue::stop() {
+void CommQueue::close() {
   std::deque<Item> left;
   {
     std::lock_guard lk(mu_);
@@ -166,13 +166,17 @@ void CommQueue::stop() {
     left.swap(queue_);
     cv_.notify_all();
   }
+  for (Item& item : left)
+    item.work->finish({}, distributed_error(fmt::format("{}: the process group was destroyed before this collective ran",
+                                                       collective_name(item.work->op()))));
+}
+
+void CommQueue::stop() {
+  close();
   if (thread_.joinable()) {
     if (thread_.get_id() != std::this_thread::get_id()) thread_.join();
     else thread_.detach();  // the last task destroyed the group: the loop returns next
   }
-  for (Item& item : left)
-    item.work->finish({}, distributed_error(fmt::format("{}: the process group was destroyed before this collective ran",
-                                                       collective_name(item.work->op()))));
 }
 
 }  // namespace detail

@@ -29,7 +29,9 @@ class CommQueue {
   std::shared_ptr<Work> submit(Collective op, Task task);
   // Runs `task` after everything submitted before; its result or its error.
   Tensor run(Collective op, const Task& task);
-  // Lets the running task finish, fails the queued ones, joins the thread.
+  // Refuses new tasks and fails the queued ones; the running task goes on.
+  void close();
+  // close(), then lets the running task finish and joins the thread.
   // The owner calls it before the members its tasks use are destroyed.
   void stop();
 

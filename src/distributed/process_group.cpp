@@ -159,6 +159,7 @@ ProcessGroup::ProcessGroup() : comm_(std::make_unique<detail::CommQueue>()) {}
 ProcessGroup::~ProcessGroup() { stop_communication(); }
 
 void ProcessGroup::stop_communication() { comm_->stop(); }
+void ProcessGroup::close_communication() { comm_->close(); }
 
 // Every collective, synchronous or not, is one task on the group's queue.
 void ProcessGroup::all_reduce(const Tensor& tensor, Reduce op) {

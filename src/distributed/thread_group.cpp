@@ -154,6 +154,7 @@ class ThreadRank final : public ProcessGroup {
  public:
   ThreadRank(std::shared_ptr<ThreadShared> shared, int rank) : shared_(std::move(shared)), rank_(rank) {}
   ~ThreadRank() override { stop_communication(); }
+  void close() { close_communication(); }
   int rank() const override { return rank_; }
   int size() const override { return shared_->size; }
   std::string name() const override { return "ThreadGroup"; }
@@ -234,9 +235,11 @@ ThreadGroup::ThreadGroup(int size, ThreadGroupOptions options) {
 }
 
 ThreadGroup::~ThreadGroup() {
-  // Every rank leaves first, so a collective still running on a rank's
-  // communication thread fails at once instead of waiting out the timeout;
-  // then each rank's handle stops its thread.
+  // The queues close first, so what is queued fails as never run rather than
+  // racing the thread to start; then every rank leaves, so a collective still
+  // running fails at once instead of waiting out the timeout; then each
+  // rank's handle joins its thread.
+  for (auto& r : ranks_) static_cast<detail::ThreadRank&>(*r).close();
   std::lock_guard lk(shared_->mu);
   std::fill(shared_->left.begin(), shared_->left.end(), 1);
   shared_->cv.notify_all();

@@ -120,6 +120,9 @@ class ProcessGroup {
   // communication thread. A transport calls it first thing in its destructor:
   // the thread calls exchange(), which must not outlive the transport.
   void stop_communication();
+  // The first half of stop_communication: fails the queued collectives and
+  // refuses new ones, without waiting for the running one.
+  void close_communication();
   // Exchanges `request` with every rank, throws on every rank when the
   // requests disagree (check_requests below), then moves the data:
   //   all_reduce:     in == out, `count` elements, reduced in place
