@@ -6,7 +6,7 @@
 #                          Vulkan not findable, COMPONENTS mpi vulkan) and pkg-config consumers
 #                          (plain --libs, MpiGroup too) build and run.
 #   MODE=shared            configures, builds and installs rumus as a shared library
-#                          (BUILD_SHARED_LIBS=ON; the main build's compiler cache makes this
+#                          (BUILD_SHARED_LIBS=ON, beside the main build so that its compiler cache makes this
 #                          cheap); checks the soname and that no symbol of src/'s internals
 #                          (rumus::cpu, rumus::vulkan, anonymous namespaces) is exported;
 #                          a find_package consumer and a pkg-config consumer build, link
@@ -26,6 +26,13 @@ set(ccache "")
 if(CCACHE_PROGRAM)
   set(ccache ${CCACHE_PROGRAM})
 endif()
+# Where a second build of rumus goes: beside the main build, at its depth, so
+# that with the main build's CCACHE_BASEDIR every compile command reads the
+# same and the objects the main build left in the compiler cache serve it.
+set(rumus_build_dir ${BUILD_DIR}-package-${MODE})
+file(REMOVE_RECURSE ${rumus_build_dir})
+set(ENV{CCACHE_BASEDIR} ${SOURCE_DIR})
+set(ENV{CCACHE_NOHASHDIR} 1)
 
 # Runs a command; stops the test with `what` and the command's output if it fails.
 function(run what)
@@ -124,12 +131,12 @@ elseif(MODE STREQUAL "shared")
   # The main build's flags, so the compiler cache it filled serves this build;
   # RUMUS_VULKAN follows it too (its shaders take seconds, its sources come from the cache).
   set(libdir lib)
-  run("configuring a shared rumus" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/rumus
+  run("configuring a shared rumus" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${rumus_build_dir}
       -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX} -DBUILD_SHARED_LIBS=ON
       -DRUMUS_VULKAN=${RUMUS_VULKAN} -DRUMUS_BUILD_TESTS=OFF -DRUMUS_BUILD_EXAMPLES=OFF -DRUMUS_BUILD_BENCH=OFF
       -DCMAKE_INSTALL_PREFIX=${prefix} -DCMAKE_INSTALL_LIBDIR=${libdir})
-  run("building a shared rumus" ${CMAKE_COMMAND} --build ${WORK_DIR}/rumus -j2)
-  run("installing a shared rumus" ${CMAKE_COMMAND} --install ${WORK_DIR}/rumus)
+  run("building a shared rumus" ${CMAKE_COMMAND} --build ${rumus_build_dir} -j2)
+  run("installing a shared rumus" ${CMAKE_COMMAND} --install ${rumus_build_dir})
   check_relocatable_export()
 
   # librumus.so -> librumus.so.<major>.<minor> (the soname) -> librumus.so.<version>.
@@ -207,7 +214,7 @@ elseif(MODE STREQUAL "add_subdirectory")
 
   # A Release parent that builds and links rumus (the main build's compiler cache serves it).
   build_and_run_consumer(add_subdirectory -DCMAKE_BUILD_TYPE=Release -DRUMUS_SOURCE_DIR=${SOURCE_DIR}
-                         -DRUMUS_VULKAN=${RUMUS_VULKAN})
+                         -DRUMUS_BINARY_DIR=${rumus_build_dir} -DRUMUS_VULKAN=${RUMUS_VULKAN})
 else()
   message(FATAL_ERROR "unknown MODE '${MODE}'")
 endif()
