@@ -9,7 +9,9 @@
 
 #include <rumus/rumus.hpp>
 
-#include "backend/backend.hpp"  // kernel-level GEMM checks
+#include "backend/attention.hpp"  // kernel-level checks
+#include "backend/gemm.hpp"
+#include "backend/pointwise.hpp"
 #include "devices.hpp"
 #include "expect_error.hpp"
 
@@ -112,6 +114,9 @@ TEST(AutocastPolicy, ProductsRunIn16BitsAndReductionsLossesNormsInF32) {
     EXPECT_EQ(bmm(x.unsqueeze(0), w.t().unsqueeze(0)).dtype(), low);
     Tensor img = rnd({2, 3, 6, 6}, dev, 8), k = rnd({4, 3, 3, 3}, dev, 9), kb = rnd({4}, dev, 10);
     EXPECT_EQ(conv2d(img, k, kb).dtype(), low);
+    Tensor kt = rnd({3, 4, 3, 3}, dev, 16);  // [C, OC, KH, KW]
+    EXPECT_EQ(conv_transpose2d(img, kt, kb).dtype(), low);
+    EXPECT_EQ(conv_transpose1d(img.select(2, 0), kt.select(2, 0), kb).dtype(), low);
 
     Tensor h = x.to(low);  // a 16-bit activation
     EXPECT_EQ(relu(h).dtype(), low);  // not listed: stays in its dtype
@@ -138,7 +143,7 @@ TEST(AutocastPolicy, AttentionRunsInF32WhereTheDeviceHasNo16BitKernel) {
     SCOPED_TRACE(dev.str());
     AutocastGuard on;
     Tensor q = rnd({1, 2, 4, 8}, dev, 13), k = rnd({1, 2, 5, 8}, dev, 14), v = rnd({1, 2, 5, 8}, dev, 15);
-    const bool has16 = backend(dev).supports(Kernel::attention_forward, autocast_dtype(dev));
+    const bool has16 = supports<AttentionForwardKernel>(backend(dev), autocast_dtype(dev));
     EXPECT_EQ(scaled_dot_product_attention(q, k, v).dtype(), has16 ? autocast_dtype(dev) : DType::f32);
   }
 }
@@ -152,19 +157,23 @@ TEST(AutocastAccuracy, LinearMatmulConvMatchF32WithinHalfPrecision) {
       Tensor x = rnd({33, 70}, dev, 20), w = rnd({19, 70}, dev, 21), b = rnd({19}, dev, 22);
       Tensor img = rnd({2, 3, 9, 9}, dev, 23), k = rnd({5, 3, 3, 3}, dev, 24), kb = rnd({5}, dev, 25);
       Tensor a3 = rnd({3, 17, 40}, dev, 26), b3 = rnd({3, 40, 12}, dev, 27);
-      Tensor lin, mm, conv, batched;
+      Tensor kt = rnd({3, 5, 3, 3}, dev, 28);
+      Tensor lin, mm, conv, batched, deconv;
       {
         AutocastGuard on(low);
         lin = linear(x, w, b);
         mm = matmul(x, w.t());
         conv = conv2d(img, k, kb, {.padding = {1, 1}});
         batched = bmm(a3, b3);
+        deconv = conv_transpose2d(img, kt, kb, {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}});
       }
-      for (const Tensor* t : {&lin, &mm, &conv, &batched}) EXPECT_EQ(t->dtype(), low);
+      for (const Tensor* t : {&lin, &mm, &conv, &batched, &deconv}) EXPECT_EQ(t->dtype(), low);
       expect_close(lin, linear(x, w, b), atol_for(low, 70), rtol_for(low), "linear");
       expect_close(mm, matmul(x, w.t()), atol_for(low, 70), rtol_for(low), "matmul");
       expect_close(conv, conv2d(img, k, kb, {.padding = {1, 1}}), atol_for(low, 27), rtol_for(low), "conv2d");
       expect_close(batched, bmm(a3, b3), atol_for(low, 40), rtol_for(low), "bmm");
+      expect_close(deconv, conv_transpose2d(img, kt, kb, {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}}),
+                   atol_for(low, 27), rtol_for(low), "conv_transpose2d");
     }
   }
 }
@@ -263,7 +272,7 @@ void check_gemm(Device dev, DType in, DType out, std::int64_t m, std::int64_t n,
   g.ldb = trans_b ? k : n;
   g.ldc = ldc;
   g.beta = beta;
-  backend(dev).gemm(g);
+  run_kernel<GemmKernel>(backend(dev), g);
   // Reference in f64 from the same rounded inputs.
   Tensor a64 = a.cpu().to(DType::f64), b64 = b.cpu().to(DType::f64);
   if (trans_a) a64 = a64.t();
@@ -300,7 +309,7 @@ TEST(Gemm16, AlignedAndSplitKPathsOnVulkan) {
       {
         GemmArgs g{arg_of(a), arg_of(b), arg_of(c)};
         g.m = 128; g.n = 128; g.k = 64; g.lda = 64; g.ldb = 128; g.ldc = 128;
-        backend(dev).gemm(g);
+        run_kernel<GemmKernel>(backend(dev), g);
       }
       const double eps = out == DType::f32 ? 1e-6 : out == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
       expect_close(c, matmul(a.cpu().to(DType::f64), b.cpu().to(DType::f64)), 1e-3 + 2 * eps * 8, 2 * eps, "aligned");
@@ -309,7 +318,7 @@ TEST(Gemm16, AlignedAndSplitKPathsOnVulkan) {
       Tensor sc = full({8, 8}, 1.0, {.dtype = out, .device = dev});
       GemmArgs g{arg_of(sa), arg_of(sb), arg_of(sc)};
       g.m = 8; g.n = 8; g.k = 2048; g.lda = 2048; g.ldb = 8; g.ldc = 8; g.beta = 1.0;
-      backend(dev).gemm(g);
+      run_kernel<GemmKernel>(backend(dev), g);
       Tensor want = add(matmul(sa.cpu().to(DType::f64), sb.cpu().to(DType::f64)), 1.0);
       expect_close(sc, want, 5e-3 + 2 * eps * 45, 2 * eps, "split-K");
     }
@@ -322,7 +331,7 @@ TEST(Gemm16, MixedInputDtypesAreRejectedOnVulkan) {
   Tensor a = rnd({4, 4}, dev, 70).to(DType::f16), b = rnd({4, 4}, dev, 71), c = zeros({4, 4}, {.device = dev});
   GemmArgs g{arg_of(a), arg_of(b), arg_of(c)};
   g.m = g.n = g.k = g.lda = g.ldb = g.ldc = 4;
-  expect_error<DTypeError>([&] { backend(dev).gemm(g); }, "got f16 x f32 -> f32");
+  expect_error<DTypeError>([&] { run_kernel<GemmKernel>(backend(dev), g); }, "got f16 x f32 -> f32");
 }
 
 // ---- GradScaler ----
@@ -494,7 +503,7 @@ TEST(AmpUnscale, MatchesTheComposedOpsAndFlagsInfNanAndOverflow) {
   for (Device dev : test_devices()) {
     SCOPED_TRACE(dev.str());
     for (DType dt : {DType::f32, DType::f64, DType::f16}) {
-      if (!dev.is_cpu() && dt == DType::f64 && !backend(dev).supports(Kernel::unary, DType::f64)) continue;
+      if (!dev.is_cpu() && dt == DType::f64 && !supports<UnaryKernel>(backend(dev), DType::f64)) continue;
       SCOPED_TRACE(dtype_name(dt));
       const Tensor big = rnd({100003}, dev, 3).to(dt);  // past the CPU's parallel grain and one workgroup
       const Tensor strided = rnd({40, 30}, dev, 4).to(dt).t();

@@ -17,7 +17,6 @@
 #include <iostream>
 #include <rumus/rumus.hpp>
 
-#include "backend/backend.hpp"  // kernel-level checks (GEMM epilogue, supports)
 #include "backend/vulkan/vulkan_backend.hpp"  // the tensor-core GEMM's choice, the GEMM tuner
 #include "backend/vulkan/pipelines.hpp"  // the on-disk pipeline cache
 #include "devices.hpp"
@@ -30,6 +29,12 @@ using namespace rumus::testing;
 
 namespace {
 
+// Each kernel of Ks is (want = true) or is not registered on `be` for `dtype`.
+template <class... Ks>
+void expect_supports(Backend& be, DType dtype, bool want) {
+  for (auto [name, has] : {std::pair{Ks::name, supports<Ks>(be, dtype)}...})
+    EXPECT_EQ(has, want) << name << " for " << dtype_name(dtype);
+}
 
 TensorArg arg_of(const Tensor& t) { return {t.storage_ptr().get(), t.dtype(), &t.layout()}; }
 
@@ -103,7 +108,7 @@ std::string attention_op(const OpCase& op) {
 // Fused attention stays f32-only: in f64 it refuses with the op, the kernel and
 // the dtype named (the cases whose mask needs a gradient compose it instead).
 bool refused_f64_attention(const OpCase& op) {
-  if (op.name.rfind("sdpa", 0) != 0 || backend(kGpu).supports(Kernel::attention_forward, DType::f64)) return false;
+  if (op.name.rfind("sdpa", 0) != 0 || supports<AttentionForwardKernel>(backend(kGpu), DType::f64)) return false;
   try {
     run_op(op, Layouting::contiguous, kGpu, DType::f64);
     return false;
@@ -149,7 +154,7 @@ TEST_P(GradCheckF64, MatchesFiniteDifferencesOnDevice) {
   const OpCase& op = op_table()[index];
   for (const auto& s : op.shapes)
     if (s.empty() || (how == Layouting::transposed && s.size() < 2)) GTEST_SKIP() << "layout needs more dims";
-  if (op.name.rfind("sdpa", 0) == 0 && !backend(kGpu).supports(Kernel::attention_forward, DType::f64)) {
+  if (op.name.rfind("sdpa", 0) == 0 && !supports<AttentionForwardKernel>(backend(kGpu), DType::f64)) {
     // Finite differences run the forward without gradients: the fused kernel, refused in f64.
     NoGradGuard no_grad;
     std::vector<Tensor> views;
@@ -198,7 +203,7 @@ class DoubleBackward : public ::testing::TestWithParam<std::size_t> {};
 TEST_P(DoubleBackward, MatchesOnDevice) {
   REQUIRE_VULKAN();
   const OpCase& op = op_table()[GetParam()];
-  if (op.name.rfind("sdpa", 0) == 0 && !backend(kGpu).supports(Kernel::attention_forward, DType::f64)) {
+  if (op.name.rfind("sdpa", 0) == 0 && !supports<AttentionForwardKernel>(backend(kGpu), DType::f64)) {
     const std::vector<Tensor> cpu = hessian_vector_products(op, Device::cpu(), DType::f32);
     const std::vector<Tensor> gpu = hessian_vector_products(op, kGpu, DType::f32);
     for (std::size_t i = 0; i < cpu.size(); ++i) {
@@ -331,7 +336,7 @@ TEST(VulkanRandom, SameStreamAsCpu) {
       expect_close(got[1][1], got[0][1], tol, what + " gradient");
     }
   }
-  EXPECT_TRUE(backend(kGpu).supports(Kernel::dropout_forward, DType::f32));
+  EXPECT_TRUE(supports<DropoutForwardKernel>(backend(kGpu), DType::f32));
   Tensor e = randn({1000}, {}, &g1);
   Tensor f = randn({1000}, {.device = kGpu}, &g2);
   expect_close(f, e, 1e-4, "randn");
@@ -378,7 +383,7 @@ TEST(VulkanGemm, SplitKWithAlphaAndBeta) {
     args.stride_c = 54;
     args.alpha = 0.5;
     args.beta = 2.0;
-    backend(t->device()).gemm(args);
+    run_kernel<GemmKernel>(backend(t->device()), args);
   }
   expect_close(gc, c, 1e-4, "split-K gemm with alpha and beta");
 }
@@ -406,7 +411,7 @@ TEST(VulkanGemm, BiasWithAlphaAndBetaMatchesTheFormula) {
       args.alpha = 0.5;
       args.beta = 2.0;
       args.bias = arg_of(biasd);
-      backend(dev).gemm(args);
+      run_kernel<GemmKernel>(backend(dev), args);
       expect_close(cd, want, 1e-4, "gemm with bias, alpha and beta on " + dev.str() + ", k " + std::to_string(k));
     }
   }
@@ -853,33 +858,29 @@ TEST(VulkanDevice, OpsNameWhatTheDeviceLacks) {
   Backend& be = backend(kGpu);
   const DType dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8};
   std::string lacks;
-  for (int k = 0; k < kKernelCount; ++k)
+  for (const RegisteredKernel& k : registered_kernels())
     for (DType dt : dtypes)
-      if (!be.supports(Kernel(k), dt))
-        lacks += std::string(name_of(Kernel(k))) + "/" + std::string(dtype_name(dt)) + " ";
+      if (!k.supports(be, dt)) lacks += std::string(k.name) + "/" + std::string(dtype_name(dt)) + " ";
   std::cout << "vulkan:0 lacks: " << (lacks.empty() ? "nothing" : lacks) << "\n";
   // f64 arithmetic runs in double wherever the device has shaderFloat64 (which the context requires).
-  for (Kernel k : {Kernel::unary, Kernel::binary, Kernel::where, Kernel::reduce, Kernel::gemm, Kernel::softmax_forward,
-                   Kernel::softmax_backward, Kernel::im2col, Kernel::col2im, Kernel::pool2d_forward,
-                   Kernel::pool2d_backward, Kernel::random})
-    EXPECT_TRUE(be.supports(k, DType::f64)) << name_of(k);
+  expect_supports<UnaryKernel, BinaryKernel, WhereKernel, ReduceKernel, GemmKernel, SoftmaxForwardKernel,
+                  SoftmaxBackwardKernel, Im2colKernel, Col2imKernel, Pool2dForwardKernel, Pool2dBackwardKernel,
+                  RandomKernel>(be, DType::f64, true);
   // The fused optimizer kernels take f32; ops compose the update for other dtypes.
-  for (Kernel k : {Kernel::sgd_step, Kernel::adam_step}) {
-    EXPECT_TRUE(be.supports(k, DType::f32)) << name_of(k);
-    EXPECT_FALSE(be.supports(k, DType::f64)) << name_of(k);
-  }
-  if (!be.supports(Kernel::attention_forward, DType::f64))
+  expect_supports<SgdStepKernel, AdamStepKernel>(be, DType::f32, true);
+  expect_supports<SgdStepKernel, AdamStepKernel>(be, DType::f64, false);
+  if (!supports<AttentionForwardKernel>(be, DType::f64))
     expect_error<DeviceError>([] {
       Tensor q = ones({1, 2, 4}, {.dtype = DType::f64, .device = kGpu});
       scaled_dot_product_attention(q, q, q);
     }, "scaled_dot_product_attention: device vulkan:0 has no attention_forward kernel for f64 tensors");
-  if (!be.supports(Kernel::index_add, DType::f64))  // no 64-bit float or integer atomics
+  if (!supports<IndexAddKernel>(be, DType::f64))  // no 64-bit float or integer atomics
     expect_error<DeviceError>([] {
       Tensor w = ones({5, 3}, {.dtype = DType::f64, .device = kGpu}).requires_grad_();
       Tensor idx = tensor(std::vector<double>{1, 3}, {2}).to(DType::i64).to(kGpu);
       backward(sum(embedding(idx, w)));
     }, "has no index_add kernel for f64 tensors");
-  if (!be.supports(Kernel::index_add, DType::f16))
+  if (!supports<IndexAddKernel>(be, DType::f16))
     expect_error<DeviceError>([] {
       Tensor w = ones({5, 3}, {.dtype = DType::f16, .device = kGpu}).requires_grad_();
       Tensor idx = tensor(std::vector<double>{1, 3}, {2}).to(DType::i64).to(kGpu);
@@ -910,8 +911,8 @@ void check_every_code(DType dt, double tol, double scalar) {
     const UnaryOp op = UnaryOp(code);
     const double p0 = op == UnaryOp::clamp ? scalar - 1 : scalar, p1 = op == UnaryOp::clamp ? scalar : 0.0;
     Tensor want = on_each(Device::cpu(), a), ga = a.to(kGpu), got = on_each(kGpu, a);
-    backend(Device::cpu()).unary(op, full_arg(want), full_arg(a), p0, p1);
-    backend(kGpu).unary(op, full_arg(got), full_arg(ga), p0, p1);
+    run_kernel<UnaryKernel>(backend(Device::cpu()), op, full_arg(want), full_arg(a), p0, p1);
+    run_kernel<UnaryKernel>(backend(kGpu), op, full_arg(got), full_arg(ga), p0, p1);
     expect_close(got.cpu(), want, tol, "unary " + std::string(name_of(op)) + in);
   }
   for (int code = 0; code < kBinaryOpCount; ++code) {
@@ -920,8 +921,8 @@ void check_every_code(DType dt, double tol, double scalar) {
     const bool compare = op >= BinaryOp::eq && op <= BinaryOp::ge;
     Tensor out_like = compare ? a.to(DType::u8) : a;
     Tensor want = on_each(Device::cpu(), out_like), ga = a.to(kGpu), gb = b.to(kGpu), got = on_each(kGpu, out_like);
-    backend(Device::cpu()).binary(op, full_arg(want), full_arg(a), full_arg(b), scalar - 1, scalar);
-    backend(kGpu).binary(op, full_arg(got), full_arg(ga), full_arg(gb), scalar - 1, scalar);
+    run_kernel<BinaryKernel>(backend(Device::cpu()), op, full_arg(want), full_arg(a), full_arg(b), scalar - 1, scalar);
+    run_kernel<BinaryKernel>(backend(kGpu), op, full_arg(got), full_arg(ga), full_arg(gb), scalar - 1, scalar);
     expect_close(got.cpu(), want, tol, "binary " + std::string(name_of(op)) + in);
   }
   for (int code = 0; code < kReduceOpCount; ++code) {
@@ -929,8 +930,8 @@ void check_every_code(DType dt, double tol, double scalar) {
     const bool is_arg = op == ReduceOp::argmax || op == ReduceOp::argmin;
     const TensorOptions o{.dtype = is_arg ? DType::i64 : dt};
     Tensor want = zeros({3, 1}, o), got = zeros({3, 1}, {.dtype = o.dtype, .device = kGpu}), ga = a.to(kGpu);
-    backend(Device::cpu()).reduce(op, full_arg(want), full_arg(a));
-    backend(kGpu).reduce(op, full_arg(got), full_arg(ga));
+    run_kernel<ReduceKernel>(backend(Device::cpu()), op, full_arg(want), full_arg(a));
+    run_kernel<ReduceKernel>(backend(kGpu), op, full_arg(got), full_arg(ga));
     expect_close(got.cpu(), want, tol, "reduce " + std::string(name_of(op)) + in);
   }
 }
@@ -1105,7 +1106,7 @@ TEST(VulkanAttention, TiledAndWideKernelsAgreeWithCpu) {
 // three digits). Heads wider than 128 are refused in f16 and stay f32 under autocast.
 TEST(VulkanAttention, F16MatrixUnitKernelAgreesWithF32Cpu) {
   REQUIRE_VULKAN();
-  if (!backend(kGpu).supports(Kernel::attention_forward, DType::f16))
+  if (!supports<AttentionForwardKernel>(backend(kGpu), DType::f16))
     GTEST_SKIP() << "the device has no 16x16x16 f16 cooperative-matrix shape";
   struct Case {
     std::int64_t lq, lk, d, dv;
@@ -1355,10 +1356,9 @@ TEST(VulkanConv, FusedReluInTheEpilogueMatchesCpu) {
 TEST(VulkanConv, DirectKernelsForF32Only) {
   REQUIRE_VULKAN();
   Backend& be = backend(kGpu);
-  for (Kernel kernel : {Kernel::conv2d_forward, Kernel::conv2d_backward_data, Kernel::conv2d_backward_weight}) {
-    EXPECT_TRUE(be.supports(kernel, DType::f32)) << name_of(kernel);
-    EXPECT_FALSE(be.supports(kernel, DType::f16)) << name_of(kernel) << ": f16 lowers to im2col + GEMM";
-  }
+  expect_supports<Conv2dForwardKernel, Conv2dBackwardDataKernel, Conv2dBackwardWeightKernel>(be, DType::f32, true);
+  // f16 lowers to im2col + GEMM.
+  expect_supports<Conv2dForwardKernel, Conv2dBackwardDataKernel, Conv2dBackwardWeightKernel>(be, DType::f16, false);
 }
 
 // Stride, padding, dilation, groups (1, 2, depthwise), batch 1 and 3, odd
@@ -1435,9 +1435,9 @@ TEST(VulkanConv, KernelsOverwriteOutputsAtOffsets) {
     Tensor dx = x.to(dev), dw = w.to(dev), db = b.to(dev), dgo = go.to(dev);
     Tensor out = at_offset(dev, {2, 6, 6, 5}), gin = at_offset(dev, {2, 4, 6, 5}), gw = at_offset(dev, {6, 2, 3, 3}),
            gb = at_offset(dev, {6});
-    be.conv2d_forward(g, oc, groups, arg_of(out), arg_of(dx), arg_of(dw), arg_of(db), false);
-    be.conv2d_backward_data(g, oc, groups, arg_of(gin), arg_of(dgo), arg_of(dw));
-    be.conv2d_backward_weight(g, oc, groups, arg_of(gw), arg_of(gb), arg_of(dgo), arg_of(dx));
+    run_kernel<Conv2dForwardKernel>(be, g, oc, groups, arg_of(out), arg_of(dx), arg_of(dw), arg_of(db), false);
+    run_kernel<Conv2dBackwardDataKernel>(be, g, oc, groups, arg_of(gin), arg_of(dgo), arg_of(dw));
+    run_kernel<Conv2dBackwardWeightKernel>(be, g, oc, groups, arg_of(gw), arg_of(gb), arg_of(dgo), arg_of(dx));
     results[d] = {out.cpu(), gin.cpu(), gw.cpu(), gb.cpu()};
   }
   const char* names[] = {"output", "input gradient", "weight gradient", "bias gradient"};
@@ -1553,7 +1553,7 @@ TEST(VulkanReduce, DownContiguousColumnsMatchesCpu) {
   // Into an output view with its own offset (the GEMM's split-K sum into a slice of C).
   Tensor out = zeros({3, 256}).to(kGpu), src = randn({64, 256}, {}, &gen), src_g = src.to(kGpu);
   Tensor row = out.narrow(0, 1, 1);
-  backend(kGpu).reduce(ReduceOp::sum, arg_of(row), arg_of(src_g));
+  run_kernel<ReduceKernel>(backend(kGpu), ReduceOp::sum, arg_of(row), arg_of(src_g));
   expect_close(out.cpu().narrow(0, 1, 1), sum(src, {0}, true), 1e-4, "into a row of a matrix");
   EXPECT_EQ(out.cpu().narrow(0, 0, 1).abs().sum().item<float>(), 0.0f);
   EXPECT_EQ(out.cpu().narrow(0, 2, 1).abs().sum().item<float>(), 0.0f);
@@ -1661,7 +1661,7 @@ TEST(VulkanCoopmat, CapabilityCheckPicksThePath) {
   EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, args(a32, b32, c32)));
   EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, args(a16, b32, c32)));
   // f16 products run everywhere: on the matrix units where the device has them, else on the plain kernel.
-  EXPECT_TRUE(backend(kGpu).supports(Kernel::gemm, DType::f16));
+  EXPECT_TRUE(supports<GemmKernel>(backend(kGpu), DType::f16));
   std::cout << "[ coopmat  ] " << ctx.name << ": " << ctx.coopmat_shapes.size() << " cooperative-matrix shapes, "
             << (has ? "tensor-core f16 GEMM " + std::to_string(ctx.coopmat_tile->lm) + "x" +
                           std::to_string(ctx.coopmat_tile->ln) + "x" + std::to_string(ctx.coopmat_tile->lk)
@@ -1677,7 +1677,7 @@ TEST(VulkanCoopmat, CapabilityCheckPicksThePath) {
 // transposed and batched f16 products, f32 and f16 C, alpha and beta.
 TEST(VulkanCoopmat, F16ProductsMatchCpu) {
   REQUIRE_VULKAN();
-  if (!backend(kGpu).supports(Kernel::gemm, DType::f16)) GTEST_SKIP() << "no cooperative matrices on this device";
+  if (!supports<GemmKernel>(backend(kGpu), DType::f16)) GTEST_SKIP() << "no cooperative matrices on this device";
   Generator gen(12);
   // The last three have few tiles over a long K: split into slices that are summed after.
   for (auto [m, k, n] : {std::array<std::int64_t, 3>{256, 128, 256}, {128, 64, 384}, {33, 47, 65}, {1, 70, 3},
@@ -1707,7 +1707,7 @@ TEST(VulkanCoopmat, F16ProductsMatchCpu) {
   g.stride_c = 40 * 24;
   g.alpha = 0.5;
   g.beta = 2.0;
-  backend(kGpu).gemm(g);
+  run_kernel<GemmKernel>(backend(kGpu), g);
   expect_close(gc.cpu(), matmul(rounded(a), rounded(b)) * 0.5 + c * 2.0, 2e-2, "batched f16 gemm, f32 C, alpha, beta");
   // The same with a K long enough to be split: the slices' sum, then beta C.
   Tensor al = rand({3, 40, 1500}, {}, &gen) - 0.5, bl = rand({3, 1500, 24}, {}, &gen) - 0.5;
@@ -1719,7 +1719,7 @@ TEST(VulkanCoopmat, F16ProductsMatchCpu) {
   gl.k = gl.lda = 1500;
   gl.stride_a = 40 * 1500;
   gl.stride_b = 1500 * 24;
-  backend(kGpu).gemm(gl);
+  run_kernel<GemmKernel>(backend(kGpu), gl);
   expect_close(gcl.cpu(), matmul(rounded(al), rounded(bl)) * 0.5 + c * 2.0, 2e-2,
                "batched f16 gemm split along K, f32 C, alpha, beta");
 }
@@ -2190,7 +2190,7 @@ TEST(VulkanIndexAdd, KeepsEveryContributionInF32) {
 // atomics, or compare-and-swap without them), to float-free precision.
 TEST(VulkanF64, IndexAddKeepsEveryContribution) {
   REQUIRE_VULKAN();
-  if (!backend(kGpu).supports(Kernel::index_add, DType::f64)) GTEST_SKIP() << "no 64-bit atomics on this device";
+  if (!supports<IndexAddKernel>(backend(kGpu), DType::f64)) GTEST_SKIP() << "no 64-bit atomics on this device";
   std::vector<double> ix(2000);
   for (std::size_t i = 0; i < ix.size(); ++i) ix[i] = double(i % 7 == 0 ? 3 : i % 2);  // rows 0, 1, 3, heavily repeated
   Tensor idx = tensor(ix, {2000}).to(DType::i64);

@@ -1,11 +1,14 @@
-// Names of the kernel codes, and the optimizer steps composed from the
-// elementwise kernels for backends without a fused kernel of their own.
+// Names of the kernel codes, and helpers shared by the kernel families.
+#include "attention.hpp"
 #include "backend.hpp"
+#include "gemm.hpp"
+#include "pointwise.hpp"
 
 #include <array>
 #include <cmath>
 #include <memory>
 
+#include "kernel_registry.hpp"
 #include "rumus/core/error.hpp"
 
 namespace rumus {
@@ -23,10 +26,6 @@ std::string_view name_of(ReduceOp op) {
   static constexpr std::array<std::string_view, kReduceOpCount> names{RUMUS_REDUCE_OPS(RUMUS_NAME_ENTRY)};
   return names[static_cast<int>(op)];
 }
-std::string_view name_of(Kernel kernel) {
-  static constexpr std::array<std::string_view, kKernelCount> names{RUMUS_KERNELS(RUMUS_NAME_ENTRY)};
-  return names[static_cast<int>(kernel)];
-}
 #undef RUMUS_NAME_ENTRY
 
 std::int64_t head_slots(const Layout& l) {
@@ -41,15 +40,19 @@ std::int64_t head_slots(const Layout& l) {
   return side_by_side && row >= h * w && row % w == 0 ? row / w : -1;
 }
 
-void Backend::layer_norm_forward(TensorArg, TensorArg, TensorArg, TensorArg, TensorArg, TensorArg, double) {
-  throw DeviceError("layer_norm_forward: this backend has no kernel (ops compose the layer norm instead)");
+namespace {
+std::vector<RegisteredKernel>& kernel_list() {
+  static std::vector<RegisteredKernel> list;
+  return list;
 }
-void Backend::layer_norm_backward(TensorArg, TensorArg, TensorArg, TensorArg, TensorArg, TensorArg, TensorArg,
-                                  TensorArg) {
-  throw DeviceError("layer_norm_backward: this backend has no kernel (ops compose the layer norm instead)");
-}
-void Backend::dropout_forward(TensorArg, TensorArg, TensorArg, std::uint64_t, std::uint64_t, double, double) {
-  throw DeviceError("dropout_forward: this backend has no kernel (ops draw the mask and multiply instead)");
+}  // namespace
+
+const std::vector<RegisteredKernel>& registered_kernels() { return kernel_list(); }
+
+void detail::list_kernel(RegisteredKernel kernel) {
+  for (const RegisteredKernel& k : kernel_list())
+    if (k.name == kernel.name) return;
+  kernel_list().push_back(kernel);
 }
 
 void gemm_bias_by_copy(Backend& be, const GemmArgs& g) {
@@ -60,12 +63,12 @@ void gemm_bias_by_copy(Backend& be, const GemmArgs& g) {
   spread.strides.back() = g.bias.layout->strides.back();
   const TensorArg bias{g.bias.storage, g.bias.dtype, &spread};
   if (g.beta == 0) {
-    be.copy(g.c, bias);
+    run_kernel<CopyKernel>(be, g.c, bias);
     product.beta = 1;
-    be.gemm(product);
+    run_kernel<GemmKernel>(be, product);
   } else {
-    be.gemm(product);
-    be.binary(BinaryOp::add, g.c, g.c, bias, 0, 0);
+    run_kernel<GemmKernel>(be, product);
+    run_kernel<BinaryKernel>(be, BinaryOp::add, g.c, g.c, bias, 0.0, 0.0);
   }
 }
 

@@ -24,4 +24,21 @@ struct ScatterAddKernel {
   using Fn = void(Backend&, TensorArg out, TensorArg index, TensorArg src);
 };
 
+// Row gathers and scatters along the middle dim of contiguous 3-D views, the
+// kernels of index_select(), index_add() and embedding: src/out are
+// [outer, n, inner] and [outer, m, inner]; index is i64 [1 or outer, m] (one
+// shared index row, or one row per outer slice).
+//   index_select: out[o, j, k] = src[o, index[o', j], k]
+//   index_add:    out[o, index[o', j], k] += src[o, j, k]  (out is [outer, n, inner])
+// Out-of-range indices as above.
+struct IndexSelectKernel {
+  static constexpr std::string_view name = "index_select";
+  using Fn = void(Backend&, TensorArg out, TensorArg src, TensorArg index);
+};
+
+struct IndexAddKernel {
+  static constexpr std::string_view name = "index_add";
+  using Fn = void(Backend&, TensorArg out, TensorArg index, TensorArg src);
+};
+
 }  // namespace rumus

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "op_util.hpp"
+#include "../backend/pointwise.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/pointwise_math.hpp"
@@ -80,7 +81,7 @@ bool owned_temporary(const Tensor& x) {
 // The activation written over `x`; the gradient reads the output.
 Tensor activation_in_place(const char* name, UnaryOp fwd, BinaryOp bwd, Tensor&& x) {
   Tensor out = x.detach();
-  if (out.numel() > 0) detail::kernels(name, Kernel::unary, out).unary(fwd, arg(out), arg(out), 0, 0);
+  if (out.numel() > 0) detail::kernel<UnaryKernel>(name, out)(fwd, arg(out), arg(out), 0, 0);
   out.storage().bump_version();
   if (autograd::needs_grad({&x})) record_activation(name, fwd, bwd, x, out, out, 0);
   return out;

@@ -12,6 +12,8 @@
 
 #include "autocast.hpp"
 #include "op_util.hpp"
+#include "../backend/pointwise.hpp"
+#include "../backend/attention.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/dropout.hpp"
@@ -102,7 +104,7 @@ Tensor laid_like(const char* op, const Tensor& g, const Tensor& like) {
   if (head_slots(g.layout()) == head_slots(like.layout())) return g;
   const Shape& n = like.shape();
   Tensor copy = new_heads(n[0], n[1], n[2], n[3], g);
-  if (copy.numel() > 0) detail::kernels(op, Kernel::copy, g).copy(arg(copy), arg(g));
+  if (copy.numel() > 0) detail::kernel<CopyKernel>(op, g)(arg(copy), arg(g));
   return copy;
 }
 
@@ -168,10 +170,10 @@ Tensor run_forward(const Plan& plan, const Tensor& out, const Tensor& q, const T
   Tensor lse = detail::alloc({p.batch * p.heads, p.lq}, half ? DType::f32 : q.dtype(), q.device());
   if (out.numel() == 0) return lse;
   if (p.lk == 0)
-    detail::kernels(plan.op, Kernel::fill, out).fill(arg(out), 0.0);  // no keys: every row is fully masked
+    detail::kernel<FillKernel>(plan.op, out)(arg(out), 0.0);  // no keys: every row is fully masked
   else
-    detail::kernels(plan.op, {Kernel::attention_forward, Kernel::attention_backward}, q)
-        .attention_forward(p, arg(out), arg(lse), arg(q), arg(k), arg(v), mask_arg(plan, q.dtype()));
+    detail::kernel<AttentionForwardKernel>(plan.op, q)(p, arg(out), arg(lse), arg(q), arg(k), arg(v),
+                                                       mask_arg(plan, q.dtype()));
   return lse;
 }
 
@@ -181,14 +183,14 @@ void run_backward(const Plan& plan, const Tensor& gq, const Tensor& gk, const Te
   const AttentionParams& p = plan.p;
   if (q.numel() == 0 && k.numel() == 0 && v.numel() == 0) return;
   if (go.numel() == 0 || p.lk == 0) {
-    Backend& be = detail::kernels(plan.op, Kernel::fill, q);
+    const auto fill = detail::kernel<FillKernel>(plan.op, q);
     for (const Tensor* t : {&gq, &gk, &gv})
-      if (t->numel() > 0) be.fill(arg(*t), 0.0);
+      if (t->numel() > 0) fill(arg(*t), 0.0);
     return;
   }
-  detail::kernels(plan.op, Kernel::attention_backward, q)
-      .attention_backward(p, arg(gq), arg(gk), arg(gv), arg(laid_like(plan.op, go, out)), arg(q), arg(k), arg(v), arg(out),
-                          arg(lse), mask_arg(plan, q.dtype()));
+  detail::kernel<AttentionBackwardKernel>(plan.op, q)(p, arg(gq), arg(gk), arg(gv), arg(laid_like(plan.op, go, out)),
+                                                      arg(q), arg(k), arg(v), arg(out), arg(lse),
+                                                      mask_arg(plan, q.dtype()));
 }
 
 // The kernels' dropout multipliers as a [B, H, Lq, Lk] tensor: weight

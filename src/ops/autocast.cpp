@@ -5,6 +5,8 @@
 #include <optional>
 
 #include "../backend/backend.hpp"
+#include "../backend/gemm.hpp"
+#include "../backend/attention.hpp"
 
 namespace rumus {
 
@@ -16,7 +18,7 @@ struct Rule {
   // Lower-precision ops: the kernel that must take the 16-bit dtype on the
   // device; where it does not, the op runs in f32 (attention kernels are
   // f32-only today) instead of failing inside a scope the user asked for.
-  std::optional<Kernel> needs = std::nullopt;
+  bool (*needs)(Backend&, DType) = nullptr;
 };
 
 constexpr AutocastPolicy lower = AutocastPolicy::lower_precision;
@@ -24,13 +26,15 @@ constexpr AutocastPolicy f32 = AutocastPolicy::f32;
 
 const Rule kRules[] = {
     // Matrix products: 16-bit inputs, f32 accumulation in the GEMM.
-    {"matmul", lower, Kernel::gemm},
-    {"bmm", lower, Kernel::gemm},
-    {"linear", lower, Kernel::gemm},
-    {"linear_relu", lower, Kernel::gemm},
-    {"conv2d", lower, Kernel::gemm},  // lowered to im2col + GEMM where no direct kernel takes 16 bits
-    {"conv2d_relu", lower, Kernel::gemm},
-    {"scaled_dot_product_attention", lower, Kernel::attention_forward},
+    {"matmul", lower, &supports<GemmKernel>},
+    {"bmm", lower, &supports<GemmKernel>},
+    {"linear", lower, &supports<GemmKernel>},
+    {"linear_relu", lower, &supports<GemmKernel>},
+    {"conv2d", lower, &supports<GemmKernel>},  // lowered to im2col + GEMM where no direct kernel takes 16 bits
+    {"conv2d_relu", lower, &supports<GemmKernel>},
+    {"conv_transpose1d", lower, &supports<GemmKernel>},  // GEMM + col2im
+    {"conv_transpose2d", lower, &supports<GemmKernel>},
+    {"scaled_dot_product_attention", lower, &supports<AttentionForwardKernel>},
     // Reductions, normalisations and losses: f32, where 16 bits lose range or precision.
     {"sum", f32},
     {"mean", f32},
@@ -111,7 +115,7 @@ Tensor autocast_cast(AutocastPolicy policy, std::string_view op, const Tensor& t
   if (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16) return t;
   const DType low = autocast_dtype(device);
   const Rule* r = find_rule(op);
-  if (r->needs && !backend(t.device()).supports(*r->needs, low)) return dt == DType::f32 ? t : t.to(DType::f32);
+  if (r->needs && !r->needs(backend(t.device()), low)) return dt == DType::f32 ? t : t.to(DType::f32);
   return dt == low ? t : t.to(low);
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "op_util.hpp"
+#include "../backend/pointwise.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/reduction.hpp"
@@ -71,7 +72,7 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   if (out.numel() > 0) {
     Layout lc = detail::broadcast_layout(cond, shape), la = detail::broadcast_layout(a, shape),
            lb = detail::broadcast_layout(b, shape);
-    detail::kernels("where", Kernel::where, a).where(detail::arg(out), detail::arg(cond, lc), detail::arg(a, la), detail::arg(b, lb));
+    detail::kernel<WhereKernel>("where", a)(detail::arg(out), detail::arg(cond, lc), detail::arg(a, la), detail::arg(b, lb));
   }
   if (autograd::needs_grad({&a, &b}))
     autograd::record("where", {a, b}, out,

@@ -19,6 +19,9 @@
 #include "autocast.hpp"
 #include "conv_padding.hpp"
 #include "op_util.hpp"
+#include "../backend/pointwise.hpp"
+#include "../backend/gemm.hpp"
+#include "../backend/conv.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/elementwise.hpp"
@@ -94,7 +97,7 @@ void grouped_gemm(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& 
   args.stride_a = m * k;
   args.stride_b = k * n;
   args.stride_c = m * n;
-  detail::kernels("conv2d", Kernel::gemm, c).gemm(args);
+  detail::kernel<GemmKernel>("conv2d", c)(args);
 }
 
 void check_float_pair(const char* op, const Tensor& x, const Tensor& w, const char* what) {
@@ -141,14 +144,14 @@ std::vector<Tensor> composed_conv2d_grads(const Tensor& grad, const Tensor& inpu
 // passes first.
 Tensor direct_conv2d(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
                      const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, bool relu) {
-  Backend& be = detail::kernels(op, Kernel::conv2d_forward, input);
+  const auto forward = detail::kernel<Conv2dForwardKernel>(op, input);
   const DType dt = input.dtype();
   const TensorArg no_bias{nullptr, dt, nullptr};
   Tensor x = input.detach().contiguous(), w = weight.detach().contiguous();
   Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor out = detail::alloc({g.batch, oc, g.out_h, g.out_w}, dt, input.device());
   if (out.numel() == 0) return out;
-  be.conv2d_forward(g, oc, groups, arg(out), arg(x), arg(w), b.defined() ? arg(b) : no_bias, relu);
+  forward(g, oc, groups, arg(out), arg(x), arg(w), b.defined() ? arg(b) : no_bias, relu);
   if (autograd::needs_grad({&input, &weight, &bias})) {
     const bool gx = input.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
     autograd::record(op, {input, weight, bias}, out,
@@ -160,8 +163,8 @@ Tensor direct_conv2d(const char* op, const Tensor& input, const Tensor& weight, 
                          return composed_conv2d_grads(grad, si.defined() ? si.get() : Tensor(),
                                                       swg.defined() ? swg.get() : Tensor(),
                                                       sy.defined() ? sy.get() : Tensor(), g, oc, groups, gx, gw, gb);
-                       Backend& be =
-                           detail::kernels(op, {Kernel::conv2d_backward_data, Kernel::conv2d_backward_weight}, grad);
+                       const auto backward_data = detail::kernel<Conv2dBackwardDataKernel>(op, grad);
+                       const auto backward_weight = detail::kernel<Conv2dBackwardWeightKernel>(op, grad);
                        // Through the ReLU: zero where its output is (relu_backward reads y > 0 as x > 0).
                        Tensor go = sy.defined()
                                        ? detail::binary_kernel(BinaryOp::relu_backward, op, grad, sy.get(),
@@ -170,14 +173,14 @@ Tensor direct_conv2d(const char* op, const Tensor& input, const Tensor& weight, 
                        std::vector<Tensor> grads(3);
                        if (gx) {
                          grads[0] = detail::alloc({g.batch, g.channels, g.height, g.width}, go.dtype(), go.device());
-                         be.conv2d_backward_data(g, oc, groups, arg(grads[0]), arg(go), arg(sw.get()));
+                         backward_data(g, oc, groups, arg(grads[0]), arg(go), arg(sw.get()));
                        }
                        if (gw) {
                          const Tensor& x = sx.get();
                          grads[1] = detail::alloc({oc, g.channels / groups, g.kernel_h, g.kernel_w}, go.dtype(),
                                                   go.device());
                          if (gb) grads[2] = detail::alloc({oc}, go.dtype(), go.device());
-                         be.conv2d_backward_weight(g, oc, groups, arg(grads[1]), gb ? arg(grads[2]) : no_bias,
+                         backward_weight(g, oc, groups, arg(grads[1]), gb ? arg(grads[2]) : no_bias,
                                                    arg(go), arg(x));
                        } else if (gb) {
                          grads[2] = sum(go, {0, 2, 3});
@@ -223,19 +226,21 @@ Tensor conv2d_impl(const char* op, const Tensor& input_in, const Tensor& weight_
   }
   const Conv2dGeometry g =
       geometry(op, n, c, input.shape()[2], input.shape()[3], {weight.shape()[2], weight.shape()[3]}, o);
-  if (backend(input.device()).supports(Kernel::conv2d_forward, input.dtype()))
+  if (detail::has_kernels<Conv2dForwardKernel>(input))
     return direct_conv2d(op, input, weight, bias, g, oc, groups, relu);
   const std::int64_t l = g.out_h * g.out_w, nl = n * l, kg = weight.shape()[1] * g.kernel_h * g.kernel_w,
                      ocg = oc / groups;
   const DType dt = input.dtype();
   const Device dev = input.device();
-  Backend& be = detail::kernels(op, {Kernel::im2col, Kernel::gemm, Kernel::binary, Kernel::copy}, input);
+  const auto k_im2col = detail::kernel<Im2colKernel>(op, input);
+  const auto k_binary = detail::kernel<BinaryKernel>(op, input);
+  const auto k_copy = detail::kernel<CopyKernel>(op, input);
 
   Tensor out = detail::alloc({n, oc, g.out_h, g.out_w}, dt, dev);
   if (out.numel() == 0) return relu ? rumus::relu(out) : out;
   Tensor cols = detail::alloc({kg * groups, n, l}, dt, dev);
   const Layout cols_nkl = cols_as_nkl(g);
-  be.im2col(g, arg(cols, cols_nkl), arg(input));
+  k_im2col(g, arg(cols, cols_nkl), arg(input));
   Tensor w = weight.detach().contiguous();
   Tensor y = detail::alloc({oc, n, l}, dt, dev);
   grouped_gemm(y, w, false, cols, false, groups, ocg, nl, kg);
@@ -244,9 +249,9 @@ Tensor conv2d_impl(const char* op, const Tensor& input_in, const Tensor& weight_
   const Layout out3 = Layout::contiguous({n, oc, l});
   if (bias.defined()) {
     const Layout b_bcast{{n, oc, l}, {0, bias.strides()[0], 0}, bias.offset()};
-    be.binary(BinaryOp::add, arg(out, out3), arg(y, y_nchw), arg(bias, b_bcast), 0, 0);
+    k_binary(BinaryOp::add, arg(out, out3), arg(y, y_nchw), arg(bias, b_bcast), 0, 0);
   } else {
-    be.copy(arg(out, out3), arg(y, y_nchw));
+    k_copy(arg(out, out3), arg(y, y_nchw));
   }
 
   if (autograd::needs_grad({&input, &weight, &bias})) {
@@ -260,22 +265,23 @@ Tensor conv2d_impl(const char* op, const Tensor& input_in, const Tensor& weight_
           if (grad_enabled())  // under create_graph: the same gradients with ops, recorded
             return composed_conv2d_grads(grad, si.defined() ? si.get() : Tensor(), swg.defined() ? swg.get() : Tensor(),
                                          Tensor(), g, oc, groups, gx, gw, gb);
-          Backend& be = detail::kernels("conv2d", {Kernel::col2im, Kernel::gemm, Kernel::reduce, Kernel::copy}, grad);
+          const auto k_col2im = detail::kernel<Col2imKernel>("conv2d", grad);
+          const auto k_copy = detail::kernel<CopyKernel>("conv2d", grad);
           // The gradient in the GEMM's channel-major layout [OC, N*L].
           Tensor gt = detail::alloc({oc, g.batch, l}, grad.dtype(), grad.device());
           const Layout g_cnl{{oc, g.batch, l}, {grad.strides()[1], grad.strides()[0], 1}, grad.offset()};
           if (grad.strides()[3] == 1 && grad.strides()[2] == g.out_w) {
-            be.copy(arg(gt), arg(grad, g_cnl));
+            k_copy(arg(gt), arg(grad, g_cnl));
           } else {
             Tensor gc = grad.contiguous();
-            be.copy(arg(gt), arg(gc, Layout{{oc, g.batch, l}, {l, oc * l, 1}, 0}));
+            k_copy(arg(gt), arg(gc, Layout{{oc, g.batch, l}, {l, oc * l, 1}, 0}));
           }
           std::vector<Tensor> grads(3);
           if (gx) {
             Tensor dcols = detail::alloc({kg * groups, g.batch, l}, grad.dtype(), grad.device());
             grouped_gemm(dcols, sw.get(), true, gt, false, groups, kg, nl, ocg);
             Tensor dx = detail::alloc({g.batch, g.channels, g.height, g.width}, grad.dtype(), grad.device());
-            be.col2im(g, arg(dx), arg(dcols, cols_as_nkl(g)));
+            k_col2im(g, arg(dx), arg(dcols, cols_as_nkl(g)));
             grads[0] = dx;
           }
           if (gw) {
@@ -340,7 +346,7 @@ Tensor im2col(const Tensor& input, Size2 kernel, const Conv2dOptions& o) {
       geometry("im2col", input.shape()[0], input.shape()[1], input.shape()[2], input.shape()[3], kernel, o);
   Tensor out = detail::alloc({g.batch, g.channels * g.kernel_h * g.kernel_w, g.out_h * g.out_w}, input.dtype(),
                              input.device());
-  if (out.numel() > 0) detail::kernels("im2col", Kernel::im2col, input).im2col(g, arg(out), arg(input));
+  if (out.numel() > 0) detail::kernel<Im2colKernel>("im2col", input)(g, arg(out), arg(input));
   // Each is the other's adjoint, so each backward is the other op (recorded: differentiable to any order).
   if (autograd::needs_grad({&input}))
     autograd::record("im2col", {input}, out, [g, kernel, o](const Tensor& grad) {
@@ -365,7 +371,7 @@ Tensor col2im(const Tensor& cols, Size2 output_size, Size2 kernel,
                                  g.out_h * g.out_w, g.out_h, g.out_w, output_size[0], output_size[1],
                                  shape_str(cols.shape())));
   Tensor out = detail::alloc({g.batch, g.channels, g.height, g.width}, cols.dtype(), cols.device());
-  if (out.numel() > 0) detail::kernels("col2im", Kernel::col2im, cols).col2im(g, arg(out), arg(cols));
+  if (out.numel() > 0) detail::kernel<Col2imKernel>("col2im", cols)(g, arg(out), arg(cols));
   if (autograd::needs_grad({&cols}))
     autograd::record("col2im", {cols}, out, [kernel, o](const Tensor& grad) {
       return std::vector<Tensor>{im2col(grad, kernel, o)};
@@ -400,7 +406,7 @@ Tensor linear_impl(const char* op, const Tensor& input_in, const Tensor& weight_
   Tensor out2 = detail::alloc({m, out_f}, input.dtype(), input.device());
   // The bias is added by the GEMM (in its epilogue where the backend has one).
   detail::gemm_into(out2, x2, weight.detach().t(), 0.0, bias.defined() ? bias.detach() : Tensor());
-  if (relu && out2.numel() > 0) detail::kernels(op, Kernel::unary, out2).unary(UnaryOp::relu, arg(out2), arg(out2), 0, 0);
+  if (relu && out2.numel() > 0) detail::kernel<UnaryKernel>(op, out2)(UnaryOp::relu, arg(out2), arg(out2), 0, 0);
   Shape out_shape = input.shape();
   out_shape.back() = out_f;
   Tensor out(out2.storage_ptr(), Layout::contiguous(out_shape), out2.dtype());

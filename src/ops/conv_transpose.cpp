@@ -6,6 +6,7 @@
 // backward is im2col + GEMM, and differentiating that again is col2im + GEMM.
 #include "rumus/ops/conv_transpose.hpp"
 
+#include "autocast.hpp"
 #include "op_util.hpp"
 #include "rumus/ops/conv.hpp"
 #include "rumus/ops/linalg.hpp"
@@ -27,8 +28,10 @@ void check_same_dtype(const char* op, const Tensor& input, const Tensor& t, cons
                                  dtype_name(input.dtype())));
 }
 
-Tensor conv_transpose2d_impl(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+Tensor conv_transpose2d_impl(const char* op, const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in,
                              const ConvTranspose2dOptions& o) {
+  const auto cast = detail::autocast(op, input_in, weight_in, bias_in);
+  const Tensor &input = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_defined(op, input);
   detail::check_defined(op, weight);
   detail::check_floating(op, input);

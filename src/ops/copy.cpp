@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "op_util.hpp"
+#include "../backend/pointwise.hpp"
 
 namespace rumus {
 
@@ -11,7 +12,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
   Tensor out = detail::alloc(shape(), dtype(), device());
-  if (numel() > 0) detail::kernels("clone", Kernel::copy, *this).copy(arg(out), arg(*this));
+  if (numel() > 0) detail::kernel<CopyKernel>("clone", *this)(arg(out), arg(*this));
   if (autograd::needs_grad({this}))
     autograd::record("clone", {*this}, out, [](const Tensor& g) { return std::vector<Tensor>{g}; }, {}, autograd::Backward::differentiable);
   return out;
@@ -20,7 +21,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor out = detail::alloc(shape(), target, device());
-  if (numel() > 0) detail::kernels("to", Kernel::copy, *this).copy(arg(out), arg(*this));
+  if (numel() > 0) detail::kernel<CopyKernel>("to", *this)(arg(out), arg(*this));
   if (is_floating(target) && autograd::needs_grad({this}))
     autograd::record("cast", {*this}, out, [src = dtype()](const Tensor& g) { return std::vector<Tensor>{g.to(src)}; },
                      {}, autograd::Backward::differentiable);

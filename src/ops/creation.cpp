@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "op_util.hpp"
+#include "../backend/pointwise.hpp"
+#include "../backend/random.hpp"
 #include "rumus/core/capture.hpp"
 
 namespace rumus {
@@ -15,11 +17,12 @@ namespace rumus {
 // advances it, and the seed and offset go to a small device tensor the
 // kernel reads.
 void detail::random_kernel(const char* op, RandomKind kind, const Tensor& out, double a, double b, Generator& g) {
-  Backend& be = kernels(op, Kernel::random, out);
+  const BoundKernel<RandomKernel> draw = kernel<RandomKernel>(op, out);
+  const Backend& be = backend(out.device());
   const std::uint64_t n = std::uint64_t(out.numel());
   if (!is_capturing() || !be.can_capture()) {  // a device that cannot capture runs the closure at each replay
     const std::uint64_t seed = g.seed(), offset = g.advance(n);
-    be.random(kind, arg(out), seed, offset, a, b, TensorArg{nullptr, DType::i32, nullptr});
+    draw(kind, arg(out), seed, offset, a, b, TensorArg{nullptr, DType::i32, nullptr});
     return;
   }
   Tensor state = alloc({4}, DType::i32, out.device());
@@ -29,7 +32,7 @@ void detail::random_kernel(const char* op, RandomKind kind, const Tensor& out, d
                                     std::uint32_t(offset >> 32)};
     device_backend(state.device()).write(state.storage(), 0, words, sizeof words);
   });
-  be.random(kind, arg(out), g.seed(), 0, a, b, arg(state));  // seed and offset here are unused: `state` is read
+  draw(kind, arg(out), g.seed(), std::uint64_t(0), a, b, arg(state));  // seed and offset here are unused: `state` is read
 }
 
 using detail::alloc;
@@ -56,7 +59,7 @@ Tensor empty(const Shape& shape, TensorOptions o) { return finish(alloc(shape, o
 
 Tensor full(const Shape& shape, double value, TensorOptions o) {
   Tensor t = alloc(shape, o.dtype, o.device);
-  if (t.numel() > 0) detail::kernels("full", Kernel::fill, t).fill(arg(t), value);
+  if (t.numel() > 0) detail::kernel<FillKernel>("full", t)(arg(t), value);
   return finish(t, o);
 }
 Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); }

@@ -2,6 +2,7 @@
 #include "rumus/ops/dropout.hpp"
 
 #include "op_util.hpp"
+#include "../backend/random.hpp"
 #include "rumus/core/capture.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/elementwise.hpp"
@@ -19,14 +20,14 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
   Generator& gen = generator ? *generator : default_generator();
   Backend& be = backend(input.device());
   Tensor out;
-  if (be.supports(Kernel::dropout_forward, input.dtype()) && !(is_capturing() && be.can_capture())) {
+  if (supports<DropoutForwardKernel>(be, input.dtype()) && !(is_capturing() && be.can_capture())) {
     // Draw and multiply in one pass (the CPU), from the numbers random_kernel would take.
     Tensor x = input.detach().contiguous();
     out = detail::alloc(input.shape(), input.dtype(), input.device(), "dropout");
     const std::uint64_t seed = gen.seed(), offset = gen.advance(std::uint64_t(input.numel()));
     if (input.numel() > 0)
-      detail::kernels("dropout", Kernel::dropout_forward, x)
-          .dropout_forward(detail::arg(out), detail::arg(mask), detail::arg(x), seed, offset, keep, scale);
+      detail::kernel<DropoutForwardKernel>("dropout", x)(detail::arg(out), detail::arg(mask), detail::arg(x), seed,
+                                                         offset, keep, scale);
   } else {
     detail::random_kernel("dropout", RandomKind::bernoulli, mask, keep, scale, gen);
     out = detail::binary_kernel(BinaryOp::mul, "dropout", input.detach(), mask, input.dtype());

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "op_util.hpp"
+#include "../backend/pointwise.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/reduction.hpp"
@@ -23,13 +24,13 @@ Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tenso
   Tensor out = alloc(shape, out_dtype, a.device(), name);
   if (out.numel() == 0) return out;
   Layout la = broadcast_layout(a, shape), lb = broadcast_layout(b, shape);
-  kernels(name, Kernel::binary, a).binary(op, arg(out), arg(a, la), arg(b, lb), p0, p1);
+  kernel<BinaryKernel>(name, a)(op, arg(out), arg(a, la), arg(b, lb), p0, p1);
   return out;
 }
 
 Tensor unary_kernel(UnaryOp op, const Tensor& x, double p0, double p1, const char* name) {
   Tensor out = alloc(x.shape(), x.dtype(), x.device(), name ? name : name_of(op).data());  // string literals
-  if (out.numel() > 0) kernels(name_of(op), Kernel::unary, x).unary(op, arg(out), arg(x), p0, p1);
+  if (out.numel() > 0) kernel<UnaryKernel>(name_of(op), x)(op, arg(out), arg(x), p0, p1);
   return out;
 }
 

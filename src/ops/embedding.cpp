@@ -2,6 +2,7 @@
 #include "rumus/ops/embedding.hpp"
 
 #include "op_util.hpp"
+#include "../backend/gather.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/indexing.hpp"
@@ -46,8 +47,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std:
   const Layout index2 = Layout::contiguous({1, m}, index.offset());
   detail::check_indices(op, "index", index, num);
   if (out.numel() > 0)
-    detail::kernels(op, Kernel::index_select, weight)
-        .index_select(arg(out), arg(table, Layout::contiguous({1, num, dim}, table.offset())), arg(index, index2));
+    detail::kernel<IndexSelectKernel>(op, weight)(arg(out), arg(table, Layout::contiguous({1, num, dim}, table.offset())), arg(index, index2));
   Shape out_shape = indices.shape();
   out_shape.push_back(dim);
   out = out.view(out_shape);
@@ -65,8 +65,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std:
                        rows = rows.contiguous();
                        Tensor gw = zeros({1, num, dim}, {.dtype = g.dtype(), .device = g.device()});
                        if (rows.numel() > 0)
-                         detail::kernels("embedding", Kernel::index_add, g)
-                             .index_add(arg(gw), arg(index, Layout::contiguous({1, m}, index.offset())),
+                         detail::kernel<IndexAddKernel>("embedding", g)(arg(gw), arg(index, Layout::contiguous({1, m}, index.offset())),
                                         arg(rows, Layout::contiguous({1, m, dim}, rows.offset())));
                        return std::vector<Tensor>{Tensor(), gw.view({num, dim})};
                      },

@@ -1,5 +1,6 @@
 // In-place writes. Each bumps the storage version so saved tensors notice.
 #include "op_util.hpp"
+#include "../backend/pointwise.hpp"
 #include "rumus/ops/creation.hpp"
 
 namespace rumus {
@@ -32,7 +33,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   Tensor s = prepared("copy_", *this, src);
   if (numel() > 0) {
     Layout l = detail::broadcast_layout(s, shape());
-    detail::kernels("copy_", Kernel::copy, *this).copy(arg(*this), arg(s, l));
+    detail::kernel<CopyKernel>("copy_", *this)(arg(*this), arg(s, l));
   }
   storage().bump_version();
   return *this;
@@ -40,7 +41,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   check_writable("fill_", *this);
-  if (numel() > 0) detail::kernels("fill_", Kernel::fill, *this).fill(arg(*this), value);
+  if (numel() > 0) detail::kernel<FillKernel>("fill_", *this)(arg(*this), value);
   storage().bump_version();
   return *this;
 }
@@ -56,7 +57,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   }
   if (numel() > 0) {
     Layout l = detail::broadcast_layout(s, shape());
-    detail::kernels("add_", Kernel::binary, *this).binary(BinaryOp::add, arg(*this), arg(*this), arg(s, l), 0, 0);
+    detail::kernel<BinaryKernel>("add_", *this)(BinaryOp::add, arg(*this), arg(*this), arg(s, l), 0, 0);
   }
   storage().bump_version();
   return *this;
@@ -66,7 +67,7 @@ Tensor& Tensor::add_(double value) {
   check_writable("add_", *this);
   if (numel() > 0) {
     if (is_floating(dtype()))
-      detail::kernels("add_", Kernel::unary, *this).unary(UnaryOp::add_scalar, arg(*this), arg(*this), value, 0);
+      detail::kernel<UnaryKernel>("add_", *this)(UnaryOp::add_scalar, arg(*this), arg(*this), value, 0);
     else
       return add_(full({}, value, {.dtype = dtype(), .device = device()}));
   }
@@ -79,7 +80,7 @@ Tensor& Tensor::mul_(const Tensor& other) {
   Tensor s = prepared("mul_", *this, other);
   if (numel() > 0) {
     Layout l = detail::broadcast_layout(s, shape());
-    detail::kernels("mul_", Kernel::binary, *this).binary(BinaryOp::mul, arg(*this), arg(*this), arg(s, l), 0, 0);
+    detail::kernel<BinaryKernel>("mul_", *this)(BinaryOp::mul, arg(*this), arg(*this), arg(s, l), 0, 0);
   }
   storage().bump_version();
   return *this;
@@ -89,7 +90,7 @@ Tensor& Tensor::mul_(double value) {
   check_writable("mul_", *this);
   if (numel() > 0) {
     if (is_floating(dtype()))
-      detail::kernels("mul_", Kernel::unary, *this).unary(UnaryOp::mul_scalar, arg(*this), arg(*this), value, 0);
+      detail::kernel<UnaryKernel>("mul_", *this)(UnaryOp::mul_scalar, arg(*this), arg(*this), value, 0);
     else
       return mul_(full({}, value, {.dtype = dtype(), .device = device()}));
   }

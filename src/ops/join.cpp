@@ -2,6 +2,7 @@
 #include "rumus/ops/join.hpp"
 
 #include "op_util.hpp"
+#include "../backend/pointwise.hpp"
 
 namespace rumus {
 
@@ -33,7 +34,7 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
     const std::int64_t n = t.shape()[d];
     if (t.numel() > 0) {
       Tensor slot = out.narrow(d, offset, n);
-      detail::kernels("cat", Kernel::copy, out).copy(detail::arg(slot), detail::arg(t));  // converts dtype on the way
+      detail::kernel<CopyKernel>("cat", out)(detail::arg(slot), detail::arg(t));  // converts dtype on the way
     }
     sizes.push_back(n);
     offset += n;

@@ -3,6 +3,8 @@
 
 #include "autocast.hpp"
 #include "op_util.hpp"
+#include "../backend/pointwise.hpp"
+#include "../backend/gemm.hpp"
 #include "rumus/ops/reduction.hpp"
 
 namespace rumus {
@@ -39,8 +41,8 @@ void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta, c
   const auto m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
   if (c.numel() == 0) return;
   if (k == 0) {  // no product: C becomes the bias, zeros (beta = 0), or stays as it is
-    if (bias.defined()) kernels("matmul", Kernel::copy, c).copy(arg(c), arg(bias, broadcast_layout(bias, c.shape())));
-    else if (beta == 0) kernels("matmul", Kernel::fill, c).fill(arg(c), 0.0);
+    if (bias.defined()) kernel<CopyKernel>("matmul", c)(arg(c), arg(bias, broadcast_layout(bias, c.shape())));
+    else if (beta == 0) kernel<FillKernel>("matmul", c)(arg(c), 0.0);
     return;
   }
   Operand oa = gemm_operand(a), ob = gemm_operand(b);
@@ -59,7 +61,7 @@ void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta, c
   g.stride_c = m * n;
   g.beta = beta;
   if (bias.defined()) g.bias = arg(bias);
-  kernels("matmul", Kernel::gemm, c).gemm(g);
+  kernel<GemmKernel>("matmul", c)(g);
 }
 
 Tensor gemm(const Tensor& a, const Tensor& b) {

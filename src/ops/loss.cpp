@@ -10,6 +10,7 @@
 
 #include "autocast.hpp"
 #include "op_util.hpp"
+#include "../backend/gather.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
@@ -141,8 +142,7 @@ Tensor pick(const char* op, const Tensor& rows, const Tensor& target) {
   Tensor out = detail::alloc({m}, rows.dtype(), rows.device());
   detail::check_indices(op, "target index", index, c);
   if (m > 0)
-    detail::kernels(op, Kernel::index_select, rows)
-        .index_select(arg(out, Layout::contiguous({m, 1, 1})), arg(src, src3), arg(index, index2));
+    detail::kernel<IndexSelectKernel>(op, rows)(arg(out, Layout::contiguous({m, 1, 1})), arg(src, src3), arg(index, index2));
   if (autograd::needs_grad({&rows}))
     autograd::record(
         op, {rows}, out,
@@ -153,8 +153,7 @@ Tensor pick(const char* op, const Tensor& rows, const Tensor& target) {
       if (grad_enabled()) return std::vector<Tensor>{scatter_add(gi, 1, index.reshape({m, 1}), g.reshape({m, 1}))};
       Tensor gc = g.contiguous();
       if (m > 0)
-        detail::kernels(op, Kernel::index_add, g)
-            .index_add(arg(gi, Layout::contiguous({m, c, 1})), arg(index, Layout::contiguous({m, 1}, index.offset())),
+        detail::kernel<IndexAddKernel>(op, g)(arg(gi, Layout::contiguous({m, c, 1})), arg(index, Layout::contiguous({m, 1}, index.offset())),
                        arg(gc, Layout::contiguous({m, 1, 1}, gc.offset())));
       return std::vector<Tensor>{gi};
         },

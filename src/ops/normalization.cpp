@@ -6,6 +6,7 @@
 
 #include "autocast.hpp"
 #include "op_util.hpp"
+#include "../backend/layer_norm.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/reduction.hpp"
 
@@ -67,9 +68,8 @@ Tensor fused_layer_norm(const char* op, const Tensor& input, const Shape& normal
   auto optional = [](const Tensor& t, const Tensor& like) {
     return t.defined() ? detail::arg(t) : TensorArg{nullptr, like.dtype(), &like.layout()};
   };
-  detail::kernels(op, {Kernel::layer_norm_forward, Kernel::layer_norm_backward}, x)
-      .layer_norm_forward(detail::arg(out), detail::arg(mean), detail::arg(invstd), detail::arg(x), optional(w, x),
-                          optional(b, x), eps);
+  detail::kernel<LayerNormForwardKernel>(op, x)(detail::arg(out), detail::arg(mean), detail::arg(invstd),
+                                                detail::arg(x), optional(w, x), optional(b, x), eps);
   Tensor result = out.view(input.shape());
   if (autograd::needs_grad({&input, &weight, &bias})) {
     const bool gx = input.requires_grad(), gw = weight.defined() && weight.requires_grad(),
@@ -92,10 +92,9 @@ Tensor fused_layer_norm(const char* op, const Tensor& input, const Shape& normal
                        Tensor dw = gw ? detail::alloc({d}, x.dtype(), x.device(), op) : Tensor();
                        Tensor db = gb ? detail::alloc({d}, x.dtype(), x.device(), op) : Tensor();
                        Tensor w = sw.defined() ? sw.get() : Tensor();
-                       detail::kernels(op, Kernel::layer_norm_backward, x)
-                           .layer_norm_backward(optional(dx, x), optional(dw, x), optional(db, x), detail::arg(g),
-                                                detail::arg(x), detail::arg(sm.get()), detail::arg(si.get()),
-                                                optional(w, x));
+                       detail::kernel<LayerNormBackwardKernel>(op, x)(
+                           optional(dx, x), optional(dw, x), optional(db, x), detail::arg(g), detail::arg(x),
+                           detail::arg(sm.get()), detail::arg(si.get()), optional(w, x));
                        return std::vector<Tensor>{gx ? dx.view(in_shape) : Tensor(),
                                                   gw ? dw.view(normalized_shape) : Tensor(),
                                                   gb ? db.view(normalized_shape) : Tensor()};
@@ -202,9 +201,7 @@ Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const T
   check_param(op, "weight", input, weight, normalized_shape);
   check_param(op, "bias", input, bias, normalized_shape);
   const std::int64_t d = numel_of(normalized_shape);
-  Backend& be = backend(input.device());
-  if (input.numel() > 0 && be.supports(Kernel::layer_norm_forward, input.dtype()) &&
-      be.supports(Kernel::layer_norm_backward, input.dtype()))
+  if (input.numel() > 0 && detail::has_kernels<LayerNormForwardKernel, LayerNormBackwardKernel>(input))
     return fused_layer_norm(op, input, normalized_shape, weight, bias, eps, d);
   const std::vector<std::int64_t> dims{1};
   Tensor xhat, invstd, out;

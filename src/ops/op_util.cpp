@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "../backend/profiling_backend.hpp"
 #include "rumus/core/profiler.hpp"
 #include "rumus/core/capture.hpp"
 
@@ -21,19 +20,6 @@ void check_capturable(std::string_view op, const Tensor& t) {
                                    op, t.device().str(), dev.str()));
 }
 }  // namespace
-
-Backend& kernels(std::string_view op, Kernel kernel, const Tensor& t) { return kernels(op, {kernel}, t); }
-
-Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, const Tensor& t) {
-  Backend& be = backend(t.device());
-  if (is_capturing()) check_capturable(op, t);
-  for (Kernel k : needed)
-    if (!be.supports(k, t.dtype()))
-      throw DeviceError(fmt::format("{}: device {} has no {} kernel for {} tensors", op, t.device().str(), name_of(k),
-                                    dtype_name(t.dtype())));
-  if (profiling()) return profiling_backend(be, op);
-  return be;
-}
 
 Backend& kernel_device(std::string_view op, const Tensor& t) {
   if (is_capturing()) check_capturable(op, t);

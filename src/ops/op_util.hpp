@@ -20,11 +20,6 @@ inline TensorArg arg(const Tensor& t, const Layout& l) {
   note_captured_tensor(t);
   return {t.storage_ptr().get(), t.dtype(), &l};
 }
-// The kernel table of t's device, once it has said it runs `kernel` (or every
-// kernel of `needed`) on t's dtype; otherwise the op's one DeviceError.
-Backend& kernels(std::string_view op, Kernel kernel, const Tensor& t);
-Backend& kernels(std::string_view op, std::initializer_list<Kernel> needed, const Tensor& t);
-
 // A registered kernel (src/backend/kernel_registry.hpp) on t's device, once
 // the device registered it for t's dtype; otherwise the op's one DeviceError.
 Backend& kernel_device(std::string_view op, const Tensor& t);
@@ -34,6 +29,13 @@ BoundKernel<K> kernel(std::string_view op, const Tensor& t) {
   Backend& be = kernel_device(op, t);
   if (!supports<K>(be, t.dtype())) no_kernel(op, K::name, t);
   return BoundKernel<K>(be, op, profiling());
+}
+// Whether t's device registered every kernel of Ks for t's dtype (a choice
+// between a fused kernel and a composition).
+template <class... Ks>
+bool has_kernels(const Tensor& t) {
+  Backend& be = backend(t.device());
+  return (supports<Ks>(be, t.dtype()) && ...);
 }
 
 // Fills the fresh contiguous `out` with draws of `kind` from `gen` (random.comp's

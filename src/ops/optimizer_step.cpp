@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "op_util.hpp"
+#include "../backend/optimizer_step.hpp"
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/core/capture.hpp"
 #include "rumus/ops/compare.hpp"
@@ -39,12 +40,13 @@ Tensor dense(const Tensor& t) { return t.detach().contiguous(); }
 // on the CPU, f64 on Vulkan) the update is composed of ops on the same device.
 // Inside a device's capture that is refused: the composed ops would bake in
 // this step's learning rate, which the fused kernels read at each replay.
-bool fused(const char* op, Kernel kernel, const Tensor& param, std::initializer_list<const Tensor*> state,
+template <class K>
+bool fused(const char* op, const Tensor& param, std::initializer_list<const Tensor*> state,
            const char* frozen) {
   bool dense_operands = param.is_contiguous();
   for (const Tensor* t : state) dense_operands = dense_operands && t->is_contiguous();
   Backend& be = backend(param.device());
-  if (dense_operands && be.supports(kernel, param.dtype())) return true;
+  if (dense_operands && supports<K>(be, param.dtype())) return true;
   if (is_capturing() && be.can_capture()) check_not_capturing(op, frozen);
   return false;
 }
@@ -80,15 +82,15 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, const SgdStep& o)
   if (uses_buffer) check_state("sgd_step_", param, buf, "momentum buffer");
   check_scalars("sgd_step_", param, o.scalars);
   Tensor g = dense(grad);
-  if (!fused("sgd_step_", Kernel::sgd_step, param, {uses_buffer ? &buf : &param},
+  if (!fused<SgdStepKernel>("sgd_step_", param, {uses_buffer ? &buf : &param},
              "an SGD update of a parameter the fused kernel does not take (its lr would be frozen)")) {
     composed_sgd_step(param, g, buf, o);
     return;
   }
   Tensor b = uses_buffer ? buf : param;  // a placeholder operand when there is no momentum
-  detail::kernels("sgd_step_", Kernel::sgd_step, param)
-      .sgd_step(SgdKernelArgs{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.first, scalars_arg(o.scalars)},
-                arg(param), arg(g), arg(b));
+  detail::kernel<SgdStepKernel>("sgd_step_", param)(
+      SgdKernelArgs{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.first, scalars_arg(o.scalars)},
+      arg(param), arg(g), arg(b));
   param.storage().bump_version();
   if (uses_buffer) buf.storage().bump_version();
 }
@@ -101,14 +103,14 @@ void adam_step_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
   if (o.step < 1) throw Error(fmt::format("adam_step_: expected step >= 1, got {}", o.step));
   check_scalars("adam_step_", param, o.scalars);
   Tensor g = dense(grad);
-  if (!fused("adam_step_", Kernel::adam_step, param, {&m, &v},
+  if (!fused<AdamStepKernel>("adam_step_", param, {&m, &v},
              "an Adam update of a parameter the fused kernel does not take (its lr and step would be frozen)")) {
     composed_adam_step(param, g, m, v, o);
     return;
   }
-  detail::kernels("adam_step_", Kernel::adam_step, param)
-      .adam_step(AdamKernelArgs{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled, o.step, scalars_arg(o.scalars)},
-                                                                 arg(param), arg(g), arg(m), arg(v));
+  detail::kernel<AdamStepKernel>("adam_step_", param)(
+      AdamKernelArgs{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled, o.step, scalars_arg(o.scalars)},
+      arg(param), arg(g), arg(m), arg(v));
   for (Tensor* t : {&param, &m, &v}) t->storage().bump_version();
 }
 
@@ -122,10 +124,10 @@ Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, double inv_scale) {
     throw ValueError(fmt::format("amp_unscale: expected a finite inv_scale, got {}", inv_scale));
   NoGradGuard no_grad;
   const Tensor g = dense(grad);
-  if (backend(g.device()).supports(Kernel::amp_unscale, g.dtype())) {
+  if (detail::has_kernels<AmpUnscaleKernel>(g)) {
     Tensor out = detail::alloc(g.shape(), g.dtype(), g.device());
     if (out.numel() > 0) {
-      detail::kernels("amp_unscale", Kernel::amp_unscale, g).amp_unscale(arg(out), arg(g), arg(found_inf), inv_scale);
+      detail::kernel<AmpUnscaleKernel>("amp_unscale", g)(arg(out), arg(g), arg(found_inf), inv_scale);
       found_inf.storage().bump_version();
     }
     return out;

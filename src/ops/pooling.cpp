@@ -2,6 +2,7 @@
 #include "rumus/ops/pooling.hpp"
 
 #include "op_util.hpp"
+#include "../backend/pool.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/indexing.hpp"
@@ -37,7 +38,7 @@ Tensor avg_pool_adjoint(const char* op, const Tensor& g, const Pool2dParams& p, 
 Tensor avg_pool_apply(const char* op, const Tensor& x, const Pool2dParams& p, const Shape& out_shape) {
   Tensor xc = x.detach().contiguous();
   Tensor out = detail::alloc(out_shape, x.dtype(), x.device());
-  if (out.numel() > 0) detail::kernels(op, Kernel::pool2d_forward, x).pool2d_forward(p, arg(out), TensorArg{}, arg(xc));
+  if (out.numel() > 0) detail::kernel<Pool2dForwardKernel>(op, x)(p, arg(out), TensorArg{}, arg(xc));
   if (autograd::needs_grad({&x}))
     autograd::record(op, {x}, out, [op, p, in_shape = x.shape()](const Tensor& g) {
       return std::vector<Tensor>{avg_pool_adjoint(op, g, p, in_shape)};
@@ -48,7 +49,7 @@ Tensor avg_pool_apply(const char* op, const Tensor& x, const Pool2dParams& p, co
 Tensor avg_pool_adjoint(const char* op, const Tensor& g, const Pool2dParams& p, const Shape& in_shape) {
   Tensor gi = detail::alloc(in_shape, g.dtype(), g.device());
   Tensor gc = g.detach().contiguous();
-  if (gi.numel() > 0) detail::kernels(op, Kernel::pool2d_backward, g).pool2d_backward(p, arg(gi), arg(gc), TensorArg{});
+  if (gi.numel() > 0) detail::kernel<Pool2dBackwardKernel>(op, g)(p, arg(gi), arg(gc), TensorArg{});
   if (autograd::needs_grad({&g}))
     autograd::record(op, {g}, gi, [op, p, out_shape = g.shape()](const Tensor& gg) {
       return std::vector<Tensor>{avg_pool_apply(op, gg, p, out_shape)};
@@ -82,7 +83,7 @@ Tensor run_pool(const char* op, const Tensor& x, Pool2dParams p) {
   Tensor indices;
   if (p.kind == PoolKind::max) indices = detail::alloc(out_shape, DType::i64, x.device());
   if (out.numel() > 0)
-    detail::kernels(op, Kernel::pool2d_forward, x).pool2d_forward(p, arg(out), indices.defined() ? arg(indices) : TensorArg{}, arg(xc));
+    detail::kernel<Pool2dForwardKernel>(op, x)(p, arg(out), indices.defined() ? arg(indices) : TensorArg{}, arg(xc));
   if (autograd::needs_grad({&x}))
     autograd::record(op, {x}, out,
                      [op, p, in_shape = x.shape(), si = autograd::SavedTensor(indices)](const Tensor& g) {
@@ -92,7 +93,7 @@ Tensor run_pool(const char* op, const Tensor& x, Pool2dParams p) {
                        Tensor gi = detail::alloc(in_shape, g.dtype(), g.device());
                        Tensor gc = g.contiguous();
                        if (gi.numel() > 0)
-                         detail::kernels(op, Kernel::pool2d_backward, g).pool2d_backward(p, arg(gi), arg(gc),
+                         detail::kernel<Pool2dBackwardKernel>(op, g)(p, arg(gi), arg(gc),
                                                             si.defined() ? arg(si.get()) : TensorArg{});
                        return std::vector<Tensor>{gi};
                      },

@@ -2,6 +2,7 @@
 
 #include "autocast.hpp"
 #include "op_util.hpp"
+#include "../backend/reduce.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/elementwise.hpp"
@@ -26,7 +27,7 @@ Shape drop_dims(const Shape& keep_shape, const std::vector<std::int64_t>& dims) 
 // Runs the reduction kernel; returns the keepdim-shaped result.
 Tensor reduce_keep(ReduceOp op, const Tensor& x, const Shape& keep_shape, DType out_dtype) {
   Tensor out = detail::alloc(keep_shape, out_dtype, x.device());
-  if (out.numel() > 0) detail::kernels(name_of(op), Kernel::reduce, x).reduce(op, arg(out), arg(x));
+  if (out.numel() > 0) detail::kernel<ReduceKernel>(name_of(op), x)(op, arg(out), arg(x));
   return out;
 }
 

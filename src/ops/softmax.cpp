@@ -3,6 +3,7 @@
 
 #include "autocast.hpp"
 #include "op_util.hpp"
+#include "../backend/softmax.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/reduction.hpp"
 
@@ -19,7 +20,7 @@ Tensor softmax_impl(const char* op, const Tensor& x, std::int64_t dim, bool log)
   // Last-dim-contiguous working copy; for a 0-d input the "row" is one element.
   Tensor xt = (x.dim() == 0 ? x.detach().reshape({1}) : x.detach().transpose(d, nd - 1)).contiguous();
   Tensor yt = detail::alloc(xt.shape(), x.dtype(), x.device());
-  if (yt.numel() > 0) detail::kernels(op, Kernel::softmax_forward, x).softmax_forward(arg(yt), arg(xt), log);
+  if (yt.numel() > 0) detail::kernel<SoftmaxForwardKernel>(op, x)(arg(yt), arg(xt), log);
   Tensor out = x.dim() == 0 ? yt.reshape({}) : yt.transpose(d, nd - 1);
   if (autograd::needs_grad({&x})) {
     out = out.detach();
@@ -35,7 +36,7 @@ Tensor softmax_impl(const char* op, const Tensor& x, std::int64_t dim, bool log)
       const Tensor& y = sy.get();
       Tensor gt = (scalar ? g.reshape({1}) : g.transpose(d, nd - 1)).contiguous();
       Tensor gi = detail::alloc(y.shape(), g.dtype(), g.device());
-      if (gi.numel() > 0) detail::kernels(op, Kernel::softmax_backward, g).softmax_backward(arg(gi), arg(gt), arg(y), log);
+      if (gi.numel() > 0) detail::kernel<SoftmaxBackwardKernel>(op, g)(arg(gi), arg(gt), arg(y), log);
       return std::vector<Tensor>{scalar ? gi.reshape({}) : gi.transpose(d, nd - 1)};
     }, {}, autograd::Backward::differentiable);
   }

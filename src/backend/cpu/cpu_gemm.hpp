@@ -2,7 +2,7 @@
 // One matrix product on the calling thread: C = alpha op(A) op(B) + beta C,
 // row-major. f32 runs on oneDNN's sgemm (inside a parallel region it stays on
 // the calling thread), f64 on OpenBLAS's dgemm, kept to one thread: rumus's
-// OpenMP team does the splitting. CpuBackend::gemm calls it for each block it
+// OpenMP team does the splitting. the GEMM kernel (gemm.cpp) calls it for each block it
 // hands a thread; the attention kernel for each tile.
 #include <cstdint>
 

@@ -61,6 +61,80 @@ void scatter_add(Backend&, TensorArg out, TensorArg index, TensorArg src) {
 }
 
 }  // namespace
+
+namespace {
+
+struct Rows {
+  std::int64_t outer, n, m, inner, index_outer;
+};
+
+// Sizes of an index_select/index_add call from its big ([outer, n, inner]) and
+// small ([outer, m, inner]) operands and the index [1 or outer, m].
+Rows rows_of(const char* op, TensorArg big, TensorArg small, TensorArg index) {
+  require_contiguous(op, big);
+  require_contiguous(op, small);
+  require_contiguous(op, index);
+  if (index.dtype != DType::i64) throw DTypeError(std::string(op) + ": cpu kernel needs i64 indices");
+  const Shape& b = big.layout->shape;
+  const Shape& s = small.layout->shape;
+  const Shape& i = index.layout->shape;
+  if (b.size() != 3 || s.size() != 3 || i.size() != 2) throw Error(std::string(op) + ": cpu kernel needs 3-D views");
+  return {b[0], b[1], s[1], b[2], i[0]};
+}
+
+}  // namespace
+
+void index_select(Backend& be, TensorArg out, TensorArg src, TensorArg index) {
+  const Rows r = rows_of("index_select", src, out, index);
+  const std::int64_t* ix = base_of<std::int64_t>(index);
+  RUMUS_DISPATCH_ALL(src.dtype, "index_select", [&] {
+    using T = scalar_t;
+    const T* s = base_of<T>(src);
+    T* o = base_of<T>(out);
+    const std::int64_t items = r.outer * r.m;
+    _Pragma("omp parallel for schedule(dynamic, 8) if (items * r.inner > kParallelGrain)")
+    for (std::int64_t it = 0; it < items; ++it) {
+      const std::int64_t ob = it / r.m, j = it % r.m;
+      const std::int64_t row = ix[(r.index_outer == 1 ? 0 : ob) * r.m + j];
+      T* dst = o + it * r.inner;
+      std::memcpy(static_cast<void*>(dst), s + (ob * r.n + row) * r.inner, std::size_t(r.inner) * sizeof(T));
+    }
+  });
+}
+
+void index_add(Backend& be, TensorArg out, TensorArg index, TensorArg src) {
+  const Rows r = rows_of("index_add", out, src, index);
+  const std::int64_t* ix = base_of<std::int64_t>(index);
+  RUMUS_DISPATCH_FLOAT(src.dtype, "index_add", [&] {
+    using T = scalar_t;
+    const T* s = base_of<T>(src);
+    T* o = base_of<T>(out);
+    auto scatter = [&](std::int64_t ob, std::int64_t k0, std::int64_t k1) {
+      for (std::int64_t j = 0; j < r.m; ++j) {
+        const std::int64_t row = ix[(r.index_outer == 1 ? 0 : ob) * r.m + j];
+        T* dst = o + (ob * r.n + row) * r.inner;
+        const T* sr = s + (ob * r.m + j) * r.inner;
+        for (std::int64_t k = k0; k < k1; ++k) dst[k] = store<T>(load(dst[k]) + load(sr[k]));
+      }
+    };
+    const bool parallel = r.outer * r.m * r.inner > kParallelGrain;
+    if (r.outer > 1) {
+      // Distinct outer slices never share destination rows.
+      _Pragma("omp parallel for schedule(dynamic, 8) if (parallel)")
+      for (std::int64_t ob = 0; ob < r.outer; ++ob) scatter(ob, 0, r.inner);
+    } else if (parallel && r.inner >= 64) {
+      // One slice: repeated indices may collide, so threads split the columns instead.
+      _Pragma("omp parallel")
+      {
+        const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        scatter(0, r.inner * t / nt, r.inner * (t + 1) / nt);
+      }
+    } else {
+      scatter(0, 0, r.inner);
+    }
+  });
+}
+
 }  // namespace rumus::cpu
 
 namespace rumus {
@@ -68,6 +142,8 @@ namespace rumus {
 RUMUS_KERNEL_FAMILY(cpu, gather) {
   register_kernel<GatherKernel>(Device::Kind::cpu, kAllDTypes, &cpu::gather);
   register_kernel<ScatterAddKernel>(Device::Kind::cpu, kAllDTypes, &cpu::scatter_add);
+  register_kernel<IndexSelectKernel>(Device::Kind::cpu, kAllDTypes, &cpu::index_select);
+  register_kernel<IndexAddKernel>(Device::Kind::cpu, kFloatDTypes, &cpu::index_add);
 }
 
 }  // namespace rumus

@@ -2,6 +2,7 @@
 // index_add.comp built with an index per element (-DPER_ELEMENT).
 #include "../gather.hpp"
 
+#include "grid.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -51,6 +52,51 @@ bool scatter_add_runs(Backend& be, DType dtype) {
 }
 
 }  // namespace
+
+namespace {
+push::IndexPush index_push(const char* op, TensorArg big, TensorArg small, TensorArg index) {
+  require_contiguous(op, big);
+  require_contiguous(op, small);
+  require_contiguous(op, index);
+  if (index.dtype != DType::i64) throw DTypeError(std::string(op) + ": the Vulkan kernel needs i64 indices");
+  const Shape& b = big.layout->shape;
+  const Shape& s = small.layout->shape;
+  const Shape& i = index.layout->shape;
+  if (b.size() != 3 || s.size() != 3 || i.size() != 2)
+    throw Error(std::string(op) + ": the Vulkan kernel needs 3-D views and a 2-D index");
+  return {std::uint32_t(b[0]), std::uint32_t(b[1]), std::uint32_t(s[1]), std::uint32_t(b[2]), std::uint32_t(i[0]),
+          std::int32_t(big.layout->offset), std::int32_t(small.layout->offset), std::int32_t(index.layout->offset),
+          std::uint32_t(small.layout->numel())};
+}
+}  // namespace
+
+void VulkanBackend::index_select(TensorArg out, TensorArg src, TensorArg index) {
+  push::IndexPush pc = index_push("index_select", src, out, index);
+  if (pc.total == 0) return;
+  Operand ops[] = {{out, true}, {src, false}, {index, false}, {index_fault_operand(), true}};
+  launch("index_select", {kLocal, std::uint32_t(out.dtype), std::uint32_t(dtype_size(out.dtype))}, ops, &pc,
+         sizeof pc, groups_for(pc.total, kLocal));
+}
+
+void VulkanBackend::index_add(TensorArg out, TensorArg index, TensorArg src) {
+  push::IndexPush pc = index_push("index_add", out, src, index);
+  if (pc.total == 0) return;
+  Operand ops[] = {{out, true}, {src, false}, {index, false}, {index_fault_operand(), true}};
+  // Without float atomics of the width: the variants that add by compare-and-swap.
+  const std::string shader = out.dtype == DType::f64 ? (ctx_->float64_atomics ? "index_add_f64" : "index_add_f64cas")
+                             : ctx_->float_atomics   ? "index_add"
+                                                     : "index_add_cas";
+  launch(shader, {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
+}
+
+namespace {
+// f64 adds need double arithmetic and either f64 atomics or 64-bit integer
+// ones (compare-and-swap).
+bool index_add_runs(Backend& be, DType dtype) {
+  const Context& ctx = static_cast<VulkanBackend&>(be).context();
+  return dtype == DType::f32 || (ctx.float64 && (ctx.float64_atomics || ctx.int64_atomics));
+}
+}  // namespace
 }  // namespace rumus::vulkan
 
 namespace rumus {
@@ -59,6 +105,9 @@ RUMUS_KERNEL_FAMILY(vulkan, gather) {
   register_kernel<GatherKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::gather);
   register_kernel<ScatterAddKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64}, &vulkan::scatter_add,
                                     &vulkan::scatter_add_runs);
+  register_kernel<IndexSelectKernel>(Device::Kind::vulkan, kAllDTypes, vulkan::kernel_of<&vulkan::VulkanBackend::index_select>);
+  register_kernel<IndexAddKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64},
+                                  vulkan::kernel_of<&vulkan::VulkanBackend::index_add>, &vulkan::index_add_runs);
 }
 
 }  // namespace rumus

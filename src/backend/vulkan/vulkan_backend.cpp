@@ -40,39 +40,8 @@ detail::DeviceProvider provider() {
           .make = [](int index) -> std::unique_ptr<DeviceBackend> { return std::make_unique<VulkanBackend>(index); }};
 }
 
-bool VulkanBackend::supports(Kernel kernel, DType dtype) const {
-  // f64 arithmetic runs in double (the kernels' _f64 variants): only where the device has it.
-  if (dtype == DType::f64 && !ctx_->float64) {
-    return kernel == Kernel::fill || kernel == Kernel::copy || kernel == Kernel::index_select;
-  }
-  switch (kernel) {
-    case Kernel::fill: case Kernel::copy: case Kernel::random: case Kernel::index_select:
-      return true;
-    case Kernel::gemm:  // 16-bit operands accumulate in f32; f64 in double (gemm_f64.comp)
-      return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
-    case Kernel::index_add:  // float atomics, else compare-and-swap (f64: on 64-bit integers)
-      return dtype == DType::f32 ||
-             (dtype == DType::f64 && (ctx_->float64_atomics || ctx_->int64_atomics));
-    case Kernel::sgd_step: case Kernel::adam_step:  // optim.comp; other dtypes are composed in ops
-      return dtype == DType::f32;
-    case Kernel::im2col: case Kernel::col2im:
-    case Kernel::pool2d_forward: case Kernel::pool2d_backward: case Kernel::softmax_forward:
-    case Kernel::softmax_backward:
-      return is_floating(dtype);
-    case Kernel::unary: case Kernel::binary: case Kernel::where: case Kernel::reduce:
-      return true;
-    case Kernel::conv2d_forward: case Kernel::conv2d_backward_data: case Kernel::conv2d_backward_weight:
-      return dtype == DType::f32;  // implicit GEMM (conv_igemm.comp); other dtypes lower to im2col + GEMM
-    case Kernel::attention_forward: case Kernel::attention_backward:  // f16 on the matrix units
-      return dtype == DType::f32 || (dtype == DType::f16 && ctx_->coopmat_attention);
-    case Kernel::layer_norm_forward: case Kernel::layer_norm_backward:  // layer_norm.comp; 16-bit ones compose
-      return dtype == DType::f32 || dtype == DType::f64;
-    case Kernel::dropout_forward:  // random.comp's bernoulli draw with the multiply
-      return is_floating(dtype);
-    case Kernel::amp_unscale:
-      return dtype == DType::f32;
-  }
-  return false;
+bool runs_f64(Backend& be, DType dtype) {
+  return dtype != DType::f64 || static_cast<VulkanBackend&>(be).context().float64;
 }
 
 std::string VulkanBackend::shader_for(const char* shader, DType dtype) {

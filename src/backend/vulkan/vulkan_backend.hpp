@@ -15,7 +15,18 @@
 #include "gemm_tuner.hpp"
 #include "pipelines.hpp"
 #include "../../core/device_registry.hpp"
+#include "../attention.hpp"
 #include "../backend.hpp"
+#include "../conv.hpp"
+#include "../gather.hpp"
+#include "../gemm.hpp"
+#include "../layer_norm.hpp"
+#include "../optimizer_step.hpp"
+#include "../pointwise.hpp"
+#include "../pool.hpp"
+#include "../random.hpp"
+#include "../reduce.hpp"
+#include "../softmax.hpp"
 #include "../strided.hpp"
 #include "stream.hpp"
 
@@ -37,46 +48,47 @@ class VulkanBackend final : public Backend {
   void write(Storage& dst, std::size_t byte_offset, const void* src, std::size_t nbytes) override;
   void read(const Storage& src, std::size_t byte_offset, void* dst, std::size_t nbytes) override;
   void synchronize() override;
-  bool supports(Kernel kernel, DType dtype) const override;
 
-  void fill(TensorArg out, double value) override;
-  void copy(TensorArg out, TensorArg in) override;
-  void unary(UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) override;
-  void binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) override;
-  void where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) override;
-  void reduce(ReduceOp op, TensorArg out, TensorArg in) override;
-  void gemm(const GemmArgs& args) override;
+  // The kernels of the older families, registered from their files
+  // (kernels_<family>.cpp) through kernel_of<&VulkanBackend::member>.
+  void fill(TensorArg out, double value);
+  void copy(TensorArg out, TensorArg in);
+  void unary(UnaryOp op, TensorArg out, TensorArg in, double p0, double p1);
+  void binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1);
+  void where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b);
+  void reduce(ReduceOp op, TensorArg out, TensorArg in);
+  void gemm(const GemmArgs& args);
   void random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a, double b,
-              TensorArg state) override;
+              TensorArg state);
   void dropout_forward(TensorArg out, TensorArg mask, TensorArg in, std::uint64_t seed, std::uint64_t offset,
-                       double keep, double scale) override;
-  void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf) override;
-  void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) override;
-  void amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) override;
+                       double keep, double scale);
+  void sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf);
+  void adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v);
+  void amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale);
 
-  void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) override;
-  void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) override;
+  void im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in);
+  void col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols);
   void conv2d_forward(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups, TensorArg out,
-                      TensorArg in, TensorArg weight, TensorArg bias, bool relu) override;
+                      TensorArg in, TensorArg weight, TensorArg bias, bool relu);
   void conv2d_backward_data(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
-                            TensorArg grad_in, TensorArg grad_out, TensorArg weight) override;
+                            TensorArg grad_in, TensorArg grad_out, TensorArg weight);
   void conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t out_channels, std::int64_t groups,
-                              TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in) override;
-  void pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) override;
-  void pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) override;
-  void softmax_forward(TensorArg out, TensorArg in, bool log) override;
-  void softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) override;
+                              TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in);
+  void pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in);
+  void pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices);
+  void softmax_forward(TensorArg out, TensorArg in, bool log);
+  void softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log);
   void layer_norm_forward(TensorArg out, TensorArg mean, TensorArg invstd, TensorArg x, TensorArg weight,
-                          TensorArg bias, double eps) override;
+                          TensorArg bias, double eps);
   void layer_norm_backward(TensorArg grad_x, TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
-                           TensorArg x, TensorArg mean, TensorArg invstd, TensorArg weight) override;
-  void index_select(TensorArg out, TensorArg src, TensorArg index) override;
-  void index_add(TensorArg out, TensorArg index, TensorArg src) override;
+                           TensorArg x, TensorArg mean, TensorArg invstd, TensorArg weight);
+  void index_select(TensorArg out, TensorArg src, TensorArg index);
+  void index_add(TensorArg out, TensorArg index, TensorArg src);
   void attention_forward(const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k, TensorArg v,
-                         TensorArg mask) override;
+                         TensorArg mask);
   void attention_backward(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
                           TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v, TensorArg out, TensorArg lse,
-                          TensorArg mask) override;
+                          TensorArg mask);
 
   DeviceStats stats() const override;
 
@@ -118,7 +130,7 @@ class VulkanBackend final : public Backend {
   void pointwise(const char* op_name, PointwiseKind kind, std::uint32_t op, std::span<const TensorArg> args, double p0, double p1,
                  std::uint32_t elem_bytes = 4, const std::uint32_t* bits = nullptr);
   void release_finished();
-  // The tensor-core GEMM (kernels_gemm_coopmat.cpp) where coopmat_gemm_applies().
+  // The tensor-core GEMM (gemm_coopmat.cpp) where coopmat_gemm_applies().
   void coopmat_gemm(const GemmArgs& g);
   // reduce() in one launch (two for one long output), down contiguous
   // columns in column_reduce.comp (reduce_down_columns), or in two passes
@@ -130,10 +142,10 @@ class VulkanBackend final : public Backend {
   bool reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims);
   // Split-K, for either GEMM kernel: `launch_slices` runs the kernel with `pc`
   // set to write [batch, splits, m, n] f32 slices (alpha applied) into `parts`;
-  // the slices are then summed into C with beta (kernels_gemm.cpp).
+  // the slices are then summed into C with beta (gemm.cpp).
   void gemm_split_k(const GemmArgs& g, push::GemmPush pc, std::uint32_t splits,
                     const std::function<void(TensorArg parts, const push::GemmPush& pc)>& launch_slices);
-  // The f32 GEMM's tile from the override or the tuner (kernels_gemm_tune.cpp);
+  // The f32 GEMM's tile from the override or the tuner (gemm_tune.cpp);
   // nothing leaves the choice to the heuristic's tile.
   std::optional<GemmTile> gemm_tile_for(const GemmArgs& g, const GemmTile& heuristic);
   // One candidate's best time of a few runs on a scratch C, by GPU timestamps;
@@ -182,6 +194,21 @@ class VulkanBackend final : public Backend {
   std::unordered_map<Allocation*, int> pins_;
   std::unordered_set<Allocation*> orphans_;
 };
+
+// A VulkanBackend member function as a registered kernel (kernel_registry.hpp):
+// the registry passes the Backend, the member gets the other arguments.
+template <auto Member>
+struct MemberKernel;
+template <class... A, void (VulkanBackend::*Member)(A...)>
+struct MemberKernel<Member> {
+  static void run(Backend& be, A... args) { (static_cast<VulkanBackend&>(be).*Member)(args...); }
+};
+template <auto Member>
+inline constexpr auto* kernel_of = &MemberKernel<Member>::run;
+
+// Conditions a registration adds to its dtypes: f64 only where the device
+// computes in double.
+bool runs_f64(Backend& be, DType dtype);
 
 // The Vulkan provider: the instance's physical devices in rumus order.
 detail::DeviceProvider provider();

@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "../pointwise.hpp"
 #include "cpu_backend.hpp"
 #include "cpu_loops.hpp"
 #include "isa.hpp"
@@ -95,7 +96,7 @@ double erfinv_of(double y) {
 
 }  // namespace
 
-void CpuBackend::unary(UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) {
+void unary(Backend& be, UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) {
   RUMUS_DISPATCH_FLOAT(in.dtype, "unary", [&] {
     using T = scalar_t;
     using A = acc_t<T>;
@@ -190,7 +191,7 @@ A divide(A x, A y) {
 }
 }  // namespace
 
-void CpuBackend::binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) {
+void binary(Backend& be, BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) {
   RUMUS_DISPATCH_ALL(a.dtype, "binary", [&] {
     using T = scalar_t;
     using A = acc_t<T>;
@@ -266,4 +267,63 @@ void CpuBackend::binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, do
   });
 }
 
+void fill(Backend& be, TensorArg out, double value) {
+  RUMUS_DISPATCH_ALL(out.dtype, "fill", [&] {
+    scalar_t v = store<scalar_t>(value);
+    scalar_t* o = data_of<scalar_t>(out);
+    for_each_run(make_iter<1>(out.layout->shape, {out.layout}), [&](auto off, std::int64_t n, auto st) {
+      for (std::int64_t i = 0; i < n; ++i) o[off[0] + i * st[0]] = v;
+    });
+  });
+}
+
+void copy(Backend& be, TensorArg out, TensorArg in) {
+  auto it = make_iter<2>(out.layout->shape, {out.layout, in.layout});
+  RUMUS_DISPATCH_ALL(out.dtype, "copy", [&] {
+    using out_t = scalar_t;
+    out_t* o = data_of<out_t>(out);
+    RUMUS_DISPATCH_ALL(in.dtype, "copy", [&] {
+      const scalar_t* x = data_of<scalar_t>(in);
+      for_each_run(it, [&](auto off, std::int64_t n, auto st) {
+        out_t* po = o + off[0];
+        const scalar_t* px = x + off[1];
+        if constexpr (std::is_same_v<out_t, scalar_t>) {
+          if (st[0] == 1 && st[1] == 1) {
+            std::memcpy(po, px, n * sizeof(out_t));
+            return;
+          }
+        }
+        for (std::int64_t i = 0; i < n; ++i) po[i * st[0]] = store<out_t>(load(px[i * st[1]]));
+      });
+    });
+  });
+}
+
+void where(Backend& be, TensorArg out, TensorArg cond, TensorArg a, TensorArg b) {
+  auto it = make_iter<4>(out.layout->shape, {out.layout, cond.layout, a.layout, b.layout});
+  if (cond.dtype != DType::u8) throw DTypeError("where: cpu kernel needs a u8 condition");
+  const std::uint8_t* c = data_of<std::uint8_t>(cond);
+  RUMUS_DISPATCH_ALL(out.dtype, "where", [&] {
+    scalar_t* o = data_of<scalar_t>(out);
+    const scalar_t* pa = data_of<scalar_t>(a);
+    const scalar_t* pb = data_of<scalar_t>(b);
+    for_each_run(it, [&](auto off, std::int64_t n, auto st) {
+      for (std::int64_t i = 0; i < n; ++i)
+        o[off[0] + i * st[0]] = c[off[1] + i * st[1]] ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
+    });
+  });
+}
+
 }  // namespace rumus::cpu
+
+namespace rumus {
+
+RUMUS_KERNEL_FAMILY(cpu, pointwise) {
+  register_kernel<FillKernel>(Device::Kind::cpu, kAllDTypes, &cpu::fill);
+  register_kernel<CopyKernel>(Device::Kind::cpu, kAllDTypes, &cpu::copy);
+  register_kernel<UnaryKernel>(Device::Kind::cpu, kFloatDTypes, &cpu::unary);
+  register_kernel<BinaryKernel>(Device::Kind::cpu, kAllDTypes, &cpu::binary);
+  register_kernel<WhereKernel>(Device::Kind::cpu, kAllDTypes, &cpu::where);
+}
+
+}  // namespace rumus

@@ -2,6 +2,7 @@
 // normalised output and, backward, the input gradient with the weight and
 // bias gradients. The composition it replaces made a dozen passes over the
 // activations per call.
+#include "../layer_norm.hpp"
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -125,7 +126,7 @@ void require_dense(const char* op, std::initializer_list<TensorArg> args) {
 
 }  // namespace
 
-void CpuBackend::layer_norm_forward(TensorArg out, TensorArg mean, TensorArg invstd, TensorArg x, TensorArg weight,
+void layer_norm_forward(Backend& be, TensorArg out, TensorArg mean, TensorArg invstd, TensorArg x, TensorArg weight,
                                     TensorArg bias, double eps) {
   require_dense("layer_norm_forward", {out, mean, invstd, x, weight, bias});
   if (x.dtype == DType::f32) return forward<float>(out, mean, invstd, x, weight, bias, eps);
@@ -133,7 +134,7 @@ void CpuBackend::layer_norm_forward(TensorArg out, TensorArg mean, TensorArg inv
   throw DTypeError("layer_norm_forward: cpu kernel supports f32 and f64, got " + std::string(dtype_name(x.dtype)));
 }
 
-void CpuBackend::layer_norm_backward(TensorArg grad_x, TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
+void layer_norm_backward(Backend& be, TensorArg grad_x, TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
                                      TensorArg x, TensorArg mean, TensorArg invstd, TensorArg weight) {
   require_dense("layer_norm_backward", {grad_x, grad_weight, grad_bias, grad_out, x, mean, invstd, weight});
   if (x.dtype == DType::f32)
@@ -144,3 +145,12 @@ void CpuBackend::layer_norm_backward(TensorArg grad_x, TensorArg grad_weight, Te
 }
 
 }  // namespace rumus::cpu
+
+namespace rumus {
+
+RUMUS_KERNEL_FAMILY(cpu, layer_norm) {
+  register_kernel<LayerNormForwardKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::layer_norm_forward);
+  register_kernel<LayerNormBackwardKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::layer_norm_backward);
+}
+
+}  // namespace rumus

@@ -1,5 +1,6 @@
 // Fused optimizer updates: one pass over parameter, gradient and state,
 // vectorised for the CPU's widest instructions (isa.hpp).
+#include "../optimizer_step.hpp"
 #include <cmath>
 #include <limits>
 
@@ -139,7 +140,7 @@ void dispatch_f32_f64(DType dt, F&& f) {
 
 }  // namespace
 
-void CpuBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
+void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
   // ops/optimizer_step.cpp composes the update for anything else.
   if ((param.dtype != DType::f32 && param.dtype != DType::f64) || !all_dense({param, grad, buf}))
     throw DeviceError("sgd_step_: the CPU kernel takes contiguous f32 or f64 operands");
@@ -151,7 +152,7 @@ void CpuBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg gra
   });
 }
 
-void CpuBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
+void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
   if ((param.dtype != DType::f32 && param.dtype != DType::f64) || !all_dense({param, grad, m, v}))
     throw DeviceError("adam_step_: the CPU kernel takes contiguous f32 or f64 operands");
   dispatch_f32_f64(param.dtype, [&](auto zero) {
@@ -172,7 +173,7 @@ void CpuBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg g
   });
 }
 
-void CpuBackend::amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) {
+void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) {
   dispatch_f32_f64(grad.dtype, [&](auto zero) {
     using T = decltype(zero);
     T* __restrict o = at<T>(out);
@@ -191,3 +192,13 @@ void CpuBackend::amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf,
 }
 
 }  // namespace rumus::cpu
+
+namespace rumus {
+
+RUMUS_KERNEL_FAMILY(cpu, optimizer_step) {
+  register_kernel<SgdStepKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::sgd_step);
+  register_kernel<AdamStepKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::adam_step);
+  register_kernel<AmpUnscaleKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::amp_unscale);
+}
+
+}  // namespace rumus

@@ -78,7 +78,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   if (tiles(bm, bn) < 256 && bn == 128) bn = 64;
   // 128 x 128 x 8 measured fastest on an H200; 64 x 64 tiles take 32, 8 for each of their four K groups.
   std::uint32_t bk = bm == 64 && bn == 64 ? 32 : 8;
-  if (auto tile = gemm_tile_for(g, {bm, bn, bk})) {  // measured on this device (kernels_gemm_tune.cpp)
+  if (auto tile = gemm_tile_for(g, {bm, bn, bk})) {  // measured on this device (gemm_tune.cpp)
     bm = tile->bm;
     bn = tile->bn;
     bk = tile->bk;
@@ -157,3 +157,15 @@ void VulkanBackend::gemm_split_k(const GemmArgs& g, GemmPush pc, std::uint32_t s
 }
 
 }  // namespace rumus::vulkan
+
+namespace rumus {
+
+using vulkan::VulkanBackend;
+using vulkan::kernel_of;
+using vulkan::runs_f64;
+
+RUMUS_KERNEL_FAMILY(vulkan, gemm) {
+  register_kernel<GemmKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::gemm>, &runs_f64);
+}
+
+}  // namespace rumus

@@ -1,4 +1,7 @@
-// Host side of random.comp (Philox, same stream as the CPU) and optim.comp.
+// Vulkan kernels of the random family (../random.hpp): host side of
+// random.comp (Philox, the same stream as the CPU).
+#include "../random.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -13,11 +16,8 @@ namespace rumus::vulkan {
 
 namespace {
 
-using push::OptimPush;
 using push::RandomPush;
 constexpr std::uint32_t kLocal = 256;
-
-bool dense_f32(TensorArg t) { return t.dtype == DType::f32 && t.layout->is_contiguous(); }
 
 // Draw k (24 bits) gives 1 when k / 2^24 < p, i.e. k < ceil(p * 2^24): the CPU's test, exactly.
 std::uint32_t bernoulli_threshold(double p) {
@@ -70,45 +70,17 @@ void VulkanBackend::dropout_forward(TensorArg out, TensorArg mask, TensorArg in,
          ops, &pc, sizeof pc, groups_for((n + 3) / 4, kLocal));
 }
 
-void VulkanBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
-  const bool momentum = s.momentum != 0;
-  // ops/optimizer_step.cpp composes the update for anything else.
-  if (!dense_f32(param) || !dense_f32(grad) || (momentum && !dense_f32(buf)))
-    throw DeviceError("sgd_step_: the Vulkan kernel takes contiguous f32 operands");
-  const bool scalars = s.scalars.storage != nullptr;
-  if (!scalars) check_not_capturing("sgd_step_", "an SGD update without a scalars tensor (its lr would be frozen)");
-  OptimPush pc{std::uint32_t(param.layout->numel()), std::int32_t(param.layout->offset),
-               std::int32_t(grad.layout->offset), std::int32_t(momentum ? buf.layout->offset : 0), 0,
-               std::int32_t(scalars ? s.scalars.layout->offset : 0),
-               float(s.lr), float(s.momentum), float(s.dampening), float(s.weight_decay), 0, 0, 0, 1, 1};
-  Operand ops[] = {{param, true}, {grad, false}, {momentum ? buf : param, momentum}, {param, false},
-                   {scalars ? s.scalars : param, false}};
-  launch("optim", {kLocal, std::uint32_t(OptimizerKind::sgd), momentum, s.nesterov, !scalars && s.first, 0, scalars}, ops, &pc,
-         sizeof pc, groups_for(pc.n, kLocal));
-}
-
-void VulkanBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
-  if (!dense_f32(param) || !dense_f32(grad) || !dense_f32(m) || !dense_f32(v))
-    throw DeviceError("adam_step_: the Vulkan kernel takes contiguous f32 operands");
-  const bool scalars = s.scalars.storage != nullptr;
-  if (!scalars) check_not_capturing("adam_step_", "an Adam update without a scalars tensor (its lr and step would be frozen)");
-  OptimPush pc{std::uint32_t(param.layout->numel()), std::int32_t(param.layout->offset),
-               std::int32_t(grad.layout->offset), std::int32_t(m.layout->offset), std::int32_t(v.layout->offset),
-               std::int32_t(scalars ? s.scalars.layout->offset : 0), float(s.lr), 0, 0, float(s.weight_decay), float(s.beta1), float(s.beta2), float(s.eps),
-               float(1.0 - std::pow(s.beta1, double(s.step))), float(1.0 - std::pow(s.beta2, double(s.step)))};
-  Operand ops[] = {{param, true}, {grad, false}, {m, true}, {v, true}, {scalars ? s.scalars : param, false}};
-  launch("optim", {kLocal, std::uint32_t(OptimizerKind::adam), 0, 0, 0, s.decoupled, scalars}, ops, &pc, sizeof pc,
-         groups_for(pc.n, kLocal));
-}
-
-void VulkanBackend::amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) {
-  if (!dense_f32(out) || !dense_f32(grad) || !dense_f32(found_inf))
-    throw Error("amp_unscale: the Vulkan kernel needs dense f32 tensors");
-  OptimPush pc{std::uint32_t(grad.layout->numel()), std::int32_t(out.layout->offset), std::int32_t(grad.layout->offset),
-               std::int32_t(found_inf.layout->offset), 0, 0, float(inv_scale), 0, 0, 0, 0, 0, 0, 1, 1};
-  Operand ops[] = {{out, true}, {grad, false}, {found_inf, true}, {out, false}, {out, false}};
-  launch("optim", {kLocal, std::uint32_t(OptimizerKind::unscale), 0, 0, 0, 0, 0}, ops, &pc, sizeof pc,
-         groups_for(pc.n, kLocal));
-}
-
 }  // namespace rumus::vulkan
+
+namespace rumus {
+
+using vulkan::kernel_of;
+using vulkan::runs_f64;
+using vulkan::VulkanBackend;
+
+RUMUS_KERNEL_FAMILY(vulkan, random) {
+  register_kernel<RandomKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::random>, &runs_f64);
+  register_kernel<DropoutForwardKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::dropout_forward>, &runs_f64);
+}
+
+}  // namespace rumus

@@ -14,6 +14,8 @@
 // the reorders and the scratch buffers, so a training step that repeats its
 // shapes builds nothing after the first one. Plans are per thread: a plan owns
 // buffers, and oneDNN primitives may run concurrently only with their own.
+#include "../conv.hpp"
+#include "../pointwise.hpp"
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -206,7 +208,7 @@ void* ptr(TensorArg t) { return data_of<float>(t) + t.layout->offset; }
 
 }  // namespace
 
-void CpuBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, TensorArg out,
+void conv2d_forward(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, TensorArg out,
                                 TensorArg in, TensorArg weight, TensorArg bias, bool relu) {
   const bool has_bias = bias.storage != nullptr;
   ConvPlan& p = plan_for(g, oc, groups, has_bias);
@@ -228,10 +230,10 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::i
     // Unless our own loop still changes `out` below.
     if (fused || !relu) p.f_dst.keep_as_copy_of(out);
   });
-  if (relu && !p.forward_relu) unary(UnaryOp::relu, out, out, 0, 0);
+  if (relu && !p.forward_relu) run_kernel<UnaryKernel>(be, UnaryOp::relu, out, out, 0.0, 0.0);
 }
 
-void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
+void conv2d_backward_data(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
                                       TensorArg grad_in, TensorArg grad_out, TensorArg weight) {
   // The plan of the forward pass that made grad_out (its bias does not matter
   // here): the one with a bias if there is one, whose backward-weights pass
@@ -259,7 +261,7 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, 
   });
 }
 
-void CpuBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
+void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
                                         TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
                                         TensorArg in) {
   const bool has_bias = grad_bias.storage != nullptr;
@@ -295,3 +297,13 @@ void CpuBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t oc
 }
 
 }  // namespace rumus::cpu
+
+namespace rumus {
+
+RUMUS_KERNEL_FAMILY(cpu, conv) {
+  register_kernel<Conv2dForwardKernel>(Device::Kind::cpu, DTypeSet{DType::f32}, &cpu::conv2d_forward);
+  register_kernel<Conv2dBackwardDataKernel>(Device::Kind::cpu, DTypeSet{DType::f32}, &cpu::conv2d_backward_data);
+  register_kernel<Conv2dBackwardWeightKernel>(Device::Kind::cpu, DTypeSet{DType::f32}, &cpu::conv2d_backward_weight);
+}
+
+}  // namespace rumus

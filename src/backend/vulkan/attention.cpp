@@ -328,4 +328,24 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
   }
 }
 
+namespace {
+// f16 runs on the matrix units only.
+bool attention_runs(Backend& be, DType dtype) {
+  return dtype == DType::f32 || static_cast<VulkanBackend&>(be).context().coopmat_attention;
+}
+}  // namespace
+
 }  // namespace rumus::vulkan
+
+namespace rumus {
+
+using vulkan::VulkanBackend;
+using vulkan::kernel_of;
+using vulkan::runs_f64;
+
+RUMUS_KERNEL_FAMILY(vulkan, attention) {
+  register_kernel<AttentionForwardKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f16}, kernel_of<&VulkanBackend::attention_forward>, &vulkan::attention_runs);
+  register_kernel<AttentionBackwardKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f16}, kernel_of<&VulkanBackend::attention_backward>, &vulkan::attention_runs);
+}
+
+}  // namespace rumus

@@ -1,4 +1,5 @@
 // CPU reductions: sum, mean, max, min over any set of dims; argmax/argmin over one dim.
+#include "../reduce.hpp"
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -57,7 +58,7 @@ bool reduces_leading_dims(const Shape& out, const Shape& in) {
 
 }  // namespace
 
-void CpuBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
+void reduce(Backend& be, ReduceOp op, TensorArg out, TensorArg in) {
   const Layout& lo = *out.layout;
   const Layout& li = *in.layout;
   Shape red_shape = li.shape;
@@ -194,3 +195,11 @@ void CpuBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) {
 }
 
 }  // namespace rumus::cpu
+
+namespace rumus {
+
+RUMUS_KERNEL_FAMILY(cpu, reduce) {
+  register_kernel<ReduceKernel>(Device::Kind::cpu, kAllDTypes, &cpu::reduce);
+}
+
+}  // namespace rumus

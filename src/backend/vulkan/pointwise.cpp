@@ -123,3 +123,19 @@ void VulkanBackend::where(TensorArg out, TensorArg cond, TensorArg a, TensorArg 
 }
 
 }  // namespace rumus::vulkan
+
+namespace rumus {
+
+using vulkan::VulkanBackend;
+using vulkan::kernel_of;
+using vulkan::runs_f64;
+
+RUMUS_KERNEL_FAMILY(vulkan, pointwise) {
+  register_kernel<FillKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::fill>);
+  register_kernel<CopyKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::copy>);
+  register_kernel<UnaryKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::unary>, &runs_f64);
+  register_kernel<BinaryKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::binary>, &runs_f64);
+  register_kernel<WhereKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::where>, &runs_f64);
+}
+
+}  // namespace rumus

@@ -218,3 +218,17 @@ void VulkanBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t
 }
 
 }  // namespace rumus::vulkan
+
+namespace rumus {
+
+using vulkan::VulkanBackend;
+using vulkan::kernel_of;
+using vulkan::runs_f64;
+
+RUMUS_KERNEL_FAMILY(vulkan, conv) {
+  register_kernel<Conv2dForwardKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, kernel_of<&VulkanBackend::conv2d_forward>);
+  register_kernel<Conv2dBackwardDataKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, kernel_of<&VulkanBackend::conv2d_backward_data>);
+  register_kernel<Conv2dBackwardWeightKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, kernel_of<&VulkanBackend::conv2d_backward_weight>);
+}
+
+}  // namespace rumus

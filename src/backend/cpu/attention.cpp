@@ -8,6 +8,7 @@
 // of one (batch, head), so no two threads write the same dK or dV row; with
 // few heads a head's key tiles are split into parts whose dQ are summed in a
 // fixed order after, so results do not depend on the number of threads.
+#include "../attention.hpp"
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -308,7 +309,7 @@ void backward_impl(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
 
 }  // namespace
 
-void CpuBackend::attention_forward(const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k,
+void attention_forward(Backend& be, const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k,
                                    TensorArg v, TensorArg mask) {
   require_contiguous(lse);
   if (q.dtype == DType::f32) return forward_impl<float>(p, out, lse, q, k, v, mask);
@@ -320,7 +321,7 @@ void CpuBackend::attention_forward(const AttentionParams& p, TensorArg out, Tens
                    std::string(dtype_name(q.dtype)));
 }
 
-void CpuBackend::attention_backward(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
+void attention_backward(Backend& be, const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
                                     TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v, TensorArg out,
                                     TensorArg lse, TensorArg mask) {
   require_contiguous(lse);
@@ -334,3 +335,12 @@ void CpuBackend::attention_backward(const AttentionParams& p, TensorArg grad_q, 
 }
 
 }  // namespace rumus::cpu
+
+namespace rumus {
+
+RUMUS_KERNEL_FAMILY(cpu, attention) {
+  register_kernel<AttentionForwardKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::attention_forward);
+  register_kernel<AttentionBackwardKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::attention_backward);
+}
+
+}  // namespace rumus

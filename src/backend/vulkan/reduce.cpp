@@ -237,3 +237,15 @@ bool VulkanBackend::reduce_columns(ReduceOp op, TensorArg out, TensorArg in, con
 }
 
 }  // namespace rumus::vulkan
+
+namespace rumus {
+
+using vulkan::VulkanBackend;
+using vulkan::kernel_of;
+using vulkan::runs_f64;
+
+RUMUS_KERNEL_FAMILY(vulkan, reduce) {
+  register_kernel<ReduceKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::reduce>, &runs_f64);
+}
+
+}  // namespace rumus

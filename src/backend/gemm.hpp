@@ -1,0 +1,30 @@
+#pragma once
+// The GEMM family: C = alpha * op(A) op(B) + beta * C (+ bias), batched, on
+// strided operands (src/ops/linalg.cpp, conv.cpp).
+#include "kernel_registry.hpp"
+
+namespace rumus {
+
+struct GemmArgs {
+  TensorArg a, b, c;            // offsets come from the layouts
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // batch strides; 0 = shared
+  double alpha = 1.0, beta = 0.0;
+  // Optional [n] vector (C's dtype) added to every row of C after the product:
+  // linear's bias, in the GEMM's epilogue where the backend has one.
+  TensorArg bias{nullptr, DType::f32, nullptr};
+};
+
+struct GemmKernel {
+  static constexpr std::string_view name = "gemm";
+  using Fn = void(Backend&, const GemmArgs& args);
+};
+
+// C = alpha * op(A) op(B) + beta * C + bias for a backend without a bias
+// epilogue: the bias is copied into C and the product added with beta = 1
+// (beta = 0), or added after the product (otherwise).
+void gemm_bias_by_copy(Backend& be, const GemmArgs& g);
+
+}  // namespace rumus

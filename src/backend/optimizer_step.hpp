@@ -1,0 +1,48 @@
+#pragma once
+// The optimizer-step family: fused updates, elementwise over one parameter
+// (all operands share its shape and are dense), the kernels of
+// src/ops/optimizer_step.cpp, which composes them from ops where a device
+// has none.
+#include "kernel_registry.hpp"
+
+namespace rumus {
+
+// `step` counts from 1. `scalars`, when its storage is not null, is a dense
+// f32[4] on the device holding the per-step values (SGD: lr, first; Adam: lr,
+// 1 - beta1^step, 1 - beta2^step, first) that a device may read at run time
+// instead of the fields, so a captured step replays with the values of each
+// replay. The fields hold the same values.
+struct SgdKernelArgs {
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+  bool first = false;  // momentum buffer not yet initialised: it becomes the gradient
+  TensorArg scalars{nullptr, DType::f32, nullptr};
+};
+struct AdamKernelArgs {
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled = false;  // AdamW: decay the parameter, not the gradient
+  std::int64_t step = 1;
+  TensorArg scalars{nullptr, DType::f32, nullptr};
+};
+
+// param -= lr * update, with momentum_buf (ignored when momentum == 0) updated in place.
+struct SgdStepKernel {
+  static constexpr std::string_view name = "sgd_step";
+  using Fn = void(Backend&, const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf);
+};
+
+// Adam/AdamW with bias correction; m and v updated in place.
+struct AdamStepKernel {
+  static constexpr std::string_view name = "adam_step";
+  using Fn = void(Backend&, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v);
+};
+
+// out = grad * inv_scale over dense tensors of one dtype; found_inf (one f32)
+// becomes 1 if any product is inf or NaN, and is otherwise left as it is.
+// Mixed precision's gradient check in one pass.
+struct AmpUnscaleKernel {
+  static constexpr std::string_view name = "amp_unscale";
+  using Fn = void(Backend&, TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale);
+};
+
+}  // namespace rumus

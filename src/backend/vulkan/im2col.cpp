@@ -1,0 +1,58 @@
+// Vulkan kernels of the convolution lowering (../conv.hpp): host side of conv.comp.
+#include "../conv.hpp"
+
+
+#include "rumus/core/error.hpp"
+#include "grid.hpp"
+#include "push_constants.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+namespace {
+
+using push::ConvPush;
+constexpr std::uint32_t kLocal = 256;
+
+ConvPush conv_push(const Conv2dGeometry& g, TensorArg image, TensorArg cols, std::int64_t total) {
+  ConvPush pc{std::uint32_t(g.batch), std::uint32_t(g.channels), std::uint32_t(g.height), std::uint32_t(g.width),
+              std::uint32_t(g.kernel_h), std::uint32_t(g.kernel_w), std::uint32_t(g.stride_h),
+              std::uint32_t(g.stride_w), std::int32_t(g.pad_h), std::int32_t(g.pad_w), std::uint32_t(g.dilation_h),
+              std::uint32_t(g.dilation_w), std::uint32_t(g.out_h), std::uint32_t(g.out_w),
+              std::int32_t(image.layout->offset), std::int32_t(cols.layout->offset), {}, {}, std::uint32_t(total)};
+  for (int d = 0; d < 4; ++d) pc.in_stride[d] = std::int32_t(image.layout->strides[d]);
+  for (int d = 0; d < 3; ++d) pc.cols_stride[d] = std::int32_t(cols.layout->strides[d]);
+  return pc;
+}
+}  // namespace
+
+void VulkanBackend::im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) {
+  const std::int64_t total = cols.layout->numel();
+  if (total == 0) return;
+  ConvPush pc = conv_push(g, in, cols, total);
+  Operand ops[] = {{cols, true}, {in, false}};
+  launch(shader_for("conv", in.dtype), {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
+}
+
+void VulkanBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) {
+  require_contiguous("col2im", out);
+  const std::int64_t total = out.layout->numel();
+  if (total == 0) return;
+  ConvPush pc = conv_push(g, out, cols, total);
+  Operand ops[] = {{out, true}, {cols, false}};
+  launch(shader_for("conv", out.dtype), {kLocal, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
+}
+
+}  // namespace rumus::vulkan
+
+namespace rumus {
+
+using vulkan::kernel_of;
+using vulkan::runs_f64;
+using vulkan::VulkanBackend;
+
+RUMUS_KERNEL_FAMILY(vulkan, im2col) {
+  register_kernel<Im2colKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::im2col>, &runs_f64);
+  register_kernel<Col2imKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::col2im>, &runs_f64);
+}
+
+}  // namespace rumus

@@ -1,0 +1,68 @@
+// Vulkan kernels of the pooling family (../pool.hpp): host side of pool.comp.
+#include "../pool.hpp"
+
+
+#include "rumus/core/error.hpp"
+#include "grid.hpp"
+#include "push_constants.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+namespace {
+
+using push::PoolPush;
+constexpr std::uint32_t kLocal = 256;
+
+PoolPush pool_push(const Pool2dParams& p, std::int64_t total) {
+  return {std::uint32_t(p.planes), std::uint32_t(p.height), std::uint32_t(p.width), std::uint32_t(p.out_h),
+          std::uint32_t(p.out_w), std::uint32_t(p.kernel_h), std::uint32_t(p.kernel_w), std::uint32_t(p.stride_h),
+          std::uint32_t(p.stride_w), std::int32_t(p.pad_h), std::int32_t(p.pad_w), std::uint32_t(p.dilation_h),
+          std::uint32_t(p.dilation_w), p.count_include_pad ? 1u : 0u, 0, 0, 0, std::uint32_t(total)};
+}
+}  // namespace
+
+void VulkanBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) {
+  require_contiguous("pool2d_forward", out);
+  require_contiguous("pool2d_forward", in);
+  const std::int64_t total = out.layout->numel();
+  if (total == 0) return;
+  const bool max = p.kind == PoolKind::max;
+  PoolPush pc = pool_push(p, total);
+  pc.off0 = std::int32_t(out.layout->offset);
+  pc.off1 = std::int32_t(in.layout->offset);
+  pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
+  Operand ops[] = {{out, true}, {in, false}, {max ? indices : out, max}};
+  launch(shader_for("pool", in.dtype), {kLocal, std::uint32_t(p.kind), 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+         groups_for(total, kLocal));
+}
+
+void VulkanBackend::pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) {
+  require_contiguous("pool2d_backward", grad_in);
+  require_contiguous("pool2d_backward", grad_out);
+  const std::int64_t total = grad_in.layout->numel();
+  if (total == 0) return;
+  const bool max = p.kind == PoolKind::max;
+  PoolPush pc = pool_push(p, total);
+  pc.off0 = std::int32_t(grad_in.layout->offset);
+  pc.off1 = std::int32_t(grad_out.layout->offset);
+  pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
+  Operand ops[] = {{grad_in, true}, {grad_out, false}, {max ? indices : grad_out, false}};
+  launch(shader_for("pool", grad_in.dtype), {kLocal, std::uint32_t(p.kind), 1, std::uint32_t(grad_in.dtype)}, ops, &pc, sizeof pc,
+         groups_for(total, kLocal));
+}
+
+
+}  // namespace rumus::vulkan
+
+namespace rumus {
+
+using vulkan::kernel_of;
+using vulkan::runs_f64;
+using vulkan::VulkanBackend;
+
+RUMUS_KERNEL_FAMILY(vulkan, pool) {
+  register_kernel<Pool2dForwardKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::pool2d_forward>, &runs_f64);
+  register_kernel<Pool2dBackwardKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::pool2d_backward>, &runs_f64);
+}
+
+}  // namespace rumus

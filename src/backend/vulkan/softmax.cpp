@@ -1,0 +1,58 @@
+// Vulkan kernels of the softmax family (../softmax.hpp): host side of softmax.comp,
+// one workgroup per row.
+#include "../softmax.hpp"
+
+
+#include "rumus/core/error.hpp"
+#include "grid.hpp"
+#include "push_constants.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+namespace {
+
+using push::SoftmaxPush;
+}  // namespace
+
+void VulkanBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
+  require_contiguous("softmax_forward", out);
+  require_contiguous("softmax_forward", in);
+  const std::int64_t cols = in.layout->shape.back(), rows = cols ? in.layout->numel() / cols : 0;
+  if (rows == 0) return;
+  SoftmaxPush pc{std::uint32_t(rows), std::uint32_t(cols), std::int32_t(out.layout->offset),
+                 std::int32_t(in.layout->offset), 0};
+  Operand ops[] = {{out, true}, {in, false}};
+  std::uint32_t gx, gy;
+  row_grid(rows, gx, gy);
+  launch(shader_for("softmax", in.dtype), {row_group(cols), log, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, gx, gy);
+}
+
+void VulkanBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) {
+  require_contiguous("softmax_backward", grad_in);
+  require_contiguous("softmax_backward", grad_out);
+  require_contiguous("softmax_backward", out);
+  const std::int64_t cols = out.layout->shape.back(), rows = cols ? out.layout->numel() / cols : 0;
+  if (rows == 0) return;
+  SoftmaxPush pc{std::uint32_t(rows), std::uint32_t(cols), std::int32_t(grad_in.layout->offset),
+                 std::int32_t(grad_out.layout->offset), std::int32_t(out.layout->offset)};
+  Operand ops[] = {{grad_in, true}, {grad_out, false}, {out, false}};
+  std::uint32_t gx, gy;
+  row_grid(rows, gx, gy);
+  launch(shader_for("softmax", out.dtype), {row_group(cols), log, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, gx, gy);
+}
+
+
+}  // namespace rumus::vulkan
+
+namespace rumus {
+
+using vulkan::kernel_of;
+using vulkan::runs_f64;
+using vulkan::VulkanBackend;
+
+RUMUS_KERNEL_FAMILY(vulkan, softmax) {
+  register_kernel<SoftmaxForwardKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::softmax_forward>, &runs_f64);
+  register_kernel<SoftmaxBackwardKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::softmax_backward>, &runs_f64);
+}
+
+}  // namespace rumus
