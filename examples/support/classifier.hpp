@@ -1,7 +1,7 @@
 #pragma once
 // What the image classifiers' trainers (mnist_mlp, mnist_cnn, resnet) share
-// around their loops: resuming from a checkpoint, running a step eagerly or as
-// a captured replay, and the end of an epoch (evaluation, report, checkpoint,
+// around their loops: resuming from a checkpoint (support/resume.hpp, which
+// the other trainers use too), running a step eagerly or as a captured replay, and the end of an epoch (evaluation, report, checkpoint,
 // metrics). Each trainer still spells out its own model, data, optimizer and
 // loop; these are the parts that are the same in all three.
 #include <rumus/rumus.hpp>
@@ -16,6 +16,7 @@
 
 #include "cli.hpp"
 #include "metrics.hpp"
+#include "resume.hpp"
 #include "training_size.hpp"
 
 namespace example {
@@ -41,21 +42,6 @@ inline Evaluation evaluate(rumus::nn::Module& net, rumus::data::DataLoader& load
   }
   net.train();
   return {loss / double(n), double(correct) / double(n)};
-}
-
-// Resuming (--resume): the checkpoint restores the model, the optimizer's
-// state, the random generator and the epoch/step counters; the schedule is a
-// function of the step. A checkpoint of a run with other settings than
-// `state.settings` is refused. Returns the metrics of the epochs already done.
-inline std::vector<EpochMetrics> resume(const Options& o, rumus::nn::Module& net, rumus::optim::Optimizer& opt,
-                                        rumus::optim::LRScheduler& sched, rumus::io::TrainingState& state) {
-  if (o.resume.empty()) return {};
-  state = rumus::io::load_checkpoint(o.resume, net, opt, state.settings);
-  check_epochs_left(state.epoch, o.epochs, o.resume);
-  sched.set_step(state.step);
-  std::fprintf(stderr, "resumed from %s at epoch %lld, step %lld\n", o.resume.c_str(), (long long)state.epoch,
-               (long long)state.step);
-  return read_metrics(o.metrics, state.epoch);
 }
 
 // A training step `step(x, y) -> loss`, run eagerly, or on a GPU recorded once

@@ -1,5 +1,7 @@
 // Per-epoch metrics: a CSV file and, beside it, an SVG chart of the losses and
 // the held-out accuracy (same name, .svg), both rewritten after every epoch.
+// A trainer without an accuracy (the autoencoder) has no accuracy column and
+// no accuracy panel.
 #pragma once
 #include <rumus/rumus.hpp>
 
@@ -23,34 +25,41 @@ struct MetricNames {
   std::string split = "test";        // CSV columns <split>_loss, <split>_accuracy
   std::string split_title = "test";  // the chart's word for it
   std::string unit = "samples";      // CSV column <unit>_per_sec
+  bool accuracy = true;              // false: no <split>_accuracy column and no accuracy panel
 };
 
 struct EpochMetrics {
   int epoch;
-  double train_loss, eval_loss, eval_accuracy;  // eval: on the held-out split
+  double train_loss, eval_loss, eval_accuracy;  // eval: on the held-out split (accuracy unused without one)
   double per_sec, seconds;                      // per_sec: units of MetricNames per second
 };
 
 inline std::string metrics_csv(const std::vector<EpochMetrics>& rows, const MetricNames& names) {
-  std::string s = fmt::format("epoch,train_loss,{0}_loss,{0}_accuracy,{1}_per_sec,seconds\n", names.split, names.unit);
+  std::string s = names.accuracy
+                      ? fmt::format("epoch,train_loss,{0}_loss,{0}_accuracy,{1}_per_sec,seconds\n", names.split, names.unit)
+                      : fmt::format("epoch,train_loss,{0}_loss,{1}_per_sec,seconds\n", names.split, names.unit);
   for (auto& r : rows)
-    s += fmt::format("{},{:.6f},{:.6f},{:.6f},{:.1f},{:.2f}\n", r.epoch, r.train_loss, r.eval_loss, r.eval_accuracy,
-                     r.per_sec, r.seconds);
+    s += names.accuracy ? fmt::format("{},{:.6f},{:.6f},{:.6f},{:.1f},{:.2f}\n", r.epoch, r.train_loss, r.eval_loss,
+                                      r.eval_accuracy, r.per_sec, r.seconds)
+                        : fmt::format("{},{:.6f},{:.6f},{:.1f},{:.2f}\n", r.epoch, r.train_loss, r.eval_loss,
+                                      r.per_sec, r.seconds);
   return s;
 }
 
 // The rows of an earlier run's CSV up to `epochs`, so a resumed run keeps its history.
-inline std::vector<EpochMetrics> read_metrics(const std::string& path, std::int64_t epochs) {
+inline std::vector<EpochMetrics> read_metrics(const std::string& path, std::int64_t epochs,
+                                              const MetricNames& names = {}) {
   std::vector<EpochMetrics> rows;
   std::ifstream in(path);
   std::string line;
   std::getline(in, line);  // header
   while (std::getline(in, line)) {
     EpochMetrics r{};
-    if (std::sscanf(line.c_str(), "%d,%lf,%lf,%lf,%lf,%lf", &r.epoch, &r.train_loss, &r.eval_loss, &r.eval_accuracy,
-                    &r.per_sec, &r.seconds) == 6 &&
-        r.epoch <= epochs)
-      rows.push_back(r);
+    const bool read = names.accuracy ? std::sscanf(line.c_str(), "%d,%lf,%lf,%lf,%lf,%lf", &r.epoch, &r.train_loss,
+                                                   &r.eval_loss, &r.eval_accuracy, &r.per_sec, &r.seconds) == 6
+                                     : std::sscanf(line.c_str(), "%d,%lf,%lf,%lf,%lf", &r.epoch, &r.train_loss,
+                                                   &r.eval_loss, &r.per_sec, &r.seconds) == 5;
+    if (read && r.epoch <= epochs) rows.push_back(r);
   }
   return rows;
 }
@@ -70,12 +79,12 @@ inline Axis nice_axis(double lo, double hi, double min, double max) {
   return {std::max(min, std::floor(lo / step) * step), std::min(max, std::ceil(hi / step) * step), step};
 }
 
-// Two panels: losses (train and held-out) and held-out accuracy, per epoch.
-// Each panel's legend is below it, off the data.
+// Two panels: losses (train and held-out) and held-out accuracy, per epoch;
+// the loss panel alone without an accuracy. Each panel's legend is below it, off the data.
 inline std::string metrics_svg(const std::string& title, const std::vector<EpochMetrics>& rows,
                                const MetricNames& names) {
-  const double W = 900, H = 410, top = 50, bottom = 80, left = 60, gap = 80, pw = (W - 2 * left - gap) / 2,
-               ph = H - top - bottom;
+  const double W = names.accuracy ? 900 : 480, H = 410, top = 50, bottom = 80, left = 60, gap = 80,
+               pw = names.accuracy ? (W - 2 * left - gap) / 2 : W - 2 * left, ph = H - top - bottom;
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
       "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
@@ -131,7 +140,7 @@ inline std::string metrics_svg(const std::string& title, const std::vector<Epoch
   const std::string split = names.split_title;
   const double inf = std::numeric_limits<double>::infinity();
   panel(left, "loss", {{"train loss", train}, {split + " loss", eval}}, {"#1f77b4", "#d62728"}, 0, inf);
-  panel(left + pw + gap, split + " accuracy", {{split + " accuracy", acc}}, {"#2ca02c"}, 0, 1);
+  if (names.accuracy) panel(left + pw + gap, split + " accuracy", {{split + " accuracy", acc}}, {"#2ca02c"}, 0, 1);
   return s + "</svg>\n";
 }
 

@@ -8,8 +8,10 @@
 //   batch_size, seed.
 // Stored by mnist_mlp and mnist_cnn besides (run_settings): limit, and the
 //   training data as the model sees it: its example count and the
-//   normalisation mean and std fitted to it. char_lm adds its own (the model's
-//   shape, dropout, steps per epoch, and the text's size and checksum).
+//   normalisation mean and std fitted to it. char_lm and seq_lstm add their
+//   own (the model's shape, dropout, steps per epoch, seq_lstm's clipping, and
+//   the text's size and checksum); autoencoder its code size, --limit and the
+//   training set's example count.
 // Not stored (free to change on resume):
 //   --epochs     training longer is what resuming is for (the schedule is then
 //                laid over the new total of epochs);
@@ -18,7 +20,7 @@
 //   --amp        the same computation at another precision (the loss scale
 //                starts again from its initial value);
 //   --data       the path may move: the data itself is checked by its count
-//                and normalisation (char_lm: its size and checksum);
+//                and normalisation (char_lm, seq_lstm: its size and checksum);
 //   --save, --checkpoint, --resume, --metrics: where files go.
 #pragma once
 #include <rumus/rumus.hpp>
