@@ -151,6 +151,9 @@ int train(const example::Options& o, std::int64_t latent, std::int64_t grid, con
               (long long)o.batch_size, o.threads, dev.str().c_str());
   std::fflush(stdout);
 
+  // --amp: dynamic loss scaling for the 16-bit gradients; without it the scaler passes everything through.
+  optim::GradScaler scaler({.enabled = o.amp});
+
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), steps_per_epoch);
@@ -160,9 +163,14 @@ int train(const example::Options& o, std::int64_t latent, std::int64_t grid, con
     for (auto& [x, y] : train_loader) {
       if (steps == steps_per_epoch) break;  // --limit
       Tensor images = x.to(dev);
-      Tensor loss = mse_loss(net(images), images);  // the image is its own target
-      GradientStore grads = backward(loss);
-      opt->step(grads);
+      Tensor loss;
+      {
+        AutocastGuard amp(o.amp);  // --amp: convolutions in 16 bits, the loss in f32
+        loss = mse_loss(net(images), images);  // the image is its own target
+      }
+      GradientStore grads = backward(scaler.scale(loss));  // scaled under --amp
+      scaler.step(*opt, grads);  // unscaled first; skipped on inf/nan
+      scaler.update();
       sched->step();
       ++state.step;
       const Tensor l = loss.detach();
@@ -205,8 +213,6 @@ int main(int argc, char** argv) {
                "autoencoder"};
   example::add_options(app, options);
   app.get_option("--seed")->description("seeds initialisation and shuffling");
-  // No --amp: conv_transpose2d has no autocast rule, so the decoder cannot run in 16 bits.
-  app.remove_option(app.get_option("--amp"));
   app.add_option("--latent", latent, "numbers in the code of each image")->type_name("N")->capture_default_str()->check(example::whole_number(1));
   app.add_option("--images", images, "PNG rewritten after every epoch: test images above their reconstructions")->type_name("PATH")->capture_default_str();
   app.add_option("--grid", grid, "test images in the PNG")->type_name("N")->capture_default_str()->check(example::whole_number(1));
