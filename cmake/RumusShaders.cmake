@@ -13,7 +13,7 @@ function(rumus_embed_shaders out_var)
   set(table "")
   # Shaders whose arithmetic type is REAL (shaders/common.glsl) are compiled a
   # second time with -DRUMUS_F64 as <name>_f64: double arithmetic for f64 tensors.
-  set(f64_variants elementwise reduce softmax layer_norm conv pool random index_add scan sort)
+  set(f64_variants elementwise reduce softmax layer_norm conv pool random index_add scan sort lstm_cell)
   set(variants "")
   foreach(src IN LISTS shader_sources)
     get_filename_component(name ${src} NAME_WE)

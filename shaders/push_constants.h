@@ -153,6 +153,15 @@ RUMUS_PUSH_BLOCK(IndexPush) {
 // Prefix sums and products (shaders/scan.comp) along the middle dim of
 // contiguous [outer, n, inner] views; op is ScanOp (0 sum, 1 product), or
 // ExtremeOp (0 max, 1 min) in the cumextreme variant, which writes indices too.
+// lstm_cell.comp: one LSTM step over [batch, hidden] units; off[] are the
+// operands' element offsets in binding order (src/backend/vulkan/lstm.cpp).
+#ifdef PUSH_LSTM
+RUMUS_PUSH_BLOCK(LstmPush) {
+  uint batch, hidden, has_dc;
+  int off[7];
+} RUMUS_PUSH_END
+#endif
+
 #ifdef PUSH_SCAN
 RUMUS_PUSH_BLOCK(ScanPush) {
   uint outer, n, inner, op;

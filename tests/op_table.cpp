@@ -557,6 +557,15 @@ const std::vector<OpCase>& op_table() {
          auto [out, hc] = m.forward(x[0], {});
          return cat({out.flatten(), std::get<0>(hc).flatten(), std::get<1>(hc).flatten()}, 0);
        }},
+      // The fused LSTM step (one kernel each way), alone and as libtorch's lstm_cell.
+      {"lstm_cell_gates", {{3, 8}, {3, 8}, {3, 2}}, [](V x) {
+         auto [h, c] = lstm_cell_gates(x[0] * 2.0, x[1], x[2]);
+         return cat({h.flatten(), c.flatten()}, 0);
+       }},
+      {"lstm_cell", {{2, 3}, {2, 4}, {2, 4}, {16, 3}, {16, 4}, {16}}, [](V x) {
+         auto [h, c] = lstm_cell(x[0], {x[1], x[2]}, x[3], x[4], x[5]);
+         return cat({h.flatten(), (c * 0.5).flatten()}, 0);
+       }},
       {"gru", {{3, 2, 3}, {1, 2, 4}}, [](V x) {
          auto m = fixed_recurrent<nn::GRU>({.input_size = 3, .hidden_size = 4}, x[0]);
          auto [out, h] = m.forward(x[0], x[1]);

@@ -1028,3 +1028,40 @@ TEST(NnErrors, ChannelDropout) {
   expect_error<DTypeError>([] { dropout1d(zeros({2, 3}, {.dtype = DType::i64}), 0.5); },
                            "dropout1d: expected a floating-point tensor, got i64");
 }
+
+TEST(NnErrors, LstmCell) {
+  expect_error<ShapeError>([] { lstm_cell_gates(zeros({2, 8}), zeros({2, 8}), zeros({2, 3})); },
+                           "lstm_cell_gates: expected input_gates and hidden_gates of shape [2, 12] (cx [2, 3] has 4 "
+                           "gates of hidden 3), got [2, 8] and [2, 8]");
+  expect_error<ShapeError>([] { lstm_cell_gates(zeros({2, 8}), zeros({2, 8}), zeros({2, 2, 2})); },
+                           "lstm_cell_gates: expected cx of 2 dims [batch, hidden], got [2, 2, 2]");
+  expect_error<DTypeError>(
+      [] { lstm_cell_gates(zeros({2, 8}), zeros({2, 8}, {.dtype = DType::f64}), zeros({2, 2})); },
+      "lstm_cell_gates: expected every operand in f32 (input_gates' dtype), got f64");
+  expect_error<DTypeError>(
+      [] { lstm_cell_gates(zeros({2, 8}, {.dtype = DType::i64}), zeros({2, 8}), zeros({2, 2})); },
+      "lstm_cell_gates: expected a floating-point tensor, got i64");
+  expect_error<ValueError>([] { lstm_cell(zeros({2, 3}), {zeros({2, 2})}, zeros({8, 3}), zeros({8, 2})); },
+                           "lstm_cell: expected hx = {h, c}, two tensors, got 1");
+}
+
+// The fused kernels against the same step composed of ops, on every dtype a
+// kernel takes and on bf16, which composes.
+TEST(LstmCell, FusedStepMatchesTheComposedOne) {
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    Tensor xp = (randn({5, 12}) * 2.0).to(dt).requires_grad_(), hp = randn({5, 12}).to(dt).requires_grad_();
+    Tensor c = randn({5, 3}).to(dt).requires_grad_();
+    auto [h2, c2] = lstm_cell_gates(xp, hp, c);
+    const std::vector<Tensor> g = chunk(xp.detach().to(DType::f64) + hp.detach().to(DType::f64), 4, 1);
+    const Tensor want_c = sigmoid(g[1]) * c.detach().to(DType::f64) + sigmoid(g[0]) * tanh(g[2]);
+    const Tensor want_h = sigmoid(g[3]) * tanh(want_c);
+    const double tol = dt == DType::bf16 ? 3e-2 : dt == DType::f32 ? 4e-6 : 1e-12;
+    EXPECT_LT(max(abs(h2.to(DType::f64) - want_h)).item(), tol);
+    EXPECT_LT(max(abs(c2.to(DType::f64) - want_c)).item(), tol);
+    // Only h' used: c' gets no gradient from outside.
+    GradientStore grads = backward(sum(h2 * h2));
+    EXPECT_TRUE(grads.get(xp).defined() && grads.get(hp).defined() && grads.get(c).defined());
+    EXPECT_EQ(max(abs(grads.get(xp) - grads.get(hp))).item(), 0.0) << "both projections take the gates' gradient";
+  }
+}

@@ -13,6 +13,7 @@
 #include "rumus/ops/dropout.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/join.hpp"
+#include "rumus/ops/rnn_cell.hpp"
 
 namespace rumus::nn {
 
@@ -47,9 +48,7 @@ std::pair<Tensor, Tensor> step(RNNBase::Mode mode, const Tensor& xp, const Tenso
     case RNNBase::Mode::rnn_tanh: return {tanh(add(xp, gh)), Tensor()};
     case RNNBase::Mode::rnn_relu: return {relu(add(xp, gh)), Tensor()};
     case RNNBase::Mode::lstm: {
-      const std::vector<Tensor> g = chunk(add(xp, gh), 4, 1);  // i, f, g, o
-      Tensor c_next = add(mul(sigmoid(g[1]), c), mul(sigmoid(g[0]), tanh(g[2])));
-      Tensor h_next = mul(sigmoid(g[3]), tanh(c_next));
+      auto [h_next, c_next] = lstm_cell_gates(xp, gh, c);  // the gates in one kernel each way
       if (w_hr.defined()) h_next = linear(h_next, w_hr, Tensor());
       return {h_next, c_next};
     }

@@ -24,6 +24,7 @@ using uint = std::uint32_t;
 #define PUSH_LAYER_NORM
 #define PUSH_INDEX
 #define PUSH_SCAN
+#define PUSH_LSTM
 #define PUSH_SORT
 #define PUSH_ATTENTION
 #include "push_constants.h"
@@ -31,7 +32,7 @@ using uint = std::uint32_t;
 static_assert(sizeof(PointwisePush) <= kPushBytes && sizeof(ReducePush) <= kPushBytes && sizeof(ColumnReducePush) <= kPushBytes &&
               sizeof(GemmPush) <= kPushBytes && sizeof(GemmF64Push) <= kPushBytes && sizeof(RandomPush) <= kPushBytes && sizeof(OptimPush) <= kPushBytes &&
               sizeof(ConvPush) <= kPushBytes && sizeof(ConvIgemmPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes && sizeof(LayerNormPush) <= kPushBytes &&
-              sizeof(IndexPush) <= kPushBytes && sizeof(ScanPush) <= kPushBytes && sizeof(SortPush) <= kPushBytes && sizeof(AttentionPush) <= kPushBytes);
+              sizeof(IndexPush) <= kPushBytes && sizeof(ScanPush) <= kPushBytes && sizeof(LstmPush) <= kPushBytes && sizeof(SortPush) <= kPushBytes && sizeof(AttentionPush) <= kPushBytes);
 
 // The two words of a double, for the f64 kernels' push constants.
 inline void split_double(double v, uint& lo, uint& hi) {
