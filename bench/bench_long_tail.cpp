@@ -6,6 +6,7 @@
 // bench/long_tail_vs_torch.sh runs both and records the ratios.
 //
 //   bench_long_tail [--device cpu|vulkan:0|all]... [--reps N (default 20)] [--threads N (CPU; default all)]
+//                   [--only CASE] (one case, e.g. under a profiler)
 //
 // `all` is the CPU, then vulkan:0 when this build and machine have it. Each
 // case runs 3 times to warm up, then N times, each timed alone up to the
@@ -49,7 +50,7 @@ std::pair<double, double> time_case(const Case& c, Device dev, int reps) {
   return {median, ms.front()};
 }
 
-void run_device(Device dev, int reps, int threads) {
+void run_device(Device dev, int reps, int threads, const std::string& only) {
   manual_seed(0);
   const TensorOptions on{.device = dev};
   constexpr std::int64_t kSortN = 1 << 20, kTopK = 100, kRows = 4096, kCols = 1024;
@@ -74,6 +75,7 @@ void run_device(Device dev, int reps, int threads) {
   };
   const std::string thread_note = dev.is_cpu() ? "; " + std::to_string(threads) + " threads" : "";
   for (const Case& c : cases) {
+    if (!only.empty() && only != c.name) continue;
     const auto [median, best] = time_case(c, dev, reps);
     std::printf("rumus %s %s: %.4f ms (median of %d, min %.4f; %s%s)\n", dev.str().c_str(), c.name, median, reps,
                 best, c.what, thread_note.c_str());
@@ -95,14 +97,16 @@ bool has_device(Device dev) {
 int main(int argc, char** argv) {
   std::vector<std::string> devices;
   int reps = 20;
+  std::string only;
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (!std::strcmp(argv[i], "--device") && has_value) devices.push_back(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && has_value) reps = std::max(1, std::stoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--threads") && has_value) threads = std::max(1, std::stoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--only") && has_value) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--device cpu|vulkan:0|all]... [--reps N] [--threads N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--device cpu|vulkan:0|all]... [--reps N] [--threads N] [--only CASE]\n", argv[0]);
       return 2;
     }
   }
@@ -110,9 +114,9 @@ int main(int argc, char** argv) {
   set_num_threads(threads);
   for (const std::string& name : devices) {
     if (name == "all") {
-      run_device(Device::parse("cpu"), reps, threads);
+      run_device(Device::parse("cpu"), reps, threads, only);
       const Device gpu = Device::parse("vulkan:0");
-      if (has_device(gpu)) run_device(gpu, reps, threads);
+      if (has_device(gpu)) run_device(gpu, reps, threads, only);
       else std::printf("no vulkan:0 here: CPU only\n");
       continue;
     }
@@ -121,6 +125,6 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: this build or machine has no %s\n", argv[0], name.c_str());
       return 1;
     }
-    run_device(dev, reps, threads);
+    run_device(dev, reps, threads, only);
   }
 }

@@ -179,6 +179,42 @@ TEST(Sort, StableWithTiesAndNaNOnEveryDevice) {
     }
 }
 
+// Rows long enough for the CPU's radix sort, in every dtype, with -0 and +0
+// (equal, so kept in order), both infinities, NaN and negatives of several
+// magnitudes: the order of a stable comparison sort of the stored values.
+TEST(Sort, LongRowsOfEveryDTypeSortStably) {
+  std::mt19937_64 rng(33);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> special = {-0.0, 0.0, inf, -inf, nan, -1e-30, 1e-30, -3e5, 3e5, -1.5, 1.5};
+  std::uniform_int_distribution<std::size_t> pick(0, special.size() + 2);
+  std::uniform_int_distribution<int> small(-100, 100);
+  constexpr std::int64_t rows = 2, n = 1500;
+  std::vector<double> v(std::size_t(rows * n));
+  for (double& x : v) {
+    const std::size_t p = pick(rng);
+    x = p < special.size() ? special[p] : double(small(rng));
+  }
+  for (Device dev : test_devices())
+    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8})
+      for (bool descending : {false, true}) {
+        if (!is_floating(dt) && !dev.is_cpu()) continue;  // the integer case above covers GPUs
+        // Integers take the small values only (u8 their absolute values).
+        std::vector<double> w = v;
+        if (!is_floating(dt))
+          for (double& x : w) x = std::isfinite(x) && std::abs(x) <= 100 ? std::trunc(dt == DType::u8 ? std::abs(x) : x) : 7;
+        Tensor x = tensor(w, {rows, n}).to(dt);
+        const std::vector<double> stored = x.to(DType::f64).to_vector<double>();
+        const std::vector<std::int64_t> got = std::get<1>(sort(x.to(dev), 1, descending)).to_vector<std::int64_t>();
+        for (std::int64_t r = 0; r < rows; ++r) {
+          std::vector<float> row(stored.begin() + r * n, stored.begin() + (r + 1) * n);
+          const std::vector<std::int64_t> want = stable_order(row.data(), n, descending);
+          for (std::int64_t j = 0; j < n; ++j)
+            ASSERT_EQ(got[std::size_t(r * n + j)], want[std::size_t(j)])
+                << dev.str() << " " << dtype_name(dt) << (descending ? " descending" : "") << " row " << r << " at " << j;
+        }
+      }
+}
+
 TEST(Sort, TopkAndKthvalueOnEveryDevice) {
   const std::vector<float> v = tied_values(2 * 37, 9);
   for (Device dev : test_devices()) {
