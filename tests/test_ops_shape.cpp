@@ -369,6 +369,34 @@ TEST(Scan, IntegersOnEveryDevice) {
   }
 }
 
+// Rows wide enough for the CPU to split the columns among threads, one and
+// several outer slices, repeated indices and per-column indices: a walk here.
+TEST(Gather, ScatterAddOfWideRowsMatchesAWalk) {
+  std::mt19937_64 rng(41);
+  for (std::int64_t outer : {1, 3})
+    for (std::int64_t inner : {64, 100}) {
+      constexpr std::int64_t n = 50, m = 400;
+      std::uniform_int_distribution<std::int64_t> pick(0, n - 1);
+      std::vector<std::int64_t> ix(std::size_t(outer * m * inner));
+      for (std::int64_t& i : ix) i = pick(rng);
+      std::vector<double> src(ix.size()), self(std::size_t(outer * n * inner));
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = double(i % 17) - 8;
+      for (std::size_t i = 0; i < self.size(); ++i) self[i] = double(i % 5);
+      std::vector<double> want = self;
+      for (std::int64_t o = 0; o < outer; ++o)
+        for (std::int64_t j = 0; j < m; ++j)
+          for (std::int64_t k = 0; k < inner; ++k) {
+            const std::size_t at = std::size_t((o * m + j) * inner + k);
+            want[std::size_t((o * n + ix[at]) * inner + k)] += src[at];
+          }
+      for (Device dev : test_devices()) {
+        Tensor out = scatter_add(tensor(self, {outer, n, inner}).to(dev), 1, tensor(ix, {outer, m, inner}).to(dev),
+                                 tensor(src, {outer, m, inner}).to(dev));
+        EXPECT_EQ(out.to_vector<double>(), want) << dev.str() << " outer " << outer << " inner " << inner;
+      }
+    }
+}
+
 TEST(Diagonal, IsAViewThatWritesThrough) {
   for (Device dev : test_devices()) {
     Tensor x = zeros({3, 4}, {.device = dev});
