@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <set>
 #include <string>
 
@@ -150,6 +151,52 @@ TEST(OpValues, LargeParallelReductionsMatchSerial) {
   EXPECT_NEAR(col.to_vector<double>()[7], [&] { double s = 0; for (int i = 0; i < 300; ++i) s += v[i * 500 + 7]; return s; }(), 1e-9);
   Tensor y = add(x, x.t().contiguous().t());
   EXPECT_EQ(y.to_vector<double>()[1234], 2 * v[1234]);
+}
+
+TEST(OpValues, MaxAndMinOfLongRowsMatchAScalarWalk) {
+  // Rows long enough for the CPU's vector lanes, with and without NaN and
+  // infinities, some rows' lengths not a multiple of the lanes, in floating
+  // and integer dtypes; amax/amin over dim 1 against a walk here.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (std::int64_t n : {128, 300, 1000}) {
+    constexpr std::int64_t rows = 6;
+    std::mt19937 rng{std::uint32_t(n)};
+    std::uniform_int_distribution<int> pick(-100, 100);
+    std::vector<double> v(std::size_t(rows * n));
+    for (double& e : v) e = pick(rng);
+    v[std::size_t(1 * n + n - 1)] = nan;  // last of its row, past the lanes when n is not a multiple
+    v[std::size_t(2 * n + 3)] = inf;
+    v[std::size_t(3 * n + 70)] = -inf;
+    v[std::size_t(4 * n + 5)] = nan;
+    v[std::size_t(4 * n + 6)] = inf;
+    for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::i32, DType::i64}) {
+      std::vector<double> w = v;
+      if (!is_floating(dt))
+        for (double& e : w) e = std::isfinite(e) ? e : 7;
+      Tensor x = tensor(w, {rows, n}).to(dt);
+      const std::vector<double> got_max = amax(x, {1}).to(DType::f64).to_vector<double>();
+      const std::vector<double> got_min = amin(x, {1}).to(DType::f64).to_vector<double>();
+      const std::vector<double> stored = x.to(DType::f64).to_vector<double>();
+      for (std::int64_t r = 0; r < rows; ++r) {
+        double hi = stored[std::size_t(r * n)], lo = hi;
+        bool has_nan = false;
+        for (std::int64_t j = 0; j < n; ++j) {
+          const double e = stored[std::size_t(r * n + j)];
+          has_nan = has_nan || std::isnan(e);
+          hi = std::max(hi, e);
+          lo = std::min(lo, e);
+        }
+        const std::string where = std::string(dtype_name(dt)) + " n " + std::to_string(n) + " row " + std::to_string(r);
+        if (has_nan) {
+          EXPECT_TRUE(std::isnan(got_max[std::size_t(r)])) << where;
+          EXPECT_TRUE(std::isnan(got_min[std::size_t(r)])) << where;
+        } else {
+          EXPECT_EQ(got_max[std::size_t(r)], hi) << where;
+          EXPECT_EQ(got_min[std::size_t(r)], lo) << where;
+        }
+      }
+    }
+  }
 }
 
 TEST(OpValues, ColumnSumsOfContiguousRowsMatchPerColumnSums) {

@@ -179,6 +179,42 @@ TEST(Sort, StableWithTiesAndNaNOnEveryDevice) {
     }
 }
 
+// Rows long enough for the CPU's radix sort, in every dtype, with -0 and +0
+// (equal, so kept in order), both infinities, NaN and negatives of several
+// magnitudes: the order of a stable comparison sort of the stored values.
+TEST(Sort, LongRowsOfEveryDTypeSortStably) {
+  std::mt19937_64 rng(33);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> special = {-0.0, 0.0, inf, -inf, nan, -1e-30, 1e-30, -3e5, 3e5, -1.5, 1.5};
+  std::uniform_int_distribution<std::size_t> pick(0, special.size() + 2);
+  std::uniform_int_distribution<int> small(-100, 100);
+  constexpr std::int64_t rows = 2, n = 1500;
+  std::vector<double> v(std::size_t(rows * n));
+  for (double& x : v) {
+    const std::size_t p = pick(rng);
+    x = p < special.size() ? special[p] : double(small(rng));
+  }
+  for (Device dev : test_devices())
+    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8})
+      for (bool descending : {false, true}) {
+        if (!is_floating(dt) && !dev.is_cpu()) continue;  // the integer case above covers GPUs
+        // Integers take the small values only (u8 their absolute values).
+        std::vector<double> w = v;
+        if (!is_floating(dt))
+          for (double& x : w) x = std::isfinite(x) && std::abs(x) <= 100 ? std::trunc(dt == DType::u8 ? std::abs(x) : x) : 7;
+        Tensor x = tensor(w, {rows, n}).to(dt);
+        const std::vector<double> stored = x.to(DType::f64).to_vector<double>();
+        const std::vector<std::int64_t> got = std::get<1>(sort(x.to(dev), 1, descending)).to_vector<std::int64_t>();
+        for (std::int64_t r = 0; r < rows; ++r) {
+          std::vector<float> row(stored.begin() + r * n, stored.begin() + (r + 1) * n);
+          const std::vector<std::int64_t> want = stable_order(row.data(), n, descending);
+          for (std::int64_t j = 0; j < n; ++j)
+            ASSERT_EQ(got[std::size_t(r * n + j)], want[std::size_t(j)])
+                << dev.str() << " " << dtype_name(dt) << (descending ? " descending" : "") << " row " << r << " at " << j;
+        }
+      }
+}
+
 TEST(Sort, TopkAndKthvalueOnEveryDevice) {
   const std::vector<float> v = tied_values(2 * 37, 9);
   for (Device dev : test_devices()) {
@@ -331,6 +367,34 @@ TEST(Scan, IntegersOnEveryDevice) {
     const std::vector<std::int64_t> running = std::get<0>(cummax(x, 0)).to_vector<std::int64_t>();
     EXPECT_EQ(running.back(), *std::max_element(v.begin(), v.end())) << dev.str();
   }
+}
+
+// Rows wide enough for the CPU to split the columns among threads, one and
+// several outer slices, repeated indices and per-column indices: a walk here.
+TEST(Gather, ScatterAddOfWideRowsMatchesAWalk) {
+  std::mt19937_64 rng(41);
+  for (std::int64_t outer : {1, 3})
+    for (std::int64_t inner : {64, 100}) {
+      constexpr std::int64_t n = 50, m = 400;
+      std::uniform_int_distribution<std::int64_t> pick(0, n - 1);
+      std::vector<std::int64_t> ix(std::size_t(outer * m * inner));
+      for (std::int64_t& i : ix) i = pick(rng);
+      std::vector<double> src(ix.size()), self(std::size_t(outer * n * inner));
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = double(i % 17) - 8;
+      for (std::size_t i = 0; i < self.size(); ++i) self[i] = double(i % 5);
+      std::vector<double> want = self;
+      for (std::int64_t o = 0; o < outer; ++o)
+        for (std::int64_t j = 0; j < m; ++j)
+          for (std::int64_t k = 0; k < inner; ++k) {
+            const std::size_t at = std::size_t((o * m + j) * inner + k);
+            want[std::size_t((o * n + ix[at]) * inner + k)] += src[at];
+          }
+      for (Device dev : test_devices()) {
+        Tensor out = scatter_add(tensor(self, {outer, n, inner}).to(dev), 1, tensor(ix, {outer, m, inner}).to(dev),
+                                 tensor(src, {outer, m, inner}).to(dev));
+        EXPECT_EQ(out.to_vector<double>(), want) << dev.str() << " outer " << outer << " inner " << inner;
+      }
+    }
 }
 
 TEST(Diagonal, IsAViewThatWritesThrough) {

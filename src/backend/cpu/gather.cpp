@@ -1,6 +1,8 @@
 // CPU kernels of the gather family (../gather.hpp).
 #include "../gather.hpp"
 
+#include <algorithm>
+
 #include "cpu_backend.hpp"
 #include "cpu_loops.hpp"
 
@@ -45,16 +47,25 @@ void scatter_add(Backend&, TensorArg out, TensorArg index, TensorArg src) {
     using T = scalar_t;
     const T* s = base_of<T>(src);
     T* o = base_of<T>(out);
-    // Threads own distinct (outer, column) pairs, which never share a
-    // destination; within one, the rows add in index order, so results repeat.
-    const std::int64_t columns = z.outer * z.inner;
-    _Pragma("omp parallel for schedule(static) if (columns * z.m > kParallelGrain && columns > 1)")
-    for (std::int64_t c = 0; c < columns; ++c) {
-      const std::int64_t ob = c / z.inner, k = c % z.inner;
-      T* dst = o + ob * z.n * z.inner + k;
+    // Threads own distinct (outer, block of columns) pairs, which never share
+    // a destination; within one, the rows add in index order, so results
+    // repeat. Each thread walks its rows of index and src in order, a block
+    // of adjacent columns at a time (one column at a time strode through all
+    // of them once per column). Blocks are at least a cache line wide.
+    const std::int64_t threads = omp_get_max_threads();
+    const std::int64_t blocks = std::clamp<std::int64_t>(threads / std::max<std::int64_t>(z.outer, 1), 1,
+                                                         std::max<std::int64_t>(1, z.inner / 16));
+    const std::int64_t width = (z.inner + blocks - 1) / blocks, units = z.outer * blocks;
+    _Pragma("omp parallel for schedule(static) if (z.outer * z.inner * z.m > kParallelGrain && units > 1)")
+    for (std::int64_t u = 0; u < units; ++u) {
+      const std::int64_t ob = u / blocks, k0 = (u % blocks) * width, k1 = std::min(z.inner, k0 + width);
+      T* dst = o + ob * z.n * z.inner;
       for (std::int64_t j = 0; j < z.m; ++j) {
-        const std::int64_t at = (ob * z.m + j) * z.inner + k;
-        dst[ix[at] * z.inner] = store<T>(load(dst[ix[at] * z.inner]) + load(s[at]));
+        const std::int64_t row = (ob * z.m + j) * z.inner;
+        for (std::int64_t k = k0; k < k1; ++k) {
+          T& d = dst[ix[row + k] * z.inner + k];
+          d = store<T>(load(d) + load(s[row + k]));
+        }
       }
     }
   });

@@ -56,6 +56,19 @@ bool reduces_leading_dims(const Shape& out, const Shape& in) {
   return kept_seen;
 }
 
+// acc[k] becomes the larger (smaller) of acc[k] and x[k], and probe[k] NaN
+// where some x[k] is NaN or infinite: selects between separate arrays, which
+// the compiler vectorizes (a running extreme in one variable it does not).
+constexpr std::int64_t kExtremeLanes = 64;
+template <bool kMax, class T, class V>
+inline void extreme_into(V* __restrict acc, V* __restrict probe, const T* __restrict x, std::int64_t n) {
+  for (std::int64_t k = 0; k < n; ++k) {
+    const V v = load(x[k]);
+    acc[k] = (kMax ? v > acc[k] : v < acc[k]) ? v : acc[k];
+    probe[k] += v * V(0);
+  }
+}
+
 }  // namespace
 
 void reduce(Backend& be, ReduceOp op, TensorArg out, TensorArg in) {
@@ -113,12 +126,39 @@ void reduce(Backend& be, ReduceOp op, TensorArg out, TensorArg in) {
       }
       A acc = A(load(x[base]));
       const bool is_max = op == ReduceOp::max;
-      walk(red_it, base, [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+      auto fold = [&](std::int64_t off, std::int64_t n, std::int64_t st) {
         for (std::int64_t i = 0; i < n; ++i) {
           A v = A(load(x[off + i * st]));
           if (v != v) acc = v;  // NaN propagates
           else if (acc == acc && (is_max ? v > acc : v < acc)) acc = v;
         }
+      };
+      walk(red_it, base, [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+        using V = acc_t<T>;
+        if (st != 1 || n < 2 * kExtremeLanes) return fold(off, n, st);
+        // A contiguous run: kExtremeLanes running extremes in T's arithmetic,
+        // which compile to vector max/min (the loop above, in double with a
+        // branch per element, took most of logsumexp's time). A run holding
+        // NaN (or infinity: the probe cannot tell) is folded again element by
+        // element, so which NaN wins stays the loop's.
+        V lane[kExtremeLanes], probe[kExtremeLanes] = {};
+        for (V& l : lane) l = load(x[off]);
+        std::int64_t i = 0;
+        for (; i + kExtremeLanes <= n; i += kExtremeLanes) {
+          if (is_max) extreme_into<true>(lane, probe, x + off + i, kExtremeLanes);
+          else extreme_into<false>(lane, probe, x + off + i, kExtremeLanes);
+        }
+        V sum = 0;
+        for (const V p : probe) sum += p;
+        if (sum != sum) return fold(off, n, st);
+        // The lanes halved in the same vector selects, then one fold.
+        for (std::int64_t w = kExtremeLanes / 2; w >= 1; w /= 2) {
+          if (is_max) extreme_into<true>(lane, probe, lane + w, w);
+          else extreme_into<false>(lane, probe, lane + w, w);
+        }
+        const A v = A(lane[0]);
+        if (acc == acc && (is_max ? v > acc : v < acc)) acc = v;
+        fold(off + i, n - i, st);
       });
       return acc;
     };
