@@ -234,6 +234,32 @@ TEST(Sort, TopkAndKthvalueOnEveryDevice) {
   }
 }
 
+// Rows long enough for the CPU's selection to split them into chunks: the
+// first k under ties and NaN across chunk borders, in several dtypes, along
+// a first dim too, are the stable sort's first k.
+TEST(Sort, TopkOfLongRowsIsTheSortsFirstK) {
+  const std::int64_t n = 3 * 65536 + 7, k = 60;
+  std::vector<float> smooth(std::size_t(2 * n));
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal;
+  for (float& v : smooth) v = normal(rng);
+  for (const std::vector<float>& v : {tied_values(std::size_t(2 * n), 4), smooth})
+    for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::i32})
+      for (bool largest : {true, false})
+        for (std::int64_t dim : {0, 1}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + (largest ? " largest" : " smallest") + " dim " +
+                       std::to_string(dim));
+          Tensor x = tensor(v, {2, n}).to(dt);
+          if (dim == 0) x = x.t();
+          auto [top, top_i] = topk(x, k, dim, largest);
+          auto [all, order] = sort(x, dim, largest);
+          const Tensor first = all.narrow(dim, 0, k).to(DType::f64), got = top.to(DType::f64);
+          EXPECT_EQ(sum(ne(top_i, order.narrow(dim, 0, k))).item(), 0.0);
+          EXPECT_EQ(sum(ne(isnan(got), isnan(first))).item(), 0.0);
+          EXPECT_EQ(sum(ne(where(isnan(got), 0.0, got), where(isnan(first), 0.0, first))).item(), 0.0);
+        }
+}
+
 // Columns longer than the Vulkan kernel's 512-element chunks, along a middle dim.
 TEST(Scan, CumsumAndCumprodOnEveryDevice) {
   const std::int64_t outer = 2, n = 1300, inner = 3;

@@ -14,4 +14,13 @@ struct SortKernel {
   using Fn = void(Backend&, TensorArg values, TensorArg indices, TensorArg in, bool descending);
 };
 
+// The first k elements of each row in the order the sort gives (largest:
+// the descending one, ties and NaN alike), without ordering the rest: values
+// and indices [rows, k], the kernel of topk(). Optional: where a device has
+// none, topk() sorts the rows and keeps the first k.
+struct TopkKernel {
+  static constexpr std::string_view name = "topk";
+  using Fn = void(Backend&, TensorArg values, TensorArg indices, TensorArg in, std::int64_t k, bool largest);
+};
+
 }  // namespace rumus

@@ -69,9 +69,24 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x_, std::int64_t k, std::int64_t d
   const std::int64_t n = x.shape()[dim];
   if (k < 0 || k > n)
     throw ShapeError(fmt::format("topk: k ({}) is out of range for dim {} of size {}", k, dim, n));
-  auto [all, order] = sorted(op, x, dim, largest);
-  Tensor indices = order.narrow(dim, 0, k).contiguous();
-  Tensor values = autograd::needs_grad({&x}) ? gather(x, dim, indices) : all.narrow(dim, 0, k).contiguous();
+  Tensor indices, values;
+  if (detail::has_kernels<TopkKernel>(x) && x.numel() > 0) {  // select k without sorting the rest
+    const Tensor last = movedim(x.detach(), dim, -1).contiguous();
+    Shape moved = last.shape();
+    moved.back() = k;
+    const std::int64_t rows = x.numel() / n;
+    Tensor v = detail::alloc({rows, k}, x.dtype(), x.device(), op);
+    Tensor i = detail::alloc({rows, k}, DType::i64, x.device(), op);
+    detail::kernel<TopkKernel>(op, last)(arg(v), arg(i), arg(last, Layout::contiguous({rows, n}, last.offset())), k,
+                                         largest);
+    indices = movedim(i.view(moved), -1, dim).contiguous();
+    values = movedim(v.view(moved), -1, dim).contiguous();
+  } else {
+    auto [all, order] = sorted(op, x, dim, largest);
+    indices = order.narrow(dim, 0, k).contiguous();
+    values = all.narrow(dim, 0, k).contiguous();
+  }
+  if (autograd::needs_grad({&x})) values = gather(x, dim, indices);
   if (x_.dim() == 0) return {values.reshape({}), indices.reshape({})};
   return {values, indices};
 }

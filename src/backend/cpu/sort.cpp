@@ -1,4 +1,5 @@
-// CPU kernels of the sort family (../sort.hpp), the rows spread over threads.
+// CPU kernels of the sort family (../sort.hpp), the rows spread over threads;
+// topk selects its k by a heap instead of sorting the row.
 // A row of at least kRadixMin elements is sorted by an LSD radix sort of
 // order-preserving unsigned keys (linear in n, and stable by construction);
 // shorter rows by a stable comparison sort of their positions.
@@ -11,6 +12,9 @@
 #include <limits>
 #include <numeric>
 #include <type_traits>
+#include <vector>
+
+#include <omp.h>
 
 #include "cpu_backend.hpp"
 #include "cpu_loops.hpp"
@@ -153,11 +157,93 @@ void sort(Backend& be, TensorArg values, TensorArg indices, TensorArg in, bool d
   });
 }
 
+// Whether element a of `row` comes before element b in the sort's order:
+// by value (NaN the largest), then by position, so a strict total order and
+// the selection below picks exactly the sort's first k.
+template <class T>
+struct Before {
+  const T* row;
+  bool largest;
+  bool operator()(std::int64_t a, std::int64_t b) const {
+    const acc_t<T> va = load(row[a]), vb = load(row[b]);
+    const bool na = is_nan(va), nb = is_nan(vb);
+    if (na || nb) {
+      if (na != nb) return largest ? na : nb;
+    } else if (va != vb) {
+      return largest ? va > vb : va < vb;
+    }
+    return a < b;
+  }
+};
+
+// The k first positions of [begin, end) under `before`, in no order: a heap
+// whose top is the last one kept, so most elements cost one comparison.
+template <class T>
+void select_range(const Before<T>& before, std::int64_t begin, std::int64_t end, std::int64_t k,
+                  std::vector<std::int64_t>& kept) {
+  kept.clear();
+  for (std::int64_t e = begin; e < end; ++e) {
+    if (std::int64_t(kept.size()) < k) {
+      kept.push_back(e);
+      std::push_heap(kept.begin(), kept.end(), before);
+    } else if (before(e, kept.front())) {
+      std::pop_heap(kept.begin(), kept.end(), before);
+      kept.back() = e;
+      std::push_heap(kept.begin(), kept.end(), before);
+    }
+  }
+}
+
+// Rows spread over threads; a row longer than kChunk elements is also split
+// into chunks (for one long row, every thread takes a part), whose selections
+// are merged.
+constexpr std::int64_t kChunk = std::int64_t(1) << 16;
+
+void topk(Backend&, TensorArg values, TensorArg indices, TensorArg in, std::int64_t k, bool largest) {
+  for (TensorArg t : {values, indices, in}) require_contiguous("topk", t);
+  const Shape& s = in.layout->shape;
+  if (s.size() != 2 || values.layout->shape != Shape{s[0], k} || indices.layout->shape != Shape{s[0], k} ||
+      indices.dtype != DType::i64 || k < 0 || k > s[1])
+    throw Error("topk: cpu kernel needs a 2-D input, [rows, k] outputs and i64 indices");
+  const std::int64_t rows = s[0], n = s[1];
+  if (rows == 0 || k == 0) return;
+  const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), n / kChunk));
+  std::int64_t* ix = base_of<std::int64_t>(indices);
+  RUMUS_DISPATCH_ALL(in.dtype, "topk", [&] {
+    using T = scalar_t;
+    const T* x = base_of<T>(in);
+    T* y = base_of<T>(values);
+    std::vector<std::vector<std::int64_t>> kept(std::size_t(rows * chunks));
+    _Pragma("omp parallel for schedule(dynamic) if (rows * n > kParallelGrain)")
+    for (std::int64_t job = 0; job < rows * chunks; ++job) {
+      const std::int64_t r = job / chunks, c = job % chunks;
+      select_range(Before<T>{x + r * n, largest}, n * c / chunks, n * (c + 1) / chunks, k, kept[std::size_t(job)]);
+    }
+    _Pragma("omp parallel for schedule(dynamic) if (rows > 1 && rows * k > kParallelGrain)")
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::vector<std::int64_t> order;
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        const auto& part = kept[std::size_t(r * chunks + c)];
+        order.insert(order.end(), part.begin(), part.end());
+      }
+      const Before<T> before{x + r * n, largest};
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+      for (std::int64_t j = 0; j < k; ++j) {
+        ix[r * k + j] = order[std::size_t(j)];
+        y[r * k + j] = x[r * n + order[std::size_t(j)]];
+      }
+    }
+  });
+}
+
 }  // namespace
 }  // namespace rumus::cpu
 
 namespace rumus {
 
-RUMUS_KERNEL_FAMILY(cpu, sort) { register_kernel<SortKernel>(Device::Kind::cpu, kAllDTypes, &cpu::sort); }
+RUMUS_KERNEL_FAMILY(cpu, sort) {
+  register_kernel<SortKernel>(Device::Kind::cpu, kAllDTypes, &cpu::sort);
+  register_kernel<TopkKernel>(Device::Kind::cpu, kAllDTypes, &cpu::topk);
+}
 
 }  // namespace rumus
