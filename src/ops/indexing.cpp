@@ -124,8 +124,28 @@ Tensor scatter_add(const Tensor& self_, std::int64_t dim, const Tensor& index_, 
   check_index(op, src, "src", dim, index, true);
   const std::int64_t n = self.shape()[dim];
   detail::check_indices(op, "index", index.contiguous(), n);
-  Tensor added = scatter_into_zeros(op, narrow_to(src, index, dim, true), dim, index, n);
-  Tensor out = add(self, pad_to(added, self.shape()));
+  const Tensor part = narrow_to(src, index, dim, true);
+  bool covers = true;  // index spans self off dim: no padding, so scatter into a copy of self
+  for (std::int64_t d = 0; d < self.dim(); ++d) covers = covers && (d == dim || index.shape()[d] == self.shape()[d]);
+  if (!covers) {
+    Tensor added = scatter_into_zeros(op, part, dim, index, n);
+    Tensor out = add(self, pad_to(added, self.shape()));
+    return self_.dim() == 0 ? out.reshape({}) : out;
+  }
+  // One copy of self and the scatter into it, where the composition above
+  // fills a zero table, scatters and adds self: three passes over self.
+  Tensor out = self.detach().clone();
+  const auto [outer, inner] = outer_inner(self.shape(), dim);
+  const std::int64_t m = index.shape()[dim];
+  Tensor values = part.detach().contiguous(), rows = index.contiguous();
+  if (values.numel() > 0)
+    detail::kernel<ScatterAddKernel>(op, values)(arg(out, Layout::contiguous({outer, n, inner}, out.offset())),
+                                                 arg(rows, Layout::contiguous({outer, m, inner}, rows.offset())),
+                                                 arg(values, Layout::contiguous({outer, m, inner}, values.offset())));
+  if (autograd::needs_grad({&self, &part}))
+    autograd::record(op, {self, part}, out, [dim, si = autograd::SavedTensor(rows)](const Tensor& g) {
+      return std::vector<Tensor>{g, gather(g, dim, si.get())};
+    }, {}, autograd::Backward::differentiable);
   return self_.dim() == 0 ? out.reshape({}) : out;
 }
 
