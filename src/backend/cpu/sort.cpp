@@ -98,10 +98,11 @@ struct RadixScratch {
 
 template <class T, class K>
 void radix_sort_row(const T* row, T* y, std::int64_t* order, std::int64_t n, bool descending, RadixScratch<K>& s) {
-  // The 32-bit positions first: K's alignment is at most 8 and 8 * n bytes keep it.
+  // The 32-bit positions first: their 2 * n words take 8 * n bytes, which
+  // keeps the keys after them aligned (K's alignment is at most 8).
   std::uint32_t* pos = static_cast<std::uint32_t*>(s.block);
   std::uint32_t* tmp_pos = pos + n;
-  K* key = reinterpret_cast<K*>(tmp_pos + n + (n % 2));
+  K* key = reinterpret_cast<K*>(tmp_pos + n);
   K* tmp_key = key + n;
   for (std::int64_t j = 0; j < n; ++j) {
     // Half types sort by their float value; descending order reverses the keys
