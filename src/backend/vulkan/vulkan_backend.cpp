@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -102,23 +100,6 @@ std::uint32_t groups_for(std::int64_t n, std::uint32_t local) {
   return std::uint32_t(std::clamp<std::int64_t>(g, 1, 65535));
 }
 
-namespace {
-// Devices live until the process ends (the device registry is leaked on
-// purpose), so work still in flight at exit would run on in the driver's
-// threads while its libraries are torn down; a software driver crashes
-// there. At exit each live device first waits for its queue.
-std::mutex live_mu;
-std::vector<const Context*> live_devices;
-
-void wait_for_devices_at_exit() {
-  std::lock_guard lk(live_mu);
-  for (const Context* ctx : live_devices) try {
-      ctx->device.waitIdle();
-    } catch (...) {  // a lost device has nothing left to wait for
-    }
-}
-}  // namespace
-
 VulkanBackend::VulkanBackend(int index) : index_(index) {
   profiling_ = env::on("RUMUS_VULKAN_PROFILE");
   try {
@@ -139,17 +120,9 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
   } catch (const vk::SystemError& e) {
     throw DeviceError("vulkan:" + std::to_string(index) + ": device setup failed: " + e.what());
   }
-  std::lock_guard lk(live_mu);
-  // Registered after the driver's libraries were loaded, so it runs before their teardown.
-  if (live_devices.empty()) std::atexit(wait_for_devices_at_exit);
-  live_devices.push_back(ctx_.get());
 }
 
 VulkanBackend::~VulkanBackend() {
-  {
-    std::lock_guard lk(live_mu);
-    std::erase(live_devices, ctx_.get());
-  }
   index_fault_.reset();
   tuner_.reset();
   stream_.reset();
