@@ -117,6 +117,7 @@ TEST(AutocastPolicy, ProductsRunIn16BitsAndReductionsLossesNormsInF32) {
     Tensor kt = rnd({3, 4, 3, 3}, dev, 16);  // [C, OC, KH, KW]
     EXPECT_EQ(conv_transpose2d(img, kt, kb).dtype(), low);
     EXPECT_EQ(conv_transpose1d(img.select(2, 0), kt.select(2, 0), kb).dtype(), low);
+    synchronize(dev);  // nothing left in flight at exit
 
     Tensor h = x.to(low);  // a 16-bit activation
     EXPECT_EQ(relu(h).dtype(), low);  // not listed: stays in its dtype
