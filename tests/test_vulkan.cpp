@@ -1098,6 +1098,53 @@ TEST(VulkanAttention, TiledAndWideKernelsAgreeWithCpu) {
   }
 }
 
+// A NaN in a key, a query row or the additive mask gives NaN where PyTorch
+// (and the CPU's f32 kernel) gives NaN, in the f16 kernel on the matrix units
+// too: every row for a key, that row for a query or a mask entry, forward and
+// backward. Its online softmax's max passes NaN over; the exp and sums carry it.
+TEST(VulkanAttention, F16MatrixUnitKernelGivesNanRowsWhereTheCpuDoes) {
+  REQUIRE_VULKAN();
+  if (!supports<AttentionForwardKernel>(backend(kGpu), DType::f16))
+    GTEST_SKIP() << "the device has no 16x16x16 f16 cooperative-matrix shape";
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const char* where : {"key", "query", "mask"}) {
+    SCOPED_TRACE(where);
+    Generator gen(7);
+    std::vector<double> qv = randn({1, 2, 5, 8}, {.dtype = DType::f64}, &gen).to_vector<double>();
+    std::vector<double> kv = randn({1, 2, 7, 8}, {.dtype = DType::f64}, &gen).to_vector<double>();
+    std::vector<double> mv(35, 0.0);
+    if (where == std::string("key")) kv[3 * 8] = nan;              // k[0, 0, 3, 0]
+    if (where == std::string("query")) qv[(5 + 2) * 8 + 1] = nan;  // q[0, 1, 2, 1]
+    if (where == std::string("mask")) mv[0] = nan;                 // mask[0, 0]
+    Tensor q = tensor(qv, {1, 2, 5, 8}).to(DType::f16).to(DType::f32), k = tensor(kv, {1, 2, 7, 8}).to(DType::f16).to(DType::f32);
+    Tensor v = randn({1, 2, 7, 8}, {}, &gen).to(DType::f16).to(DType::f32);
+    Tensor seed = randn({1, 2, 5, 8}, {}, &gen).to(DType::f16).to(DType::f32);
+    Tensor mask = tensor(mv, {5, 7}).to(DType::f32);
+    std::vector<Tensor> results[2];
+    for (int dev = 0; dev < 2; ++dev) {
+      const Device at = dev ? kGpu : Device::cpu();
+      const DType dt = dev ? DType::f16 : DType::f32;
+      auto leaf = [&](const Tensor& t) { return t.to(at).to(dt).detach().requires_grad_(); };
+      Tensor qd = leaf(q), kd = leaf(k), vd = leaf(v);
+      Tensor out = scaled_dot_product_attention(qd, kd, vd, mask.to(at).to(dt));
+      EXPECT_EQ(out.dtype(), dt);
+      GradientStore g = backward(out, seed.to(at).to(dt));
+      for (const Tensor& t : {out, g.get(qd), g.get(kd), g.get(vd)}) results[dev].push_back(t.cpu().to(DType::f32));
+    }
+    const char* names[] = {"out", "grad q", "grad k", "grad v"};
+    for (int i = 0; i < 4; ++i) {
+      const auto got = results[1][std::size_t(i)].to_vector<float>(), want = results[0][std::size_t(i)].to_vector<float>();
+      ASSERT_EQ(got.size(), want.size());
+      std::size_t nans = 0;
+      for (std::size_t e = 0; e < got.size(); ++e) {
+        EXPECT_EQ(std::isnan(got[e]), std::isnan(want[e])) << names[i] << " element " << e;
+        nans += std::isnan(want[e]);
+      }
+      EXPECT_GT(nans, 0u) << names[i];
+    }
+  }
+}
+
 // The f16 kernel on the matrix units (where the device has 16x16x16 shapes)
 // against the CPU's f32 kernel on the same f16-rounded inputs: ragged lengths
 // past one workgroup, d != dv, head dims 16 to 128, both mask kinds, the
