@@ -1,4 +1,5 @@
-// Copies: contiguous, clone, dtype casts and device transfers (all differentiable).
+// Copies: contiguous, clone, dtype casts and device transfers (all differentiable),
+// and reads into host vectors.
 #include <vector>
 
 #include "op_util.hpp"
@@ -51,5 +52,22 @@ Tensor Tensor::to(Device target) const {
                      autograd::Backward::differentiable);
   return out;
 }
+
+// The values in row-major order, cast to T on the tensor's device first.
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = detach().to(dtype_of<T>()).contiguous();
+  std::vector<T> out(static_cast<std::size_t>(c.numel()));
+  if (!out.empty())
+    c.storage().backend().read(c.storage(), c.offset() * sizeof(T), out.data(), out.size() * sizeof(T));
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<Half> Tensor::to_vector<Half>() const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+template std::vector<std::int32_t> Tensor::to_vector<std::int32_t>() const;
+template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
+template std::vector<std::uint8_t> Tensor::to_vector<std::uint8_t>() const;
 
 }  // namespace rumus
