@@ -3,9 +3,17 @@
 // machine has one (CI: lavapipe). Tests that need Vulkan skip without it.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <ostream>
+#include <string>
 #include <vector>
 
 #include <rumus/rumus.hpp>
+
+namespace rumus {
+// gtest prints a device parameter by its name.
+inline void PrintTo(const Device& d, std::ostream* os) { *os << d.str(); }
+}  // namespace rumus
 
 namespace rumus::testing {
 
@@ -30,7 +38,25 @@ inline std::vector<Device> test_devices() {
   return d;
 }
 
+// The fixture of a suite whose tests run once per device of test_devices():
+// TEST_P(Suite, Name) reads the device from GetParam(). Declare the suite with
+// RUMUS_DEVICE_SUITE(Suite) once, before its tests; each test is then named
+// Suite.Name/cpu, Suite.Name/vulkan0 (ctest labels the second kind vulkan).
+class DeviceTest : public ::testing::TestWithParam<Device> {};
+
+inline std::string device_test_name(const ::testing::TestParamInfo<Device>& info) {
+  std::string name;
+  for (char c : info.param.str())
+    if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+  return name;
+}
+
 }  // namespace rumus::testing
+
+#define RUMUS_DEVICE_SUITE(Suite)                  \
+  using Suite = ::rumus::testing::DeviceTest;      \
+  INSTANTIATE_TEST_SUITE_P(, Suite, ::testing::ValuesIn(::rumus::testing::test_devices()), \
+                           ::rumus::testing::device_test_name)
 
 #define REQUIRE_VULKAN() \
   if (!::rumus::testing::have_vulkan()) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers for lavapipe)"

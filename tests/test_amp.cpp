@@ -103,34 +103,34 @@ TEST(AutocastPolicy, TableListsEachOpOnce) {
   EXPECT_EQ(autocast_policy("relu"), AutocastPolicy::none);
 }
 
-TEST(AutocastPolicy, ProductsRunIn16BitsAndReductionsLossesNormsInF32) {
-  for (Device dev : test_devices()) {
-    SCOPED_TRACE(dev.str());
-    AutocastGuard on;
-    const DType low = autocast_dtype(dev);
-    Tensor x = rnd({4, 8}, dev, 5), w = rnd({6, 8}, dev, 6), b = rnd({6}, dev, 7);
-    EXPECT_EQ(linear(x, w, b).dtype(), low);
-    EXPECT_EQ(matmul(x, w.t()).dtype(), low);
-    EXPECT_EQ(bmm(x.unsqueeze(0), w.t().unsqueeze(0)).dtype(), low);
-    Tensor img = rnd({2, 3, 6, 6}, dev, 8), k = rnd({4, 3, 3, 3}, dev, 9), kb = rnd({4}, dev, 10);
-    EXPECT_EQ(conv2d(img, k, kb).dtype(), low);
-    Tensor kt = rnd({3, 4, 3, 3}, dev, 16);  // [C, OC, KH, KW]
-    EXPECT_EQ(conv_transpose2d(img, kt, kb).dtype(), low);
-    EXPECT_EQ(conv_transpose1d(img.select(2, 0), kt.select(2, 0), kb).dtype(), low);
-    synchronize(dev);  // nothing left in flight at exit
+RUMUS_DEVICE_SUITE(AutocastPolicyOnEveryDevice);
 
-    Tensor h = x.to(low);  // a 16-bit activation
-    EXPECT_EQ(relu(h).dtype(), low);  // not listed: stays in its dtype
-    EXPECT_EQ(softmax(h, 1).dtype(), DType::f32);
-    EXPECT_EQ(log_softmax(h, 1).dtype(), DType::f32);
-    EXPECT_EQ(sum(h).dtype(), DType::f32);
-    EXPECT_EQ(mean(h).dtype(), DType::f32);
-    EXPECT_EQ(layer_norm(h, {8}).dtype(), DType::f32);
-    EXPECT_EQ(mse_loss(h, x).dtype(), DType::f32);
-    Tensor target = tensor(std::vector<std::int64_t>{0, 1, 2, 3}, {4}).to(dev);
-    EXPECT_EQ(cross_entropy(h, target).dtype(), DType::f32);
-    EXPECT_EQ(nll_loss(log_softmax(h, 1), target).dtype(), DType::f32);
-  }
+TEST_P(AutocastPolicyOnEveryDevice, ProductsRunIn16BitsAndReductionsLossesNormsInF32) {
+  const Device dev = GetParam();
+  AutocastGuard on;
+  const DType low = autocast_dtype(dev);
+  Tensor x = rnd({4, 8}, dev, 5), w = rnd({6, 8}, dev, 6), b = rnd({6}, dev, 7);
+  EXPECT_EQ(linear(x, w, b).dtype(), low);
+  EXPECT_EQ(matmul(x, w.t()).dtype(), low);
+  EXPECT_EQ(bmm(x.unsqueeze(0), w.t().unsqueeze(0)).dtype(), low);
+  Tensor img = rnd({2, 3, 6, 6}, dev, 8), k = rnd({4, 3, 3, 3}, dev, 9), kb = rnd({4}, dev, 10);
+  EXPECT_EQ(conv2d(img, k, kb).dtype(), low);
+  Tensor kt = rnd({3, 4, 3, 3}, dev, 16);  // [C, OC, KH, KW]
+  EXPECT_EQ(conv_transpose2d(img, kt, kb).dtype(), low);
+  EXPECT_EQ(conv_transpose1d(img.select(2, 0), kt.select(2, 0), kb).dtype(), low);
+  synchronize(dev);  // nothing left in flight at exit
+
+  Tensor h = x.to(low);  // a 16-bit activation
+  EXPECT_EQ(relu(h).dtype(), low);  // not listed: stays in its dtype
+  EXPECT_EQ(softmax(h, 1).dtype(), DType::f32);
+  EXPECT_EQ(log_softmax(h, 1).dtype(), DType::f32);
+  EXPECT_EQ(sum(h).dtype(), DType::f32);
+  EXPECT_EQ(mean(h).dtype(), DType::f32);
+  EXPECT_EQ(layer_norm(h, {8}).dtype(), DType::f32);
+  EXPECT_EQ(mse_loss(h, x).dtype(), DType::f32);
+  Tensor target = tensor(std::vector<std::int64_t>{0, 1, 2, 3}, {4}).to(dev);
+  EXPECT_EQ(cross_entropy(h, target).dtype(), DType::f32);
+  EXPECT_EQ(nll_loss(log_softmax(h, 1), target).dtype(), DType::f32);
 }
 
 TEST(AutocastPolicy, F64InputsAreLeftAlone) {
@@ -139,62 +139,61 @@ TEST(AutocastPolicy, F64InputsAreLeftAlone) {
   EXPECT_EQ(matmul(a, b).dtype(), DType::f64);
 }
 
-TEST(AutocastPolicy, AttentionRunsInF32WhereTheDeviceHasNo16BitKernel) {
-  for (Device dev : test_devices()) {
-    SCOPED_TRACE(dev.str());
-    AutocastGuard on;
-    Tensor q = rnd({1, 2, 4, 8}, dev, 13), k = rnd({1, 2, 5, 8}, dev, 14), v = rnd({1, 2, 5, 8}, dev, 15);
-    const bool has16 = supports<AttentionForwardKernel>(backend(dev), autocast_dtype(dev));
-    EXPECT_EQ(scaled_dot_product_attention(q, k, v).dtype(), has16 ? autocast_dtype(dev) : DType::f32);
-  }
+TEST_P(AutocastPolicyOnEveryDevice, AttentionRunsInF32WhereTheDeviceHasNo16BitKernel) {
+  const Device dev = GetParam();
+  AutocastGuard on;
+  Tensor q = rnd({1, 2, 4, 8}, dev, 13), k = rnd({1, 2, 5, 8}, dev, 14), v = rnd({1, 2, 5, 8}, dev, 15);
+  const bool has16 = supports<AttentionForwardKernel>(backend(dev), autocast_dtype(dev));
+  EXPECT_EQ(scaled_dot_product_attention(q, k, v).dtype(), has16 ? autocast_dtype(dev) : DType::f32);
 }
 
 // ---- results against f32 ----
 
-TEST(AutocastAccuracy, LinearMatmulConvMatchF32WithinHalfPrecision) {
-  for (Device dev : test_devices()) {
-    for (DType low : {DType::f16, DType::bf16}) {
-      SCOPED_TRACE(dev.str() + " " + std::string(dtype_name(low)));
-      Tensor x = rnd({33, 70}, dev, 20), w = rnd({19, 70}, dev, 21), b = rnd({19}, dev, 22);
-      Tensor img = rnd({2, 3, 9, 9}, dev, 23), k = rnd({5, 3, 3, 3}, dev, 24), kb = rnd({5}, dev, 25);
-      Tensor a3 = rnd({3, 17, 40}, dev, 26), b3 = rnd({3, 40, 12}, dev, 27);
-      Tensor kt = rnd({3, 5, 3, 3}, dev, 28);
-      Tensor lin, mm, conv, batched, deconv;
-      {
-        AutocastGuard on(low);
-        lin = linear(x, w, b);
-        mm = matmul(x, w.t());
-        conv = conv2d(img, k, kb, {.padding = {1, 1}});
-        batched = bmm(a3, b3);
-        deconv = conv_transpose2d(img, kt, kb, {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}});
-      }
-      for (const Tensor* t : {&lin, &mm, &conv, &batched, &deconv}) EXPECT_EQ(t->dtype(), low);
-      expect_close(lin, linear(x, w, b), atol_for(low, 70), rtol_for(low), "linear");
-      expect_close(mm, matmul(x, w.t()), atol_for(low, 70), rtol_for(low), "matmul");
-      expect_close(conv, conv2d(img, k, kb, {.padding = {1, 1}}), atol_for(low, 27), rtol_for(low), "conv2d");
-      expect_close(batched, bmm(a3, b3), atol_for(low, 40), rtol_for(low), "bmm");
-      expect_close(deconv, conv_transpose2d(img, kt, kb, {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}}),
-                   atol_for(low, 27), rtol_for(low), "conv_transpose2d");
+RUMUS_DEVICE_SUITE(AutocastAccuracyOnEveryDevice);
+
+TEST_P(AutocastAccuracyOnEveryDevice, LinearMatmulConvMatchF32WithinHalfPrecision) {
+  const Device dev = GetParam();
+  for (DType low : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dev.str() + " " + std::string(dtype_name(low)));
+    Tensor x = rnd({33, 70}, dev, 20), w = rnd({19, 70}, dev, 21), b = rnd({19}, dev, 22);
+    Tensor img = rnd({2, 3, 9, 9}, dev, 23), k = rnd({5, 3, 3, 3}, dev, 24), kb = rnd({5}, dev, 25);
+    Tensor a3 = rnd({3, 17, 40}, dev, 26), b3 = rnd({3, 40, 12}, dev, 27);
+    Tensor kt = rnd({3, 5, 3, 3}, dev, 28);
+    Tensor lin, mm, conv, batched, deconv;
+    {
+      AutocastGuard on(low);
+      lin = linear(x, w, b);
+      mm = matmul(x, w.t());
+      conv = conv2d(img, k, kb, {.padding = {1, 1}});
+      batched = bmm(a3, b3);
+      deconv = conv_transpose2d(img, kt, kb, {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}});
     }
+    for (const Tensor* t : {&lin, &mm, &conv, &batched, &deconv}) EXPECT_EQ(t->dtype(), low);
+    expect_close(lin, linear(x, w, b), atol_for(low, 70), rtol_for(low), "linear");
+    expect_close(mm, matmul(x, w.t()), atol_for(low, 70), rtol_for(low), "matmul");
+    expect_close(conv, conv2d(img, k, kb, {.padding = {1, 1}}), atol_for(low, 27), rtol_for(low), "conv2d");
+    expect_close(batched, bmm(a3, b3), atol_for(low, 40), rtol_for(low), "bmm");
+    expect_close(deconv, conv_transpose2d(img, kt, kb, {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}}),
+                 atol_for(low, 27), rtol_for(low), "conv_transpose2d");
   }
 }
 
-TEST(AutocastGradients, ReachF32ParametersInF32) {
-  for (Device dev : test_devices()) {
-    SCOPED_TRACE(dev.str());
-    Tensor x = rnd({8, 12}, dev, 30), w = rnd({5, 12}, dev, 31).requires_grad_(),
-           b = rnd({5}, dev, 32).requires_grad_(), k = rnd({2, 1, 3, 3}, dev, 33).requires_grad_();
-    Tensor img = rnd({2, 1, 5, 5}, dev, 34);
-    auto loss_of = [&] { return sum(square(linear(x, w, b))) + sum(conv2d(img, k)); };
-    GradientStore ref = backward(loss_of());
-    Tensor loss = autocast(DType::f16, loss_of);
-    EXPECT_EQ(loss.dtype(), DType::f32);
-    GradientStore grads = backward(loss);
-    for (const Tensor* p : {&w, &b, &k}) {
-      EXPECT_EQ(p->dtype(), DType::f32);
-      ASSERT_EQ(grads.at(*p).dtype(), DType::f32);
-      expect_close(grads.at(*p), ref.at(*p), 0.05, 0.01, "gradient");
-    }
+RUMUS_DEVICE_SUITE(AutocastGradientsOnEveryDevice);
+
+TEST_P(AutocastGradientsOnEveryDevice, ReachF32ParametersInF32) {
+  const Device dev = GetParam();
+  Tensor x = rnd({8, 12}, dev, 30), w = rnd({5, 12}, dev, 31).requires_grad_(),
+         b = rnd({5}, dev, 32).requires_grad_(), k = rnd({2, 1, 3, 3}, dev, 33).requires_grad_();
+  Tensor img = rnd({2, 1, 5, 5}, dev, 34);
+  auto loss_of = [&] { return sum(square(linear(x, w, b))) + sum(conv2d(img, k)); };
+  GradientStore ref = backward(loss_of());
+  Tensor loss = autocast(DType::f16, loss_of);
+  EXPECT_EQ(loss.dtype(), DType::f32);
+  GradientStore grads = backward(loss);
+  for (const Tensor* p : {&w, &b, &k}) {
+    EXPECT_EQ(p->dtype(), DType::f32);
+    ASSERT_EQ(grads.at(*p).dtype(), DType::f32);
+    expect_close(grads.at(*p), ref.at(*p), 0.05, 0.01, "gradient");
   }
 }
 
@@ -212,35 +211,33 @@ TEST(AutocastGradients, BackwardRunsWithAutocastOff) {
 
 // One SGD step of a two-layer MLP under autocast and a GradScaler lands where
 // the f32 step does; the parameters stay f32.
-TEST(AutocastGradients, MlpStepWithScalerMatchesF32Step) {
-  for (Device dev : test_devices()) {
-    SCOPED_TRACE(dev.str());
-    auto make = [&] {
-      return std::vector<Tensor>{rnd({32, 20}, dev, 40).mul_(0.3).requires_grad_(),
-                                 rnd({32}, dev, 41).mul_(0.1).requires_grad_(),
-                                 rnd({10, 32}, dev, 42).mul_(0.3).requires_grad_(),
-                                 rnd({10}, dev, 43).mul_(0.1).requires_grad_()};
-    };
-    Tensor x = rnd({16, 20}, dev, 44);
-    Generator gen(45);
-    Tensor y = randint(0, 10, {16}, {.dtype = DType::i64, .device = dev}, &gen);
-    auto loss_of = [&](const std::vector<Tensor>& p) {
-      return cross_entropy(linear(relu(linear(x, p[0], p[1])), p[2], p[3]), y);
-    };
-    std::vector<Tensor> ref = make(), amp = make();
-    optim::SGD ref_opt(ref, {.lr = 0.5}), amp_opt(amp, {.lr = 0.5});
-    ref_opt.step(backward(loss_of(ref)));
+TEST_P(AutocastGradientsOnEveryDevice, MlpStepWithScalerMatchesF32Step) {
+  const Device dev = GetParam();
+  auto make = [&] {
+    return std::vector<Tensor>{rnd({32, 20}, dev, 40).mul_(0.3).requires_grad_(),
+                               rnd({32}, dev, 41).mul_(0.1).requires_grad_(),
+                               rnd({10, 32}, dev, 42).mul_(0.3).requires_grad_(),
+                               rnd({10}, dev, 43).mul_(0.1).requires_grad_()};
+  };
+  Tensor x = rnd({16, 20}, dev, 44);
+  Generator gen(45);
+  Tensor y = randint(0, 10, {16}, {.dtype = DType::i64, .device = dev}, &gen);
+  auto loss_of = [&](const std::vector<Tensor>& p) {
+    return cross_entropy(linear(relu(linear(x, p[0], p[1])), p[2], p[3]), y);
+  };
+  std::vector<Tensor> ref = make(), amp = make();
+  optim::SGD ref_opt(ref, {.lr = 0.5}), amp_opt(amp, {.lr = 0.5});
+  ref_opt.step(backward(loss_of(ref)));
 
-    optim::GradScaler scaler;
-    Tensor loss = autocast([&] { return loss_of(amp); });
-    GradientStore grads = backward(scaler.scale(loss));
-    EXPECT_TRUE(scaler.step(amp_opt, grads));
-    scaler.update();
-    for (std::size_t i = 0; i < amp.size(); ++i) {
-      EXPECT_EQ(amp[i].dtype(), DType::f32);
-      const double tol = dev.is_cpu() ? 2e-2 : 5e-3;  // bf16 on the CPU, f16 on GPUs
-      expect_close(amp[i], ref[i], tol, tol, "parameter " + std::to_string(i));
-    }
+  optim::GradScaler scaler;
+  Tensor loss = autocast([&] { return loss_of(amp); });
+  GradientStore grads = backward(scaler.scale(loss));
+  EXPECT_TRUE(scaler.step(amp_opt, grads));
+  scaler.update();
+  for (std::size_t i = 0; i < amp.size(); ++i) {
+    EXPECT_EQ(amp[i].dtype(), DType::f32);
+    const double tol = dev.is_cpu() ? 2e-2 : 5e-3;  // bf16 on the CPU, f16 on GPUs
+    expect_close(amp[i], ref[i], tol, tol, "parameter " + std::to_string(i));
   }
 }
 
@@ -286,14 +283,15 @@ void check_gemm(Device dev, DType in, DType out, std::int64_t m, std::int64_t n,
 
 }  // namespace
 
-TEST(Gemm16, InputsAccumulateInF32OnEveryDevice) {
-  for (Device dev : test_devices()) {
-    for (DType in : {DType::f16, DType::bf16}) {
-      for (DType out : {in, DType::f32}) {
-        check_gemm(dev, in, out, 37, 29, 45, false, false, 0.0);  // ragged
-        check_gemm(dev, in, out, 37, 29, 45, true, true, 1.0);
-        check_gemm(dev, in, out, 64, 64, 64, false, true, 1.0);   // aligned tiles (ldc keeps C unaligned)
-      }
+RUMUS_DEVICE_SUITE(Gemm16OnEveryDevice);
+
+TEST_P(Gemm16OnEveryDevice, InputsAccumulateInF32) {
+  const Device dev = GetParam();
+  for (DType in : {DType::f16, DType::bf16}) {
+    for (DType out : {in, DType::f32}) {
+      check_gemm(dev, in, out, 37, 29, 45, false, false, 0.0);  // ragged
+      check_gemm(dev, in, out, 37, 29, 45, true, true, 1.0);
+      check_gemm(dev, in, out, 64, 64, 64, false, true, 1.0);   // aligned tiles (ldc keeps C unaligned)
     }
   }
 }
@@ -496,42 +494,42 @@ TEST(GradScaler, StateDictRoundTrips) {
 
 // ---- the fused unscale-and-check ----
 
+RUMUS_DEVICE_SUITE(AmpUnscaleOnEveryDevice);
+
 // amp_unscale against the composed ops, on every device: values, the flag for
 // inf, NaN and overflow, a flag that stays set, strided and broadcast
 // gradients, f64 and f16 (through the composed path where no kernel has them).
-TEST(AmpUnscale, MatchesTheComposedOpsAndFlagsInfNanAndOverflow) {
+TEST_P(AmpUnscaleOnEveryDevice, MatchesTheComposedOpsAndFlagsInfNanAndOverflow) {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
-  for (Device dev : test_devices()) {
-    SCOPED_TRACE(dev.str());
-    for (DType dt : {DType::f32, DType::f64, DType::f16}) {
-      if (!dev.is_cpu() && dt == DType::f64 && !supports<UnaryKernel>(backend(dev), DType::f64)) continue;
-      SCOPED_TRACE(dtype_name(dt));
-      const Tensor big = rnd({100003}, dev, 3).to(dt);  // past the CPU's parallel grain and one workgroup
-      const Tensor strided = rnd({40, 30}, dev, 4).to(dt).t();
-      const Tensor broadcast = rnd({1, 50}, dev, 5).to(dt).expand({20, 50});
-      for (const Tensor& g : {big, strided, broadcast}) {
-        for (double inv : {1.0 / 65536, 3.0}) {
-          Tensor flag = zeros({1}, {.device = dev});
-          Tensor out = amp_unscale(g, flag, inv);
-          EXPECT_EQ(out.dtype(), g.dtype());
-          expect_close(out, mul(g, inv), 0, 0, "unscaled values");
-          EXPECT_EQ(flag.item(), 0.0);
-        }
-      }
-      for (double bad : {inf, -inf, nan}) {
-        Tensor flag = zeros({}, {.device = dev});
-        amp_unscale(big, flag, 0.5);
+  const Device dev = GetParam();
+  for (DType dt : {DType::f32, DType::f64, DType::f16}) {
+    if (!dev.is_cpu() && dt == DType::f64 && !supports<UnaryKernel>(backend(dev), DType::f64)) continue;
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor big = rnd({100003}, dev, 3).to(dt);  // past the CPU's parallel grain and one workgroup
+    const Tensor strided = rnd({40, 30}, dev, 4).to(dt).t();
+    const Tensor broadcast = rnd({1, 50}, dev, 5).to(dt).expand({20, 50});
+    for (const Tensor& g : {big, strided, broadcast}) {
+      for (double inv : {1.0 / 65536, 3.0}) {
+        Tensor flag = zeros({1}, {.device = dev});
+        Tensor out = amp_unscale(g, flag, inv);
+        EXPECT_EQ(out.dtype(), g.dtype());
+        expect_close(out, mul(g, inv), 0, 0, "unscaled values");
         EXPECT_EQ(flag.item(), 0.0);
-        amp_unscale(with_value_at(big.to(DType::f32).cpu(), 77777, bad).to(dt).to(dev), flag, 0.5);
-        EXPECT_EQ(flag.item(), 1.0) << bad;
-        amp_unscale(big, flag, 0.5);  // a later clean gradient leaves the flag set
-        EXPECT_EQ(flag.item(), 1.0);
       }
-      // Finite gradients whose product overflows.
-      Tensor flag = zeros({1}, {.device = dev});
-      amp_unscale(mul(big, dt == DType::f64 ? 1e300 : dt == DType::f32 ? 1e38 : 6e4), flag, 1e10);
+    }
+    for (double bad : {inf, -inf, nan}) {
+      Tensor flag = zeros({}, {.device = dev});
+      amp_unscale(big, flag, 0.5);
+      EXPECT_EQ(flag.item(), 0.0);
+      amp_unscale(with_value_at(big.to(DType::f32).cpu(), 77777, bad).to(dt).to(dev), flag, 0.5);
+      EXPECT_EQ(flag.item(), 1.0) << bad;
+      amp_unscale(big, flag, 0.5);  // a later clean gradient leaves the flag set
       EXPECT_EQ(flag.item(), 1.0);
     }
+    // Finite gradients whose product overflows.
+    Tensor flag = zeros({1}, {.device = dev});
+    amp_unscale(mul(big, dt == DType::f64 ? 1e300 : dt == DType::f32 ? 1e38 : 6e4), flag, 1e10);
+    EXPECT_EQ(flag.item(), 1.0);
   }
 }
 
@@ -556,15 +554,13 @@ TEST(AmpUnscale, DevicesAgreeAndBadArgumentsAreErrors) {
   EXPECT_EQ(flag.item(), 0.0);
 }
 
-TEST(AutocastPolicy, MathLibraryFunctionsThat16BitsHurtRunInF32) {
-  for (Device dev : test_devices()) {
-    SCOPED_TRACE(dev.str());
-    Tensor h = rnd({4, 8}, dev, 9).to(DType::f16);
-    AutocastGuard on;
-    EXPECT_EQ(tan(h).dtype(), DType::f32);
-    EXPECT_EQ(log1p(h).dtype(), DType::f32);
-    EXPECT_EQ(norm(h, 2, {1}).dtype(), DType::f32);
-    EXPECT_EQ(prod(h, 1).dtype(), DType::f32);
-    EXPECT_EQ(sin(h).dtype(), DType::f16);  // not listed: its inputs' dtype
-  }
+TEST_P(AutocastPolicyOnEveryDevice, MathLibraryFunctionsThat16BitsHurtRunInF32) {
+  const Device dev = GetParam();
+  Tensor h = rnd({4, 8}, dev, 9).to(DType::f16);
+  AutocastGuard on;
+  EXPECT_EQ(tan(h).dtype(), DType::f32);
+  EXPECT_EQ(log1p(h).dtype(), DType::f32);
+  EXPECT_EQ(norm(h, 2, {1}).dtype(), DType::f32);
+  EXPECT_EQ(prod(h, 1).dtype(), DType::f32);
+  EXPECT_EQ(sin(h).dtype(), DType::f16);  // not listed: its inputs' dtype
 }

@@ -10,6 +10,7 @@
 
 #include <rumus/rumus.hpp>
 
+#include "devices.hpp"
 #include "expect_error.hpp"
 
 using namespace rumus;
@@ -162,51 +163,50 @@ TEST(Attention, FullyMaskedRowGivesZerosNotNan) {
   for (int c = 0; c < 4; ++c) EXPECT_EQ(dq[std::size_t(4 + c)], 0.0);
 }
 
+RUMUS_DEVICE_SUITE(AttentionOnEveryDevice);
+
 // A NaN in a key, a query row or the additive mask poisons what it touches, as
 // in PyTorch and the composed ops: every row for a key, that row for a query or
 // a mask entry. Forward and backward, on every device.
-TEST(Attention, NanInQueryKeyOrMaskGivesNanRows) {
+TEST_P(AttentionOnEveryDevice, NanInQueryKeyOrMaskGivesNanRows) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (const DeviceInfo& info : Device::list()) {
-    const Device dev = info.device;
-    SCOPED_TRACE(dev.str());
-    struct Case {
-      const char* name;
-      std::int64_t head, row;  // a NaN row (row -1: every row of the head)
-    };
-    for (const Case& c : {Case{"key", 0, -1}, Case{"query", 1, 2}, Case{"mask", -1, 0}}) {
-      SCOPED_TRACE(c.name);
-      std::vector<double> qv = random_tensor({1, 2, 5, 4}, 31).to_vector<double>();
-      std::vector<double> kv = random_tensor({1, 2, 7, 4}, 32).to_vector<double>();
-      std::vector<double> mv(35, 0.0);
-      if (c.name == std::string("key")) kv[std::size_t(3 * 4)] = nan;               // k[0, 0, 3, 0]
-      if (c.name == std::string("query")) qv[std::size_t((5 + 2) * 4 + 1)] = nan;   // q[0, 1, 2, 1]
-      if (c.name == std::string("mask")) mv[0] = nan;                                // mask[0, 0]
-      Tensor q = tensor(qv, {1, 2, 5, 4}).to(DType::f32).to(dev);
-      Tensor k = tensor(kv, {1, 2, 7, 4}).to(DType::f32).to(dev);
-      Tensor v = random_tensor({1, 2, 7, 3}, 33, DType::f32).to(dev);
-      Tensor mask = tensor(mv, {5, 7}).to(DType::f32).to(dev);
-      Tensor seed = random_tensor({1, 2, 5, 3}, 34, DType::f32).to(dev);
-      Grads fused = run(q, k, v, seed, [&](auto& a, auto& b, auto& x) { return scaled_dot_product_attention(a, b, x, mask); });
-      Grads composed = run(q, k, v, seed, [&](auto& a, auto& b, auto& x) { return unfused(a, b, x, mask, 0.5); });
-      auto out = fused.out.cpu().contiguous().to_vector<float>();
-      for (std::int64_t h = 0; h < 2; ++h)
-        for (std::int64_t i = 0; i < 5; ++i) {
-          const bool nan_row = (c.head < 0 || c.head == h) && (c.row < 0 || c.row == i);
-          for (std::int64_t e = 0; e < 3; ++e)
-            EXPECT_EQ(std::isnan(out[std::size_t((h * 5 + i) * 3 + e)]), nan_row) << "head " << h << " row " << i;
-        }
-      // The gradients are NaN where the composed ops' are.
-      for (auto [f, u] : {std::pair{&fused.dq, &composed.dq}, {&fused.dk, &composed.dk}, {&fused.dv, &composed.dv}}) {
-        auto a = f->cpu().contiguous().to_vector<float>(), b = u->cpu().contiguous().to_vector<float>();
-        ASSERT_EQ(a.size(), b.size());
-        std::size_t nans = 0;
-        for (std::size_t x = 0; x < a.size(); ++x) {
-          EXPECT_EQ(std::isnan(a[x]), std::isnan(b[x])) << "element " << x;
-          nans += std::isnan(b[x]);
-        }
-        EXPECT_GT(nans, 0u);
+  const Device dev = GetParam();
+  struct Case {
+    const char* name;
+    std::int64_t head, row;  // a NaN row (row -1: every row of the head)
+  };
+  for (const Case& c : {Case{"key", 0, -1}, Case{"query", 1, 2}, Case{"mask", -1, 0}}) {
+    SCOPED_TRACE(c.name);
+    std::vector<double> qv = random_tensor({1, 2, 5, 4}, 31).to_vector<double>();
+    std::vector<double> kv = random_tensor({1, 2, 7, 4}, 32).to_vector<double>();
+    std::vector<double> mv(35, 0.0);
+    if (c.name == std::string("key")) kv[std::size_t(3 * 4)] = nan;               // k[0, 0, 3, 0]
+    if (c.name == std::string("query")) qv[std::size_t((5 + 2) * 4 + 1)] = nan;   // q[0, 1, 2, 1]
+    if (c.name == std::string("mask")) mv[0] = nan;                                // mask[0, 0]
+    Tensor q = tensor(qv, {1, 2, 5, 4}).to(DType::f32).to(dev);
+    Tensor k = tensor(kv, {1, 2, 7, 4}).to(DType::f32).to(dev);
+    Tensor v = random_tensor({1, 2, 7, 3}, 33, DType::f32).to(dev);
+    Tensor mask = tensor(mv, {5, 7}).to(DType::f32).to(dev);
+    Tensor seed = random_tensor({1, 2, 5, 3}, 34, DType::f32).to(dev);
+    Grads fused = run(q, k, v, seed, [&](auto& a, auto& b, auto& x) { return scaled_dot_product_attention(a, b, x, mask); });
+    Grads composed = run(q, k, v, seed, [&](auto& a, auto& b, auto& x) { return unfused(a, b, x, mask, 0.5); });
+    auto out = fused.out.cpu().contiguous().to_vector<float>();
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t i = 0; i < 5; ++i) {
+        const bool nan_row = (c.head < 0 || c.head == h) && (c.row < 0 || c.row == i);
+        for (std::int64_t e = 0; e < 3; ++e)
+          EXPECT_EQ(std::isnan(out[std::size_t((h * 5 + i) * 3 + e)]), nan_row) << "head " << h << " row " << i;
       }
+    // The gradients are NaN where the composed ops' are.
+    for (auto [f, u] : {std::pair{&fused.dq, &composed.dq}, {&fused.dk, &composed.dk}, {&fused.dv, &composed.dv}}) {
+      auto a = f->cpu().contiguous().to_vector<float>(), b = u->cpu().contiguous().to_vector<float>();
+      ASSERT_EQ(a.size(), b.size());
+      std::size_t nans = 0;
+      for (std::size_t x = 0; x < a.size(); ++x) {
+        EXPECT_EQ(std::isnan(a[x]), std::isnan(b[x])) << "element " << x;
+        nans += std::isnan(b[x]);
+      }
+      EXPECT_GT(nans, 0u);
     }
   }
 }

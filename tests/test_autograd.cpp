@@ -1,6 +1,7 @@
 // The autograd engine: Kahn's algorithm, GradientStore, grad mode, versions, threads, custom functions.
 #include <gtest/gtest.h>
 
+#include "devices.hpp"
 #include "expect_error.hpp"
 
 #include <cmath>
@@ -392,55 +393,54 @@ void expect_same_and_smaller(const Run& plain, const Run& ckpt, const char* what
 }
 }  // namespace checkpointing
 
-TEST(AutogradCheckpoint, DeepMlpAndGptKeepAThirdOfTheActivations) {
-  for (const DeviceInfo& info : Device::list()) {
-    const Device dev = info.device;
-    SCOPED_TRACE(dev.str());
-    {  // eight tanh layers with dropout after each
-      manual_seed(5);
-      std::vector<nn::Linear> layers;
-      for (int i = 0; i < 8; ++i) layers.emplace_back(96, 96);
-      std::vector<Tensor> params;
-      for (nn::Linear& l : layers) {
-        l.to(dev);
-        for (const Tensor& p : l.parameters()) params.push_back(p);
+RUMUS_DEVICE_SUITE(AutogradCheckpointOnEveryDevice);
+
+TEST_P(AutogradCheckpointOnEveryDevice, DeepMlpAndGptKeepAThirdOfTheActivations) {
+  const Device dev = GetParam();
+  {  // eight tanh layers with dropout after each
+    manual_seed(5);
+    std::vector<nn::Linear> layers;
+    for (int i = 0; i < 8; ++i) layers.emplace_back(96, 96);
+    std::vector<Tensor> params;
+    for (nn::Linear& l : layers) {
+      l.to(dev);
+      for (const Tensor& p : l.parameters()) params.push_back(p);
+    }
+    Tensor x = randn({64, 96}).to(dev);
+    auto pair = [&](std::size_t i) {  // a checkpointed segment: two layers
+      return [&layers, i](const Tensor& h) {
+        Tensor y = dropout(tanh(layers[i](h)), 0.2, true);
+        return dropout(tanh(layers[i + 1](y)), 0.2, true);
+      };
+    };
+    auto forward = [&](bool ckpt) {
+      manual_seed(11);  // the same dropout draws in both runs
+      Tensor h = x;
+      for (std::size_t i = 0; i < layers.size(); i += 2) h = ckpt ? autograd::checkpoint(pair(i), h) : pair(i)(h);
+      return sum(square(h));
+    };
+    const auto plain = checkpointing::measure(dev, params, [&] { return forward(false); });
+    const auto ckpt = checkpointing::measure(dev, params, [&] { return forward(true); });
+    checkpointing::expect_same_and_smaller(plain, ckpt, "deep MLP");
+  }
+  {  // nn::GPT, its blocks checkpointed one by one
+    manual_seed(6);
+    nn::GPT gpt(nn::GPTConfig{.vocab_size = 32, .context = 16, .d_model = 32, .num_heads = 2, .num_layers = 4,
+                              .dropout = 0.1});
+    gpt.to(dev);
+    Tensor tokens = randint(0, 32, {4, 16}).to(dev);
+    auto forward = [&](bool ckpt) {
+      manual_seed(12);
+      Tensor h = gpt.dropout((*gpt.position_embedding)(gpt.token_embedding(tokens)));
+      for (std::size_t b = 0; b < gpt.blocks.size(); ++b) {
+        nn::Module& block = gpt.blocks[b];
+        h = ckpt ? autograd::checkpoint([&block](const Tensor& t) { return block.forward(t); }, h) : block.forward(h);
       }
-      Tensor x = randn({64, 96}).to(dev);
-      auto pair = [&](std::size_t i) {  // a checkpointed segment: two layers
-        return [&layers, i](const Tensor& h) {
-          Tensor y = dropout(tanh(layers[i](h)), 0.2, true);
-          return dropout(tanh(layers[i + 1](y)), 0.2, true);
-        };
-      };
-      auto forward = [&](bool ckpt) {
-        manual_seed(11);  // the same dropout draws in both runs
-        Tensor h = x;
-        for (std::size_t i = 0; i < layers.size(); i += 2) h = ckpt ? autograd::checkpoint(pair(i), h) : pair(i)(h);
-        return sum(square(h));
-      };
-      const auto plain = checkpointing::measure(dev, params, [&] { return forward(false); });
-      const auto ckpt = checkpointing::measure(dev, params, [&] { return forward(true); });
-      checkpointing::expect_same_and_smaller(plain, ckpt, "deep MLP");
-    }
-    {  // nn::GPT, its blocks checkpointed one by one
-      manual_seed(6);
-      nn::GPT gpt(nn::GPTConfig{.vocab_size = 32, .context = 16, .d_model = 32, .num_heads = 2, .num_layers = 4,
-                                .dropout = 0.1});
-      gpt.to(dev);
-      Tensor tokens = randint(0, 32, {4, 16}).to(dev);
-      auto forward = [&](bool ckpt) {
-        manual_seed(12);
-        Tensor h = gpt.dropout((*gpt.position_embedding)(gpt.token_embedding(tokens)));
-        for (std::size_t b = 0; b < gpt.blocks.size(); ++b) {
-          nn::Module& block = gpt.blocks[b];
-          h = ckpt ? autograd::checkpoint([&block](const Tensor& t) { return block.forward(t); }, h) : block.forward(h);
-        }
-        return mean(square(linear(gpt.norm(h), gpt.token_embedding.weight)));
-      };
-      const auto plain = checkpointing::measure(dev, gpt.parameters(), [&] { return forward(false); });
-      const auto ckpt = checkpointing::measure(dev, gpt.parameters(), [&] { return forward(true); });
-      checkpointing::expect_same_and_smaller(plain, ckpt, "GPT");
-    }
+      return mean(square(linear(gpt.norm(h), gpt.token_embedding.weight)));
+    };
+    const auto plain = checkpointing::measure(dev, gpt.parameters(), [&] { return forward(false); });
+    const auto ckpt = checkpointing::measure(dev, gpt.parameters(), [&] { return forward(true); });
+    checkpointing::expect_same_and_smaller(plain, ckpt, "GPT");
   }
 }
 
@@ -709,32 +709,31 @@ TEST(AutogradGrad, ThirdDerivativeOfACube) {
   autograd::clear_tape();
 }
 
+RUMUS_DEVICE_SUITE(AutogradGradOnEveryDevice);
+
 // u = tanh(w x + b): u'' = -2 w^2 u (1 - u^2), as a physics-informed loss needs it, on every device.
-TEST(AutogradGrad, SecondDerivativeOfATanhUnitOnEveryDevice) {
-  for (const DeviceInfo& info : Device::list()) {
-    const Device dev = info.device;
-    SCOPED_TRACE(dev.str());
-    Tensor x = tensor({-1.0, 0.25, 0.8}).to(DType::f64).to(dev).reshape({3, 1}).requires_grad_();
-    Tensor w = tensor({1.7}).to(DType::f64).to(dev).reshape({1, 1}).requires_grad_();
-    Tensor b = tensor({-0.3}).to(DType::f64).to(dev).requires_grad_();
-    Tensor u = tanh(linear(x, w, b));
-    Tensor du = autograd::grad({sum(u)}, {x}, {.create_graph = true})[0];
-    Tensor d2u = autograd::grad({sum(du)}, {x}, {.create_graph = true})[0];
-    // And the residual's gradient with respect to the weight, through both derivatives.
-    Tensor dw = autograd::grad({sum(d2u)}, {w})[0];
-    const auto uv = u.detach().cpu().to_vector<double>(), xv = x.detach().cpu().to_vector<double>();
-    const auto got = d2u.cpu().to_vector<double>();
-    double want_dw = 0;
-    const double wv = w.detach().cpu().item();  // 1.7 as f32 (tensor() stores floats), widened
-    for (std::size_t i = 0; i < 3; ++i) {
-      const double t = uv[i], s = 1 - t * t;
-      EXPECT_NEAR(got[i], -2 * wv * wv * t * s, 1e-12);
-      // d/dw of -2 w^2 t (1 - t^2), with dt/dw = x (1 - t^2)
-      want_dw += -4 * wv * t * s - 2 * wv * wv * (1 - 3 * t * t) * xv[i] * s;
-    }
-    EXPECT_NEAR(dw.cpu().item(), want_dw, 1e-10);
-    autograd::clear_tape();
+TEST_P(AutogradGradOnEveryDevice, SecondDerivativeOfATanhUnit) {
+  const Device dev = GetParam();
+  Tensor x = tensor({-1.0, 0.25, 0.8}).to(DType::f64).to(dev).reshape({3, 1}).requires_grad_();
+  Tensor w = tensor({1.7}).to(DType::f64).to(dev).reshape({1, 1}).requires_grad_();
+  Tensor b = tensor({-0.3}).to(DType::f64).to(dev).requires_grad_();
+  Tensor u = tanh(linear(x, w, b));
+  Tensor du = autograd::grad({sum(u)}, {x}, {.create_graph = true})[0];
+  Tensor d2u = autograd::grad({sum(du)}, {x}, {.create_graph = true})[0];
+  // And the residual's gradient with respect to the weight, through both derivatives.
+  Tensor dw = autograd::grad({sum(d2u)}, {w})[0];
+  const auto uv = u.detach().cpu().to_vector<double>(), xv = x.detach().cpu().to_vector<double>();
+  const auto got = d2u.cpu().to_vector<double>();
+  double want_dw = 0;
+  const double wv = w.detach().cpu().item();  // 1.7 as f32 (tensor() stores floats), widened
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double t = uv[i], s = 1 - t * t;
+    EXPECT_NEAR(got[i], -2 * wv * wv * t * s, 1e-12);
+    // d/dw of -2 w^2 t (1 - t^2), with dt/dw = x (1 - t^2)
+    want_dw += -4 * wv * t * s - 2 * wv * wv * (1 - 3 * t * t) * xv[i] * s;
   }
+  EXPECT_NEAR(dw.cpu().item(), want_dw, 1e-10);
+  autograd::clear_tape();
 }
 
 // A Hessian-vector product through a small tanh MLP against central differences of its gradient.

@@ -305,48 +305,64 @@ TEST(Parallel, WaitPolicyIsTheUsersWhenSet) {
   if (idle_threads_sleep_by_rumus()) EXPECT_EQ(std::getenv("OMP_WAIT_POLICY"), nullptr);
 }
 
-TEST(Creation, LinspaceLogspaceAndEyeOnEveryDevice) {
-  for (Device dev : rumus::testing::test_devices()) {
-    SCOPED_TRACE(dev.str());
-    Tensor l = linspace(-1, 1, 5, {.dtype = DType::f64, .device = dev});
-    EXPECT_EQ(l.device(), dev);
-    EXPECT_EQ(l.to_vector<double>(), (std::vector<double>{-1, -0.5, 0, 0.5, 1}));
-    EXPECT_EQ(linspace(0, 0.7, 8, {.dtype = DType::f64}).to_vector<double>().back(), 0.7);  // the end, exactly
-    EXPECT_EQ(linspace(2, 5, 1).to_vector<float>(), (std::vector<float>{2}));
-    EXPECT_EQ(linspace(2, 5, 0).numel(), 0);
-    EXPECT_EQ(linspace(0, 10, 6, {.dtype = DType::i64}).to_vector<std::int64_t>(),
-              (std::vector<std::int64_t>{0, 2, 4, 6, 8, 10}));
-    EXPECT_EQ(logspace(0, 3, 4, 10.0, {.dtype = DType::f64, .device = dev}).to_vector<double>(),
-              (std::vector<double>{1, 10, 100, 1000}));
-    EXPECT_EQ(logspace(0, 3, 4, 2.0).to_vector<float>(), (std::vector<float>{1, 2, 4, 8}));
-    Tensor e = eye(2, 3, {.device = dev});
-    EXPECT_EQ(e.shape(), (Shape{2, 3}));
-    EXPECT_EQ(e.to_vector<float>(), (std::vector<float>{1, 0, 0, 0, 1, 0}));
-    EXPECT_EQ(eye(3, {.dtype = DType::i32}).to_vector<std::int32_t>(), (std::vector<std::int32_t>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
-    EXPECT_TRUE(eye(3, {.requires_grad = true}).requires_grad());
-  }
+RUMUS_DEVICE_SUITE(CreationOnEveryDevice);
+
+TEST_P(CreationOnEveryDevice, LinspaceLogspaceAndEye) {
+  const Device dev = GetParam();
+  Tensor l = linspace(-1, 1, 5, {.dtype = DType::f64, .device = dev});
+  EXPECT_EQ(l.device(), dev);
+  EXPECT_EQ(l.to_vector<double>(), (std::vector<double>{-1, -0.5, 0, 0.5, 1}));
+  EXPECT_EQ(linspace(0, 0.7, 8, {.dtype = DType::f64}).to_vector<double>().back(), 0.7);  // the end, exactly
+  EXPECT_EQ(linspace(2, 5, 1).to_vector<float>(), (std::vector<float>{2}));
+  EXPECT_EQ(linspace(2, 5, 0).numel(), 0);
+  EXPECT_EQ(linspace(0, 10, 6, {.dtype = DType::i64}).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(logspace(0, 3, 4, 10.0, {.dtype = DType::f64, .device = dev}).to_vector<double>(),
+            (std::vector<double>{1, 10, 100, 1000}));
+  EXPECT_EQ(logspace(0, 3, 4, 2.0).to_vector<float>(), (std::vector<float>{1, 2, 4, 8}));
+  Tensor e = eye(2, 3, {.device = dev});
+  EXPECT_EQ(e.shape(), (Shape{2, 3}));
+  EXPECT_EQ(e.to_vector<float>(), (std::vector<float>{1, 0, 0, 0, 1, 0}));
+  EXPECT_EQ(eye(3, {.dtype = DType::i32}).to_vector<std::int32_t>(), (std::vector<std::int32_t>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
+  EXPECT_TRUE(eye(3, {.requires_grad = true}).requires_grad());
+}
+
+TEST(Creation, LinspaceLogspaceAndEyeRefuseNegativeSizes) {
   expect_error<ValueError>([] { linspace(0, 1, -1); }, "linspace: expected steps >= 0, got -1");
   expect_error<ValueError>([] { logspace(0, 1, -2); }, "logspace: expected steps >= 0, got -2");
   expect_error<ValueError>([] { eye(2, -1); }, "eye: expected n >= 0 and m >= 0, got n = 2, m = -1");
 }
 
-TEST(Creation, RandpermIsASeededPermutationOnEveryDevice) {
-  std::vector<std::int64_t> first;
-  for (Device dev : rumus::testing::test_devices()) {
-    manual_seed(5);
-    Tensor p = randperm(10, {.dtype = DType::i64, .device = dev});
-    EXPECT_EQ(p.device(), dev);
-    std::vector<std::int64_t> v = p.to_vector<std::int64_t>();
-    if (first.empty()) first = v;
-    EXPECT_EQ(v, first) << dev.str();  // the same order on every device
-    std::sort(v.begin(), v.end());
-    EXPECT_EQ(v, (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
-  }
+// The same seed gives the CPU's permutation on every device.
+TEST_P(CreationOnEveryDevice, RandpermIsTheCpusSeededPermutation) {
+  const Device dev = GetParam();
+  manual_seed(5);
+  Tensor p = randperm(10, {.dtype = DType::i64, .device = dev});
+  EXPECT_EQ(p.device(), dev);
+  std::vector<std::int64_t> v = p.to_vector<std::int64_t>();
+  manual_seed(5);
+  EXPECT_EQ(v, randperm(10, {.dtype = DType::i64}).to_vector<std::int64_t>());
+  std::sort(v.begin(), v.end());
+  EXPECT_EQ(v, (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+TEST(Creation, RandpermFollowsTheSeedAndRefusesNegativeSizes) {
+  manual_seed(5);
+  const std::vector<std::int64_t> first = randperm(10).to_vector<std::int64_t>();
   manual_seed(6);
   EXPECT_NE(randperm(10).to_vector<std::int64_t>(), first);
   EXPECT_EQ(randperm(0).numel(), 0);
   EXPECT_EQ(randperm(4, {.dtype = DType::i32}).dtype(), DType::i32);
   expect_error<ValueError>([] { randperm(-3); }, "randperm: expected n >= 0, got -3");
+}
+
+TEST_P(CreationOnEveryDevice, MultinomialDrawsTheCpusNumbers) {
+  const Device dev = GetParam();
+  manual_seed(2);
+  Tensor d = multinomial(tensor({0.2, 0.8}, {.device = dev}), 6, true);
+  EXPECT_EQ(d.device(), dev);
+  manual_seed(2);
+  EXPECT_EQ(d.to_vector<std::int64_t>(), multinomial(tensor({0.2, 0.8}), 6, true).to_vector<std::int64_t>());
 }
 
 TEST(Creation, MultinomialFrequenciesAndWithoutReplacement) {
@@ -368,13 +384,6 @@ TEST(Creation, MultinomialFrequenciesAndWithoutReplacement) {
     std::sort(row.begin(), row.end());
     EXPECT_EQ(row, (std::vector<std::int64_t>{0, 1, 2, 3}));
   }
-  for (Device dev : rumus::testing::test_devices()) {
-    manual_seed(2);
-    Tensor d = multinomial(tensor({0.2, 0.8}, {.device = dev}), 6, true);
-    EXPECT_EQ(d.device(), dev);
-    manual_seed(2);
-    EXPECT_EQ(d.to_vector<std::int64_t>(), multinomial(tensor({0.2, 0.8}), 6, true).to_vector<std::int64_t>());
-  }
   expect_error<ValueError>([] { multinomial(tensor({0.5, 0.5}), 3, false); },
                            "multinomial: cannot draw 3 samples without replacement from 2 categories");
   expect_error<ValueError>([] { multinomial(tensor({0.5, 0.0, 0.0}), 2, false); },
@@ -388,34 +397,35 @@ TEST(Creation, MultinomialFrequenciesAndWithoutReplacement) {
   expect_error<ValueError>([] { multinomial(tensor({1.0}), 0, true); }, "multinomial: expected num_samples > 0, got 0");
 }
 
-TEST(Creation, LikeFactoriesAndInPlaceDraws) {
-  for (Device dev : rumus::testing::test_devices()) {
-    SCOPED_TRACE(dev.str());
-    Tensor t = zeros({3, 4}, {.dtype = DType::f64, .device = dev});
-    for (Tensor r : {rand_like(t), randn_like(t)}) {
-      EXPECT_EQ(r.shape(), t.shape());
-      EXPECT_EQ(r.dtype(), DType::f64);
-      EXPECT_EQ(r.device(), dev);
-    }
-    Tensor ri = randint_like(zeros({50}, {.dtype = DType::i32, .device = dev}), 3, 6);
-    EXPECT_EQ(ri.dtype(), DType::i32);
-    for (auto x : ri.to_vector<std::int32_t>()) {
-      EXPECT_GE(x, 3);
-      EXPECT_LT(x, 6);
-    }
-    // In place draws take the same numbers as the factories with the same seed.
-    manual_seed(9);
-    Tensor want = normal({3, 4}, 2.0, 0.5, {.dtype = DType::f64, .device = dev});
-    manual_seed(9);
-    Tensor x = empty({3, 4}, {.dtype = DType::f64, .device = dev});
-    EXPECT_EQ(&x.normal_(2.0, 0.5), &x);
-    EXPECT_EQ(x.to_vector<double>(), want.to_vector<double>());
-    manual_seed(9);
-    want = uniform({3, 4}, -2.0, 1.0, {.dtype = DType::f64, .device = dev});
-    manual_seed(9);
-    x.uniform_(-2.0, 1.0);
-    EXPECT_EQ(x.to_vector<double>(), want.to_vector<double>());
+TEST_P(CreationOnEveryDevice, LikeFactoriesAndInPlaceDraws) {
+  const Device dev = GetParam();
+  Tensor t = zeros({3, 4}, {.dtype = DType::f64, .device = dev});
+  for (Tensor r : {rand_like(t), randn_like(t)}) {
+    EXPECT_EQ(r.shape(), t.shape());
+    EXPECT_EQ(r.dtype(), DType::f64);
+    EXPECT_EQ(r.device(), dev);
   }
+  Tensor ri = randint_like(zeros({50}, {.dtype = DType::i32, .device = dev}), 3, 6);
+  EXPECT_EQ(ri.dtype(), DType::i32);
+  for (auto x : ri.to_vector<std::int32_t>()) {
+    EXPECT_GE(x, 3);
+    EXPECT_LT(x, 6);
+  }
+  // In place draws take the same numbers as the factories with the same seed.
+  manual_seed(9);
+  Tensor want = normal({3, 4}, 2.0, 0.5, {.dtype = DType::f64, .device = dev});
+  manual_seed(9);
+  Tensor x = empty({3, 4}, {.dtype = DType::f64, .device = dev});
+  EXPECT_EQ(&x.normal_(2.0, 0.5), &x);
+  EXPECT_EQ(x.to_vector<double>(), want.to_vector<double>());
+  manual_seed(9);
+  want = uniform({3, 4}, -2.0, 1.0, {.dtype = DType::f64, .device = dev});
+  manual_seed(9);
+  x.uniform_(-2.0, 1.0);
+  EXPECT_EQ(x.to_vector<double>(), want.to_vector<double>());
+}
+
+TEST(Creation, InPlaceDrawsOfLargeTensors) {
   manual_seed(3);
   Tensor big = zeros({20000});
   big.normal_(1.0, 2.0);

@@ -364,10 +364,12 @@ TEST(Recurrent, NamesPrintoutDropoutAndErrors) {
                            "LSTMCell: expected input (N, 3) or (3), got [2, 5]");
 }
 
+RUMUS_DEVICE_SUITE(PackedSequenceOnEveryDevice);
+
 // Variable-length batches: padding, packing and unpacking keep values and
 // lengths; a packed LSTM equals running each sequence alone (on every device);
 // bad lengths are errors naming the function.
-TEST(PackedSequence, PadPackUnpackAndPerSequenceRuns) {
+TEST(PackedSequence, PadPackUnpackAndErrors) {
   namespace rnn = nn::utils::rnn;
   const Tensor a = randn({3, 2}), b = randn({1, 2}), c = randn({2, 2});
   const Tensor padded = rnn::pad_sequence({a, b, c}, true, -1.0);
@@ -385,23 +387,6 @@ TEST(PackedSequence, PadPackUnpackAndPerSequenceRuns) {
   EXPECT_EQ(back.select(0, 0).select(0, 3).to_vector<float>(), (std::vector<float>{7, 7}));
   EXPECT_EQ(lengths.to_vector<std::int64_t>(), (std::vector<std::int64_t>{3, 1, 2}));
 
-  for (Device dev : rumus::testing::test_devices()) {
-    manual_seed(3);
-    nn::LSTM lstm({.input_size = 2, .hidden_size = 3, .num_layers = 2, .bidirectional = true});
-    lstm.to(dev);
-    auto [out, hc] = lstm.forward_with_packed_input(rnn::pack_sequence({a.to(dev), b.to(dev), c.to(dev)}, false));
-    const Tensor o = std::get<0>(rnn::pad_packed_sequence(out)).cpu();  // (3, 3, 6)
-    const Tensor h = std::get<0>(hc).cpu();
-    const std::vector<Tensor> seqs{a, b, c};
-    for (std::int64_t i = 0; i < 3; ++i) {
-      auto [alone, hc_alone] = lstm.forward(seqs[std::size_t(i)].unsqueeze(1).to(dev), {});
-      const std::int64_t len = seqs[std::size_t(i)].size(0);
-      EXPECT_LT(max(abs(o.narrow(0, 0, len).select(1, i) - alone.cpu().select(1, 0))).item(), 1e-5) << dev.str();
-      EXPECT_LT(max(abs(h.select(1, i) - std::get<0>(hc_alone).cpu().select(1, 0))).item(), 1e-5) << dev.str();
-      if (len < 3) EXPECT_EQ(max(abs(o.narrow(0, len, 3 - len).select(1, i))).item(), 0.0) << "zeros past the end";
-    }
-  }
-
   expect_error<ValueError>([&] { rnn::pack_padded_sequence(padded, tensor(std::vector<std::int64_t>{3, 1, 2}), true); },
                            "pack_padded_sequence: with enforce_sorted the lengths must be non-increasing, but length 2 (2) "
                            "is longer than length 1 (1)");
@@ -416,6 +401,28 @@ TEST(PackedSequence, PadPackUnpackAndPerSequenceRuns) {
   expect_error<ShapeError>([&] { rnn::pad_sequence({a, randn({2, 3})}); },
                            "pad_sequence: sequence 1 is f32 [2, 3] on cpu, expected (L, [2]) f32 on cpu");
   expect_error<ValueError>([] { rnn::pad_sequence({}); }, "pad_sequence: expected at least one sequence");
+}
+
+// A bidirectional LSTM on a packed batch gives each sequence's outputs and
+// final state as if it ran alone, with zeros past its end.
+TEST_P(PackedSequenceOnEveryDevice, LstmRunsEachSequenceAsAlone) {
+  namespace rnn = nn::utils::rnn;
+  const Device dev = GetParam();
+  const Tensor a = randn({3, 2}), b = randn({1, 2}), c = randn({2, 2});
+  manual_seed(3);
+  nn::LSTM lstm({.input_size = 2, .hidden_size = 3, .num_layers = 2, .bidirectional = true});
+  lstm.to(dev);
+  auto [out, hc] = lstm.forward_with_packed_input(rnn::pack_sequence({a.to(dev), b.to(dev), c.to(dev)}, false));
+  const Tensor o = std::get<0>(rnn::pad_packed_sequence(out)).cpu();  // (3, 3, 6)
+  const Tensor h = std::get<0>(hc).cpu();
+  const std::vector<Tensor> seqs{a, b, c};
+  for (std::int64_t i = 0; i < 3; ++i) {
+    auto [alone, hc_alone] = lstm.forward(seqs[std::size_t(i)].unsqueeze(1).to(dev), {});
+    const std::int64_t len = seqs[std::size_t(i)].size(0);
+    EXPECT_LT(max(abs(o.narrow(0, 0, len).select(1, i) - alone.cpu().select(1, 0))).item(), 1e-5) << dev.str();
+    EXPECT_LT(max(abs(h.select(1, i) - std::get<0>(hc_alone).cpu().select(1, 0))).item(), 1e-5) << dev.str();
+    if (len < 3) EXPECT_EQ(max(abs(o.narrow(0, len, 3 - len).select(1, i))).item(), 0.0) << "zeros past the end";
+  }
 }
 
 TEST(Module, DottedNamesInRegistrationOrder) {
@@ -490,26 +497,29 @@ TEST(Module, TrainAndEvalReachEverySubmodule) {
   EXPECT_TRUE(net.block.bn.is_training());
 }
 
+RUMUS_DEVICE_SUITE(ModuleOnEveryDevice);
+
 // As torch.nn.Dropout(p=1): all zeros in training, and a zero gradient (no
 // 1 / (1 - p) blow-up); the identity in eval. p outside [0, 1] is refused.
-TEST(Module, DropoutOfOneZeroesEverythingOnEveryDevice) {
-  for (const DeviceInfo& info : Device::list()) {
-    SCOPED_TRACE(info.device.str());
-    Tensor x = randn({3, 5}).to(info.device).requires_grad_();
-    nn::Dropout drop(1.0);
-    drop.to(info.device);
-    Tensor y = drop(x);
-    EXPECT_EQ(y.to(Device::cpu()).to_vector<float>(), std::vector<float>(15, 0.0f));
-    GradientStore grads = backward(sum(mul(y, 2.0)));
-    EXPECT_EQ(grads.at(x).to(Device::cpu()).to_vector<float>(), std::vector<float>(15, 0.0f));
-    // The functional form, in f64 and through its composed path.
-    Tensor x64 = randn({4}, {.dtype = DType::f64}).to(info.device).requires_grad_();
-    Tensor y64 = dropout(x64, 1.0, true);
-    EXPECT_EQ(y64.to(Device::cpu()).to_vector<double>(), std::vector<double>(4, 0.0));
-    EXPECT_EQ(backward(sum(y64)).at(x64).to(Device::cpu()).to_vector<double>(), std::vector<double>(4, 0.0));
-    drop.eval();
-    EXPECT_EQ(drop(x).to(Device::cpu()).to_vector<float>(), x.to(Device::cpu()).to_vector<float>());
-  }
+TEST_P(ModuleOnEveryDevice, DropoutOfOneZeroesEverything) {
+  const Device dev = GetParam();
+  Tensor x = randn({3, 5}).to(dev).requires_grad_();
+  nn::Dropout drop(1.0);
+  drop.to(dev);
+  Tensor y = drop(x);
+  EXPECT_EQ(y.to(Device::cpu()).to_vector<float>(), std::vector<float>(15, 0.0f));
+  GradientStore grads = backward(sum(mul(y, 2.0)));
+  EXPECT_EQ(grads.at(x).to(Device::cpu()).to_vector<float>(), std::vector<float>(15, 0.0f));
+  // The functional form, in f64 and through its composed path.
+  Tensor x64 = randn({4}, {.dtype = DType::f64}).to(dev).requires_grad_();
+  Tensor y64 = dropout(x64, 1.0, true);
+  EXPECT_EQ(y64.to(Device::cpu()).to_vector<double>(), std::vector<double>(4, 0.0));
+  EXPECT_EQ(backward(sum(y64)).at(x64).to(Device::cpu()).to_vector<double>(), std::vector<double>(4, 0.0));
+  drop.eval();
+  EXPECT_EQ(drop(x).to(Device::cpu()).to_vector<float>(), x.to(Device::cpu()).to_vector<float>());
+}
+
+TEST(Module, DropoutRefusesPOutsideZeroToOne) {
   EXPECT_NO_THROW(nn::Dropout(0.0));
   for (double bad : {1.5, -0.1, std::nan("")}) {
     try {
@@ -891,15 +901,19 @@ TEST(Clone, TakesTheSourceDtypeAndNeedsTheSameStructure) {
                       "0.bias] for []");
   expect_error<ShapeError>([&] { nn::clone(lin, [] { return nn::Linear(2, 2); }); },
                            "Linear.copy_from: 'weight' has shape [2, 3] in the source but [2, 2] here");
-  for (Device dev : rumus::testing::test_devices()) {
-    nn::Linear on(2, 2);
-    on.to(dev);
-    auto c = nn::clone(on, [] { return nn::Linear(2, 2); });
-    EXPECT_EQ(c->bias.device(), dev);
-    EXPECT_EQ(c->bias.to_vector<float>(), on.bias.to_vector<float>());
-  }
   auto seq_copy = nn::clone(seq, [] { return nn::Sequential(nn::Linear(2, 2), nn::ReLU()); });
   EXPECT_EQ(seq_copy->state_dict().at("0.bias").to_vector<float>(), seq.state_dict().at("0.bias").to_vector<float>());
+}
+
+RUMUS_DEVICE_SUITE(CloneOnEveryDevice);
+
+TEST_P(CloneOnEveryDevice, KeepsTheSourcesDevice) {
+  const Device dev = GetParam();
+  nn::Linear on(2, 2);
+  on.to(dev);
+  auto c = nn::clone(on, [] { return nn::Linear(2, 2); });
+  EXPECT_EQ(c->bias.device(), dev);
+  EXPECT_EQ(c->bias.to_vector<float>(), on.bias.to_vector<float>());
 }
 
 TEST(ParameterVector, RoundTripAndGradient) {
@@ -968,22 +982,25 @@ TEST(Init, EyeAndDiracPassTheInputThrough) {
   expect_error<ValueError>([&] { nn::init::dirac_(k, 3); }, "dirac_: expected dim 0 (4) divisible by groups (3)");
 }
 
-TEST(Init, TruncNormalStaysInsideAndHasTheTruncatedMean) {
+RUMUS_DEVICE_SUITE(InitOnEveryDevice);
+
+TEST_P(InitOnEveryDevice, TruncNormalStaysInsideAndHasTheTruncatedMean) {
   const double mean = 0.5, std = 2.0, a = -1.0, b = 2.0;
-  for (Device dev : rumus::testing::test_devices()) {
-    SCOPED_TRACE(dev.str());
-    manual_seed(12);
-    Tensor t = empty({20000}, {.device = dev});
-    nn::init::trunc_normal_(t, mean, std, a, b);
-    EXPECT_GE(amin(t, {0}).item(), a);
-    EXPECT_LE(amax(t, {0}).item(), b);
-    // The truncated normal's mean: mean + std (phi(alpha) - phi(beta)) / (Phi(beta) - Phi(alpha)).
-    auto phi = [](double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); };
-    auto Phi = [](double x) { return (1 + std::erf(x / std::sqrt(2.0))) / 2; };
-    const double alpha = (a - mean) / std, beta = (b - mean) / std;
-    const double want = mean + std * (phi(alpha) - phi(beta)) / (Phi(beta) - Phi(alpha));
-    EXPECT_NEAR(rumus::mean(t).item(), want, 0.02);
-  }
+  const Device dev = GetParam();
+  manual_seed(12);
+  Tensor t = empty({20000}, {.device = dev});
+  nn::init::trunc_normal_(t, mean, std, a, b);
+  EXPECT_GE(amin(t, {0}).item(), a);
+  EXPECT_LE(amax(t, {0}).item(), b);
+  // The truncated normal's mean: mean + std (phi(alpha) - phi(beta)) / (Phi(beta) - Phi(alpha)).
+  auto phi = [](double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); };
+  auto Phi = [](double x) { return (1 + std::erf(x / std::sqrt(2.0))) / 2; };
+  const double alpha = (a - mean) / std, beta = (b - mean) / std;
+  const double want = mean + std * (phi(alpha) - phi(beta)) / (Phi(beta) - Phi(alpha));
+  EXPECT_NEAR(rumus::mean(t).item(), want, 0.02);
+}
+
+TEST(Init, TruncNormalRefusesBadBounds) {
   Tensor t = empty({4});
   expect_error<ValueError>([&] { nn::init::trunc_normal_(t, 0, 1, 1, 0); },
                            "trunc_normal_: expected a < b, got a = 1, b = 0");

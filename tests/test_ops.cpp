@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "devices.hpp"
 #include "expect_error.hpp"
 
 #include "gradcheck.hpp"
@@ -307,79 +308,72 @@ TEST(OpErrors, IntegerDivisionByZeroThrows) {
   EXPECT_TRUE(std::isinf(div(ones({1}), 0.0).item()));
 }
 
+RUMUS_DEVICE_SUITE(OpValuesOnEveryDevice);
+
 // torch.div's three modes and the rounding functions, on every device (values from PyTorch).
-TEST(OpValues, DivisionModesAndRoundingOnEveryDevice) {
-  for (const DeviceInfo& info : Device::list()) {
-    const Device dev = info.device;
-    SCOPED_TRACE(dev.str());
-    Tensor a = tensor(std::vector<std::int64_t>{-7, 7, -7, 7, 6}).to(dev);
-    Tensor b = tensor(std::vector<std::int64_t>{2, 2, -2, -2, 3}).to(dev);
-    EXPECT_EQ(div(a, b).to_vector<float>(), (std::vector<float>{-3.5f, 3.5f, 3.5f, -3.5f, 2}));
-    EXPECT_EQ(div(a, b, "trunc").to_vector<std::int64_t>(), (std::vector<std::int64_t>{-3, 3, 3, -3, 2}));
-    EXPECT_EQ(div(a, b, "floor").to_vector<std::int64_t>(), (std::vector<std::int64_t>{-4, 3, 3, -4, 2}));
-    EXPECT_EQ(floor_divide(a, b).dtype(), DType::i64);
-    Tensor u = tensor(std::vector<std::int64_t>{7, 201}).to(DType::u8).to(dev);
-    EXPECT_EQ(div(u, tensor(std::vector<std::int64_t>{2, 3}).to(DType::u8).to(dev)).to_vector<float>(),
-              (std::vector<float>{3.5f, 67}));
-    Tensor x = tensor({-7.5, 7.5, -0.5, 2.5, 1.5}).to(dev);
-    EXPECT_EQ(div(x, 2.0).to_vector<float>(), (std::vector<float>{-3.75f, 3.75f, -0.25f, 1.25f, 0.75f}));
-    EXPECT_EQ(div(x, full({}, 2.0).to(dev), "floor").to_vector<float>(), (std::vector<float>{-4, 3, -1, 1, 0}));
-    EXPECT_EQ(div(x, full({}, 2.0).to(dev), "trunc").to_vector<float>(), (std::vector<float>{-3, 3, -0.0f, 1, 0}));
-    EXPECT_EQ(floor(x).to_vector<float>(), (std::vector<float>{-8, 7, -1, 2, 1}));
-    EXPECT_EQ(ceil(x).to_vector<float>(), (std::vector<float>{-7, 8, -0.0f, 3, 2}));
-    EXPECT_EQ(trunc(x).to_vector<float>(), (std::vector<float>{-7, 7, -0.0f, 2, 1}));
-    EXPECT_EQ(round(x).to_vector<float>(), (std::vector<float>{-8, 8, -0.0f, 2, 2}));  // half to even
-    EXPECT_EQ(round(a).to_vector<std::int64_t>(), a.cpu().to_vector<std::int64_t>());
-    EXPECT_EQ(floor(x.to(DType::f64)).to_vector<double>(), (std::vector<double>{-8, 7, -1, 2, 1}));
-  }
+TEST_P(OpValuesOnEveryDevice, DivisionModesAndRounding) {
+  const Device dev = GetParam();
+  Tensor a = tensor(std::vector<std::int64_t>{-7, 7, -7, 7, 6}).to(dev);
+  Tensor b = tensor(std::vector<std::int64_t>{2, 2, -2, -2, 3}).to(dev);
+  EXPECT_EQ(div(a, b).to_vector<float>(), (std::vector<float>{-3.5f, 3.5f, 3.5f, -3.5f, 2}));
+  EXPECT_EQ(div(a, b, "trunc").to_vector<std::int64_t>(), (std::vector<std::int64_t>{-3, 3, 3, -3, 2}));
+  EXPECT_EQ(div(a, b, "floor").to_vector<std::int64_t>(), (std::vector<std::int64_t>{-4, 3, 3, -4, 2}));
+  EXPECT_EQ(floor_divide(a, b).dtype(), DType::i64);
+  Tensor u = tensor(std::vector<std::int64_t>{7, 201}).to(DType::u8).to(dev);
+  EXPECT_EQ(div(u, tensor(std::vector<std::int64_t>{2, 3}).to(DType::u8).to(dev)).to_vector<float>(),
+            (std::vector<float>{3.5f, 67}));
+  Tensor x = tensor({-7.5, 7.5, -0.5, 2.5, 1.5}).to(dev);
+  EXPECT_EQ(div(x, 2.0).to_vector<float>(), (std::vector<float>{-3.75f, 3.75f, -0.25f, 1.25f, 0.75f}));
+  EXPECT_EQ(div(x, full({}, 2.0).to(dev), "floor").to_vector<float>(), (std::vector<float>{-4, 3, -1, 1, 0}));
+  EXPECT_EQ(div(x, full({}, 2.0).to(dev), "trunc").to_vector<float>(), (std::vector<float>{-3, 3, -0.0f, 1, 0}));
+  EXPECT_EQ(floor(x).to_vector<float>(), (std::vector<float>{-8, 7, -1, 2, 1}));
+  EXPECT_EQ(ceil(x).to_vector<float>(), (std::vector<float>{-7, 8, -0.0f, 3, 2}));
+  EXPECT_EQ(trunc(x).to_vector<float>(), (std::vector<float>{-7, 7, -0.0f, 2, 1}));
+  EXPECT_EQ(round(x).to_vector<float>(), (std::vector<float>{-8, 8, -0.0f, 2, 2}));  // half to even
+  EXPECT_EQ(round(a).to_vector<std::int64_t>(), a.cpu().to_vector<std::int64_t>());
+  EXPECT_EQ(floor(x.to(DType::f64)).to_vector<double>(), (std::vector<double>{-8, 7, -1, 2, 1}));
 }
 
 // As torch.neg: unsigned values wrap around, signed ones negate, the dtype is kept.
-TEST(OpValues, IntegerNegWrapsOnEveryDevice) {
-  for (const DeviceInfo& info : Device::list()) {
-    const Device dev = info.device;
-    SCOPED_TRACE(dev.str());
-    Tensor u = tensor(std::vector<double>{1, 0, 200, 255}).to(DType::u8).to(dev);
-    Tensor nu = neg(u);
-    EXPECT_EQ(nu.dtype(), DType::u8);
-    EXPECT_EQ(nu.device(), dev);
-    EXPECT_EQ(nu.to(Device::cpu()).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{255, 0, 56, 1}));
-    EXPECT_EQ(u.neg().to(Device::cpu()).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{255, 0, 56, 1}));
-    for (DType dt : {DType::i32, DType::i64}) {
-      Tensor n = neg(tensor(std::vector<double>{5, -7, 0}).to(dt).to(dev));
-      EXPECT_EQ(n.dtype(), dt);
-      EXPECT_EQ(n.to(Device::cpu()).to(DType::i64).to_vector<std::int64_t>(), (std::vector<std::int64_t>{-5, 7, 0}));
-    }
+TEST_P(OpValuesOnEveryDevice, IntegerNegWraps) {
+  const Device dev = GetParam();
+  Tensor u = tensor(std::vector<double>{1, 0, 200, 255}).to(DType::u8).to(dev);
+  Tensor nu = neg(u);
+  EXPECT_EQ(nu.dtype(), DType::u8);
+  EXPECT_EQ(nu.device(), dev);
+  EXPECT_EQ(nu.to(Device::cpu()).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{255, 0, 56, 1}));
+  EXPECT_EQ(u.neg().to(Device::cpu()).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{255, 0, 56, 1}));
+  for (DType dt : {DType::i32, DType::i64}) {
+    Tensor n = neg(tensor(std::vector<double>{5, -7, 0}).to(dt).to(dev));
+    EXPECT_EQ(n.dtype(), dt);
+    EXPECT_EQ(n.to(Device::cpu()).to(DType::i64).to_vector<std::int64_t>(), (std::vector<std::int64_t>{-5, 7, 0}));
   }
 }
 
 // A number keeps an integer tensor integer when it is an integer, and gives
 // f32 when it is floating, as PyTorch: torch.tensor([1, 2, 3], dtype=torch.int32)
 // + 2 is int32 [3, 4, 5], + 2.5 is float32 [3.5, 4.5, 5.5].
-TEST(OpValues, NumbersPromoteIntegerTensorsAsInPyTorch) {
-  for (const DeviceInfo& info : Device::list()) {
-    const Device dev = info.device;
-    SCOPED_TRACE(dev.str());
-    Tensor i = tensor(std::vector<std::int32_t>{1, 2, 3}).to(dev);
-    auto ints = [](const Tensor& t) { return t.cpu().to(DType::i64).to_vector<std::int64_t>(); };
-    auto floats = [](const Tensor& t) { return t.cpu().to_vector<float>(); };
-    for (const Tensor& t : {add(i, 2), i + 2, i.add(full({}, 2, {.dtype = DType::i32, .device = dev}))}) {
-      EXPECT_EQ(t.dtype(), DType::i32);
-      EXPECT_EQ(ints(t), (std::vector<std::int64_t>{3, 4, 5}));
-    }
-    EXPECT_EQ(add(i, 2.5).dtype(), DType::f32);
-    EXPECT_EQ(floats(add(i, 2.5)), (std::vector<float>{3.5f, 4.5f, 5.5f}));
-    EXPECT_EQ(floats(i * 2.5), (std::vector<float>{2.5f, 5.0f, 7.5f}));
-    EXPECT_EQ(floats(i - 0.5), (std::vector<float>{0.5f, 1.5f, 2.5f}));
-    EXPECT_EQ(floats(1.5 - i), (std::vector<float>{0.5f, -0.5f, -1.5f}));
-    EXPECT_EQ((10 - i).dtype(), DType::i32);
-    EXPECT_EQ(ints(10 - i), (std::vector<std::int64_t>{9, 8, 7}));
-    EXPECT_EQ(ints(mul(i, std::int64_t(3))), (std::vector<std::int64_t>{3, 6, 9}));
-    EXPECT_EQ(floats(i / 2), (std::vector<float>{0.5f, 1.0f, 1.5f}));  // true division
-    Tensor u = tensor(std::vector<double>{255, 1}).to(DType::u8).to(dev);
-    EXPECT_EQ((u + 2).dtype(), DType::u8);
-    EXPECT_EQ((u + 2).cpu().to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{1, 3}));  // wraps
+TEST_P(OpValuesOnEveryDevice, NumbersPromoteIntegerTensorsAsInPyTorch) {
+  const Device dev = GetParam();
+  Tensor i = tensor(std::vector<std::int32_t>{1, 2, 3}).to(dev);
+  auto ints = [](const Tensor& t) { return t.cpu().to(DType::i64).to_vector<std::int64_t>(); };
+  auto floats = [](const Tensor& t) { return t.cpu().to_vector<float>(); };
+  for (const Tensor& t : {add(i, 2), i + 2, i.add(full({}, 2, {.dtype = DType::i32, .device = dev}))}) {
+    EXPECT_EQ(t.dtype(), DType::i32);
+    EXPECT_EQ(ints(t), (std::vector<std::int64_t>{3, 4, 5}));
   }
+  EXPECT_EQ(add(i, 2.5).dtype(), DType::f32);
+  EXPECT_EQ(floats(add(i, 2.5)), (std::vector<float>{3.5f, 4.5f, 5.5f}));
+  EXPECT_EQ(floats(i * 2.5), (std::vector<float>{2.5f, 5.0f, 7.5f}));
+  EXPECT_EQ(floats(i - 0.5), (std::vector<float>{0.5f, 1.5f, 2.5f}));
+  EXPECT_EQ(floats(1.5 - i), (std::vector<float>{0.5f, -0.5f, -1.5f}));
+  EXPECT_EQ((10 - i).dtype(), DType::i32);
+  EXPECT_EQ(ints(10 - i), (std::vector<std::int64_t>{9, 8, 7}));
+  EXPECT_EQ(ints(mul(i, std::int64_t(3))), (std::vector<std::int64_t>{3, 6, 9}));
+  EXPECT_EQ(floats(i / 2), (std::vector<float>{0.5f, 1.0f, 1.5f}));  // true division
+  Tensor u = tensor(std::vector<double>{255, 1}).to(DType::u8).to(dev);
+  EXPECT_EQ((u + 2).dtype(), DType::u8);
+  EXPECT_EQ((u + 2).cpu().to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{1, 3}));  // wraps
 }
 
 TEST(OpValues, IntegerDivisionWrapsAtTheMinimum) {

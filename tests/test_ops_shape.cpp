@@ -170,19 +170,21 @@ void expect_stable_sort(std::int64_t rows, std::int64_t n, Device dev, bool desc
   EXPECT_EQ(order.to_vector<std::int64_t>(), indices.to_vector<std::int64_t>()) << dev.str();
 }
 
-TEST(Sort, StableWithTiesAndNaNOnEveryDevice) {
-  for (Device dev : test_devices())
-    for (bool descending : {false, true}) {
-      expect_stable_sort(4, 37, dev, descending);
-      expect_stable_sort(3, 1000, dev, descending);
-      expect_stable_sort(2, 2500, dev, descending);
-    }
+RUMUS_DEVICE_SUITE(SortOnEveryDevice);
+
+TEST_P(SortOnEveryDevice, StableWithTiesAndNaN) {
+  const Device dev = GetParam();
+  for (bool descending : {false, true}) {
+    expect_stable_sort(4, 37, dev, descending);
+    expect_stable_sort(3, 1000, dev, descending);
+    expect_stable_sort(2, 2500, dev, descending);
+  }
 }
 
 // Rows long enough for the CPU's radix sort, in every dtype, with -0 and +0
 // (equal, so kept in order), both infinities, NaN and negatives of several
 // magnitudes: the order of a stable comparison sort of the stored values.
-TEST(Sort, LongRowsOfEveryDTypeSortStably) {
+TEST_P(SortOnEveryDevice, LongRowsOfEveryDTypeSortStably) {
   std::mt19937_64 rng(33);
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> special = {-0.0, 0.0, inf, -inf, nan, -1e-30, 1e-30, -3e5, 3e5, -1.5, 1.5};
@@ -194,44 +196,43 @@ TEST(Sort, LongRowsOfEveryDTypeSortStably) {
     const std::size_t p = pick(rng);
     x = p < special.size() ? special[p] : double(small(rng));
   }
-  for (Device dev : test_devices())
-    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8})
-      for (bool descending : {false, true}) {
-        if (!is_floating(dt) && !dev.is_cpu()) continue;  // the integer case above covers GPUs
-        // Integers take the small values only (u8 their absolute values).
-        std::vector<double> w = v;
-        if (!is_floating(dt))
-          for (double& x : w) x = std::isfinite(x) && std::abs(x) <= 100 ? std::trunc(dt == DType::u8 ? std::abs(x) : x) : 7;
-        Tensor x = tensor(w, {rows, n}).to(dt);
-        const std::vector<double> stored = x.to(DType::f64).to_vector<double>();
-        const std::vector<std::int64_t> got = std::get<1>(sort(x.to(dev), 1, descending)).to_vector<std::int64_t>();
-        for (std::int64_t r = 0; r < rows; ++r) {
-          std::vector<float> row(stored.begin() + r * n, stored.begin() + (r + 1) * n);
-          const std::vector<std::int64_t> want = stable_order(row.data(), n, descending);
-          for (std::int64_t j = 0; j < n; ++j)
-            ASSERT_EQ(got[std::size_t(r * n + j)], want[std::size_t(j)])
-                << dev.str() << " " << dtype_name(dt) << (descending ? " descending" : "") << " row " << r << " at " << j;
-        }
+  const Device dev = GetParam();
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8})
+    for (bool descending : {false, true}) {
+      if (!is_floating(dt) && !dev.is_cpu()) continue;  // the integer case above covers GPUs
+      // Integers take the small values only (u8 their absolute values).
+      std::vector<double> w = v;
+      if (!is_floating(dt))
+        for (double& x : w) x = std::isfinite(x) && std::abs(x) <= 100 ? std::trunc(dt == DType::u8 ? std::abs(x) : x) : 7;
+      Tensor x = tensor(w, {rows, n}).to(dt);
+      const std::vector<double> stored = x.to(DType::f64).to_vector<double>();
+      const std::vector<std::int64_t> got = std::get<1>(sort(x.to(dev), 1, descending)).to_vector<std::int64_t>();
+      for (std::int64_t r = 0; r < rows; ++r) {
+        std::vector<float> row(stored.begin() + r * n, stored.begin() + (r + 1) * n);
+        const std::vector<std::int64_t> want = stable_order(row.data(), n, descending);
+        for (std::int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(got[std::size_t(r * n + j)], want[std::size_t(j)])
+              << dev.str() << " " << dtype_name(dt) << (descending ? " descending" : "") << " row " << r << " at " << j;
       }
+    }
 }
 
-TEST(Sort, TopkAndKthvalueOnEveryDevice) {
+TEST_P(SortOnEveryDevice, TopkAndKthvalue) {
   const std::vector<float> v = tied_values(2 * 37, 9);
-  for (Device dev : test_devices()) {
-    Tensor x = tensor(v, {2, 37}).to(dev);
-    auto [top, top_i] = topk(x, 5, 1);
-    auto [low, low_i] = topk(x, 4, 1, false);
-    auto [kth, kth_i] = kthvalue(x, 7, 1);
-    for (std::int64_t r = 0; r < 2; ++r) {
-      const std::vector<std::int64_t> down = stable_order(v.data() + r * 37, 37, true);
-      const std::vector<std::int64_t> up = stable_order(v.data() + r * 37, 37, false);
-      for (std::int64_t j = 0; j < 5; ++j) EXPECT_EQ(top_i.select(0, r).select(0, j).item<std::int64_t>(), down[std::size_t(j)]) << dev.str();
-      for (std::int64_t j = 0; j < 4; ++j) EXPECT_EQ(low_i.select(0, r).select(0, j).item<std::int64_t>(), up[std::size_t(j)]) << dev.str();
-      EXPECT_EQ(kth_i.select(0, r).item<std::int64_t>(), up[6]) << dev.str();
-    }
-    EXPECT_EQ(top.shape(), (Shape{2, 5}));
-    EXPECT_EQ(kth.shape(), (Shape{2}));
+  const Device dev = GetParam();
+  Tensor x = tensor(v, {2, 37}).to(dev);
+  auto [top, top_i] = topk(x, 5, 1);
+  auto [low, low_i] = topk(x, 4, 1, false);
+  auto [kth, kth_i] = kthvalue(x, 7, 1);
+  for (std::int64_t r = 0; r < 2; ++r) {
+    const std::vector<std::int64_t> down = stable_order(v.data() + r * 37, 37, true);
+    const std::vector<std::int64_t> up = stable_order(v.data() + r * 37, 37, false);
+    for (std::int64_t j = 0; j < 5; ++j) EXPECT_EQ(top_i.select(0, r).select(0, j).item<std::int64_t>(), down[std::size_t(j)]) << dev.str();
+    for (std::int64_t j = 0; j < 4; ++j) EXPECT_EQ(low_i.select(0, r).select(0, j).item<std::int64_t>(), up[std::size_t(j)]) << dev.str();
+    EXPECT_EQ(kth_i.select(0, r).item<std::int64_t>(), up[6]) << dev.str();
   }
+  EXPECT_EQ(top.shape(), (Shape{2, 5}));
+  EXPECT_EQ(kth.shape(), (Shape{2}));
 }
 
 // Rows long enough for the CPU's selection to split them into chunks: the
@@ -260,8 +261,10 @@ TEST(Sort, TopkOfLongRowsIsTheSortsFirstK) {
         }
 }
 
+RUMUS_DEVICE_SUITE(ScanOnEveryDevice);
+
 // Columns longer than the Vulkan kernel's 512-element chunks, along a middle dim.
-TEST(Scan, CumsumAndCumprodOnEveryDevice) {
+TEST_P(ScanOnEveryDevice, CumsumAndCumprod) {
   const std::int64_t outer = 2, n = 1300, inner = 3;
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<double> sum_dist(-1.0, 1.0), prod_dist(0.998, 1.002);
@@ -278,46 +281,56 @@ TEST(Scan, CumsumAndCumprodOnEveryDevice) {
         want_prod[at] = p *= b[at];
       }
     }
-  for (Device dev : test_devices()) {
-    const std::vector<float> s = cumsum(tensor(a, {outer, n, inner}).to(dev), 1).to_vector<float>();
-    const std::vector<float> p = cumprod(tensor(b, {outer, n, inner}).to(dev), -2).to_vector<float>();
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      ASSERT_NEAR(s[i], want_sum[i], 1e-4) << dev.str() << " cumsum at " << i;
-      ASSERT_NEAR(p[i], want_prod[i], 1e-4) << dev.str() << " cumprod at " << i;
-    }
+  const Device dev = GetParam();
+  const std::vector<float> s = cumsum(tensor(a, {outer, n, inner}).to(dev), 1).to_vector<float>();
+  const std::vector<float> p = cumprod(tensor(b, {outer, n, inner}).to(dev), -2).to_vector<float>();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(s[i], want_sum[i], 1e-4) << dev.str() << " cumsum at " << i;
+    ASSERT_NEAR(p[i], want_prod[i], 1e-4) << dev.str() << " cumprod at " << i;
   }
 }
 
-// cumprod's gradient where the input holds zeros: against the sum of products
-// it is, sum over j >= k of w[j] * prod(x[i], i <= j, i != k), on every device;
-// its second derivative against central differences of the first, in the
-// elements that are not the zero, on the CPU (the gradient past the first
-// zero is held at 0, as PyTorch's).
-TEST(Scan, CumprodGradientAtZeros) {
-  const std::vector<double> xs = {0.7, 1.3, 0.0, 0.9, 0.0, 1.1}, w = {0.3, -0.5, 0.8, 0.2, -0.4, 0.6};
+namespace {
+// The gradient of sum(w * cumprod(x)) as the sum of products it is:
+// d/dx[k] = sum over j >= k of w[j] * prod(x[i], i <= j, i != k).
+std::vector<double> weighted_cumprod_gradient(const std::vector<double>& x, const std::vector<double>& w) {
+  const std::size_t n = x.size();
+  std::vector<double> g(n, 0.0);
+  for (std::size_t k = 0; k < n; ++k)
+    for (std::size_t j = k; j < n; ++j) {
+      double p = w[j];
+      for (std::size_t i = 0; i <= j; ++i)
+        if (i != k) p *= x[i];
+      g[k] += p;
+    }
+  return g;
+}
+const std::vector<double> kCumprodAtZeros = {0.7, 1.3, 0.0, 0.9, 0.0, 1.1}, kCumprodWeights = {0.3, -0.5, 0.8, 0.2, -0.4, 0.6};
+}  // namespace
+
+// cumprod's gradient where the input holds zeros, against the sum of products
+// it is, on every device (f32).
+TEST_P(ScanOnEveryDevice, CumprodGradientAtZeros) {
+  const Device dev = GetParam();
+  const std::vector<double>& xs = kCumprodAtZeros;
+  const std::int64_t n = std::int64_t(xs.size());
+  Tensor x = tensor(xs, {n}).to(dev).requires_grad_();
+  Tensor g = autograd::grad({sum(cumprod(x, 0) * tensor(kCumprodWeights, {n}).to(dev))}, {x})[0];
+  const std::vector<float> got = g.to_vector<float>();
+  const std::vector<double> want = weighted_cumprod_gradient(xs, kCumprodWeights);
+  for (std::size_t k = 0; k < xs.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-5) << "element " << k;
+}
+
+// ... and in f64 on the CPU, its second derivative against central
+// differences of the first, in the elements that are not the zero (the
+// gradient past the first zero is held at 0, as PyTorch's).
+TEST(Scan, CumprodSecondDerivativeAtZeros) {
+  const std::vector<double>& xs = kCumprodAtZeros;
   const std::vector<double> v = {0.9, -0.2, 0.4, 0.7, -0.6, 0.5};
   const std::size_t n = xs.size();
-  auto exact_grad = [&](const std::vector<double>& x) {
-    std::vector<double> g(n, 0.0);
-    for (std::size_t k = 0; k < n; ++k)
-      for (std::size_t j = k; j < n; ++j) {
-        double p = w[j];
-        for (std::size_t i = 0; i <= j; ++i)
-          if (i != k) p *= x[i];
-        g[k] += p;
-      }
-    return g;
-  };
-  // First order on every device (f32), second order on the CPU in f64.
-  for (Device dev : test_devices()) {
-    Tensor x = tensor(xs, {std::int64_t(n)}).to(dev).requires_grad_();
-    Tensor g = autograd::grad({sum(cumprod(x, 0) * tensor(w, {std::int64_t(n)}).to(dev))}, {x})[0];
-    const std::vector<float> got = g.to_vector<float>();
-    const std::vector<double> want = exact_grad(xs);
-    for (std::size_t k = 0; k < n; ++k) EXPECT_NEAR(got[k], want[k], 1e-5) << dev.str() << " element " << k;
-  }
+  auto exact_grad = [](const std::vector<double>& x) { return weighted_cumprod_gradient(x, kCumprodWeights); };
   Tensor x = tensor(xs, {std::int64_t(n)}, {.dtype = DType::f64}).requires_grad_();
-  Tensor weights = tensor(w, {std::int64_t(n)}, {.dtype = DType::f64});
+  Tensor weights = tensor(kCumprodWeights, {std::int64_t(n)}, {.dtype = DType::f64});
   Tensor g = autograd::grad({sum(cumprod(x, 0) * weights)}, {x}, {.create_graph = true})[0];
   const std::vector<double> got = g.to_vector<double>(), want = exact_grad(xs);
   for (std::size_t k = 0; k < n; ++k) EXPECT_NEAR(got[k], want[k], 1e-12) << "element " << k;
@@ -339,31 +352,31 @@ TEST(Scan, CumprodGradientAtZeros) {
 // Running maxima and minima over columns longer than a chunk, with ties and
 // NaN, against the loop PyTorch's CPU kernel runs (a later equal value and
 // every NaN take over).
-TEST(Scan, CummaxCumminOnEveryDevice) {
+TEST_P(ScanOnEveryDevice, CummaxCummin) {
   const std::int64_t outer = 2, n = 1100, inner = 2;
   const std::vector<float> v = tied_values(std::size_t(outer * n * inner), 13);
-  for (Device dev : test_devices())
-    for (bool is_max : {true, false}) {
-      Tensor x = tensor(v, {outer, n, inner}).to(dev);
-      auto [values, indices] = is_max ? cummax(x, 1) : cummin(x, -2);
-      const std::vector<float> got_v = values.to_vector<float>();
-      const std::vector<std::int64_t> got_i = indices.to_vector<std::int64_t>();
-      for (std::int64_t o = 0; o < outer; ++o)
-        for (std::int64_t k = 0; k < inner; ++k) {
-          float best = v[std::size_t(o * n * inner + k)];
-          std::int64_t best_j = 0;
-          for (std::int64_t j = 0; j < n; ++j) {
-            const std::size_t at = std::size_t((o * n + j) * inner + k);
-            const float e = v[at];
-            if (std::isnan(e) || (!std::isnan(best) && (is_max ? e >= best : e <= best))) {
-              best = e;
-              best_j = j;
-            }
-            ASSERT_EQ(got_i[at], best_j) << dev.str() << (is_max ? " cummax" : " cummin") << " at " << at;
-            ASSERT_TRUE(std::isnan(best) ? std::isnan(got_v[at]) : got_v[at] == best) << dev.str() << " at " << at;
+  const Device dev = GetParam();
+  for (bool is_max : {true, false}) {
+    Tensor x = tensor(v, {outer, n, inner}).to(dev);
+    auto [values, indices] = is_max ? cummax(x, 1) : cummin(x, -2);
+    const std::vector<float> got_v = values.to_vector<float>();
+    const std::vector<std::int64_t> got_i = indices.to_vector<std::int64_t>();
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t k = 0; k < inner; ++k) {
+        float best = v[std::size_t(o * n * inner + k)];
+        std::int64_t best_j = 0;
+        for (std::int64_t j = 0; j < n; ++j) {
+          const std::size_t at = std::size_t((o * n + j) * inner + k);
+          const float e = v[at];
+          if (std::isnan(e) || (!std::isnan(best) && (is_max ? e >= best : e <= best))) {
+            best = e;
+            best_j = j;
           }
+          ASSERT_EQ(got_i[at], best_j) << dev.str() << (is_max ? " cummax" : " cummin") << " at " << at;
+          ASSERT_TRUE(std::isnan(best) ? std::isnan(got_v[at]) : got_v[at] == best) << dev.str() << " at " << at;
         }
-    }
+      }
+  }
 }
 
 TEST(Scan, IntegersGiveI64AndDtypeCasts) {
@@ -375,29 +388,31 @@ TEST(Scan, IntegersGiveI64AndDtypeCasts) {
 }
 
 // Integer tensors sort and scan on every device (in double arithmetic on Vulkan).
-TEST(Scan, IntegersOnEveryDevice) {
+TEST_P(ScanOnEveryDevice, Integers) {
   std::mt19937_64 rng(21);
   std::uniform_int_distribution<int> pick(-1000, 1000);
   std::vector<std::int64_t> v(600);
   for (auto& x : v) x = pick(rng);
   std::vector<std::int64_t> want_sum(v.size());
   std::partial_sum(v.begin(), v.end(), want_sum.begin());
-  for (Device dev : test_devices()) {
-    Tensor x = tensor(v, {std::int64_t(v.size())}).to(DType::i32).to(dev);
-    EXPECT_EQ(cumsum(x, 0).to_vector<std::int64_t>(), want_sum) << dev.str();
-    const std::vector<std::int64_t> order = argsort(x, 0, true).to_vector<std::int64_t>();
-    for (std::size_t j = 1; j < order.size(); ++j) {
-      const std::int64_t a = v[std::size_t(order[j - 1])], b = v[std::size_t(order[j])];
-      ASSERT_TRUE(a > b || (a == b && order[j - 1] < order[j])) << dev.str() << " at " << j;
-    }
-    const std::vector<std::int64_t> running = std::get<0>(cummax(x, 0)).to_vector<std::int64_t>();
-    EXPECT_EQ(running.back(), *std::max_element(v.begin(), v.end())) << dev.str();
+  const Device dev = GetParam();
+  Tensor x = tensor(v, {std::int64_t(v.size())}).to(DType::i32).to(dev);
+  EXPECT_EQ(cumsum(x, 0).to_vector<std::int64_t>(), want_sum) << dev.str();
+  const std::vector<std::int64_t> order = argsort(x, 0, true).to_vector<std::int64_t>();
+  for (std::size_t j = 1; j < order.size(); ++j) {
+    const std::int64_t a = v[std::size_t(order[j - 1])], b = v[std::size_t(order[j])];
+    ASSERT_TRUE(a > b || (a == b && order[j - 1] < order[j])) << dev.str() << " at " << j;
   }
+  const std::vector<std::int64_t> running = std::get<0>(cummax(x, 0)).to_vector<std::int64_t>();
+  EXPECT_EQ(running.back(), *std::max_element(v.begin(), v.end())) << dev.str();
 }
+
+RUMUS_DEVICE_SUITE(GatherOnEveryDevice);
 
 // Rows wide enough for the CPU to split the columns among threads, one and
 // several outer slices, repeated indices and per-column indices: a walk here.
-TEST(Gather, ScatterAddOfWideRowsMatchesAWalk) {
+TEST_P(GatherOnEveryDevice, ScatterAddOfWideRowsMatchesAWalk) {
+  const Device dev = GetParam();
   std::mt19937_64 rng(41);
   for (std::int64_t outer : {1, 3})
     for (std::int64_t inner : {64, 100}) {
@@ -415,38 +430,38 @@ TEST(Gather, ScatterAddOfWideRowsMatchesAWalk) {
             const std::size_t at = std::size_t((o * m + j) * inner + k);
             want[std::size_t((o * n + ix[at]) * inner + k)] += src[at];
           }
-      for (Device dev : test_devices()) {
-        Tensor out = scatter_add(tensor(self, {outer, n, inner}).to(dev), 1, tensor(ix, {outer, m, inner}).to(dev),
-                                 tensor(src, {outer, m, inner}).to(dev));
-        EXPECT_EQ(out.to_vector<double>(), want) << dev.str() << " outer " << outer << " inner " << inner;
-      }
+      Tensor out = scatter_add(tensor(self, {outer, n, inner}).to(dev), 1, tensor(ix, {outer, m, inner}).to(dev),
+                               tensor(src, {outer, m, inner}).to(dev));
+      EXPECT_EQ(out.to_vector<double>(), want) << dev.str() << " outer " << outer << " inner " << inner;
     }
 }
 
-TEST(Diagonal, IsAViewThatWritesThrough) {
-  for (Device dev : test_devices()) {
-    Tensor x = zeros({3, 4}, {.device = dev});
-    Tensor d = diagonal(x, 1);
-    EXPECT_EQ(d.storage_ptr(), x.storage_ptr());
-    EXPECT_EQ(d.shape(), Shape{3});
-    d.fill_(1.0);
-    for (std::int64_t r = 0; r < 3; ++r)
-      for (std::int64_t c = 0; c < 4; ++c) EXPECT_EQ(x.select(0, r).select(0, c).item(), c == r + 1 ? 1.0 : 0.0) << dev.str();
-    EXPECT_EQ(diagonal(x, 5).shape(), Shape{0});
-  }
+RUMUS_DEVICE_SUITE(DiagonalOnEveryDevice);
+
+TEST_P(DiagonalOnEveryDevice, IsAViewThatWritesThrough) {
+  const Device dev = GetParam();
+  Tensor x = zeros({3, 4}, {.device = dev});
+  Tensor d = diagonal(x, 1);
+  EXPECT_EQ(d.storage_ptr(), x.storage_ptr());
+  EXPECT_EQ(d.shape(), Shape{3});
+  d.fill_(1.0);
+  for (std::int64_t r = 0; r < 3; ++r)
+    for (std::int64_t c = 0; c < 4; ++c) EXPECT_EQ(x.select(0, r).select(0, c).item(), c == r + 1 ? 1.0 : 0.0) << dev.str();
+  EXPECT_EQ(diagonal(x, 5).shape(), Shape{0});
 }
 
-TEST(Nonzero, CoordinatesInRowMajorOrder) {
+RUMUS_DEVICE_SUITE(NonzeroOnEveryDevice);
+
+TEST_P(NonzeroOnEveryDevice, CoordinatesInRowMajorOrder) {
   std::vector<double> v = {0.0, 1.5, 0.0, -2.0, 0.0, 0.0, std::nan(""), 3.0};
-  for (Device dev : test_devices()) {
-    Tensor nz = nonzero(tensor(v, {2, 2, 2}).to(dev));
-    std::vector<std::int64_t> want;
-    for (std::int64_t i = 0; i < 8; ++i)
-      if (v[std::size_t(i)] != 0.0) want.insert(want.end(), {i / 4, (i / 2) % 2, i % 2});
-    EXPECT_EQ(nz.shape(), (Shape{std::int64_t(want.size() / 3), 3})) << dev.str();
-    EXPECT_EQ(nz.device(), dev);
-    EXPECT_EQ(nz.to_vector<std::int64_t>(), want) << dev.str();
-  }
+  const Device dev = GetParam();
+  Tensor nz = nonzero(tensor(v, {2, 2, 2}).to(dev));
+  std::vector<std::int64_t> want;
+  for (std::int64_t i = 0; i < 8; ++i)
+    if (v[std::size_t(i)] != 0.0) want.insert(want.end(), {i / 4, (i / 2) % 2, i % 2});
+  EXPECT_EQ(nz.shape(), (Shape{std::int64_t(want.size() / 3), 3})) << dev.str();
+  EXPECT_EQ(nz.device(), dev);
+  EXPECT_EQ(nz.to_vector<std::int64_t>(), want) << dev.str();
 }
 
 // The methods call the free functions: the same results.
@@ -506,74 +521,72 @@ Tensor ints(std::vector<std::int64_t> v, Shape s = {}) {
 }
 }  // namespace
 
-TEST(TensorIndexing, BasicIndicesAreViews) {
-  for (Device dev : test_devices()) {
-    const Tensor x = positions(dev);
-    Tensor a = x.index({1, Slice(None, None, 2), -1});  // x[1, ::2, -1]
-    EXPECT_EQ(a.shape(), (Shape{2}));
-    EXPECT_EQ(values(a), (std::vector<float>{103, 123})) << dev.str();
-    EXPECT_EQ(a.storage_ptr(), x.storage_ptr()) << "a view";
-    Tensor b = x.index({Slice(1), None, Ellipsis, Slice(-2, None)});  // x[1:, None, ..., -2:]
-    EXPECT_EQ(b.shape(), (Shape{1, 1, 3, 2}));
-    EXPECT_EQ(values(b), (std::vector<float>{102, 103, 112, 113, 122, 123}));
-    EXPECT_EQ(x.index({"...", 0}).shape(), (Shape{2, 3}));
-    EXPECT_EQ(x.index({true}).shape(), (Shape{1, 2, 3, 4}));
-    EXPECT_EQ(x.index({Slice(), false}).shape(), (Shape{2, 0, 3, 4}));
-    EXPECT_EQ(x.index({Slice(5, 1)}).shape(), (Shape{0, 3, 4})) << "an empty slice, as Python's";
-  }
+RUMUS_DEVICE_SUITE(TensorIndexingOnEveryDevice);
+
+TEST_P(TensorIndexingOnEveryDevice, BasicIndicesAreViews) {
+  const Device dev = GetParam();
+  const Tensor x = positions(dev);
+  Tensor a = x.index({1, Slice(None, None, 2), -1});  // x[1, ::2, -1]
+  EXPECT_EQ(a.shape(), (Shape{2}));
+  EXPECT_EQ(values(a), (std::vector<float>{103, 123})) << dev.str();
+  EXPECT_EQ(a.storage_ptr(), x.storage_ptr()) << "a view";
+  Tensor b = x.index({Slice(1), None, Ellipsis, Slice(-2, None)});  // x[1:, None, ..., -2:]
+  EXPECT_EQ(b.shape(), (Shape{1, 1, 3, 2}));
+  EXPECT_EQ(values(b), (std::vector<float>{102, 103, 112, 113, 122, 123}));
+  EXPECT_EQ(x.index({"...", 0}).shape(), (Shape{2, 3}));
+  EXPECT_EQ(x.index({true}).shape(), (Shape{1, 2, 3, 4}));
+  EXPECT_EQ(x.index({Slice(), false}).shape(), (Shape{2, 0, 3, 4}));
+  EXPECT_EQ(x.index({Slice(5, 1)}).shape(), (Shape{0, 3, 4})) << "an empty slice, as Python's";
 }
 
-TEST(TensorIndexing, TensorIndicesGatherAsPyTorch) {
-  for (Device dev : test_devices()) {
-    const Tensor x = positions(dev);
-    // One index tensor: its shape replaces the dim.
-    Tensor a = x.index({Slice(), ints({2, 0, 2, 1}, {2, 2})});  // x[:, [[2, 0], [2, 1]]]
-    EXPECT_EQ(a.shape(), (Shape{2, 2, 2, 4}));
-    EXPECT_EQ(values(a.index({1, 0, 1})), (std::vector<float>{100, 101, 102, 103}));
-    // Adjacent indices broadcast together and stay in place.
-    Tensor b = x.index({Slice(), ints({0, 2}), ints({-1})});  // x[:, [0, 2], [-1]]
-    EXPECT_EQ(b.shape(), (Shape{2, 2}));
-    EXPECT_EQ(values(b), (std::vector<float>{3, 23, 103, 123}));
-    // Separated indices put the broadcast dims first.
-    Tensor c = x.index({ints({1, 0}), Slice(), ints({3, 1})});  // x[[1, 0], :, [3, 1]]
-    EXPECT_EQ(c.shape(), (Shape{2, 3}));
-    EXPECT_EQ(values(c), (std::vector<float>{103, 113, 123, 1, 11, 21}));
-    // A mask over two dims: the set positions, in row-major order.
-    Tensor mask = tensor(std::vector<std::uint8_t>{0, 1, 0, 1, 0, 0}).reshape({2, 3});
-    Tensor d = x.index({mask.to(dev)});
-    EXPECT_EQ(d.shape(), (Shape{2, 4}));
-    EXPECT_EQ(values(d), (std::vector<float>{10, 11, 12, 13, 100, 101, 102, 103}));
-  }
+TEST_P(TensorIndexingOnEveryDevice, TensorIndicesGatherAsPyTorch) {
+  const Device dev = GetParam();
+  const Tensor x = positions(dev);
+  // One index tensor: its shape replaces the dim.
+  Tensor a = x.index({Slice(), ints({2, 0, 2, 1}, {2, 2})});  // x[:, [[2, 0], [2, 1]]]
+  EXPECT_EQ(a.shape(), (Shape{2, 2, 2, 4}));
+  EXPECT_EQ(values(a.index({1, 0, 1})), (std::vector<float>{100, 101, 102, 103}));
+  // Adjacent indices broadcast together and stay in place.
+  Tensor b = x.index({Slice(), ints({0, 2}), ints({-1})});  // x[:, [0, 2], [-1]]
+  EXPECT_EQ(b.shape(), (Shape{2, 2}));
+  EXPECT_EQ(values(b), (std::vector<float>{3, 23, 103, 123}));
+  // Separated indices put the broadcast dims first.
+  Tensor c = x.index({ints({1, 0}), Slice(), ints({3, 1})});  // x[[1, 0], :, [3, 1]]
+  EXPECT_EQ(c.shape(), (Shape{2, 3}));
+  EXPECT_EQ(values(c), (std::vector<float>{103, 113, 123, 1, 11, 21}));
+  // A mask over two dims: the set positions, in row-major order.
+  Tensor mask = tensor(std::vector<std::uint8_t>{0, 1, 0, 1, 0, 0}).reshape({2, 3});
+  Tensor d = x.index({mask.to(dev)});
+  EXPECT_EQ(d.shape(), (Shape{2, 4}));
+  EXPECT_EQ(values(d), (std::vector<float>{10, 11, 12, 13, 100, 101, 102, 103}));
 }
 
-TEST(TensorIndexing, GradientsFlowToTheIndexedElements) {
-  for (Device dev : test_devices()) {
-    Tensor x = positions(dev).requires_grad_();
-    Tensor y = x.index({Slice(), ints({0, 2, 0}), 1});
-    GradientStore g = backward(sum(y));
-    std::vector<float> want(24, 0.0f);
-    for (int i = 0; i < 2; ++i) {
-      want[std::size_t(i * 12 + 0 * 4 + 1)] = 2;  // row 0 taken twice
-      want[std::size_t(i * 12 + 2 * 4 + 1)] = 1;
-    }
-    EXPECT_EQ(values(g.at(x)), want) << dev.str();
+TEST_P(TensorIndexingOnEveryDevice, GradientsFlowToTheIndexedElements) {
+  const Device dev = GetParam();
+  Tensor x = positions(dev).requires_grad_();
+  Tensor y = x.index({Slice(), ints({0, 2, 0}), 1});
+  GradientStore g = backward(sum(y));
+  std::vector<float> want(24, 0.0f);
+  for (int i = 0; i < 2; ++i) {
+    want[std::size_t(i * 12 + 0 * 4 + 1)] = 2;  // row 0 taken twice
+    want[std::size_t(i * 12 + 2 * 4 + 1)] = 1;
   }
+  EXPECT_EQ(values(g.at(x)), want) << dev.str();
 }
 
-TEST(TensorIndexing, IndexPutWritesThroughBasicAndTensorIndices) {
-  for (Device dev : test_devices()) {
-    Tensor x = positions(dev);
-    x.index_put_({0, Slice(1, None), Slice(None, 2)}, -1.0);  // x[0, 1:, :2] = -1
-    EXPECT_EQ(values(x.index({0})),
-              (std::vector<float>{0, 1, 2, 3, -1, -1, 12, 13, -1, -1, 22, 23}));
-    Tensor y = positions(dev);
-    y.index_put_({Slice(), ints({2, 0}), ints({3})}, tensor({-5.0, -6.0}).to(dev));  // y[:, [2, 0], [3]] = [-5, -6]
-    EXPECT_EQ(values(y.index({Slice(), Slice(), 3})), (std::vector<float>{-6, 13, -5, -6, 113, -5})) << dev.str();
-    Tensor z = positions(dev);
-    z.index_put_({gt(z, 110.0)}, 0.0);  // z[z > 110] = 0
-    EXPECT_EQ(max(z).item(), 110.0);
-    EXPECT_EQ(sum(eq(z, 0.0)).item(), 8.0);  // 111..113, 120..123 and the 0 at [0, 0, 0]
-  }
+TEST_P(TensorIndexingOnEveryDevice, IndexPutWritesThroughBasicAndTensorIndices) {
+  const Device dev = GetParam();
+  Tensor x = positions(dev);
+  x.index_put_({0, Slice(1, None), Slice(None, 2)}, -1.0);  // x[0, 1:, :2] = -1
+  EXPECT_EQ(values(x.index({0})),
+            (std::vector<float>{0, 1, 2, 3, -1, -1, 12, 13, -1, -1, 22, 23}));
+  Tensor y = positions(dev);
+  y.index_put_({Slice(), ints({2, 0}), ints({3})}, tensor({-5.0, -6.0}).to(dev));  // y[:, [2, 0], [3]] = [-5, -6]
+  EXPECT_EQ(values(y.index({Slice(), Slice(), 3})), (std::vector<float>{-6, 13, -5, -6, 113, -5})) << dev.str();
+  Tensor z = positions(dev);
+  z.index_put_({gt(z, 110.0)}, 0.0);  // z[z > 110] = 0
+  EXPECT_EQ(max(z).item(), 110.0);
+  EXPECT_EQ(sum(eq(z, 0.0)).item(), 8.0);  // 111..113, 120..123 and the 0 at [0, 0, 0]
 }
 
 TEST(TensorIndexing, BadIndicesNameTheProblem) {
