@@ -3,7 +3,9 @@
 // machine has one (CI: lavapipe). Tests that need Vulkan skip without it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -49,6 +51,19 @@ inline std::string device_test_name(const ::testing::TestParamInfo<Device>& info
   for (char c : info.param.str())
     if (std::isalnum(static_cast<unsigned char>(c))) name += c;
   return name;
+}
+
+// A device's result against a reference (usually computed on the CPU in f64):
+// each element within tol, relative to the reference where it exceeds 1, NaN
+// where the reference has NaN.
+inline void expect_matches(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const bool ok = g[i] == w[i] || std::abs(g[i] - w[i]) <= tol * std::max(1.0, std::abs(w[i])) ||
+                    (std::isnan(g[i]) && std::isnan(w[i]));
+    ASSERT_TRUE(ok) << what << " element " << i << ": " << g[i] << " on " << got.device().str() << ", want " << w[i];
+  }
 }
 
 }  // namespace rumus::testing

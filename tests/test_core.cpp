@@ -435,3 +435,17 @@ TEST(Creation, InPlaceDrawsOfLargeTensors) {
   expect_error<DTypeError>([&] { ints.normal_(); }, "Tensor.normal_: expected a floating dtype, got i64");
   expect_error<ValueError>([&] { big.uniform_(1.0, 0.0); }, "Tensor.uniform_: expected from <= to, got [1, 0)");
 }
+
+// full and fill_ write every dtype's value, an i64 one with all 64 bits.
+TEST_P(CreationOnEveryDevice, FillAndFullEveryDtype) {
+  const Device dev = GetParam();
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8}) {
+    Tensor got = full({3, 5}, 7, {.dtype = t, .device = dev});
+    EXPECT_EQ(got.dtype(), t);
+    EXPECT_EQ(got.to(DType::f64).to_vector<double>(), std::vector<double>(15, 7.0)) << dtype_name(t);
+    got.narrow(1, 1, 2).fill_(3);  // a strided view
+    EXPECT_EQ(got.select(0, 2).to(DType::f64).to_vector<double>(), (std::vector<double>{7, 3, 3, 7, 7})) << dtype_name(t);
+  }
+  Tensor big = full({2}, 9007199254740993.0, {.dtype = DType::i64, .device = dev});  // needs all 64 bits
+  EXPECT_EQ(big.to_vector<std::int64_t>()[1], std::int64_t(9007199254740992));
+}

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -773,4 +774,117 @@ TEST(BinaryMath, ValuesSpecialPointsAndErrors) {
   EXPECT_EQ(a.clamp(b, std::nullopt).to_vector<double>(), clamp(a, b, std::nullopt).to_vector<double>());
   EXPECT_EQ(a.sin().to_vector<double>(), sin(a).to_vector<double>());
   EXPECT_EQ(a.var().item(), var(a).item());
+}
+
+// Integer sums are exact in i64 past f32's integers; integer division by zero is an error.
+TEST_P(OpValuesOnEveryDevice, IntegerSumsAreExactInt64AndDivisionByZeroThrows) {
+  const Device dev = GetParam();
+  Tensor x = tensor(std::vector<std::int32_t>{16777217, 16777217, 3}).to(dev);  // past f32's exact integers
+  Tensor s = sum(x);
+  EXPECT_EQ(s.device(), dev);
+  EXPECT_EQ(s.dtype(), DType::i64);
+  EXPECT_EQ(s.item<std::int64_t>(), 33554437);
+  EXPECT_EQ(sum(ones({300}, {.dtype = DType::u8, .device = dev})).item<std::int64_t>(), 300);
+  expect_error<ValueError>([&] { div(x, zeros({}, {.dtype = DType::i32, .device = dev}), "trunc"); },
+                           "div: integer division by zero");
+}
+
+// PyTorch habits on every device: ties split evenly, a 0-d f64 does not turn
+// an f32 tensor into f64 (as in PyTorch), a fully ignored
+// batch gives zero gradients, and the scalar forms run on the device's kernels.
+TEST_P(OpValuesOnEveryDevice, TiesPromotionIgnoredTargetsAndScalarForms) {
+  const Device dev = GetParam();
+  Tensor a = tensor({1.0, 2.0, 3.0}).to(dev).requires_grad_(), b = tensor({1.0, 5.0, 3.0}).to(dev).requires_grad_();
+  GradientStore g = backward(sum(maximum(a, b)) + sum(minimum(a, b)));
+  EXPECT_TRUE(g.get(a).device() == dev);
+  EXPECT_EQ(g.get(a).cpu().to_vector<float>(), (std::vector<float>{1.0f, 1.0f, 1.0f}));
+  g = backward(sum(maximum(a, b)));
+  EXPECT_EQ(g.get(a).cpu().to_vector<float>(), (std::vector<float>{0.5f, 0.0f, 0.5f}));
+  EXPECT_EQ(g.get(b).cpu().to_vector<float>(), (std::vector<float>{0.5f, 1.0f, 0.5f}));
+
+  Tensor scaled = ones({3}, {.device = dev}) * scalar_tensor(2.0, {.dtype = DType::f64, .device = dev});
+  EXPECT_EQ(scaled.dtype(), DType::f32);
+  EXPECT_TRUE(scaled.device() == dev);
+  EXPECT_EQ(scaled.cpu().to_vector<float>(), (std::vector<float>{2, 2, 2}));
+
+  Tensor logits = rand({3, 4}).to(dev).requires_grad_();
+  Tensor loss = cross_entropy(logits, tensor(std::vector<std::int64_t>{-100, -100, -100}).to(dev));
+  EXPECT_TRUE(std::isnan(loss.item()));
+  g = backward(loss);
+  EXPECT_EQ(g.get(logits).cpu().to_vector<float>(), std::vector<float>(12, 0.0f));
+
+  Tensor x = tensor({1.0, -2.0, std::numeric_limits<double>::infinity(), 4.0}).to(dev);
+  using B = std::vector<std::uint8_t>;
+  EXPECT_EQ(le(x, 1.0).cpu().to_vector<std::uint8_t>(), (B{1, 1, 0, 0}));
+  EXPECT_EQ(isinf(x).cpu().to_vector<std::uint8_t>(), (B{0, 0, 1, 0}));
+  EXPECT_EQ(isfinite(x).cpu().to_vector<std::uint8_t>(), (B{1, 1, 0, 1}));
+  EXPECT_EQ(masked_fill(x, isinf(x), 0.0).cpu().to_vector<float>(), (std::vector<float>{1, -2, 0, 4}));
+  EXPECT_EQ(where(gt(x, 0.0), x, 0.5).device(), dev);
+  auto [values, indices] = max(x.reshape({2, 2}), 1);
+  EXPECT_EQ(indices.cpu().to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(values.cpu().to_vector<float>(), (std::vector<float>{1, std::numeric_limits<float>::infinity()}));
+  EXPECT_EQ(unbind(x)[3].device(), dev);
+}
+
+RUMUS_DEVICE_SUITE(MatmulOnEveryDevice);
+
+// Products against f64 on the CPU: shapes that are multiples of the GPU's
+// tiles and ragged ones; {8, 2048, 8} and {5, 1500, 7} take its split-K path,
+// {320, 8192, 320} its 16 slices for a long K; the long thin ones its 64 x 128
+// and 128 x 64 tiles. Transposed operands are read in place.
+TEST_P(MatmulOnEveryDevice, LargerShapesAndTransposes) {
+  const Device dev = GetParam();
+  for (auto [m, k, n] : {std::array<std::int64_t, 3>{64, 32, 64}, {128, 64, 128}, {33, 17, 65}, {1, 70, 3},
+                         {8, 2048, 8}, {5, 1500, 7}, {320, 8192, 320}, {64, 8, 33800}, {33800, 8, 64}}) {
+    const std::string what = "matmul " + std::to_string(m) + " x " + std::to_string(k) + " x " + std::to_string(n);
+    Generator gen(5);
+    Tensor a = rand({m, k}, {}, &gen), b = rand({k, n}, {}, &gen);
+    Tensor want = matmul(a.to(DType::f64), b.to(DType::f64));
+    expect_matches(matmul(a.to(dev), b.to(dev)), want, 1e-4, what);
+    Tensor at = a.transpose(0, 1).contiguous().to(dev).transpose(0, 1);
+    Tensor bt = b.transpose(0, 1).contiguous().to(dev).transpose(0, 1);
+    expect_matches(matmul(at, bt), want, 1e-4, what + " of transposed operands");
+  }
+}
+
+// linear's bias (in the GPU's GEMM epilogue) against f64 on the CPU: tiles
+// that divide the shape (16-byte bias loads) and ragged ones, a bias at an odd
+// offset, a strided bias (copied into C instead), f16, a batched input, the
+// split-K path (bias added after the slices' sum), an empty K, and the gradients.
+TEST_P(MatmulOnEveryDevice, LinearBiasMatchesTheF64Linear) {
+  const Device dev = GetParam();
+  Generator gen(7);
+  struct Case {
+    std::int64_t rows, in, out;
+    int bias_kind;  // 0 dense, 1 at an odd offset, 2 strided
+    DType dtype;
+  };
+  const Case cases[] = {{256, 64, 128, 0, DType::f32}, {37, 19, 45, 0, DType::f32}, {128, 64, 128, 1, DType::f32},
+                        {70, 33, 50, 2, DType::f32},   {64, 32, 64, 0, DType::f16}, {6, 3000, 9, 0, DType::f32},
+                        {12, 0, 20, 0, DType::f32}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.rows << "x" << c.in << " -> " << c.out << " bias " << c.bias_kind << " "
+                                      << dtype_name(c.dtype));
+    Tensor x0 = randn({c.rows / 2 > 0 ? 2 : 1, c.rows / 2, c.in}, {}, &gen), w0 = randn({c.out, c.in}, {}, &gen);
+    Tensor store = randn({2 * c.out + 1}, {}, &gen), seed = randn({c.rows / 2 > 0 ? 2 : 1, c.rows / 2, c.out}, {}, &gen);
+    auto bias_of = [&](const Tensor& t) {
+      return c.bias_kind == 0 ? t.narrow(0, 0, c.out) : c.bias_kind == 1 ? t.narrow(0, 1, c.out)
+                                                                         : t.narrow(0, 0, 2 * c.out).view({c.out, 2}).select(1, 0);
+    };
+    // The reference takes the inputs rounded to the case's dtype, in f64.
+    auto run = [&](Device where, DType dt) {
+      auto leaf = [&](const Tensor& t) { return t.to(c.dtype).to(dt).to(where).detach().requires_grad_(); };
+      Tensor x = leaf(x0), w = leaf(w0), s = leaf(store);
+      Tensor y = linear(x, w, bias_of(s));
+      GradientStore g = backward(y, seed.to(c.dtype).to(dt).to(where));
+      std::vector<Tensor> r;
+      for (const Tensor& t : {y, g.get(x), g.get(w), g.get(s)}) r.push_back(t.cpu().to(DType::f64));
+      return r;
+    };
+    const std::vector<Tensor> got = run(dev, c.dtype), want = run(Device::cpu(), DType::f64);
+    const double tol = c.dtype == DType::f16 ? 5e-2 : 1e-3;
+    const char* names[] = {"out", "grad x", "grad weight", "grad bias"};
+    for (int i = 0; i < 4; ++i)
+      if (want[std::size_t(i)].numel() > 0) expect_matches(got[std::size_t(i)], want[std::size_t(i)], tol, names[i]);
+  }
 }

@@ -2,6 +2,7 @@
 // shapes (batch 64, 28x28) against naive reference loops.
 #include <gtest/gtest.h>
 
+#include "devices.hpp"
 #include "expect_error.hpp"
 
 #include <cmath>
@@ -1063,5 +1064,47 @@ TEST(LstmCell, FusedStepMatchesTheComposedOne) {
     GradientStore grads = backward(sum(h2 * h2));
     EXPECT_TRUE(grads.get(xp).defined() && grads.get(hp).defined() && grads.get(c).defined());
     EXPECT_EQ(max(abs(grads.get(xp) - grads.get(hp))).item(), 0.0) << "both projections take the gates' gradient";
+  }
+}
+
+RUMUS_DEVICE_SUITE(LayerNormOnEveryDevice);
+
+// layer_norm's kernels against f64 on the CPU: rows over several gradient
+// blocks, widths under, at and over one GPU workgroup, each affine case, and
+// only some inputs requiring grad (the weight and bias sums run without grad_x).
+TEST_P(LayerNormOnEveryDevice, MatchesTheF64ValuesAndGradients) {
+  const Device dev = GetParam();
+  Generator gen(21);
+  for (std::int64_t d : {37, 256, 700}) {
+    const std::int64_t rows = d == 37 ? 5000 : 300;
+    Tensor x0 = randn({rows / 10, 10, d}, {}, &gen) * 3.0 + 1.5;
+    Tensor w0 = randn({d}, {}, &gen), b0 = randn({d}, {}, &gen), seed = randn({rows / 10, 10, d}, {}, &gen);
+    for (int affine = 0; affine < 4; ++affine) {  // weight and bias, weight only, bias only, neither
+      for (bool grad_x : {true, false}) {
+        const std::string what = "d " + std::to_string(d) + " affine " + std::to_string(affine) +
+                                 (grad_x ? "" : " without grad_x");
+        if (!grad_x && affine == 3) continue;
+        auto run = [&](Device where, DType dt) {
+          Tensor x = x0.to(dt).to(where).detach().requires_grad_(grad_x), w = w0.to(dt).to(where).detach().requires_grad_(),
+                 b = b0.to(dt).to(where).detach().requires_grad_();
+          Tensor wt = affine == 0 || affine == 1 ? w : Tensor(), bt = affine == 0 || affine == 2 ? b : Tensor();
+          Tensor y = layer_norm(x, {d}, wt, bt, 1e-5);
+          GradientStore g = backward(y, seed.to(dt).to(where));
+          auto host = [](const Tensor& t) { return t.cpu().to(DType::f64); };
+          return std::vector<Tensor>{host(y.detach()), grad_x ? host(g.get(x)) : zeros({1}, {.dtype = DType::f64}),
+                                     wt.defined() ? host(g.get(w)) : zeros({1}, {.dtype = DType::f64}),
+                                     bt.defined() ? host(g.get(b)) : zeros({1}, {.dtype = DType::f64})};
+        };
+        auto got = run(dev, DType::f32), want = run(Device::cpu(), DType::f64);
+        rumus::testing::expect_matches(got[0], want[0], 1e-4, what + " out");
+        rumus::testing::expect_matches(got[1], want[1], 1e-4, what + " grad_x");
+        // Sums over up to 5000 rows: a relative error against the largest sum.
+        for (int i : {2, 3}) {
+          const double scale = std::max(1.0, max(abs(want[std::size_t(i)])).item());
+          rumus::testing::expect_matches(div(got[std::size_t(i)], scale), div(want[std::size_t(i)], scale), 1e-4,
+                                         what + (i == 2 ? " grad_weight" : " grad_bias"));
+        }
+      }
+    }
   }
 }

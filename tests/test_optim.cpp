@@ -5,6 +5,7 @@
 
 #include <rumus/rumus.hpp>
 
+#include "devices.hpp"
 #include "expect_error.hpp"
 
 #include <fmt/format.h>
@@ -791,4 +792,86 @@ TEST(Optimizer, LBFGSStateDictContinuesIdentically) {
   sd.erase("extra.d");
   optim::LBFGS o3({p2}, {.max_iter = 3});
   expect_error<Error>([&] { o3.load_state_dict(sd); }, "LBFGS.load_state_dict: the state dict has no 'extra.d'");
+}
+
+RUMUS_DEVICE_SUITE(OptimOnEveryDevice);
+
+// The fused SGD and Adam steps (the GPU's kernels) against the same steps in f64 on the CPU.
+TEST_P(OptimOnEveryDevice, FusedStepsMatchTheF64Steps) {
+  const Device dev = GetParam();
+  Generator gen(9);
+  Tensor p = randn({300}, {}, &gen), g = randn({300}, {}, &gen);
+  for (int variant = 0; variant < 4; ++variant) {
+    auto state = [&](Device where, DType dt) {
+      return std::vector<Tensor>{p.to(dt).to(where), zeros({300}, {.dtype = dt, .device = where}),
+                                 zeros({300}, {.dtype = dt, .device = where})};
+    };
+    std::vector<Tensor> got = state(dev, DType::f32), want = state(Device::cpu(), DType::f64);
+    for (int step = 1; step <= 3; ++step) {
+      auto apply = [&](std::vector<Tensor>& s, const Tensor& grad) {
+        if (variant < 2) {
+          sgd_step_(s[0], grad, s[1],
+                    {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = variant == 1, .first = step == 1});
+        } else {
+          adam_step_(s[0], grad, s[1], s[2], {.lr = 0.01, .weight_decay = 0.1, .decoupled = variant == 3, .step = step});
+        }
+      };
+      apply(got, g.to(dev));
+      apply(want, g.to(DType::f64));
+    }
+    rumus::testing::expect_matches(got[0], want[0], 1e-5, "optimizer variant " + std::to_string(variant));
+  }
+}
+
+namespace {
+// Gradients of mixed shapes (one spans several reduction workgroups) with
+// their norm on a device, after clipping.
+struct Clipped {
+  double norm = 0;
+  std::vector<Tensor> grads;
+  DeviceStats before, after;
+};
+
+Clipped clip_on(Device dev, double max_norm, double p, DType dtype = DType::f32) {
+  Generator gen(13);
+  std::vector<Tensor> params, coeffs;
+  for (Shape s : {Shape{300, 70}, Shape{7}, Shape{3, 4, 5}, Shape{}}) {
+    params.push_back(randn(s, {}, &gen).to(dtype).to(dev).requires_grad_());
+    coeffs.push_back(randn(s, {}, &gen).to(dtype).to(dev));
+  }
+  Tensor loss = zeros({}, {.dtype = dtype, .device = dev});
+  for (std::size_t i = 0; i < params.size(); ++i) loss = add(loss, sum(mul(params[i], coeffs[i])));
+  GradientStore grads = backward(loss);  // each gradient is its coefficient
+  synchronize(dev);
+  Clipped c;
+  c.before = device_stats(dev);
+  c.norm = optim::clip_grad_norm_(grads, params, max_norm, p);
+  c.after = device_stats(dev);
+  for (auto& t : params) c.grads.push_back(grads.at(t));
+  return c;
+}
+}  // namespace
+
+// clip_grad_norm_ against f64 on the CPU, for each norm type, clipping and
+// not; on a GPU the norm is the one value read back.
+TEST_P(OptimOnEveryDevice, ClipGradNormMatchesTheF64NormAndReadsOnce) {
+  const Device dev = GetParam();
+  for (double p : {2.0, 1.0, 3.0, double(INFINITY)}) {
+    for (double max_norm : {0.5, 1e9}) {  // clipped, and left alone
+      const std::string what = "p " + std::to_string(p) + ", max_norm " + std::to_string(max_norm);
+      Clipped want = clip_on(Device::cpu(), max_norm, p, DType::f64);
+      Clipped got = clip_on(dev, max_norm, p);
+      EXPECT_NEAR(got.norm, want.norm, 1e-5 * want.norm) << what;
+      EXPECT_GT(want.norm, 0.5) << what;
+      if (!dev.is_cpu()) {
+        EXPECT_EQ(got.after.device_to_host - got.before.device_to_host, 1u) << what << ": only the norm is read";
+        EXPECT_EQ(got.after.host_to_device - got.before.host_to_device, 0u) << what;
+      }
+      for (std::size_t i = 0; i < want.grads.size(); ++i) {
+        EXPECT_EQ(got.grads[i].device(), dev) << what;
+        EXPECT_EQ(got.grads[i].dtype(), DType::f32) << what;
+        rumus::testing::expect_matches(got.grads[i], want.grads[i], 1e-5, what + ", gradient " + std::to_string(i));
+      }
+    }
+  }
 }
