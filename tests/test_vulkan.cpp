@@ -1,7 +1,11 @@
-// The Vulkan backend against the CPU: every op of the op table forward and
-// backward (contiguous, strided, broadcast inputs), transfers, random streams,
-// allocator statistics, transfer counters in a training loop and in gradient
-// clipping, checkpoints, and errors.
+// What only a Vulkan device has: its agreement with the CPU over the whole op
+// table (forward, backward, f64, second derivatives) and over shared random
+// streams and kernel codes; its transfers, stream, memory, capture pins,
+// index-fault records and errors; and its kernels' own variants (GEMM tiles,
+// split-K and the tuner, cooperative matrices, the attention kernels chosen
+// by device features, convolution and reduction tiles, f64 arithmetic in
+// shaders). How an op behaves on every device is tested in its area's file,
+// in a device suite (tests/devices.hpp).
 // Runs on any Vulkan device; CI uses Mesa's lavapipe. Skips without one.
 #include <gtest/gtest.h>
 
