@@ -260,14 +260,7 @@ void check_gemm(Device dev, DType in, DType out, std::int64_t m, std::int64_t n,
   Tensor cbuf = rnd({m, ldc}, dev, 52).to(out);
   Tensor before = cbuf.cpu().to(DType::f64);
   Tensor c = cbuf.slice(1, 0, n);
-  GemmArgs g{arg_of(a), arg_of(b), arg_of(c)};
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.trans_a = trans_a;
-  g.trans_b = trans_b;
-  g.lda = trans_a ? m : k;
-  g.ldb = trans_b ? k : n;
+  GemmArgs g = GemmArgs::packed(arg_of(a), arg_of(b), arg_of(c), m, n, k, {.trans_a = trans_a, .trans_b = trans_b});
   g.ldc = ldc;
   g.beta = beta;
   run_kernel<GemmKernel>(backend(dev), g);
@@ -306,17 +299,15 @@ TEST(Gemm16, AlignedAndSplitKPathsOnVulkan) {
       Tensor a = rnd({128, 64}, dev, 60).to(in), b = rnd({64, 128}, dev, 61).to(in);
       Tensor c = zeros({128, 128}, {.dtype = out, .device = dev});
       {
-        GemmArgs g{arg_of(a), arg_of(b), arg_of(c)};
-        g.m = 128; g.n = 128; g.k = 64; g.lda = 64; g.ldb = 128; g.ldc = 128;
-        run_kernel<GemmKernel>(backend(dev), g);
+        run_kernel<GemmKernel>(backend(dev), GemmArgs::packed(arg_of(a), arg_of(b), arg_of(c), 128, 128, 64));
       }
       const double eps = out == DType::f32 ? 1e-6 : out == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
       expect_close(c, matmul(a.cpu().to(DType::f64), b.cpu().to(DType::f64)), 1e-3 + 2 * eps * 8, 2 * eps, "aligned");
       // Few output tiles, long K: split across workgroups, slices summed in f32.
       Tensor sa = rnd({8, 2048}, dev, 62).to(in), sb = rnd({2048, 8}, dev, 63).to(in);
       Tensor sc = full({8, 8}, 1.0, {.dtype = out, .device = dev});
-      GemmArgs g{arg_of(sa), arg_of(sb), arg_of(sc)};
-      g.m = 8; g.n = 8; g.k = 2048; g.lda = 2048; g.ldb = 8; g.ldc = 8; g.beta = 1.0;
+      GemmArgs g = GemmArgs::packed(arg_of(sa), arg_of(sb), arg_of(sc), 8, 8, 2048);
+      g.beta = 1.0;
       run_kernel<GemmKernel>(backend(dev), g);
       Tensor want = add(matmul(sa.cpu().to(DType::f64), sb.cpu().to(DType::f64)), 1.0);
       expect_close(sc, want, 5e-3 + 2 * eps * 45, 2 * eps, "split-K");
@@ -328,8 +319,7 @@ TEST(Gemm16, MixedInputDtypesAreRejectedOnVulkan) {
   if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
   const Device dev = Device::vulkan(0);
   Tensor a = rnd({4, 4}, dev, 70).to(DType::f16), b = rnd({4, 4}, dev, 71), c = zeros({4, 4}, {.device = dev});
-  GemmArgs g{arg_of(a), arg_of(b), arg_of(c)};
-  g.m = g.n = g.k = g.lda = g.ldb = g.ldc = 4;
+  const GemmArgs g = GemmArgs::packed(arg_of(a), arg_of(b), arg_of(c), 4, 4, 4);
   expect_error<DTypeError>([&] { run_kernel<GemmKernel>(backend(dev), g); }, "got f16 x f32 -> f32");
 }
 

@@ -346,18 +346,8 @@ TEST(VulkanGemm, SplitKWithAlphaAndBeta) {
   Tensor ga = a.to(kGpu), gb = b.to(kGpu), gc = c.to(kGpu);
   for (auto* t : {&c, &gc}) {
     const bool gpu = t == &gc;
-    GemmArgs args{arg_of(gpu ? ga : a), arg_of(gpu ? gb : b), arg_of(*t)};
-    args.batch = 2;
-    args.m = 6;
-    args.n = 9;
-    args.k = 1200;
-    args.trans_b = true;
-    args.lda = 1200;
-    args.ldb = 1200;
-    args.ldc = 9;
-    args.stride_a = 6 * 1200;
-    args.stride_b = 9 * 1200;
-    args.stride_c = 54;
+    GemmArgs args = GemmArgs::packed(arg_of(gpu ? ga : a), arg_of(gpu ? gb : b), arg_of(*t), 6, 9, 1200,
+                                     {.trans_b = true, .batch = 2});
     args.alpha = 0.5;
     args.beta = 2.0;
     run_kernel<GemmKernel>(backend(t->device()), args);
@@ -377,14 +367,7 @@ TEST(VulkanGemm, BiasWithAlphaAndBetaMatchesTheFormula) {
     Tensor want = matmul(a, b.t()) * 0.5 + c0 * 2.0 + bias;
     for (const Device dev : {Device::cpu(), kGpu}) {
       Tensor ad = a.to(dev), bd = b.to(dev), cd = c0.to(dev).clone(), biasd = bias.to(dev);
-      GemmArgs args{arg_of(ad), arg_of(bd), arg_of(cd)};
-      args.m = m;
-      args.n = n;
-      args.k = k;
-      args.trans_b = true;
-      args.lda = k;
-      args.ldb = k;
-      args.ldc = n;
+      GemmArgs args = GemmArgs::packed(arg_of(ad), arg_of(bd), arg_of(cd), m, n, k, {.trans_b = true});
       args.alpha = 0.5;
       args.beta = 2.0;
       args.bias = arg_of(biasd);
@@ -1474,9 +1457,7 @@ TEST(VulkanCoopmat, CapabilityCheckPicksThePath) {
   Tensor c32 = zeros({8, 8}), c16 = zeros({8, 8}).to(DType::f16);
   Tensor a32 = ones({8, 8}), b32 = ones({8, 8});
   auto args = [](const Tensor& a, const Tensor& b, const Tensor& c) {
-    GemmArgs g{arg_of(a), arg_of(b), arg_of(c)};
-    g.m = g.n = g.k = g.lda = g.ldb = g.ldc = 8;
-    return g;
+    return GemmArgs::packed(arg_of(a), arg_of(b), arg_of(c), 8, 8, 8);
   };
   const bool has = ctx.coopmat_tile.has_value();
   if (ctx.coopmat_shapes.empty()) EXPECT_FALSE(has) << "a tile without any device shape";
@@ -1518,17 +1499,7 @@ TEST(VulkanCoopmat, F16ProductsMatchCpu) {
   // Batched, f32 C, alpha and beta through the kernel table.
   Tensor a = rand({3, 40, 72}, {}, &gen), b = rand({3, 72, 24}, {}, &gen), c = rand({3, 40, 24}, {}, &gen);
   Tensor ga = a.to(DType::f16).to(kGpu), gb = b.to(DType::f16).to(kGpu), gc = c.to(kGpu);
-  GemmArgs g{arg_of(ga), arg_of(gb), arg_of(gc)};
-  g.batch = 3;
-  g.m = 40;
-  g.n = 24;
-  g.k = 72;
-  g.lda = 72;
-  g.ldb = 24;
-  g.ldc = 24;
-  g.stride_a = 40 * 72;
-  g.stride_b = 72 * 24;
-  g.stride_c = 40 * 24;
+  GemmArgs g = GemmArgs::packed(arg_of(ga), arg_of(gb), arg_of(gc), 40, 24, 72, {.batch = 3});
   g.alpha = 0.5;
   g.beta = 2.0;
   run_kernel<GemmKernel>(backend(kGpu), g);
@@ -1536,13 +1507,9 @@ TEST(VulkanCoopmat, F16ProductsMatchCpu) {
   // The same with a K long enough to be split: the slices' sum, then beta C.
   Tensor al = rand({3, 40, 1500}, {}, &gen) - 0.5, bl = rand({3, 1500, 24}, {}, &gen) - 0.5;
   Tensor gal = al.to(DType::f16).to(kGpu), gbl = bl.to(DType::f16).to(kGpu), gcl = c.to(kGpu);
-  GemmArgs gl = g;
-  gl.a = arg_of(gal);
-  gl.b = arg_of(gbl);
-  gl.c = arg_of(gcl);
-  gl.k = gl.lda = 1500;
-  gl.stride_a = 40 * 1500;
-  gl.stride_b = 1500 * 24;
+  GemmArgs gl = GemmArgs::packed(arg_of(gal), arg_of(gbl), arg_of(gcl), 40, 24, 1500, {.batch = 3});
+  gl.alpha = 0.5;
+  gl.beta = 2.0;
   run_kernel<GemmKernel>(backend(kGpu), gl);
   expect_close(gcl.cpu(), matmul(rounded(al), rounded(bl)) * 0.5 + c * 2.0, 2e-2,
                "batched f16 gemm split along K, f32 C, alpha, beta");
@@ -1752,13 +1719,7 @@ TEST(VulkanGemmTuner, TunesOnFirstUseAndCachesOnDisk) {
   Tensor gc = c.to(kGpu);
   Tensor ga = a.to(kGpu), gb = b.to(kGpu);
   // Through the kernel table with beta = 1: timing must not touch C.
-  GemmArgs g{arg_of(ga), arg_of(gb), arg_of(gc)};
-  g.m = 70;
-  g.n = 90;
-  g.k = 50;
-  g.lda = 50;
-  g.ldb = 90;
-  g.ldc = 90;
+  GemmArgs g = GemmArgs::packed(arg_of(ga), arg_of(gb), arg_of(gc), 70, 90, 50);
   g.beta = 1.0;
   vb.gemm(g);
   auto tuner = vb.replace_gemm_tuner(std::move(old));

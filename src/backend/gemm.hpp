@@ -5,7 +5,35 @@
 
 namespace rumus {
 
+// How packed operands are laid out (GemmArgs::packed).
+struct GemmPacking {
+  bool trans_a = false, trans_b = false;
+  std::int64_t batch = 1;
+};
+
 struct GemmArgs {
+  // batch products C [m, n] = op(A) op(B) of packed operands: row-major, each
+  // matrix right after the one before (A stored [k, m] when trans_a, B [n, k]
+  // when trans_b). Set alpha, beta, bias or a leading dim afterwards where
+  // they differ.
+  static GemmArgs packed(TensorArg a, TensorArg b, TensorArg c, std::int64_t m, std::int64_t n, std::int64_t k,
+                         GemmPacking p = {}) {
+    GemmArgs g{a, b, c};
+    g.batch = p.batch;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.trans_a = p.trans_a;
+    g.trans_b = p.trans_b;
+    g.lda = p.trans_a ? m : k;
+    g.ldb = p.trans_b ? k : n;
+    g.ldc = n;
+    g.stride_a = m * k;
+    g.stride_b = k * n;
+    g.stride_c = m * n;
+    return g;
+  }
+
   TensorArg a, b, c;            // offsets come from the layouts
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;

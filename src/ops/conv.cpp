@@ -84,20 +84,8 @@ Layout cols_as_nkl(const Conv2dGeometry& g) {
 // c[g] = a[g] @ b[g] over `groups` equal slices of contiguous operands.
 void grouped_gemm(const Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, std::int64_t groups,
                   std::int64_t m, std::int64_t n, std::int64_t k) {
-  GemmArgs args{arg(a), arg(b), arg(c)};
-  args.batch = groups;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.trans_a = trans_a;
-  args.trans_b = trans_b;
-  args.lda = trans_a ? m : k;
-  args.ldb = trans_b ? k : n;
-  args.ldc = n;
-  args.stride_a = m * k;
-  args.stride_b = k * n;
-  args.stride_c = m * n;
-  detail::kernel<GemmKernel>("conv2d", c)(args);
+  detail::kernel<GemmKernel>("conv2d", c)(
+      GemmArgs::packed(arg(a), arg(b), arg(c), m, n, k, {.trans_a = trans_a, .trans_b = trans_b, .batch = groups}));
 }
 
 void check_float_pair(const char* op, const Tensor& x, const Tensor& w, const char* what) {
