@@ -596,6 +596,23 @@ TEST(TorchSchedule, CyclicLRModes) {
   }
 }
 
+// OneCycleLR cycles the momentum by default (0.95 down to 0.85 and back), as PyTorch's.
+TEST(TorchSchedule, OneCycleLRCyclesMomentum) {
+  expect_schedule("one_cycle", [](auto& o) { return std::make_unique<optim::OneCycleLR>(o, 0.5, 10); }, plain_step);
+}
+
+TEST(TorchSchedule, OneCycleLRThreePhasesLinear) {
+  expect_schedule("one_cycle_three_phase_linear",
+                  [](auto& o) {
+                    return std::make_unique<optim::OneCycleLR>(
+                        o, 0.5, 13,
+                        optim::OneCycleLROptions{.pct_start = 0.25, .anneal_strategy = "linear", .base_momentum = {0.8},
+                                                 .max_momentum = {0.9}, .div_factor = 10.0, .final_div_factor = 100.0,
+                                                 .three_phase = true});
+                  },
+                  plain_step);
+}
+
 TEST(TorchSchedule, ReduceLROnPlateauMinRelativeWithCooldown) {
   expect_schedule("plateau_min_rel",
                   [](auto& o) {
@@ -765,6 +782,26 @@ TEST(Scheduler, CyclicLRCyclesAdamsBeta1) {
   EXPECT_DOUBLE_EQ(opt.lr(), 0.1);
   optim::CyclicLR plain(opt, 0.01, 0.1, {.step_size_up = 2, .cycle_momentum = false});
   EXPECT_DOUBLE_EQ(opt.param_groups()[0].option("beta1"), 0.8);  // left alone
+}
+
+// With Adam, OneCycleLR cycles beta1: max_momentum at the first step, base_momentum at the peak.
+TEST(Scheduler, OneCycleLRCyclesAdamsBeta1AndNamesItsErrors) {
+  Tensor p = ones({2}).requires_grad_();
+  optim::Adam opt({p});
+  optim::OneCycleLR sched(opt, 0.1, 10);
+  EXPECT_DOUBLE_EQ(opt.param_groups()[0].option("beta1"), 0.95);
+  sched.set_step(2);  // the peak: 0.3 * 10 - 1
+  EXPECT_DOUBLE_EQ(opt.lr(), 0.1);
+  EXPECT_DOUBLE_EQ(opt.param_groups()[0].option("beta1"), 0.85);
+  optim::OneCycleLR plain(opt, 0.1, 10, {.cycle_momentum = false});
+  EXPECT_DOUBLE_EQ(opt.param_groups()[0].option("beta1"), 0.85);  // left alone
+  optim::Adagrad adagrad({p});
+  expect_error<Error>([&] { optim::OneCycleLR(adagrad, 0.1, 10); },
+                      "OneCycleLR: cycle_momentum needs an optimizer with momentum or beta1; Adagrad has neither");
+  expect_error<Error>([&] { optim::OneCycleLR(opt, 0.1, 10, {.anneal_strategy = "cosine"}); },
+                      "OneCycleLR: expected anneal_strategy 'cos' or 'linear', got 'cosine'");
+  expect_error<Error>([&] { optim::OneCycleLR(opt, 0.1, 10, {.max_momentum = {0.9, 0.95}}); },
+                      "OneCycleLR: expected one max_momentum or one per parameter group (1), got 2");
 }
 
 // LBFGS's history travels in its state dict: a loaded copy continues identically.

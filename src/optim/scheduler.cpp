@@ -91,25 +91,6 @@ double LinearWarmupLR::lr_at(std::int64_t step, double base) const {
   return cosine(base, eta_min, pct);
 }
 
-OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, std::int64_t total, double pct_start, double div,
-                       double final_div)
-    : LRScheduler(opt), max_lr(max_lr), total_steps(total), pct_start(pct_start), div_factor(div),
-      final_div_factor(final_div) {
-  check(total >= 2, fmt::format("OneCycleLR: expected total_steps >= 2, got {}", total));
-  check(pct_start > 0 && pct_start < 1, fmt::format("OneCycleLR: expected 0 < pct_start < 1, got {}", pct_start));
-  check(max_lr > 0 && div > 0 && final_div > 0, "OneCycleLR: expected positive max_lr, div_factor, final_div_factor");
-  for (auto& g : opt.param_groups()) g.initial_lr = max_lr;
-  start();
-}
-double OneCycleLR::lr_at(std::int64_t step, double max) const {
-  const double initial = max / div_factor, min = initial / final_div_factor;
-  const double up_end = std::max(pct_start * double(total_steps) - 1.0, 0.0), down_end = double(total_steps) - 1.0;
-  const double s = double(std::min(step, total_steps - 1));
-  if (s < up_end) return cosine(initial, max, s / up_end);
-  if (up_end >= down_end) return max;
-  return cosine(max, min, (s - up_end) / (down_end - up_end));
-}
-
 ExponentialLR::ExponentialLR(Optimizer& opt, double gamma) : LRScheduler(opt), gamma(gamma) {
   check(gamma > 0, fmt::format("ExponentialLR: expected gamma > 0, got {}", gamma));
   start();
@@ -190,6 +171,70 @@ void CyclicLR::on_step(std::int64_t step) {
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const double hi = options.max_momentum[i], lo = options.base_momentum[i];
     groups[i].options[momentum_key_] = hi - (hi - lo) * height * scale;
+  }
+}
+
+OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, std::int64_t total, OneCycleLROptions o)
+    : LRScheduler(opt), max_lr(max_lr), total_steps(total), options(std::move(o)) {
+  check(total >= 2, fmt::format("OneCycleLR: expected total_steps >= 2, got {}", total));
+  check(options.pct_start > 0 && options.pct_start < 1,
+        fmt::format("OneCycleLR: expected 0 < pct_start < 1, got {}", options.pct_start));
+  check(max_lr > 0 && options.div_factor > 0 && options.final_div_factor > 0,
+        "OneCycleLR: expected positive max_lr, div_factor, final_div_factor");
+  check(options.anneal_strategy == "cos" || options.anneal_strategy == "linear",
+        fmt::format("OneCycleLR: expected anneal_strategy 'cos' or 'linear', got '{}'", options.anneal_strategy));
+  for (auto& g : opt.param_groups()) g.initial_lr = max_lr;
+  if (options.cycle_momentum) {
+    const std::size_t groups = opt.param_groups().size();
+    const auto& first = opt.param_groups().front().options;
+    momentum_key_ = first.contains("momentum") ? "momentum" : first.contains("beta1") ? "beta1" : "";
+    check(!momentum_key_.empty(), fmt::format("OneCycleLR: cycle_momentum needs an optimizer with momentum or beta1; "
+                                              "{} has neither (pass .cycle_momentum = false)",
+                                              opt.type_name()));
+    options.base_momentum = per_group("OneCycleLR", "base_momentum", options.base_momentum, groups);
+    options.max_momentum = per_group("OneCycleLR", "max_momentum", options.max_momentum, groups);
+  }
+  start();
+}
+
+double OneCycleLR::anneal(double start, double end, double pct) const {
+  return options.anneal_strategy == "cos" ? cosine(start, end, pct) : start + (end - start) * pct;
+}
+
+// PyTorch's phases end at these steps: pct_start * total - 1 (the peak), then
+// (three_phase) 2 * pct_start * total - 2, and total - 1. A step past the
+// last stays at the last step's values.
+std::pair<std::size_t, double> OneCycleLR::phase(std::int64_t step) const {
+  const double peak = options.pct_start * double(total_steps) - 1.0, last = double(total_steps) - 1.0;
+  std::vector<double> ends{peak};
+  if (options.three_phase) ends.push_back(2.0 * options.pct_start * double(total_steps) - 2.0);
+  ends.push_back(last);
+  const double s = std::min(double(step), last);
+  double begin = 0.0;
+  for (std::size_t i = 0; i < ends.size(); ++i) {
+    if (s <= ends[i] || i + 1 == ends.size()) return {i, ends[i] > begin ? (s - begin) / (ends[i] - begin) : 1.0};
+    begin = ends[i];
+  }
+  return {ends.size() - 1, 1.0};
+}
+
+double OneCycleLR::lr_at(std::int64_t step, double max) const {
+  const double initial = max / options.div_factor, min = initial / options.final_div_factor;
+  const auto [i, pct] = phase(step);
+  if (i == 0) return anneal(initial, max, pct);
+  if (options.three_phase && i == 1) return anneal(max, initial, pct);
+  return anneal(options.three_phase ? initial : max, min, pct);
+}
+
+void OneCycleLR::on_step(std::int64_t step) {
+  if (!options.cycle_momentum) return;
+  const auto [i, pct] = phase(step);
+  auto& groups = optimizer().param_groups();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const double hi = options.max_momentum[g], lo = options.base_momentum[g];
+    // Down while the lr rises, up while it falls; the third phase holds the maximum.
+    const double m = i == 0 ? anneal(hi, lo, pct) : (options.three_phase && i == 2) ? hi : anneal(lo, hi, pct);
+    groups[g].options[momentum_key_] = m;
   }
 }
 

@@ -543,6 +543,12 @@ def optimizers_and_schedulers():
                         lambda opt: s.CyclicLR(opt, [0.01, 0.002], [0.1, 0.05], step_size_up=3, step_size_down=2,
                                                mode=mode, base_momentum=0.8, max_momentum=0.95, **extra), 14,
                         momentum=True)
+    # OneCycleLR up to its last step (PyTorch extrapolates past it; rumus holds it).
+    scheduler_curve("one_cycle", lambda opt: s.OneCycleLR(opt, 0.5, total_steps=10), 9, momentum=True)
+    scheduler_curve("one_cycle_three_phase_linear",
+                    lambda opt: s.OneCycleLR(opt, 0.5, total_steps=13, pct_start=0.25, anneal_strategy="linear",
+                                             base_momentum=0.8, max_momentum=0.9, div_factor=10.0,
+                                             final_div_factor=100.0, three_phase=True), 12, momentum=True)
     metrics = [1.0, 0.9, 0.95, 0.92, 0.91, 0.9, 0.9, 0.899, 0.95, 0.97, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6]
     scheduler_curve("plateau_min_rel", lambda opt: s.ReduceLROnPlateau(opt, factor=0.5, patience=2, cooldown=1,
                                                                         min_lr=[0.01, 0.004]), len(metrics), metrics)

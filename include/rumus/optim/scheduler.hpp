@@ -89,17 +89,38 @@ class LinearWarmupLR : public LRScheduler {
   double eta_min;
 };
 
-// torch.optim.lr_scheduler.OneCycleLR (two phases, cosine annealing): from
-// max_lr/div_factor up to max_lr over pct_start of total_steps, then down to
-// max_lr/(div_factor*final_div_factor). max_lr replaces the groups' lr.
+struct OneCycleLROptions {
+  double pct_start = 0.3;               // the share of the steps spent rising
+  std::string anneal_strategy = "cos";  // "cos" or "linear"
+  // Cycles the groups' "momentum" (or Adam's "beta1") inversely to the lr,
+  // from max_momentum down to base_momentum while the lr rises, and back.
+  bool cycle_momentum = true;
+  std::vector<double> base_momentum{0.85}, max_momentum{0.95};  // one value, or one per group
+  double div_factor = 25.0;        // the first lr is max_lr / div_factor
+  double final_div_factor = 1e4;   // the last is that over final_div_factor
+  bool three_phase = false;        // down to the first lr again before the final annealing
+};
+
+// torch.optim.lr_scheduler.OneCycleLR: from max_lr/div_factor up to max_lr
+// over pct_start of total_steps, then down to max_lr/(div_factor *
+// final_div_factor) (three_phase: back to the first lr over as many steps,
+// then down). max_lr replaces the groups' lr.
 class OneCycleLR : public LRScheduler {
  public:
-  OneCycleLR(Optimizer& opt, double max_lr, std::int64_t total_steps, double pct_start = 0.3,
-             double div_factor = 25.0, double final_div_factor = 1e4);
+  OneCycleLR(Optimizer& opt, double max_lr, std::int64_t total_steps, OneCycleLROptions options = {});
   double lr_at(std::int64_t step, double base) const override;
   double max_lr;
   std::int64_t total_steps;
-  double pct_start, div_factor, final_div_factor;
+  OneCycleLROptions options;
+
+ protected:
+  void on_step(std::int64_t step) override;
+
+ private:
+  // The phase `step` falls in, and how far along it (in [0, 1]).
+  std::pair<std::size_t, double> phase(std::int64_t step) const;
+  double anneal(double start, double end, double pct) const;
+  std::string momentum_key_;
 };
 
 // lr = base * gamma^step (torch.optim.lr_scheduler.ExponentialLR).
