@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <set>
@@ -887,4 +888,84 @@ TEST_P(MatmulOnEveryDevice, LinearBiasMatchesTheF64Linear) {
     for (int i = 0; i < 4; ++i)
       if (want[std::size_t(i)].numel() > 0) expect_matches(got[std::size_t(i)], want[std::size_t(i)], tol, names[i]);
   }
+}
+
+RUMUS_DEVICE_SUITE(InPlaceOnEveryDevice);
+
+// Each in-place form writes what its out-of-place op returns into the tensor
+// it is called on, a strided view included, and returns that tensor.
+TEST_P(InPlaceOnEveryDevice, FormsWriteTheOutOfPlaceResult) {
+  const Device dev = GetParam();
+  Generator gen(3);
+  const Tensor any = (rand({4, 6}, {}, &gen) * 4.0 - 2.0).to(dev), pos = (rand({4, 6}, {}, &gen) + 0.5).to(dev);
+  const Tensor row = (rand({6}, {}, &gen) + 0.5).to(dev), mask = gt(rand({4, 6}, {}, &gen), 0.5).to(dev);
+  using InPlace = std::function<Tensor&(Tensor&)>;
+  using OutOfPlace = std::function<Tensor(const Tensor&)>;
+  struct Case {
+    const char* name;
+    Tensor x;
+    InPlace in_place;
+    OutOfPlace out_of_place;
+  };
+  const Case cases[] = {
+      {"sub_", any, [&](Tensor& t) -> Tensor& { return t.sub_(row, 0.5); }, [&](const Tensor& t) { return add(t, row, -0.5); }},
+      {"sub_ scalar", any, [](Tensor& t) -> Tensor& { return t.sub_(1.5); }, [](const Tensor& t) { return sub(t, 1.5); }},
+      {"div_", any, [&](Tensor& t) -> Tensor& { return t.div_(row); }, [&](const Tensor& t) { return div(t, row); }},
+      {"div_ scalar", any, [](Tensor& t) -> Tensor& { return t.div_(4.0); }, [](const Tensor& t) { return div(t, 4.0); }},
+      {"pow_", pos, [](Tensor& t) -> Tensor& { return t.pow_(1.5); }, [](const Tensor& t) { return pow(t, 1.5); }},
+      {"pow_ tensor", pos, [&](Tensor& t) -> Tensor& { return t.pow_(row); }, [&](const Tensor& t) { return pow(t, row); }},
+      {"clamp_", any, [](Tensor& t) -> Tensor& { return t.clamp_(-0.5, 1.0); }, [](const Tensor& t) { return clamp(t, -0.5, 1.0); }},
+      {"clamp_min_", any, [](Tensor& t) -> Tensor& { return t.clamp_min_(0.25); }, [](const Tensor& t) { return maximum(t, full({}, 0.25, {.device = t.device()})); }},
+      {"clamp_max_", any, [](Tensor& t) -> Tensor& { return t.clamp_max_(0.25); }, [](const Tensor& t) { return minimum(t, full({}, 0.25, {.device = t.device()})); }},
+      {"masked_fill_", any, [&](Tensor& t) -> Tensor& { return t.masked_fill_(mask, -7.0); }, [&](const Tensor& t) { return masked_fill(t, mask, -7.0); }},
+      {"lerp_", any, [&](Tensor& t) -> Tensor& { return t.lerp_(row, 0.25); }, [&](const Tensor& t) { return lerp(t, row, 0.25); }},
+      {"lerp_ tensor", any, [&](Tensor& t) -> Tensor& { return t.lerp_(row, pos); }, [&](const Tensor& t) { return lerp(t, row, pos); }},
+      {"neg_", any, [](Tensor& t) -> Tensor& { return t.neg_(); }, [](const Tensor& t) { return neg(t); }},
+      {"abs_", any, [](Tensor& t) -> Tensor& { return t.abs_(); }, [](const Tensor& t) { return abs(t); }},
+      {"exp_", any, [](Tensor& t) -> Tensor& { return t.exp_(); }, [](const Tensor& t) { return exp(t); }},
+      {"log_", pos, [](Tensor& t) -> Tensor& { return t.log_(); }, [](const Tensor& t) { return log(t); }},
+      {"sqrt_", pos, [](Tensor& t) -> Tensor& { return t.sqrt_(); }, [](const Tensor& t) { return sqrt(t); }},
+      {"rsqrt_", pos, [](Tensor& t) -> Tensor& { return t.rsqrt_(); }, [](const Tensor& t) { return rsqrt(t); }},
+      {"reciprocal_", pos, [](Tensor& t) -> Tensor& { return t.reciprocal_(); }, [](const Tensor& t) { return reciprocal(t); }},
+      {"floor_", any, [](Tensor& t) -> Tensor& { return t.floor_(); }, [](const Tensor& t) { return floor(t); }},
+      {"ceil_", any, [](Tensor& t) -> Tensor& { return t.ceil_(); }, [](const Tensor& t) { return ceil(t); }},
+      {"round_", any, [](Tensor& t) -> Tensor& { return t.round_(); }, [](const Tensor& t) { return round(t); }},
+      {"trunc_", any, [](Tensor& t) -> Tensor& { return t.trunc_(); }, [](const Tensor& t) { return trunc(t); }},
+      {"relu_", any, [](Tensor& t) -> Tensor& { return t.relu_(); }, [](const Tensor& t) { return relu(t); }},
+      {"sigmoid_", any, [](Tensor& t) -> Tensor& { return t.sigmoid_(); }, [](const Tensor& t) { return sigmoid(t); }},
+      {"tanh_", any, [](Tensor& t) -> Tensor& { return t.tanh_(); }, [](const Tensor& t) { return tanh(t); }},
+  };
+  for (const Case& c : cases) {
+    for (bool strided : {false, true}) {
+      SCOPED_TRACE(std::string(c.name) + (strided ? " on a transposed view" : ""));
+      // The same layout on both sides: strided views may take another loop than contiguous tensors.
+      auto fresh = [&] { return strided ? c.x.t().contiguous().t() : c.x.clone(); };
+      Tensor t = fresh();
+      const auto storage = t.storage_ptr();
+      Tensor& r = c.in_place(t);
+      EXPECT_EQ(&r, &t);
+      EXPECT_EQ(t.storage_ptr(), storage);
+      EXPECT_EQ(t.to_vector<double>(), c.out_of_place(fresh()).to_vector<double>());
+    }
+  }
+  // Integers keep their dtype where the result is an integer too.
+  Tensor i = tensor(std::vector<std::int64_t>{-3, 5, 2}).to(dev);
+  i.neg_().masked_fill_(tensor(std::vector<std::uint8_t>{0, 1, 0}).to(dev), 7);
+  EXPECT_EQ(i.dtype(), DType::i64);
+  EXPECT_EQ(i.to_vector<std::int64_t>(), (std::vector<std::int64_t>{3, 7, -2}));
+}
+
+TEST(InPlace, FormsNameTheirErrors) {
+  Tensor i = tensor(std::vector<std::int64_t>{1, 2});
+  expect_error<DTypeError>([&] { i.div_(2.0); },
+                           "div_: the result is f32, which cannot be written into a i64 tensor in place");
+  expect_error<ShapeError>([] { zeros({3}).sub_(ones({2, 3})); },
+                           "sub_: the result's shape [2, 3] (operands broadcast) differs from the destination's [3]");
+  Tensor p = ones({2}).requires_grad_();
+  expect_error<AutogradError>([&] { p.relu_(); }, "relu_: in-place write to a tensor that requires grad while recording");
+  {
+    NoGradGuard no_grad;  // as an optimizer writes its parameters
+    p.sub_(ones({2}), 0.5).sqrt_();
+  }
+  EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{std::sqrt(0.5f), std::sqrt(0.5f)}));
 }

@@ -640,7 +640,8 @@ TEST(TorchTrajectory, EveryReferenceFileHasATest) {
                                      "optim_adamw_amsgrad", "optim_sgd_groups", "optim_rmsprop_groups",
                                      "sched_exponential", "sched_lambda", "sched_cyclic_triangular",
                                      "sched_cyclic_triangular2", "sched_cyclic_exp_range", "sched_plateau_min_rel",
-                                     "sched_plateau_max_abs", "optim_lbfgs", "optim_lbfgs_strong_wolfe"};
+                                     "sched_plateau_max_abs", "sched_one_cycle", "sched_one_cycle_three_phase_linear",
+                                     "optim_lbfgs", "optim_lbfgs_strong_wolfe"};
   for (const auto& entry : std::filesystem::directory_iterator(RUMUS_TORCH_REFERENCE_DIR)) {
     const std::string stem = entry.path().stem().string();
     if (stem.starts_with("optim_") || stem.starts_with("sched_")) EXPECT_TRUE(tested.contains(stem)) << stem;

@@ -121,6 +121,37 @@ class Tensor {
   Tensor& normal_(double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
   Tensor& uniform_(double from = 0.0, double to = 1.0, Generator* gen = nullptr);
   Tensor& copy_(const Tensor& src);
+  // PyTorch's in-place forms of the pointwise ops: the out-of-place op's
+  // result written into this tensor, which keeps its shape (other operands
+  // broadcast to it) and dtype (a floating result into an integer tensor is
+  // refused, as in PyTorch). Not recorded: on a tensor that requires grad
+  // they need NoGradGuard, as add_ and mul_ do.
+  Tensor& sub_(const Tensor& other, double alpha = 1.0);
+  Tensor& sub_(double value);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(double value);
+  Tensor& pow_(double exponent);
+  Tensor& pow_(const Tensor& exponent);
+  Tensor& clamp_(double min, double max);
+  Tensor& clamp_min_(double min);
+  Tensor& clamp_max_(double max);
+  Tensor& masked_fill_(const Tensor& mask, double value);
+  Tensor& lerp_(const Tensor& end, double weight);
+  Tensor& lerp_(const Tensor& end, const Tensor& weight);
+  Tensor& neg_();
+  Tensor& abs_();
+  Tensor& exp_();
+  Tensor& log_();
+  Tensor& sqrt_();
+  Tensor& rsqrt_();
+  Tensor& reciprocal_();
+  Tensor& floor_();
+  Tensor& ceil_();
+  Tensor& round_();
+  Tensor& trunc_();
+  Tensor& relu_();
+  Tensor& sigmoid_();
+  Tensor& tanh_();
 
   Tensor masked_fill(const Tensor& mask, double value) const;
 
