@@ -21,6 +21,7 @@
 #include <iostream>
 #include <rumus/rumus.hpp>
 
+#include "backend/vulkan/kernels.hpp"  // vulkan::gemm
 #include "backend/vulkan/vulkan_backend.hpp"  // the tensor-core GEMM's choice, the GEMM tuner
 #include "backend/vulkan/pipelines.hpp"  // the on-disk pipeline cache
 #include "devices.hpp"
@@ -1721,7 +1722,7 @@ TEST(VulkanGemmTuner, TunesOnFirstUseAndCachesOnDisk) {
   // Through the kernel table with beta = 1: timing must not touch C.
   GemmArgs g = GemmArgs::packed(arg_of(ga), arg_of(gb), arg_of(gc), 70, 90, 50);
   g.beta = 1.0;
-  vb.gemm(g);
+  vulkan::gemm(vb, g);
   auto tuner = vb.replace_gemm_tuner(std::move(old));
   expect_close(gc.cpu(), matmul(a, b) + c, 1e-4, "tuned gemm with beta");
   const std::string key = vulkan::gemm_shape_class(70, 90, 50, 1, false, false);

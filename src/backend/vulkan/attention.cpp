@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "rumus/core/error.hpp"
+#include "../attention.hpp"
+#include "kernels.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -21,6 +23,7 @@ namespace rumus::vulkan {
 namespace {
 
 using push::AttentionPush;
+using Operand = VulkanBackend::Operand;
 constexpr std::uint32_t kLocal = 64;
 constexpr std::uint32_t kTiledRows = 64;
 enum Mode : std::uint32_t { kForward = 0, kGradQ = 1, kGradKV = 2 };
@@ -212,12 +215,12 @@ void require_dtypes(TensorArg q, TensorArg lse, bool coopmat) {
                                  coopmat ? " or f16" : "", dtype_name(q.dtype)));
 }
 
-}  // namespace
-
-void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k,
-                                      TensorArg v, TensorArg mask) {
+void attention_forward(Backend& be, const AttentionParams& p, TensorArg out, TensorArg lse, TensorArg q, TensorArg k,
+                       TensorArg v, TensorArg mask) {
+  VulkanBackend& vk = device_of(be);
+  const Context& ctx = vk.context();
   require_contiguous(lse);
-  require_dtypes(q, lse, ctx_->coopmat_attention);
+  require_dtypes(q, lse, ctx.coopmat_attention);
   const std::int64_t rows = p.batch * p.heads * p.lq;
   if (rows == 0) return;
   AttentionPush pc = make_push(p, mask);
@@ -229,41 +232,43 @@ void VulkanBackend::attention_forward(const AttentionParams& p, TensorArg out, T
   Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, true}, {lse, true},
                    {m, false}, {q, false}, {q, false}, {q, false}, {q, false}};
   std::uint32_t gx, gy, gz, d_max, tile;
-  const std::uint32_t shared = ctx_->properties.limits.maxComputeSharedMemorySize;
+  const std::uint32_t shared = ctx.properties.limits.maxComputeSharedMemorySize;
   if (q.dtype == DType::f16) {
     coopmat_config(p, kForward, shared, d_max, tile);
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
-    launch("attention_coopmat", {kCoopmatThreads, kForward, d_max, tile, rows_aligned(p, {q, k, v, out}, 8)}, ops, &pc,
-           sizeof pc, gx, gy, gz);
+    vk.launch("attention_coopmat", {kCoopmatThreads, kForward, d_max, tile, rows_aligned(p, {q, k, v, out}, 8)}, ops,
+              &pc, sizeof pc, gx, gy, gz);
     return;
   }
-  if (const char* grid = grid_forward(*ctx_, p)) {
+  if (const char* grid = grid_forward(ctx, p)) {
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz, kGridRows);
-    launch(grid, {kBlockedThreads, kForward, 0, 0, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc, gx, gy, gz);
+    vk.launch(grid, {kBlockedThreads, kForward, 0, 0, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc, gx, gy, gz);
     return;
   }
-  if (const char* blocked = blocked_forward(*ctx_, p, d_max)) {
+  if (const char* blocked = blocked_forward(ctx, p, d_max)) {
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz, kBlockedRows);
-    launch(blocked, {kBlockedThreads, kForward, d_max, 0, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc, gx, gy,
-           gz);
+    vk.launch(blocked, {kBlockedThreads, kForward, d_max, 0, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc, gx,
+              gy, gz);
     return;
   }
   if (tiled_config(p, shared, d_max, tile)) {
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
-    const TiledKernel kernel = tiled_kernel(*ctx_);
-    launch(kernel.shader, {kernel.local, kForward, d_max, tile, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc,
-           gx, gy, gz);
+    const TiledKernel kernel = tiled_kernel(ctx);
+    vk.launch(kernel.shader, {kernel.local, kForward, d_max, tile, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc,
+              gx, gy, gz);
     return;
   }
   grid(rows, gx, gy);
-  launch("attention", {kLocal, kForward}, ops, &pc, sizeof pc, gx, gy);
+  vk.launch("attention", {kLocal, kForward}, ops, &pc, sizeof pc, gx, gy);
 }
 
-void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_q, TensorArg grad_k,
-                                       TensorArg grad_v, TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v,
-                                       TensorArg out, TensorArg lse, TensorArg mask) {
+void attention_backward(Backend& be, const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
+                        TensorArg grad_out, TensorArg q, TensorArg k, TensorArg v, TensorArg out, TensorArg lse,
+                        TensorArg mask) {
+  VulkanBackend& vk = device_of(be);
+  const Context& ctx = vk.context();
   require_contiguous(lse);
-  require_dtypes(q, lse, ctx_->coopmat_attention);
+  require_dtypes(q, lse, ctx.coopmat_attention);
   AttentionPush pc = make_push(p, mask);
   pc.qkv_slots = shared_slots({q, k, v});
   pc.out_slots = shared_slots({out, grad_out});
@@ -279,73 +284,71 @@ void VulkanBackend::attention_backward(const AttentionParams& p, TensorArg grad_
                      {m, false}, {grad_out, false}, {grad_q, true}, {q, false}, {q, false}};
   Operand kv_ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
                       {m, false}, {grad_out, false}, {q, false}, {grad_k, true}, {grad_v, true}};
-  const std::uint32_t shared = ctx_->properties.limits.maxComputeSharedMemorySize;
+  const std::uint32_t shared = ctx.properties.limits.maxComputeSharedMemorySize;
   if (q.dtype == DType::f16) {
     const std::uint32_t aligned = rows_aligned(p, {q, k, v, out, grad_out}, 8);
     if (p.lq > 0) {
       coopmat_config(p, kGradQ, shared, d_max, tile);
       tiled_grid(p.lq, bh, gx, gy, gz);
-      launch("attention_coopmat", {kCoopmatThreads, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx, gy, gz);
+      vk.launch("attention_coopmat", {kCoopmatThreads, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx, gy,
+                gz);
     }
     if (p.lk > 0) {
       coopmat_config(p, kGradKV, shared, d_max, tile);
       tiled_grid(p.lk, bh, gx, gy, gz);
-      launch("attention_coopmat", {kCoopmatThreads, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy,
-             gz);
+      vk.launch("attention_coopmat", {kCoopmatThreads, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy,
+                gz);
     }
     return;
   }
-  if (const char* blocked = blocked_backward(*ctx_, p, d_max)) {
+  if (const char* blocked = blocked_backward(ctx, p, d_max)) {
     Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
                      {m, false}, {grad_out, false}, {grad_q, true}, {grad_k, true}, {grad_v, true}};
-    fill(grad_q, 0.0);  // the kernel adds into it
+    fill(vk, grad_q, 0.0);  // the kernel adds into it
     tiled_grid(p.lk, bh, gx, gy, gz, kBlockedBackwardKeys);
     if (p.lk > 0)
-      launch(blocked, {kBlockedThreads, kGradKV, d_max, 0, rows_aligned(p, {q, k, v, out, grad_out}, 4)}, ops, &pc,
-             sizeof pc, gx, gy, gz);
+      vk.launch(blocked, {kBlockedThreads, kGradKV, d_max, 0, rows_aligned(p, {q, k, v, out, grad_out}, 4)}, ops, &pc,
+                sizeof pc, gx, gy, gz);
     return;
   }
   const bool tiled = tiled_config(p, shared, d_max, tile);
-  const TiledKernel kernel = tiled_kernel(*ctx_);
+  const TiledKernel kernel = tiled_kernel(ctx);
   const std::uint32_t aligned = rows_aligned(p, {q, k, v, out, grad_out}, 4);
   if (p.lq > 0) {
     if (tiled) {
       tiled_grid(p.lq, bh, gx, gy, gz);
-      launch(kernel.shader, {kernel.local, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx, gy, gz);
+      vk.launch(kernel.shader, {kernel.local, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx, gy, gz);
     } else {
       grid(bh * p.lq, gx, gy);
-      launch("attention", {kLocal, kGradQ}, q_ops, &pc, sizeof pc, gx, gy);
+      vk.launch("attention", {kLocal, kGradQ}, q_ops, &pc, sizeof pc, gx, gy);
     }
   }
   if (p.lk > 0) {
     if (tiled) {
       tiled_grid(p.lk, bh, gx, gy, gz);
-      launch(kernel.shader, {kernel.local, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy, gz);
+      vk.launch(kernel.shader, {kernel.local, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy, gz);
     } else {
       grid(bh * p.lk, gx, gy);
-      launch("attention", {kLocal, kGradKV}, kv_ops, &pc, sizeof pc, gx, gy);
+      vk.launch("attention", {kLocal, kGradKV}, kv_ops, &pc, sizeof pc, gx, gy);
     }
   }
 }
 
-namespace {
 // f16 runs on the matrix units only.
 bool attention_runs(Backend& be, DType dtype) {
-  return dtype == DType::f32 || static_cast<VulkanBackend&>(be).context().coopmat_attention;
+  return dtype == DType::f32 || device_of(be).context().coopmat_attention;
 }
-}  // namespace
 
+}  // namespace
 }  // namespace rumus::vulkan
 
 namespace rumus {
 
-using vulkan::VulkanBackend;
-using vulkan::kernel_of;
-using vulkan::runs_f64;
-
 RUMUS_KERNEL_FAMILY(vulkan, attention) {
-  register_kernel<AttentionForwardKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f16}, kernel_of<&VulkanBackend::attention_forward>, &vulkan::attention_runs);
-  register_kernel<AttentionBackwardKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f16}, kernel_of<&VulkanBackend::attention_backward>, &vulkan::attention_runs);
+  register_kernel<AttentionForwardKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f16},
+                                          &vulkan::attention_forward, &vulkan::attention_runs);
+  register_kernel<AttentionBackwardKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f16},
+                                           &vulkan::attention_backward, &vulkan::attention_runs);
 }
 
 }  // namespace rumus

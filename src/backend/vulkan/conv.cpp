@@ -7,6 +7,8 @@
 #include <optional>
 
 #include "rumus/core/error.hpp"
+#include "../conv.hpp"
+#include "kernels.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -15,6 +17,7 @@ namespace rumus::vulkan {
 namespace {
 
 using push::ConvIgemmPush;
+using Operand = VulkanBackend::Operand;
 
 enum Mode : std::uint32_t { kForward = 0, kBackwardData = 1, kBackwardWeight = 2 };
 
@@ -95,10 +98,9 @@ void over_column_tiles(ConvIgemmPush& pc, std::uint32_t tiles_n, Dispatch&& disp
   }
 }
 
-}  // namespace
-
-void VulkanBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, TensorArg out,
-                                   TensorArg in, TensorArg weight, TensorArg bias, bool relu) {
+void conv2d_forward(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups, TensorArg out,
+                    TensorArg in, TensorArg weight, TensorArg bias, bool relu) {
+  VulkanBackend& vk = device_of(be);
   const char* op = "conv2d_forward";
   require_dense_f32(op, out, "output");
   require_dense_f32(op, in, "input");
@@ -122,11 +124,12 @@ void VulkanBackend::conv2d_forward(const Conv2dGeometry& g, std::int64_t oc, std
   const std::uint32_t gy = tiles_along(pc.M, t.bm), gz = std::uint32_t(groups);
   check_grid(op, gy, gz);
   over_column_tiles(pc, tiles_along(pc.N, t.bn),
-                    [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+                    [&](std::uint32_t gx) { vk.launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
 }
 
-void VulkanBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
-                                         TensorArg grad_in, TensorArg grad_out, TensorArg weight) {
+void conv2d_backward_data(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
+                          TensorArg grad_in, TensorArg grad_out, TensorArg weight) {
+  VulkanBackend& vk = device_of(be);
   const char* op = "conv2d_backward_data";
   require_dense_f32(op, grad_in, "input gradient");
   require_dense_f32(op, grad_out, "output gradient");
@@ -146,12 +149,12 @@ void VulkanBackend::conv2d_backward_data(const Conv2dGeometry& g, std::int64_t o
   const std::uint32_t gy = tiles_along(pc.M, t.bm), gz = std::uint32_t(groups);
   check_grid(op, gy, gz);
   over_column_tiles(pc, tiles_along(pc.N, t.bn),
-                    [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+                    [&](std::uint32_t gx) { vk.launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
 }
 
-void VulkanBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
-                                           TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out,
-                                           TensorArg in) {
+void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
+                            TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in) {
+  VulkanBackend& vk = device_of(be);
   const char* op = "conv2d_backward_weight";
   require_dense_f32(op, grad_weight, "weight gradient");
   require_dense_f32(op, grad_out, "output gradient");
@@ -194,41 +197,39 @@ void VulkanBackend::conv2d_backward_weight(const Conv2dGeometry& g, std::int64_t
     pc.off3 = has_bias ? std::uint32_t(grad_bias.layout->offset) : 0;
     Operand ops[] = {{grad_weight, true}, {in, false}, {grad_out, false}, {has_bias ? grad_bias : grad_weight, has_bias}};
     over_column_tiles(pc, tiles_n,
-                      [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+                      [&](std::uint32_t gx) { vk.launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
     return;
   }
   // Slices [groups, splits, OCg, Cg*KK] and [groups, splits, OCg], summed over splits.
   pc.splits = std::uint32_t(splits);
   Layout w_parts_layout = Layout::contiguous({groups, splits, m * n});
-  Storage w_parts(device(), std::size_t(groups * splits * m * n) * 4);
+  Storage w_parts(vk.device(), std::size_t(groups * splits * m * n) * 4);
   TensorArg w_parts_arg{&w_parts, DType::f32, &w_parts_layout};
   Layout b_parts_layout = Layout::contiguous({groups, splits, m});
   std::optional<Storage> b_parts;
-  if (has_bias) b_parts.emplace(device(), std::size_t(groups * splits * m) * 4);
+  if (has_bias) b_parts.emplace(vk.device(), std::size_t(groups * splits * m) * 4);
   TensorArg b_parts_arg{has_bias ? &*b_parts : &w_parts, DType::f32, &b_parts_layout};
   Operand ops[] = {{w_parts_arg, true}, {in, false}, {grad_out, false}, {b_parts_arg, has_bias}};
   over_column_tiles(pc, tiles_n,
-                    [&](std::uint32_t gx) { launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+                    [&](std::uint32_t gx) { vk.launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
   Layout w_layout{{groups, 1, m * n}, {m * n, 0, 1}, grad_weight.layout->offset};
-  reduce(ReduceOp::sum, TensorArg{grad_weight.storage, DType::f32, &w_layout}, w_parts_arg);
+  reduce(vk, ReduceOp::sum, TensorArg{grad_weight.storage, DType::f32, &w_layout}, w_parts_arg);
   if (has_bias) {
     Layout b_layout{{groups, 1, m}, {m, 0, 1}, grad_bias.layout->offset};
-    reduce(ReduceOp::sum, TensorArg{grad_bias.storage, DType::f32, &b_layout}, b_parts_arg);
+    reduce(vk, ReduceOp::sum, TensorArg{grad_bias.storage, DType::f32, &b_layout}, b_parts_arg);
   }
 }
 
+}  // namespace
 }  // namespace rumus::vulkan
 
 namespace rumus {
 
-using vulkan::VulkanBackend;
-using vulkan::kernel_of;
-using vulkan::runs_f64;
-
 RUMUS_KERNEL_FAMILY(vulkan, conv) {
-  register_kernel<Conv2dForwardKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, kernel_of<&VulkanBackend::conv2d_forward>);
-  register_kernel<Conv2dBackwardDataKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, kernel_of<&VulkanBackend::conv2d_backward_data>);
-  register_kernel<Conv2dBackwardWeightKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, kernel_of<&VulkanBackend::conv2d_backward_weight>);
+  register_kernel<Conv2dForwardKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::conv2d_forward);
+  register_kernel<Conv2dBackwardDataKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::conv2d_backward_data);
+  register_kernel<Conv2dBackwardWeightKernel>(Device::Kind::vulkan, DTypeSet{DType::f32},
+                                              &vulkan::conv2d_backward_weight);
 }
 
 }  // namespace rumus

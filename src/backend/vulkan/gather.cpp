@@ -24,7 +24,7 @@ push::IndexPush per_element_push(const char* op, TensorArg big, TensorArg small,
 }
 
 void gather(Backend& be, TensorArg out, TensorArg src, TensorArg index) {
-  auto& vk = static_cast<VulkanBackend&>(be);
+  VulkanBackend& vk = device_of(be);
   push::IndexPush pc = per_element_push("gather", src, out, index);
   if (pc.total == 0) return;
   VulkanBackend::Operand ops[] = {{out, true}, {src, false}, {index, false}, {vk.index_fault_operand(), true}};
@@ -33,7 +33,7 @@ void gather(Backend& be, TensorArg out, TensorArg src, TensorArg index) {
 }
 
 void scatter_add(Backend& be, TensorArg out, TensorArg index, TensorArg src) {
-  auto& vk = static_cast<VulkanBackend&>(be);
+  VulkanBackend& vk = device_of(be);
   push::IndexPush pc = per_element_push("scatter_add", out, src, index);
   if (pc.total == 0) return;
   VulkanBackend::Operand ops[] = {{out, true}, {src, false}, {index, false}, {vk.index_fault_operand(), true}};
@@ -47,7 +47,7 @@ void scatter_add(Backend& be, TensorArg out, TensorArg index, TensorArg src) {
 
 // f64 adds need double arithmetic and either f64 atomics or 64-bit integer ones.
 bool scatter_add_runs(Backend& be, DType dtype) {
-  const Context& ctx = static_cast<VulkanBackend&>(be).context();
+  const Context& ctx = device_of(be).context();
   return dtype == DType::f32 || (dtype == DType::f64 && ctx.float64 && (ctx.float64_atomics || ctx.int64_atomics));
 }
 
@@ -68,32 +68,33 @@ push::IndexPush index_push(const char* op, TensorArg big, TensorArg small, Tenso
           std::int32_t(big.layout->offset), std::int32_t(small.layout->offset), std::int32_t(index.layout->offset),
           std::uint32_t(small.layout->numel())};
 }
-}  // namespace
 
-void VulkanBackend::index_select(TensorArg out, TensorArg src, TensorArg index) {
+void index_select(Backend& be, TensorArg out, TensorArg src, TensorArg index) {
+  VulkanBackend& vk = device_of(be);
   push::IndexPush pc = index_push("index_select", src, out, index);
   if (pc.total == 0) return;
-  Operand ops[] = {{out, true}, {src, false}, {index, false}, {index_fault_operand(), true}};
-  launch("index_select", {kLocal, std::uint32_t(out.dtype), std::uint32_t(dtype_size(out.dtype))}, ops, &pc,
-         sizeof pc, groups_for(pc.total, kLocal));
+  VulkanBackend::Operand ops[] = {{out, true}, {src, false}, {index, false}, {vk.index_fault_operand(), true}};
+  vk.launch("index_select", {kLocal, std::uint32_t(out.dtype), std::uint32_t(dtype_size(out.dtype))}, ops, &pc,
+            sizeof pc, groups_for(pc.total, kLocal));
 }
 
-void VulkanBackend::index_add(TensorArg out, TensorArg index, TensorArg src) {
+void index_add(Backend& be, TensorArg out, TensorArg index, TensorArg src) {
+  VulkanBackend& vk = device_of(be);
   push::IndexPush pc = index_push("index_add", out, src, index);
   if (pc.total == 0) return;
-  Operand ops[] = {{out, true}, {src, false}, {index, false}, {index_fault_operand(), true}};
+  VulkanBackend::Operand ops[] = {{out, true}, {src, false}, {index, false}, {vk.index_fault_operand(), true}};
   // Without float atomics of the width: the variants that add by compare-and-swap.
-  const std::string shader = out.dtype == DType::f64 ? (ctx_->float64_atomics ? "index_add_f64" : "index_add_f64cas")
-                             : ctx_->float_atomics   ? "index_add"
+  const Context& ctx = vk.context();
+  const std::string shader = out.dtype == DType::f64 ? (ctx.float64_atomics ? "index_add_f64" : "index_add_f64cas")
+                             : ctx.float_atomics     ? "index_add"
                                                      : "index_add_cas";
-  launch(shader, {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
+  vk.launch(shader, {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
 }
 
-namespace {
 // f64 adds need double arithmetic and either f64 atomics or 64-bit integer
 // ones (compare-and-swap).
 bool index_add_runs(Backend& be, DType dtype) {
-  const Context& ctx = static_cast<VulkanBackend&>(be).context();
+  const Context& ctx = device_of(be).context();
   return dtype == DType::f32 || (ctx.float64 && (ctx.float64_atomics || ctx.int64_atomics));
 }
 }  // namespace
@@ -105,9 +106,9 @@ RUMUS_KERNEL_FAMILY(vulkan, gather) {
   register_kernel<GatherKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::gather);
   register_kernel<ScatterAddKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64}, &vulkan::scatter_add,
                                     &vulkan::scatter_add_runs);
-  register_kernel<IndexSelectKernel>(Device::Kind::vulkan, kAllDTypes, vulkan::kernel_of<&vulkan::VulkanBackend::index_select>);
-  register_kernel<IndexAddKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64},
-                                  vulkan::kernel_of<&vulkan::VulkanBackend::index_add>, &vulkan::index_add_runs);
+  register_kernel<IndexSelectKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::index_select);
+  register_kernel<IndexAddKernel>(Device::Kind::vulkan, DTypeSet{DType::f32, DType::f64}, &vulkan::index_add,
+                                  &vulkan::index_add_runs);
 }
 
 }  // namespace rumus

@@ -5,7 +5,9 @@
 
 #include "rumus/core/error.hpp"
 #include "../../core/env.hpp"
+#include "../gemm.hpp"
 #include "gemm_coopmat.hpp"
+#include "kernels.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -14,6 +16,7 @@ namespace rumus::vulkan {
 namespace {
 
 using push::GemmPush;
+using Operand = VulkanBackend::Operand;
 
 // gemm.comp's IN_TYPE / OUT_TYPE codes.
 std::uint32_t type_code(DType t) { return t == DType::f16 ? 1u : t == DType::bf16 ? 2u : 0u; }
@@ -42,23 +45,25 @@ void push_f64_gemm(const GemmArgs& g, push::GemmF64Push& pc) {
 }
 }  // namespace
 
-void VulkanBackend::gemm(const GemmArgs& g) {
+void gemm(Backend& be, const GemmArgs& g) {
+  VulkanBackend& vk = device_of(be);
+  const Context& ctx = vk.context();
   check_dtypes(g);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   // gemm.comp adds a dense bias of C's dtype in its epilogue; other kernels get it copied into C.
   const bool bias = g.bias.storage != nullptr;
   if (bias && (g.a.dtype == DType::f64 || g.bias.dtype != g.c.dtype || g.bias.layout->strides.back() != 1 ||
-               coopmat_gemm_applies(*ctx_, g)))
-    return gemm_bias_by_copy(*this, g);
+               coopmat_gemm_applies(ctx, g)))
+    return gemm_bias_by_copy(vk, g);
   if (g.a.dtype == DType::f64) {
     push::GemmF64Push pc;
     push_f64_gemm(g, pc);
     Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
-    launch("gemm_f64", {g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u}, ops, &pc, sizeof pc,
-           std::uint32_t((g.n + 31) / 32), std::uint32_t((g.m + 31) / 32), std::uint32_t(g.batch));
+    vk.launch("gemm_f64", {g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u}, ops, &pc, sizeof pc,
+              std::uint32_t((g.n + 31) / 32), std::uint32_t((g.m + 31) / 32), std::uint32_t(g.batch));
     return;
   }
-  if (coopmat_gemm_applies(*ctx_, g)) return coopmat_gemm(g);  // f16 on the matrix units
+  if (coopmat_gemm_applies(ctx, g)) return coopmat_gemm(vk, g);  // f16 on the matrix units
   GemmPush pc{std::uint32_t(g.m), std::uint32_t(g.n), std::uint32_t(g.k), std::uint32_t(g.lda),
               std::uint32_t(g.ldb), std::uint32_t(g.ldc), std::uint32_t(g.a.layout->offset),
               std::uint32_t(g.b.layout->offset), std::uint32_t(g.c.layout->offset), std::uint32_t(g.stride_a),
@@ -78,7 +83,7 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   if (tiles(bm, bn) < 256 && bn == 128) bn = 64;
   // 128 x 128 x 8 measured fastest on an H200; 64 x 64 tiles take 32, 8 for each of their four K groups.
   std::uint32_t bk = bm == 64 && bn == 64 ? 32 : 8;
-  if (auto tile = gemm_tile_for(g, {bm, bn, bk})) {  // measured on this device (gemm_tune.cpp)
+  if (auto tile = gemm_tile_for(vk, g, {bm, bn, bk})) {  // measured on this device (gemm_tune.cpp)
     bm = tile->bm;
     bn = tile->bn;
     bk = tile->bk;
@@ -107,12 +112,12 @@ void VulkanBackend::gemm(const GemmArgs& g) {
       bk = fk;
     }
   }
-  if (bias && splits > 1) return gemm_bias_by_copy(*this, g);  // the slices' sum has no epilogue
+  if (bias && splits > 1) return gemm_bias_by_copy(vk, g);  // the slices' sum has no epilogue
   bool aligned = g.m % bm == 0 && g.n % bn == 0 && g.k % bk == 0 && pc.k_chunk % bk == 0 && g.k > 0;
   for (std::uint32_t v : {pc.lda, pc.ldb, pc.ldc, pc.offset_a, pc.offset_b, pc.offset_c, pc.batch_a, pc.batch_b,
                           pc.batch_c, pc.offset_bias})
     if (v % 4) aligned = false;
-  std::uint32_t kslices = gemm_tile_kslices(bm, bn, ctx_->properties.limits.maxComputeWorkGroupInvocations);
+  std::uint32_t kslices = gemm_tile_kslices(bm, bn, ctx.properties.limits.maxComputeWorkGroupInvocations);
   if (auto forced = gemm_kslices_override(); forced && kslices > 1) kslices = *forced;
   std::vector<std::uint32_t> spec = {(bm / 8) * (bn / 8) * kslices, bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
                                      aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype), bias ? 1u : 0u,
@@ -120,21 +125,21 @@ void VulkanBackend::gemm(const GemmArgs& g) {
   const std::uint32_t gx = std::uint32_t((g.n + bn - 1) / bn), gy = std::uint32_t((g.m + bm - 1) / bm);
   if (splits == 1) {
     Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}, {bias ? g.bias : g.a, false}};
-    launch("gemm", spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch));
+    vk.launch("gemm", spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch));
     return;
   }
   spec[8] = type_code(DType::f32);  // the slices are f32 whatever C's dtype
-  gemm_split_k(g, pc, splits, [&](TensorArg parts, const GemmPush& slices) {
+  gemm_split_k(vk, g, pc, splits, [&](TensorArg parts, const GemmPush& slices) {
     Operand ops[] = {{g.a, false}, {g.b, false}, {parts, true}};
-    launch("gemm", spec, ops, &slices, sizeof slices, gx, gy, std::uint32_t(g.batch) * splits);
+    vk.launch("gemm", spec, ops, &slices, sizeof slices, gx, gy, std::uint32_t(g.batch) * splits);
   });
 }
 
-void VulkanBackend::gemm_split_k(const GemmArgs& g, GemmPush pc, std::uint32_t splits,
-                                 const std::function<void(TensorArg parts, const GemmPush& pc)>& launch_slices) {
+void gemm_split_k(VulkanBackend& vk, const GemmArgs& g, GemmPush pc, std::uint32_t splits,
+                  const std::function<void(TensorArg parts, const GemmPush& pc)>& launch_slices) {
   const std::int64_t mn = g.m * g.n;
   Layout parts_layout = Layout::contiguous({g.batch, std::int64_t(splits), g.m, g.n});
-  Storage parts(device(), std::size_t(g.batch * splits * mn) * 4);
+  Storage parts(vk.device(), std::size_t(g.batch * splits * mn) * 4);
   TensorArg parts_arg{&parts, DType::f32, &parts_layout};
   pc.splits = splits;
   pc.offset_c = 0;
@@ -145,27 +150,23 @@ void VulkanBackend::gemm_split_k(const GemmArgs& g, GemmPush pc, std::uint32_t s
   Layout c_layout{{g.batch, 1, g.m, g.n}, {g.stride_c, 0, g.ldc, 1}, g.c.layout->offset};
   TensorArg c_arg{g.c.storage, g.c.dtype, &c_layout};
   if (g.beta == 0) {
-    reduce(ReduceOp::sum, c_arg, parts_arg);
+    reduce(vk, ReduceOp::sum, c_arg, parts_arg);
     return;
   }
   Layout sum_layout = Layout::contiguous({g.batch, 1, g.m, g.n});
-  Storage sum_storage(device(), std::size_t(g.batch * mn) * 4);
+  Storage sum_storage(vk.device(), std::size_t(g.batch * mn) * 4);
   TensorArg sum_arg{&sum_storage, DType::f32, &sum_layout};
-  reduce(ReduceOp::sum, sum_arg, parts_arg);
-  unary(UnaryOp::mul_scalar, c_arg, c_arg, g.beta, 0);
-  binary(BinaryOp::add, c_arg, c_arg, sum_arg, 0, 0);
+  reduce(vk, ReduceOp::sum, sum_arg, parts_arg);
+  unary(vk, UnaryOp::mul_scalar, c_arg, c_arg, g.beta, 0);
+  binary(vk, BinaryOp::add, c_arg, c_arg, sum_arg, 0, 0);
 }
 
 }  // namespace rumus::vulkan
 
 namespace rumus {
 
-using vulkan::VulkanBackend;
-using vulkan::kernel_of;
-using vulkan::runs_f64;
-
 RUMUS_KERNEL_FAMILY(vulkan, gemm) {
-  register_kernel<GemmKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::gemm>, &runs_f64);
+  register_kernel<GemmKernel>(Device::Kind::vulkan, kFloatDTypes, &vulkan::gemm, &vulkan::runs_f64);
 }
 
 }  // namespace rumus

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "gemm_coopmat.hpp"
+#include "kernels.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -81,9 +82,10 @@ std::int64_t coopmat_split_k_slices(std::int64_t tiles, std::int64_t k) {
   return std::clamp<std::int64_t>((264 + tiles - 1) / tiles, 1, most);
 }
 
-void VulkanBackend::coopmat_gemm(const GemmArgs& g) {
+void coopmat_gemm(VulkanBackend& vk, const GemmArgs& g) {
+  using Operand = VulkanBackend::Operand;
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  const CoopMatTile& t = *ctx_->coopmat_tile;
+  const CoopMatTile& t = *vk.context().coopmat_tile;
   push::GemmPush pc{std::uint32_t(g.m), std::uint32_t(g.n), std::uint32_t(g.k), std::uint32_t(g.lda),
                     std::uint32_t(g.ldb), std::uint32_t(g.ldc), std::uint32_t(g.a.layout->offset),
                     std::uint32_t(g.b.layout->offset), std::uint32_t(g.c.layout->offset), std::uint32_t(g.stride_a),
@@ -104,15 +106,15 @@ void VulkanBackend::coopmat_gemm(const GemmArgs& g) {
     const std::uint32_t splits = std::uint32_t((g.k + pc.k_chunk - 1) / pc.k_chunk);
     if (splits > 1) {
       spec[10] = 0;  // the slices are f32
-      return gemm_split_k(g, pc, splits, [&](TensorArg parts, const push::GemmPush& slices) {
+      return gemm_split_k(vk, g, pc, splits, [&](TensorArg parts, const push::GemmPush& slices) {
         Operand ops[] = {{g.a, false}, {g.b, false}, {parts, true}};
-        launch("gemm_coopmat", spec, ops, &slices, sizeof slices, tiles, 1, std::uint32_t(g.batch) * splits);
+        vk.launch("gemm_coopmat", spec, ops, &slices, sizeof slices, tiles, 1, std::uint32_t(g.batch) * splits);
       });
     }
     pc.k_chunk = pc.K;
   }
   Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
-  launch("gemm_coopmat", spec, ops, &pc, sizeof pc, tiles, 1, std::uint32_t(g.batch));
+  vk.launch("gemm_coopmat", spec, ops, &pc, sizeof pc, tiles, 1, std::uint32_t(g.batch));
 }
 
 }  // namespace rumus::vulkan

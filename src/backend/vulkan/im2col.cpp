@@ -11,6 +11,7 @@ namespace rumus::vulkan {
 namespace {
 
 using push::ConvPush;
+using Operand = VulkanBackend::Operand;
 constexpr std::uint32_t kLocal = 256;
 
 ConvPush conv_push(const Conv2dGeometry& g, TensorArg image, TensorArg cols, std::int64_t total) {
@@ -23,36 +24,38 @@ ConvPush conv_push(const Conv2dGeometry& g, TensorArg image, TensorArg cols, std
   for (int d = 0; d < 3; ++d) pc.cols_stride[d] = std::int32_t(cols.layout->strides[d]);
   return pc;
 }
-}  // namespace
 
-void VulkanBackend::im2col(const Conv2dGeometry& g, TensorArg cols, TensorArg in) {
+void im2col(Backend& be, const Conv2dGeometry& g, TensorArg cols, TensorArg in) {
+  VulkanBackend& vk = device_of(be);
   const std::int64_t total = cols.layout->numel();
   if (total == 0) return;
   ConvPush pc = conv_push(g, in, cols, total);
   Operand ops[] = {{cols, true}, {in, false}};
-  launch(shader_for("conv", in.dtype), {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
+  vk.launch(shader_for("conv", in.dtype), {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+            groups_for(total, kLocal));
 }
 
-void VulkanBackend::col2im(const Conv2dGeometry& g, TensorArg out, TensorArg cols) {
+void col2im(Backend& be, const Conv2dGeometry& g, TensorArg out, TensorArg cols) {
+  VulkanBackend& vk = device_of(be);
   require_contiguous("col2im", out);
   const std::int64_t total = out.layout->numel();
   if (total == 0) return;
   ConvPush pc = conv_push(g, out, cols, total);
   Operand ops[] = {{out, true}, {cols, false}};
-  launch(shader_for("conv", out.dtype), {kLocal, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, groups_for(total, kLocal));
+  vk.launch(shader_for("conv", out.dtype), {kLocal, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc,
+            groups_for(total, kLocal));
 }
 
+}  // namespace
 }  // namespace rumus::vulkan
 
 namespace rumus {
 
-using vulkan::kernel_of;
 using vulkan::runs_f64;
-using vulkan::VulkanBackend;
 
 RUMUS_KERNEL_FAMILY(vulkan, im2col) {
-  register_kernel<Im2colKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::im2col>, &runs_f64);
-  register_kernel<Col2imKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::col2im>, &runs_f64);
+  register_kernel<Im2colKernel>(Device::Kind::vulkan, kFloatDTypes, &vulkan::im2col, &runs_f64);
+  register_kernel<Col2imKernel>(Device::Kind::vulkan, kFloatDTypes, &vulkan::col2im, &runs_f64);
 }
 
 }  // namespace rumus

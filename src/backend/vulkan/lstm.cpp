@@ -30,8 +30,7 @@ void lstm_cell_forward(Backend& be, TensorArg h, TensorArg c_next, TensorArg act
   push::LstmPush pc = lstm_push(c, {h, c_next, act, xp, hp, c, c}, false);
   VulkanBackend::Operand ops[] = {{h, true}, {c_next, true}, {act, true}, {xp, false},
                                   {hp, false}, {c, false}, {c, false}};
-  static_cast<VulkanBackend&>(be).launch(shader_of(c.dtype), {std::uint32_t(c.dtype), 0u}, ops, &pc, sizeof pc,
-                                         groups_for(n, kLocal));
+  device_of(be).launch(shader_of(c.dtype), {std::uint32_t(c.dtype), 0u}, ops, &pc, sizeof pc, groups_for(n, kLocal));
 }
 
 void lstm_cell_backward(Backend& be, TensorArg d_gates, TensorArg d_c, TensorArg dh_next, TensorArg dc_next,
@@ -45,8 +44,7 @@ void lstm_cell_backward(Backend& be, TensorArg d_gates, TensorArg d_c, TensorArg
   push::LstmPush pc = lstm_push(c, {d_gates, d_c, dh_next, dc, act, c, c_next}, has_dc);
   VulkanBackend::Operand ops[] = {{d_gates, true}, {d_c, true}, {dh_next, false}, {dc, false},
                                   {act, false},    {c, false},  {c_next, false}};
-  static_cast<VulkanBackend&>(be).launch(shader_of(c.dtype), {std::uint32_t(c.dtype), 1u}, ops, &pc, sizeof pc,
-                                         groups_for(n, kLocal));
+  device_of(be).launch(shader_of(c.dtype), {std::uint32_t(c.dtype), 1u}, ops, &pc, sizeof pc, groups_for(n, kLocal));
 }
 
 }  // namespace

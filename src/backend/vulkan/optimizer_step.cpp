@@ -14,12 +14,13 @@ namespace rumus::vulkan {
 namespace {
 
 using push::OptimPush;
+using Operand = VulkanBackend::Operand;
 constexpr std::uint32_t kLocal = 256;
 
 bool dense_f32(TensorArg t) { return t.dtype == DType::f32 && t.layout->is_contiguous(); }
-}  // namespace
 
-void VulkanBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
+void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
+  VulkanBackend& vk = device_of(be);
   const bool momentum = s.momentum != 0;
   // ops/optimizer_step.cpp composes the update for anything else.
   if (!dense_f32(param) || !dense_f32(grad) || (momentum && !dense_f32(buf)))
@@ -32,11 +33,12 @@ void VulkanBackend::sgd_step(const SgdKernelArgs& s, TensorArg param, TensorArg 
                float(s.lr), float(s.momentum), float(s.dampening), float(s.weight_decay), 0, 0, 0, 1, 1};
   Operand ops[] = {{param, true}, {grad, false}, {momentum ? buf : param, momentum}, {param, false},
                    {scalars ? s.scalars : param, false}};
-  launch("optim", {kLocal, std::uint32_t(OptimizerKind::sgd), momentum, s.nesterov, !scalars && s.first, 0, scalars}, ops, &pc,
-         sizeof pc, groups_for(pc.n, kLocal));
+  vk.launch("optim", {kLocal, std::uint32_t(OptimizerKind::sgd), momentum, s.nesterov, !scalars && s.first, 0, scalars}, ops, &pc,
+            sizeof pc, groups_for(pc.n, kLocal));
 }
 
-void VulkanBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
+void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
+  VulkanBackend& vk = device_of(be);
   if (!dense_f32(param) || !dense_f32(grad) || !dense_f32(m) || !dense_f32(v))
     throw DeviceError("adam_step_: the Vulkan kernel takes contiguous f32 operands");
   const bool scalars = s.scalars.storage != nullptr;
@@ -46,31 +48,30 @@ void VulkanBackend::adam_step(const AdamKernelArgs& s, TensorArg param, TensorAr
                std::int32_t(scalars ? s.scalars.layout->offset : 0), float(s.lr), 0, 0, float(s.weight_decay), float(s.beta1), float(s.beta2), float(s.eps),
                float(1.0 - std::pow(s.beta1, double(s.step))), float(1.0 - std::pow(s.beta2, double(s.step)))};
   Operand ops[] = {{param, true}, {grad, false}, {m, true}, {v, true}, {scalars ? s.scalars : param, false}};
-  launch("optim", {kLocal, std::uint32_t(OptimizerKind::adam), 0, 0, 0, s.decoupled, scalars}, ops, &pc, sizeof pc,
-         groups_for(pc.n, kLocal));
+  vk.launch("optim", {kLocal, std::uint32_t(OptimizerKind::adam), 0, 0, 0, s.decoupled, scalars}, ops, &pc, sizeof pc,
+            groups_for(pc.n, kLocal));
 }
 
-void VulkanBackend::amp_unscale(TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) {
+void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) {
+  VulkanBackend& vk = device_of(be);
   if (!dense_f32(out) || !dense_f32(grad) || !dense_f32(found_inf))
     throw Error("amp_unscale: the Vulkan kernel needs dense f32 tensors");
   OptimPush pc{std::uint32_t(grad.layout->numel()), std::int32_t(out.layout->offset), std::int32_t(grad.layout->offset),
                std::int32_t(found_inf.layout->offset), 0, 0, float(inv_scale), 0, 0, 0, 0, 0, 0, 1, 1};
   Operand ops[] = {{out, true}, {grad, false}, {found_inf, true}, {out, false}, {out, false}};
-  launch("optim", {kLocal, std::uint32_t(OptimizerKind::unscale), 0, 0, 0, 0, 0}, ops, &pc, sizeof pc,
-         groups_for(pc.n, kLocal));
+  vk.launch("optim", {kLocal, std::uint32_t(OptimizerKind::unscale), 0, 0, 0, 0, 0}, ops, &pc, sizeof pc,
+            groups_for(pc.n, kLocal));
 }
 
+}  // namespace
 }  // namespace rumus::vulkan
 
 namespace rumus {
 
-using vulkan::kernel_of;
-using vulkan::VulkanBackend;
-
 RUMUS_KERNEL_FAMILY(vulkan, optimizer_step) {
-  register_kernel<SgdStepKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, kernel_of<&VulkanBackend::sgd_step>);
-  register_kernel<AdamStepKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, kernel_of<&VulkanBackend::adam_step>);
-  register_kernel<AmpUnscaleKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, kernel_of<&VulkanBackend::amp_unscale>);
+  register_kernel<SgdStepKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::sgd_step);
+  register_kernel<AdamStepKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::adam_step);
+  register_kernel<AmpUnscaleKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::amp_unscale);
 }
 
 }  // namespace rumus

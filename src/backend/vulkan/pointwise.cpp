@@ -4,7 +4,9 @@
 
 #include "rumus/core/error.hpp"
 #include "rumus/core/saturate_cast.hpp"
+#include "../pointwise.hpp"
 #include "../strided.hpp"
+#include "kernels.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -15,10 +17,10 @@ namespace {
 constexpr int kMaxDims = PW_DIMS;  // per dispatch; outer dims beyond are looped here
 constexpr std::uint32_t kLocal = 256;
 
-}  // namespace
-
-void VulkanBackend::pointwise(const char* op_name, PointwiseKind kind, std::uint32_t op, std::span<const TensorArg> args, double p0,
-                              double p1, std::uint32_t elem_bytes, const std::uint32_t* bits) {
+// One pointwise kernel over out's shape (elementwise.comp).
+void pointwise(VulkanBackend& vk, const char* op_name, PointwiseKind kind, std::uint32_t op,
+               std::span<const TensorArg> args, double p0, double p1, std::uint32_t elem_bytes = 4,
+               const std::uint32_t* bits = nullptr) {
   const Layout& lo = *args[0].layout;
   const std::int64_t n = lo.numel();
   if (n == 0) return;
@@ -56,7 +58,7 @@ void VulkanBackend::pointwise(const char* op_name, PointwiseKind kind, std::uint
   }
   pc.n = std::uint32_t(per_dispatch);
   std::uint32_t dt[4] = {0, 0, 0, 0};
-  std::array<Operand, 4> ops{};
+  std::array<VulkanBackend::Operand, 4> ops{};
   DType widest = args[0].dtype;  // a 64-bit operand selects the double-precision variant
   for (std::size_t i = 0; i < k; ++i) {
     dt[i] = std::uint32_t(args[i].dtype);
@@ -81,12 +83,26 @@ void VulkanBackend::pointwise(const char* op_name, PointwiseKind kind, std::uint
       r /= size[d];
       for (std::size_t i = 0; i < k; ++i) pc.offset[i] += std::int32_t(idx * stride[i][d]);
     }
-    launch(shader, spec, std::span(ops.data(), k), &pc, sizeof pc,
-           groups_for(quads ? (per_dispatch + 3) / 4 : per_dispatch, kLocal));
+    vk.launch(shader, spec, std::span(ops.data(), k), &pc, sizeof pc,
+              groups_for(quads ? (per_dispatch + 3) / 4 : per_dispatch, kLocal));
   }
 }
 
-void VulkanBackend::fill(TensorArg out, double value) {
+void copy(Backend& be, TensorArg out, TensorArg in) {
+  TensorArg args[] = {out, in};
+  if (out.dtype == in.dtype)
+    pointwise(device_of(be), "copy", PointwiseKind::raw_copy, 0, args, 0, 0, std::uint32_t(dtype_size(in.dtype)));
+  else pointwise(device_of(be), "copy", PointwiseKind::cast, 0, args, 0, 0);
+}
+
+void where(Backend& be, TensorArg out, TensorArg cond, TensorArg a, TensorArg b) {
+  TensorArg args[] = {out, cond, a, b};
+  pointwise(device_of(be), "where", PointwiseKind::where, 0, args, 0, 0);
+}
+
+}  // namespace
+
+void fill(Backend& be, TensorArg out, double value) {
   if (out.dtype == DType::f64 || out.dtype == DType::i64) {
     // Exact 64-bit patterns travel as two raw words.
     std::uint64_t v;
@@ -94,48 +110,35 @@ void VulkanBackend::fill(TensorArg out, double value) {
     else v = std::uint64_t(saturate_cast<std::int64_t>(value));  // 1e20, NaN: defined, as on the CPU
     const std::uint32_t words[2] = {std::uint32_t(v), std::uint32_t(v >> 32)};
     TensorArg args[] = {out};
-    pointwise("fill", PointwiseKind::fill64, 0, args, 0, 0, 8, words);
+    pointwise(device_of(be), "fill", PointwiseKind::fill64, 0, args, 0, 0, 8, words);
     return;
   }
   TensorArg args[] = {out};
-  pointwise("fill", PointwiseKind::fill, 0, args, value, 0);
+  pointwise(device_of(be), "fill", PointwiseKind::fill, 0, args, value, 0);
 }
 
-void VulkanBackend::copy(TensorArg out, TensorArg in) {
+void unary(Backend& be, UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) {
   TensorArg args[] = {out, in};
-  if (out.dtype == in.dtype) pointwise("copy", PointwiseKind::raw_copy, 0, args, 0, 0, std::uint32_t(dtype_size(in.dtype)));
-  else pointwise("copy", PointwiseKind::cast, 0, args, 0, 0);
+  pointwise(device_of(be), "unary", PointwiseKind::unary, std::uint32_t(op), args, p0, p1);
 }
 
-void VulkanBackend::unary(UnaryOp op, TensorArg out, TensorArg in, double p0, double p1) {
-  TensorArg args[] = {out, in};
-  pointwise("unary", PointwiseKind::unary, std::uint32_t(op), args, p0, p1);
-}
-
-void VulkanBackend::binary(BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) {
+void binary(Backend& be, BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1) {
   TensorArg args[] = {out, a, b};
-  pointwise("binary", PointwiseKind::binary, std::uint32_t(op), args, p0, p1);
-}
-
-void VulkanBackend::where(TensorArg out, TensorArg cond, TensorArg a, TensorArg b) {
-  TensorArg args[] = {out, cond, a, b};
-  pointwise("where", PointwiseKind::where, 0, args, 0, 0);
+  pointwise(device_of(be), "binary", PointwiseKind::binary, std::uint32_t(op), args, p0, p1);
 }
 
 }  // namespace rumus::vulkan
 
 namespace rumus {
 
-using vulkan::VulkanBackend;
-using vulkan::kernel_of;
 using vulkan::runs_f64;
 
 RUMUS_KERNEL_FAMILY(vulkan, pointwise) {
-  register_kernel<FillKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::fill>);
-  register_kernel<CopyKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::copy>);
-  register_kernel<UnaryKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::unary>, &runs_f64);
-  register_kernel<BinaryKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::binary>, &runs_f64);
-  register_kernel<WhereKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::where>, &runs_f64);
+  register_kernel<FillKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::fill);
+  register_kernel<CopyKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::copy);
+  register_kernel<UnaryKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::unary, &runs_f64);
+  register_kernel<BinaryKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::binary, &runs_f64);
+  register_kernel<WhereKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::where, &runs_f64);
 }
 
 }  // namespace rumus

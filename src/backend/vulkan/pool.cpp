@@ -11,6 +11,7 @@ namespace rumus::vulkan {
 namespace {
 
 using push::PoolPush;
+using Operand = VulkanBackend::Operand;
 constexpr std::uint32_t kLocal = 256;
 
 PoolPush pool_push(const Pool2dParams& p, std::int64_t total) {
@@ -19,9 +20,9 @@ PoolPush pool_push(const Pool2dParams& p, std::int64_t total) {
           std::uint32_t(p.stride_w), std::int32_t(p.pad_h), std::int32_t(p.pad_w), std::uint32_t(p.dilation_h),
           std::uint32_t(p.dilation_w), p.count_include_pad ? 1u : 0u, 0, 0, 0, std::uint32_t(total)};
 }
-}  // namespace
 
-void VulkanBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) {
+void pool2d_forward(Backend& be, const Pool2dParams& p, TensorArg out, TensorArg indices, TensorArg in) {
+  VulkanBackend& vk = device_of(be);
   require_contiguous("pool2d_forward", out);
   require_contiguous("pool2d_forward", in);
   const std::int64_t total = out.layout->numel();
@@ -32,11 +33,12 @@ void VulkanBackend::pool2d_forward(const Pool2dParams& p, TensorArg out, TensorA
   pc.off1 = std::int32_t(in.layout->offset);
   pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
   Operand ops[] = {{out, true}, {in, false}, {max ? indices : out, max}};
-  launch(shader_for("pool", in.dtype), {kLocal, std::uint32_t(p.kind), 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
-         groups_for(total, kLocal));
+  vk.launch(shader_for("pool", in.dtype), {kLocal, std::uint32_t(p.kind), 0, std::uint32_t(in.dtype)}, ops, &pc,
+            sizeof pc, groups_for(total, kLocal));
 }
 
-void VulkanBackend::pool2d_backward(const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) {
+void pool2d_backward(Backend& be, const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) {
+  VulkanBackend& vk = device_of(be);
   require_contiguous("pool2d_backward", grad_in);
   require_contiguous("pool2d_backward", grad_out);
   const std::int64_t total = grad_in.layout->numel();
@@ -47,22 +49,20 @@ void VulkanBackend::pool2d_backward(const Pool2dParams& p, TensorArg grad_in, Te
   pc.off1 = std::int32_t(grad_out.layout->offset);
   pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {max ? indices : grad_out, false}};
-  launch(shader_for("pool", grad_in.dtype), {kLocal, std::uint32_t(p.kind), 1, std::uint32_t(grad_in.dtype)}, ops, &pc, sizeof pc,
-         groups_for(total, kLocal));
+  vk.launch(shader_for("pool", grad_in.dtype), {kLocal, std::uint32_t(p.kind), 1, std::uint32_t(grad_in.dtype)}, ops,
+            &pc, sizeof pc, groups_for(total, kLocal));
 }
 
-
+}  // namespace
 }  // namespace rumus::vulkan
 
 namespace rumus {
 
-using vulkan::kernel_of;
 using vulkan::runs_f64;
-using vulkan::VulkanBackend;
 
 RUMUS_KERNEL_FAMILY(vulkan, pool) {
-  register_kernel<Pool2dForwardKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::pool2d_forward>, &runs_f64);
-  register_kernel<Pool2dBackwardKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::pool2d_backward>, &runs_f64);
+  register_kernel<Pool2dForwardKernel>(Device::Kind::vulkan, kFloatDTypes, &vulkan::pool2d_forward, &runs_f64);
+  register_kernel<Pool2dBackwardKernel>(Device::Kind::vulkan, kFloatDTypes, &vulkan::pool2d_backward, &runs_f64);
 }
 
 }  // namespace rumus

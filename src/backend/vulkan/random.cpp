@@ -17,16 +17,17 @@ namespace rumus::vulkan {
 namespace {
 
 using push::RandomPush;
+using Operand = VulkanBackend::Operand;
 constexpr std::uint32_t kLocal = 256;
 
 // Draw k (24 bits) gives 1 when k / 2^24 < p, i.e. k < ceil(p * 2^24): the CPU's test, exactly.
 std::uint32_t bernoulli_threshold(double p) {
   return std::uint32_t(std::clamp(std::ceil(p * 16777216.0), 0.0, 16777216.0));
 }
-}  // namespace
 
-void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a,
-                           double b, TensorArg state) {
+void random(Backend& be, RandomKind kind, TensorArg out, std::uint64_t seed, std::uint64_t offset, double a, double b,
+            TensorArg state) {
+  VulkanBackend& vk = device_of(be);
   if (!out.layout->is_contiguous()) throw Error("random: the Vulkan kernel needs a contiguous output");
   const std::int64_t n = out.layout->numel();
   if (n == 0) return;
@@ -47,12 +48,13 @@ void VulkanBackend::random(RandomKind kind, TensorArg out, std::uint64_t seed, s
   const bool from_state = state.storage != nullptr;
   Operand ops[] = {{out, true}, {from_state ? state : out, false}};
   // bernoulli: an invocation sets 4 elements (one draw's four words).
-  launch(shader_for("random", out.dtype), {kLocal, std::uint32_t(kind), std::uint32_t(out.dtype), from_state}, ops, &pc, sizeof pc,
-         groups_for(kind == RandomKind::bernoulli ? (n + 3) / 4 : n, kLocal));
+  vk.launch(shader_for("random", out.dtype), {kLocal, std::uint32_t(kind), std::uint32_t(out.dtype), from_state}, ops, &pc, sizeof pc,
+            groups_for(kind == RandomKind::bernoulli ? (n + 3) / 4 : n, kLocal));
 }
 
-void VulkanBackend::dropout_forward(TensorArg out, TensorArg mask, TensorArg in, std::uint64_t seed,
-                                    std::uint64_t offset, double keep, double scale) {
+void dropout_forward(Backend& be, TensorArg out, TensorArg mask, TensorArg in, std::uint64_t seed,
+                     std::uint64_t offset, double keep, double scale) {
+  VulkanBackend& vk = device_of(be);
   for (TensorArg t : {out, mask, in})
     if (!t.layout->is_contiguous() || t.dtype != in.dtype)
       throw Error(fmt::format("dropout_forward: the Vulkan kernel needs contiguous operands of one dtype, got {} {} "
@@ -66,21 +68,20 @@ void VulkanBackend::dropout_forward(TensorArg out, TensorArg mask, TensorArg in,
   push::split_double(keep, pc.a_lo, pc.a_hi);
   push::split_double(scale, pc.b_lo, pc.b_hi);
   Operand ops[] = {{mask, true}, {in, false}, {in, false}, {out, true}};
-  launch(shader_for("random", in.dtype), {kLocal, std::uint32_t(RandomKind::bernoulli), std::uint32_t(in.dtype), 0, 1},
-         ops, &pc, sizeof pc, groups_for((n + 3) / 4, kLocal));
+  vk.launch(shader_for("random", in.dtype), {kLocal, std::uint32_t(RandomKind::bernoulli), std::uint32_t(in.dtype), 0, 1},
+            ops, &pc, sizeof pc, groups_for((n + 3) / 4, kLocal));
 }
 
+}  // namespace
 }  // namespace rumus::vulkan
 
 namespace rumus {
 
-using vulkan::kernel_of;
 using vulkan::runs_f64;
-using vulkan::VulkanBackend;
 
 RUMUS_KERNEL_FAMILY(vulkan, random) {
-  register_kernel<RandomKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::random>, &runs_f64);
-  register_kernel<DropoutForwardKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::dropout_forward>, &runs_f64);
+  register_kernel<RandomKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::random, &runs_f64);
+  register_kernel<DropoutForwardKernel>(Device::Kind::vulkan, kFloatDTypes, &vulkan::dropout_forward, &runs_f64);
 }
 
 }  // namespace rumus

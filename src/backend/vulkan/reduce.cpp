@@ -5,7 +5,9 @@
 #include <cstdint>
 
 #include "rumus/core/error.hpp"
+#include "../reduce.hpp"
 #include "../strided.hpp"
+#include "kernels.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
 
@@ -23,11 +25,26 @@ constexpr std::int64_t kChunkedFrom = std::int64_t(1) << 16;
 constexpr std::int64_t kChunk = 4096;  // elements per workgroup, at most 256 workgroups
 constexpr std::int64_t kColumnInvocations = std::int64_t(1) << 18;  // reduce_columns' first pass, wanted
 
+using Operand = VulkanBackend::Operand;
+
+// reduce() in one launch (two for one long output), down contiguous columns
+// in column_reduce.comp (reduce_down_columns), or in two passes down other
+// columns (reduce_columns). `serial`: one invocation per output;
+// `no_columns`: the one-launch choices only.
+enum class ReducePlan { any, serial, no_columns };
+void reduce_pass(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, ReducePlan plan);
+bool reduce_columns(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims);
+bool reduce_down_columns(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims);
+
 }  // namespace
 
-void VulkanBackend::reduce(ReduceOp op, TensorArg out, TensorArg in) { reduce_pass(op, out, in, ReducePlan::any); }
+void reduce(Backend& be, ReduceOp op, TensorArg out, TensorArg in) {
+  reduce_pass(device_of(be), op, out, in, ReducePlan::any);
+}
 
-void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, ReducePlan plan) {
+namespace {
+
+void reduce_pass(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, ReducePlan plan) {
   const Layout& li = *in.layout;
   const Layout& lo = *out.layout;
   ReducePush pc{};
@@ -63,8 +80,8 @@ void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, Reduce
   // serial loops over a few outputs leave the GPU idle behind memory latency.
   const bool per_group =
       !is_arg && plan != ReducePlan::serial && (n_red > kSerialLimit || (n_red > 8 && n_out < 8192));
-  if (plan == ReducePlan::any && !is_arg && reduce_down_columns(op, out, in, dims)) return;
-  if (per_group && plan == ReducePlan::any && reduce_columns(op, out, in, dims)) return;
+  if (plan == ReducePlan::any && !is_arg && reduce_down_columns(vk, op, out, in, dims)) return;
+  if (per_group && plan == ReducePlan::any && reduce_columns(vk, op, out, in, dims)) return;
   std::vector<std::uint32_t> spec = {kLocal, std::uint32_t(op), std::uint32_t(out.dtype), std::uint32_t(in.dtype),
                                      per_group ? 1u : 0u, 0u};
   Operand ops[] = {{out, true}, {in, false}};
@@ -75,23 +92,23 @@ void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, Reduce
     const DType pdt = out.dtype == DType::f16 || out.dtype == DType::bf16 ? DType::f32 : out.dtype;
     const std::int64_t groups = std::min<std::int64_t>(256, n_red / kChunk);
     Layout partial_layout = Layout::contiguous({groups});
-    Storage partials(device(), std::size_t(groups) * dtype_size(pdt));
+    Storage partials(vk.device(), std::size_t(groups) * dtype_size(pdt));
     const TensorArg part{&partials, pdt, &partial_layout};
     ReducePush first = pc;
     first.offset_out = 0;
     Operand chunk_ops[] = {{part, true}, {in, false}};
-    launch(shader, {kLocal, std::uint32_t(op), std::uint32_t(pdt), std::uint32_t(in.dtype), 1u, 1u}, chunk_ops, &first,
-           sizeof first, std::uint32_t(groups));
+    vk.launch(shader, {kLocal, std::uint32_t(op), std::uint32_t(pdt), std::uint32_t(in.dtype), 1u, 1u}, chunk_ops,
+              &first, sizeof first, std::uint32_t(groups));
     Layout out_view{{1}, {1}, lo.offset};
-    reduce(op, TensorArg{out.storage, out.dtype, &out_view}, part);
+    reduce(vk, op, TensorArg{out.storage, out.dtype, &out_view}, part);
     return;
   }
   if (per_group) {
     std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(n_out, 65535));
     std::uint32_t gy = std::uint32_t((n_out + gx - 1) / gx);
-    launch(shader, spec, ops, &pc, sizeof pc, gx, gy);
+    vk.launch(shader, spec, ops, &pc, sizeof pc, gx, gy);
   } else {
-    launch(shader, spec, ops, &pc, sizeof pc, groups_for(n_out, kLocal));
+    vk.launch(shader, spec, ops, &pc, sizeof pc, groups_for(n_out, kLocal));
   }
 }
 
@@ -100,7 +117,7 @@ void VulkanBackend::reduce_pass(ReduceOp op, TensorArg out, TensorArg in, Reduce
 // kernel's one invocation per output waited on memory at every row (16 us for
 // the 16 slices of a 1024 x 256 weight gradient on an H200). False where it
 // does not apply.
-bool VulkanBackend::reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims) {
+bool reduce_down_columns(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims) {
   const auto takes = [](DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; };
   if (!takes(in.dtype) || !takes(out.dtype)) return false;
   const int nd = dims.nd, dr = nd - 2;  // [rows, columns] or [batch, rows, columns]
@@ -146,12 +163,12 @@ bool VulkanBackend::reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in
     pc.divide_by = divide_by;
     Operand ops[] = {{out, true}, {in, false}};
     const auto g = groups(1);
-    launch("column_reduce", spec, ops, &pc, sizeof pc, g[0], g[1], g[2]);
+    vk.launch("column_reduce", spec, ops, &pc, sizeof pc, g[0], g[1], g[2]);
     return true;
   }
   // Partial rows [batch, runs, columns], then the same kernel down them.
   Layout partial_layout = Layout::contiguous({batch, runs, columns});
-  Storage partials(device(), std::size_t(partial_layout.numel()) * 4);
+  Storage partials(vk.device(), std::size_t(partial_layout.numel()) * 4);
   const TensorArg part{&partials, DType::f32, &partial_layout};
   push::ColumnReducePush first = pc;
   first.offset_out = 0;
@@ -160,7 +177,7 @@ bool VulkanBackend::reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in
   Operand first_ops[] = {{part, true}, {in, false}};
   auto g = groups(runs);
   spec[5] = std::uint32_t(DType::f32);
-  launch("column_reduce", spec, first_ops, &first, sizeof first, g[0], g[1], g[2]);
+  vk.launch("column_reduce", spec, first_ops, &first, sizeof first, g[0], g[1], g[2]);
   spec[4] = std::uint32_t(DType::f32);
   spec[5] = std::uint32_t(out.dtype);
   push::ColumnReducePush second = pc;
@@ -172,7 +189,7 @@ bool VulkanBackend::reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in
   second.divide_by = divide_by;
   Operand second_ops[] = {{out, true}, {part, false}};
   g = groups(1);
-  launch("column_reduce", spec, second_ops, &second, sizeof second, g[0], g[1], g[2]);
+  vk.launch("column_reduce", spec, second_ops, &second, sizeof second, g[0], g[1], g[2]);
   return true;
 }
 
@@ -183,7 +200,7 @@ bool VulkanBackend::reduce_down_columns(ReduceOp op, TensorArg out, TensorArg in
 // partials [parts, outputs], and the usual kernel then reduces the partials.
 // Runs are short enough that about 2^18 invocations share the first pass: at
 // 64 rows a run, [8192, 256] kept 32,768 invocations waiting on memory.
-bool VulkanBackend::reduce_columns(ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims) {
+bool reduce_columns(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, const StridedDims<2>& dims) {
   const int nd = dims.nd;
   int dr = -1;
   for (int d = 0; d < nd; ++d) {
@@ -225,27 +242,24 @@ bool VulkanBackend::reduce_columns(ReduceOp op, TensorArg out, TensorArg in, con
   const DType pdt = out.dtype == DType::f16 || out.dtype == DType::bf16 ? DType::f32 : out.dtype;
   Layout in_view{split, split_strides, in.layout->offset};
   Layout partial_layout = Layout::contiguous(partial_shape);
-  Storage partials(device(), std::size_t(partial_layout.numel()) * dtype_size(pdt));
-  reduce_pass(op, TensorArg{&partials, pdt, &partial_layout}, TensorArg{in.storage, in.dtype, &in_view},
+  Storage partials(vk.device(), std::size_t(partial_layout.numel()) * dtype_size(pdt));
+  reduce_pass(vk, op, TensorArg{&partials, pdt, &partial_layout}, TensorArg{in.storage, in.dtype, &in_view},
               ReducePlan::serial);
   partial_shape.erase(partial_shape.begin() + dr + 1);  // [.., parts, ..]
   Layout partial_view = Layout::contiguous(partial_shape);
   Layout out_view{out_shape, out_strides, out.layout->offset};
-  reduce_pass(op, TensorArg{out.storage, out.dtype, &out_view}, TensorArg{&partials, pdt, &partial_view},
+  reduce_pass(vk, op, TensorArg{out.storage, out.dtype, &out_view}, TensorArg{&partials, pdt, &partial_view},
               ReducePlan::no_columns);
   return true;
 }
 
+}  // namespace
 }  // namespace rumus::vulkan
 
 namespace rumus {
 
-using vulkan::VulkanBackend;
-using vulkan::kernel_of;
-using vulkan::runs_f64;
-
 RUMUS_KERNEL_FAMILY(vulkan, reduce) {
-  register_kernel<ReduceKernel>(Device::Kind::vulkan, kAllDTypes, kernel_of<&VulkanBackend::reduce>, &runs_f64);
+  register_kernel<ReduceKernel>(Device::Kind::vulkan, kAllDTypes, &vulkan::reduce, &vulkan::runs_f64);
 }
 
 }  // namespace rumus

@@ -10,7 +10,7 @@ namespace rumus::vulkan {
 namespace {
 
 void scan(Backend& be, TensorArg out, TensorArg in, ScanOp op) {
-  auto& vk = static_cast<VulkanBackend&>(be);
+  VulkanBackend& vk = device_of(be);
   const Shape& s = in.layout->shape;
   if (!in.layout->is_contiguous() || !out.layout->is_contiguous() || s.size() != 3 || out.layout->shape != s)
     throw Error("scan: the Vulkan kernel needs equal contiguous 3-D views");
@@ -24,7 +24,7 @@ void scan(Backend& be, TensorArg out, TensorArg in, ScanOp op) {
 }
 
 void cumextreme(Backend& be, TensorArg values, TensorArg indices, TensorArg in, ExtremeOp op) {
-  auto& vk = static_cast<VulkanBackend&>(be);
+  VulkanBackend& vk = device_of(be);
   const Shape& s = in.layout->shape;
   for (TensorArg t : {values, indices, in})
     if (!t.layout->is_contiguous()) throw Error("cumextreme: the Vulkan kernel needs contiguous operands");
@@ -43,7 +43,7 @@ void cumextreme(Backend& be, TensorArg values, TensorArg indices, TensorArg in, 
 // f64 and the integers (in double arithmetic: i32 and u8 exact, i64 sums up
 // to 2^53) need the device's double arithmetic.
 bool scan_runs(Backend& be, DType dtype) {
-  return is_floating(dtype) && dtype != DType::f64 ? true : static_cast<VulkanBackend&>(be).context().float64;
+  return is_floating(dtype) && dtype != DType::f64 ? true : device_of(be).context().float64;
 }
 
 }  // namespace

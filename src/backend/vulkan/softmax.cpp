@@ -12,9 +12,10 @@ namespace rumus::vulkan {
 namespace {
 
 using push::SoftmaxPush;
-}  // namespace
+using Operand = VulkanBackend::Operand;
 
-void VulkanBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
+void softmax_forward(Backend& be, TensorArg out, TensorArg in, bool log) {
+  VulkanBackend& vk = device_of(be);
   require_contiguous("softmax_forward", out);
   require_contiguous("softmax_forward", in);
   const std::int64_t cols = in.layout->shape.back(), rows = cols ? in.layout->numel() / cols : 0;
@@ -24,10 +25,12 @@ void VulkanBackend::softmax_forward(TensorArg out, TensorArg in, bool log) {
   Operand ops[] = {{out, true}, {in, false}};
   std::uint32_t gx, gy;
   row_grid(rows, gx, gy);
-  launch(shader_for("softmax", in.dtype), {row_group(cols), log, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc, gx, gy);
+  vk.launch(shader_for("softmax", in.dtype), {row_group(cols), log, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+            gx, gy);
 }
 
-void VulkanBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) {
+void softmax_backward(Backend& be, TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) {
+  VulkanBackend& vk = device_of(be);
   require_contiguous("softmax_backward", grad_in);
   require_contiguous("softmax_backward", grad_out);
   require_contiguous("softmax_backward", out);
@@ -38,21 +41,20 @@ void VulkanBackend::softmax_backward(TensorArg grad_in, TensorArg grad_out, Tens
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {out, false}};
   std::uint32_t gx, gy;
   row_grid(rows, gx, gy);
-  launch(shader_for("softmax", out.dtype), {row_group(cols), log, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc, gx, gy);
+  vk.launch(shader_for("softmax", out.dtype), {row_group(cols), log, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc,
+            gx, gy);
 }
 
-
+}  // namespace
 }  // namespace rumus::vulkan
 
 namespace rumus {
 
-using vulkan::kernel_of;
 using vulkan::runs_f64;
-using vulkan::VulkanBackend;
 
 RUMUS_KERNEL_FAMILY(vulkan, softmax) {
-  register_kernel<SoftmaxForwardKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::softmax_forward>, &runs_f64);
-  register_kernel<SoftmaxBackwardKernel>(Device::Kind::vulkan, kFloatDTypes, kernel_of<&VulkanBackend::softmax_backward>, &runs_f64);
+  register_kernel<SoftmaxForwardKernel>(Device::Kind::vulkan, kFloatDTypes, &vulkan::softmax_forward, &runs_f64);
+  register_kernel<SoftmaxBackwardKernel>(Device::Kind::vulkan, kFloatDTypes, &vulkan::softmax_backward, &runs_f64);
 }
 
 }  // namespace rumus

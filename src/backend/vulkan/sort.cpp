@@ -14,7 +14,7 @@ constexpr std::uint32_t kLocal = 256;  // sort.comp's local size
 constexpr std::uint32_t kBlock = 512;  // sort.comp's BLOCK: positions sorted in shared memory
 
 void sort(Backend& be, TensorArg values, TensorArg indices, TensorArg in, bool descending) {
-  auto& vk = static_cast<VulkanBackend&>(be);
+  VulkanBackend& vk = device_of(be);
   const Shape& s = in.layout->shape;
   for (TensorArg t : {values, indices, in})
     if (!t.layout->is_contiguous()) throw Error("sort: the Vulkan kernel needs contiguous operands");
@@ -59,7 +59,7 @@ void sort(Backend& be, TensorArg values, TensorArg indices, TensorArg in, bool d
 
 // f64 and the integers need the device's double arithmetic.
 bool sort_runs(Backend& be, DType dtype) {
-  return is_floating(dtype) && dtype != DType::f64 ? true : static_cast<VulkanBackend&>(be).context().float64;
+  return is_floating(dtype) && dtype != DType::f64 ? true : device_of(be).context().float64;
 }
 
 }  // namespace

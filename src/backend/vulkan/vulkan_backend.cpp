@@ -12,6 +12,7 @@
 #include "../../core/env.hpp"
 #include "rumus/core/capture.hpp"
 #include "rumus/core/error.hpp"
+#include "kernels.hpp"
 
 namespace rumus::vulkan {
 
@@ -41,10 +42,10 @@ detail::DeviceProvider provider() {
 }
 
 bool runs_f64(Backend& be, DType dtype) {
-  return dtype != DType::f64 || static_cast<VulkanBackend&>(be).context().float64;
+  return dtype != DType::f64 || device_of(be).context().float64;
 }
 
-std::string VulkanBackend::shader_for(const char* shader, DType dtype) {
+std::string shader_for(const char* shader, DType dtype) {
   if (dtype == DType::f64 || dtype == DType::i64) return std::string(shader) + "_f64";
   return shader;
 }
@@ -288,7 +289,7 @@ void VulkanBackend::synchronize() {
 TensorArg VulkanBackend::index_fault_operand() {
   if (!index_fault_) {
     index_fault_ = std::make_shared<Storage>(device(), sizeof(IndexFault));
-    fill({index_fault_.get(), DType::i32, &kIndexFaultLayout}, 0);
+    fill(*this, {index_fault_.get(), DType::i32, &kIndexFaultLayout}, 0);
   }
   std::lock_guard lk(mu_);
   // Captured gathers run at replay: the record is checked after each replay.
@@ -318,6 +319,16 @@ void VulkanBackend::raise_index_fault(Allocation* stage) {
   throw ShapeError(fmt::format("{}: index {} is out of range for a dim of size {} (indices of an earlier op on {}, "
                                "found when the host waited for the device)",
                                index_kernel_name(f.kernel), f.index, f.n, device().str()));
+}
+
+void VulkanBackend::timestamp(vk::QueryPool pool, std::uint32_t query) {
+  std::lock_guard lk(mu_);
+  stream_->timestamp(pool, query);
+}
+
+void VulkanBackend::wait_queue() {
+  std::lock_guard lk(mu_);
+  stream_->wait_all();
 }
 
 DeviceStats VulkanBackend::stats() const {
