@@ -1628,7 +1628,7 @@ TEST(VulkanPipelineCache, SavesLoadsAndRejectsForeignData) {
   {
     vulkan::Pipelines first(ctx, f.path);
     EXPECT_FALSE(first.cache().loaded()) << "no file yet";
-    EXPECT_TRUE(first.get("elementwise", spec));
+    EXPECT_TRUE(first.get(vulkan::ShaderId::elementwise, spec));
   }  // saved when the device's pipelines go
   std::string data = f.read();
   ASSERT_FALSE(data.empty()) << "nothing written to " << f.path;
@@ -1637,7 +1637,7 @@ TEST(VulkanPipelineCache, SavesLoadsAndRejectsForeignData) {
     vulkan::Pipelines second(ctx, f.path);
     EXPECT_TRUE(second.cache().loaded());
     EXPECT_EQ(second.cache().problem(), "");
-    EXPECT_TRUE(second.get("elementwise", spec));
+    EXPECT_TRUE(second.get(vulkan::ShaderId::elementwise, spec));
   }
   // Another device's or driver's data: never handed to this driver.
   std::string foreign = data;
@@ -1653,7 +1653,7 @@ TEST(VulkanPipelineCache, SavesLoadsAndRejectsForeignData) {
         EXPECT_NE(p.cache().problem().find("not written by this device"), std::string::npos) << p.cache().problem();
         EXPECT_NE(p.cache().problem().find(f.path.string()), std::string::npos) << "names the file";
       }
-      EXPECT_TRUE(p.get("elementwise", spec));
+      EXPECT_TRUE(p.get(vulkan::ShaderId::elementwise, spec));
     }
     const std::string rewritten = f.read();
     EXPECT_TRUE(vulkan::pipeline_cache_header_matches(std::as_bytes(std::span(rewritten.data(), rewritten.size())),
@@ -1662,7 +1662,7 @@ TEST(VulkanPipelineCache, SavesLoadsAndRejectsForeignData) {
   }
   // Its directory is a file: the cache stays in memory, pipelines still build.
   vulkan::Pipelines blocked(ctx, f.path / "pipelines.bin");
-  EXPECT_TRUE(blocked.get("elementwise", spec));
+  EXPECT_TRUE(blocked.get(vulkan::ShaderId::elementwise, spec));
   blocked.cache().save();
   EXPECT_NE(blocked.cache().problem().find("could not"), std::string::npos) << blocked.cache().problem();
   // No temporaries left beside the file.

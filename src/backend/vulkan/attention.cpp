@@ -9,6 +9,7 @@
 // where the device has them. f16: shaders/attention_coopmat.comp on the
 // matrix units, head dims up to 128.
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -117,13 +118,13 @@ bool tiled_config(const AttentionParams& p, std::uint32_t shared_bytes, std::uin
 // attention_tiled.comp's build and workgroup size: the four invocations of a
 // subgroup quad share a row where the device has quads in compute shaders.
 struct TiledKernel {
-  const char* shader;
+  ShaderId shader;
   std::uint32_t local;
 };
 TiledKernel tiled_kernel(const Context& ctx) {
   if (ctx.subgroup_quad && ctx.properties.limits.maxComputeWorkGroupInvocations >= 4 * kTiledRows)
-    return {"attention_tiled_quad", 4 * kTiledRows};
-  return {"attention_tiled", kTiledRows};
+    return {ShaderId::attention_tiled_quad, 4 * kTiledRows};
+  return {ShaderId::attention_tiled, kTiledRows};
 }
 
 // attention_blocked.comp, the forward for head dims up to 64 where subgroups
@@ -133,21 +134,24 @@ TiledKernel tiled_kernel(const Context& ctx) {
 // Its backward is attention_blocked_backward.comp (below).
 constexpr std::uint32_t kBlockedThreads = 128, kBlockedRows = 16;
 
+// A kernel's build for register width 32 (`d_max` 32) or 64.
+ShaderId of_width(std::uint32_t d_max, ShaderId width32, ShaderId width64) { return d_max == 32 ? width32 : width64; }
+
 // Whether a blocked kernel's workgroup (kBlockedThreads, `shared_bytes`) fits the device.
 bool blocked_fits(const Context& ctx, std::uint32_t shared_bytes) {
   return shared_bytes <= ctx.properties.limits.maxComputeSharedMemorySize &&
          ctx.properties.limits.maxComputeWorkGroupInvocations >= kBlockedThreads;
 }
 
-// Its build (register width 32 or 64, >= d and dv), or nullptr where it does
+// Its build (register width 32 or 64, >= d and dv), or none where it does
 // not apply: wider heads, no shuffles, too little shared memory.
-const char* blocked_forward(const Context& ctx, const AttentionParams& p, std::uint32_t& d_max) {
+std::optional<ShaderId> blocked_forward(const Context& ctx, const AttentionParams& p, std::uint32_t& d_max) {
   const std::int64_t widest = std::max(p.d, p.dv);
-  if (!ctx.subgroup_shuffle || widest > 64) return nullptr;
+  if (!ctx.subgroup_shuffle || widest > 64) return std::nullopt;
   d_max = widest <= 32 ? 32 : 64;
   // Shared memory as its declarations add up: query rows, key and value tiles, weights.
-  if (!blocked_fits(ctx, (kBlockedRows + 2 * 32) * d_max * 4 + kBlockedRows * 32 * 4)) return nullptr;
-  return d_max == 32 ? "attention_blocked32" : "attention_blocked64";
+  if (!blocked_fits(ctx, (kBlockedRows + 2 * 32) * d_max * 4 + kBlockedRows * 32 * 4)) return std::nullopt;
+  return of_width(d_max, ShaderId::attention_blocked32, ShaderId::attention_blocked64);
 }
 
 // attention_grid.comp, the forward for head dims up to 64 over long
@@ -161,14 +165,14 @@ const char* blocked_forward(const Context& ctx, const AttentionParams& p, std::u
 constexpr std::uint32_t kGridRows = 64;
 constexpr std::int64_t kGridMinLength = 512;
 
-// Its build (register width 32 or 64), or nullptr where it does not apply.
-const char* grid_forward(const Context& ctx, const AttentionParams& p) {
+// Its build (register width 32 or 64), or none where it does not apply.
+std::optional<ShaderId> grid_forward(const Context& ctx, const AttentionParams& p) {
   const std::int64_t widest = std::max(p.d, p.dv);
-  if (!ctx.subgroup_shuffle || widest > 64 || std::min(p.lq, p.lk) < kGridMinLength) return nullptr;
+  if (!ctx.subgroup_shuffle || widest > 64 || std::min(p.lq, p.lk) < kGridMinLength) return std::nullopt;
   const std::uint32_t d_max = widest <= 32 ? 32 : 64;
   // Shared memory as its declarations add up: query rows, key and value tiles of 32 rows, weights.
-  if (!blocked_fits(ctx, (kGridRows * d_max + 2 * 32 * d_max + 32 * kGridRows) * 4)) return nullptr;
-  return d_max == 32 ? "attention_grid32" : "attention_grid64";
+  if (!blocked_fits(ctx, (kGridRows * d_max + 2 * 32 * d_max + 32 * kGridRows) * 4)) return std::nullopt;
+  return of_width(d_max, ShaderId::attention_grid32, ShaderId::attention_grid64);
 }
 
 // attention_blocked_backward.comp, the f32 backward for head dims up to 64
@@ -176,18 +180,18 @@ const char* grid_forward(const Context& ctx, const AttentionParams& p) {
 // workgroup, tiles of 32 queries.
 constexpr std::uint32_t kBlockedBackwardKeys = 32;
 
-// Its build (register width 32 or 64), or nullptr for wider heads, devices
+// Its build (register width 32 or 64), or none for wider heads, devices
 // without float atomics, or too little shared memory: the tiled kernels then
 // run the backward, grad_q and grad_k/grad_v apart.
-const char* blocked_backward(const Context& ctx, const AttentionParams& p, std::uint32_t& d_max) {
+std::optional<ShaderId> blocked_backward(const Context& ctx, const AttentionParams& p, std::uint32_t& d_max) {
   const std::int64_t widest = std::max(p.d, p.dv);
-  if (widest > 64 || !ctx.float_atomics) return nullptr;
+  if (widest > 64 || !ctx.float_atomics) return std::nullopt;
   d_max = widest <= 32 ? 32 : 64;
   // Shared memory as its declarations add up: four row tiles, two weight
   // tiles, and the lse and 4-part D of 32 query rows.
   const std::uint32_t rows = kBlockedBackwardKeys;
-  if (!blocked_fits(ctx, (4 * rows * d_max + 2 * rows * rows + rows * 5) * 4)) return nullptr;
-  return d_max == 32 ? "attention_blocked_backward32" : "attention_blocked_backward64";
+  if (!blocked_fits(ctx, (4 * rows * d_max + 2 * rows * rows + rows * 5) * 4)) return std::nullopt;
+  return of_width(d_max, ShaderId::attention_blocked_backward32, ShaderId::attention_blocked_backward64);
 }
 
 // Workgroups of `per` rows along x, one (batch, head) each along y (and z past 65535).
@@ -236,18 +240,18 @@ void attention_forward(Backend& be, const AttentionParams& p, TensorArg out, Ten
   if (q.dtype == DType::f16) {
     coopmat_config(p, kForward, shared, d_max, tile);
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz);
-    vk.launch("attention_coopmat", {kCoopmatThreads, kForward, d_max, tile, rows_aligned(p, {q, k, v, out}, 8)}, ops,
-              &pc, sizeof pc, gx, gy, gz);
+    vk.launch(ShaderId::attention_coopmat, {kCoopmatThreads, kForward, d_max, tile, rows_aligned(p, {q, k, v, out}, 8)},
+              ops, &pc, sizeof pc, gx, gy, gz);
     return;
   }
-  if (const char* grid = grid_forward(ctx, p)) {
+  if (const auto grid = grid_forward(ctx, p)) {
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz, kGridRows);
-    vk.launch(grid, {kBlockedThreads, kForward, 0, 0, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc, gx, gy, gz);
+    vk.launch(*grid, {kBlockedThreads, kForward, 0, 0, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc, gx, gy, gz);
     return;
   }
-  if (const char* blocked = blocked_forward(ctx, p, d_max)) {
+  if (const auto blocked = blocked_forward(ctx, p, d_max)) {
     tiled_grid(p.lq, p.batch * p.heads, gx, gy, gz, kBlockedRows);
-    vk.launch(blocked, {kBlockedThreads, kForward, d_max, 0, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc, gx,
+    vk.launch(*blocked, {kBlockedThreads, kForward, d_max, 0, rows_aligned(p, {q, k, v}, 4)}, ops, &pc, sizeof pc, gx,
               gy, gz);
     return;
   }
@@ -259,7 +263,7 @@ void attention_forward(Backend& be, const AttentionParams& p, TensorArg out, Ten
     return;
   }
   grid(rows, gx, gy);
-  vk.launch("attention", {kLocal, kForward}, ops, &pc, sizeof pc, gx, gy);
+  vk.launch(ShaderId::attention, {kLocal, kForward}, ops, &pc, sizeof pc, gx, gy);
 }
 
 void attention_backward(Backend& be, const AttentionParams& p, TensorArg grad_q, TensorArg grad_k, TensorArg grad_v,
@@ -290,24 +294,24 @@ void attention_backward(Backend& be, const AttentionParams& p, TensorArg grad_q,
     if (p.lq > 0) {
       coopmat_config(p, kGradQ, shared, d_max, tile);
       tiled_grid(p.lq, bh, gx, gy, gz);
-      vk.launch("attention_coopmat", {kCoopmatThreads, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx, gy,
-                gz);
+      vk.launch(ShaderId::attention_coopmat, {kCoopmatThreads, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx,
+                gy, gz);
     }
     if (p.lk > 0) {
       coopmat_config(p, kGradKV, shared, d_max, tile);
       tiled_grid(p.lk, bh, gx, gy, gz);
-      vk.launch("attention_coopmat", {kCoopmatThreads, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy,
-                gz);
+      vk.launch(ShaderId::attention_coopmat, {kCoopmatThreads, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc,
+                gx, gy, gz);
     }
     return;
   }
-  if (const char* blocked = blocked_backward(ctx, p, d_max)) {
+  if (const auto blocked = blocked_backward(ctx, p, d_max)) {
     Operand ops[] = {{q, false}, {k, false}, {v, false}, {out, false}, {lse, false},
                      {m, false}, {grad_out, false}, {grad_q, true}, {grad_k, true}, {grad_v, true}};
     fill(vk, grad_q, 0.0);  // the kernel adds into it
     tiled_grid(p.lk, bh, gx, gy, gz, kBlockedBackwardKeys);
     if (p.lk > 0)
-      vk.launch(blocked, {kBlockedThreads, kGradKV, d_max, 0, rows_aligned(p, {q, k, v, out, grad_out}, 4)}, ops, &pc,
+      vk.launch(*blocked, {kBlockedThreads, kGradKV, d_max, 0, rows_aligned(p, {q, k, v, out, grad_out}, 4)}, ops, &pc,
                 sizeof pc, gx, gy, gz);
     return;
   }
@@ -320,7 +324,7 @@ void attention_backward(Backend& be, const AttentionParams& p, TensorArg grad_q,
       vk.launch(kernel.shader, {kernel.local, kGradQ, d_max, tile, aligned}, q_ops, &pc, sizeof pc, gx, gy, gz);
     } else {
       grid(bh * p.lq, gx, gy);
-      vk.launch("attention", {kLocal, kGradQ}, q_ops, &pc, sizeof pc, gx, gy);
+      vk.launch(ShaderId::attention, {kLocal, kGradQ}, q_ops, &pc, sizeof pc, gx, gy);
     }
   }
   if (p.lk > 0) {
@@ -329,7 +333,7 @@ void attention_backward(Backend& be, const AttentionParams& p, TensorArg grad_q,
       vk.launch(kernel.shader, {kernel.local, kGradKV, d_max, tile, aligned}, kv_ops, &pc, sizeof pc, gx, gy, gz);
     } else {
       grid(bh * p.lk, gx, gy);
-      vk.launch("attention", {kLocal, kGradKV}, kv_ops, &pc, sizeof pc, gx, gy);
+      vk.launch(ShaderId::attention, {kLocal, kGradKV}, kv_ops, &pc, sizeof pc, gx, gy);
     }
   }
 }

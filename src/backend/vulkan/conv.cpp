@@ -123,8 +123,9 @@ void conv2d_forward(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::
   const auto spec = igemm_spec(t, kForward, has_bias, g, relu);
   const std::uint32_t gy = tiles_along(pc.M, t.bm), gz = std::uint32_t(groups);
   check_grid(op, gy, gz);
-  over_column_tiles(pc, tiles_along(pc.N, t.bn),
-                    [&](std::uint32_t gx) { vk.launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+  over_column_tiles(pc, tiles_along(pc.N, t.bn), [&](std::uint32_t gx) {
+    vk.launch(ShaderId::conv_igemm, spec, ops, &pc, sizeof pc, gx, gy, gz);
+  });
 }
 
 void conv2d_backward_data(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
@@ -148,8 +149,9 @@ void conv2d_backward_data(Backend& be, const Conv2dGeometry& g, std::int64_t oc,
   const auto spec = igemm_spec(t, kBackwardData, false, g);
   const std::uint32_t gy = tiles_along(pc.M, t.bm), gz = std::uint32_t(groups);
   check_grid(op, gy, gz);
-  over_column_tiles(pc, tiles_along(pc.N, t.bn),
-                    [&](std::uint32_t gx) { vk.launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+  over_column_tiles(pc, tiles_along(pc.N, t.bn), [&](std::uint32_t gx) {
+    vk.launch(ShaderId::conv_igemm, spec, ops, &pc, sizeof pc, gx, gy, gz);
+  });
 }
 
 void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups,
@@ -196,8 +198,9 @@ void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t o
     pc.off0 = std::uint32_t(grad_weight.layout->offset);
     pc.off3 = has_bias ? std::uint32_t(grad_bias.layout->offset) : 0;
     Operand ops[] = {{grad_weight, true}, {in, false}, {grad_out, false}, {has_bias ? grad_bias : grad_weight, has_bias}};
-    over_column_tiles(pc, tiles_n,
-                      [&](std::uint32_t gx) { vk.launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+    over_column_tiles(pc, tiles_n, [&](std::uint32_t gx) {
+      vk.launch(ShaderId::conv_igemm, spec, ops, &pc, sizeof pc, gx, gy, gz);
+    });
     return;
   }
   // Slices [groups, splits, OCg, Cg*KK] and [groups, splits, OCg], summed over splits.
@@ -210,8 +213,9 @@ void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t o
   if (has_bias) b_parts.emplace(vk.device(), std::size_t(groups * splits * m) * 4);
   TensorArg b_parts_arg{has_bias ? &*b_parts : &w_parts, DType::f32, &b_parts_layout};
   Operand ops[] = {{w_parts_arg, true}, {in, false}, {grad_out, false}, {b_parts_arg, has_bias}};
-  over_column_tiles(pc, tiles_n,
-                    [&](std::uint32_t gx) { vk.launch("conv_igemm", spec, ops, &pc, sizeof pc, gx, gy, gz); });
+  over_column_tiles(pc, tiles_n, [&](std::uint32_t gx) {
+    vk.launch(ShaderId::conv_igemm, spec, ops, &pc, sizeof pc, gx, gy, gz);
+  });
   Layout w_layout{{groups, 1, m * n}, {m * n, 0, 1}, grad_weight.layout->offset};
   reduce(vk, ReduceOp::sum, TensorArg{grad_weight.storage, DType::f32, &w_layout}, w_parts_arg);
   if (has_bias) {

@@ -11,6 +11,21 @@ namespace {
 
 constexpr std::uint32_t kLocal = 256;
 
+// The builds of an adding kernel (index_add.comp): by float atomics of the
+// width, or, on devices without them, by compare-and-swap.
+struct AddShaders {
+  ShaderId f32, f32_cas, f64, f64_cas;
+};
+constexpr AddShaders kIndexAdd{ShaderId::index_add, ShaderId::index_add_cas, ShaderId::index_add_f64,
+                               ShaderId::index_add_f64cas};
+constexpr AddShaders kScatterAdd{ShaderId::scatter_add, ShaderId::scatter_add_cas, ShaderId::scatter_add_f64,
+                                 ShaderId::scatter_add_f64cas};
+
+ShaderId add_shader(const Context& ctx, DType dtype, const AddShaders& s) {
+  if (dtype == DType::f64) return ctx.float64_atomics ? s.f64 : s.f64_cas;
+  return ctx.float_atomics ? s.f32 : s.f32_cas;
+}
+
 push::IndexPush per_element_push(const char* op, TensorArg big, TensorArg small, TensorArg index) {
   for (TensorArg t : {big, small, index})
     if (!t.layout->is_contiguous()) throw Error(std::string(op) + ": the Vulkan kernel needs contiguous operands");
@@ -28,8 +43,8 @@ void gather(Backend& be, TensorArg out, TensorArg src, TensorArg index) {
   push::IndexPush pc = per_element_push("gather", src, out, index);
   if (pc.total == 0) return;
   VulkanBackend::Operand ops[] = {{out, true}, {src, false}, {index, false}, {vk.index_fault_operand(), true}};
-  vk.launch("gather", {kLocal, std::uint32_t(out.dtype), std::uint32_t(dtype_size(out.dtype))}, ops, &pc, sizeof pc,
-            groups_for(pc.total, kLocal));
+  vk.launch(ShaderId::gather, {kLocal, std::uint32_t(out.dtype), std::uint32_t(dtype_size(out.dtype))}, ops, &pc,
+            sizeof pc, groups_for(pc.total, kLocal));
 }
 
 void scatter_add(Backend& be, TensorArg out, TensorArg index, TensorArg src) {
@@ -37,12 +52,8 @@ void scatter_add(Backend& be, TensorArg out, TensorArg index, TensorArg src) {
   push::IndexPush pc = per_element_push("scatter_add", out, src, index);
   if (pc.total == 0) return;
   VulkanBackend::Operand ops[] = {{out, true}, {src, false}, {index, false}, {vk.index_fault_operand(), true}};
-  // Without float atomics of the width: the variants that add by compare-and-swap.
-  const Context& ctx = vk.context();
-  const char* shader = out.dtype == DType::f64 ? (ctx.float64_atomics ? "scatter_add_f64" : "scatter_add_f64cas")
-                       : ctx.float_atomics     ? "scatter_add"
-                                               : "scatter_add_cas";
-  vk.launch(shader, {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
+  vk.launch(add_shader(vk.context(), out.dtype, kScatterAdd), {kLocal}, ops, &pc, sizeof pc,
+            groups_for(pc.total, kLocal));
 }
 
 // f64 adds need double arithmetic and either f64 atomics or 64-bit integer ones.
@@ -74,7 +85,7 @@ void index_select(Backend& be, TensorArg out, TensorArg src, TensorArg index) {
   push::IndexPush pc = index_push("index_select", src, out, index);
   if (pc.total == 0) return;
   VulkanBackend::Operand ops[] = {{out, true}, {src, false}, {index, false}, {vk.index_fault_operand(), true}};
-  vk.launch("index_select", {kLocal, std::uint32_t(out.dtype), std::uint32_t(dtype_size(out.dtype))}, ops, &pc,
+  vk.launch(ShaderId::index_select, {kLocal, std::uint32_t(out.dtype), std::uint32_t(dtype_size(out.dtype))}, ops, &pc,
             sizeof pc, groups_for(pc.total, kLocal));
 }
 
@@ -83,12 +94,8 @@ void index_add(Backend& be, TensorArg out, TensorArg index, TensorArg src) {
   push::IndexPush pc = index_push("index_add", out, src, index);
   if (pc.total == 0) return;
   VulkanBackend::Operand ops[] = {{out, true}, {src, false}, {index, false}, {vk.index_fault_operand(), true}};
-  // Without float atomics of the width: the variants that add by compare-and-swap.
-  const Context& ctx = vk.context();
-  const std::string shader = out.dtype == DType::f64 ? (ctx.float64_atomics ? "index_add_f64" : "index_add_f64cas")
-                             : ctx.float_atomics     ? "index_add"
-                                                     : "index_add_cas";
-  vk.launch(shader, {kLocal}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
+  vk.launch(add_shader(vk.context(), out.dtype, kIndexAdd), {kLocal}, ops, &pc, sizeof pc,
+            groups_for(pc.total, kLocal));
 }
 
 // f64 adds need double arithmetic and either f64 atomics or 64-bit integer

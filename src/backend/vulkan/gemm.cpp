@@ -59,7 +59,7 @@ void gemm(Backend& be, const GemmArgs& g) {
     push::GemmF64Push pc;
     push_f64_gemm(g, pc);
     Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
-    vk.launch("gemm_f64", {g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u}, ops, &pc, sizeof pc,
+    vk.launch(ShaderId::gemm_f64, {g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u}, ops, &pc, sizeof pc,
               std::uint32_t((g.n + 31) / 32), std::uint32_t((g.m + 31) / 32), std::uint32_t(g.batch));
     return;
   }
@@ -125,13 +125,13 @@ void gemm(Backend& be, const GemmArgs& g) {
   const std::uint32_t gx = std::uint32_t((g.n + bn - 1) / bn), gy = std::uint32_t((g.m + bm - 1) / bm);
   if (splits == 1) {
     Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}, {bias ? g.bias : g.a, false}};
-    vk.launch("gemm", spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch));
+    vk.launch(ShaderId::gemm, spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch));
     return;
   }
   spec[8] = type_code(DType::f32);  // the slices are f32 whatever C's dtype
   gemm_split_k(vk, g, pc, splits, [&](TensorArg parts, const GemmPush& slices) {
     Operand ops[] = {{g.a, false}, {g.b, false}, {parts, true}};
-    vk.launch("gemm", spec, ops, &slices, sizeof slices, gx, gy, std::uint32_t(g.batch) * splits);
+    vk.launch(ShaderId::gemm, spec, ops, &slices, sizeof slices, gx, gy, std::uint32_t(g.batch) * splits);
   });
 }
 

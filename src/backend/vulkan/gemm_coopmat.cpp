@@ -108,13 +108,13 @@ void coopmat_gemm(VulkanBackend& vk, const GemmArgs& g) {
       spec[10] = 0;  // the slices are f32
       return gemm_split_k(vk, g, pc, splits, [&](TensorArg parts, const push::GemmPush& slices) {
         Operand ops[] = {{g.a, false}, {g.b, false}, {parts, true}};
-        vk.launch("gemm_coopmat", spec, ops, &slices, sizeof slices, tiles, 1, std::uint32_t(g.batch) * splits);
+        vk.launch(ShaderId::gemm_coopmat, spec, ops, &slices, sizeof slices, tiles, 1, std::uint32_t(g.batch) * splits);
       });
     }
     pc.k_chunk = pc.K;
   }
   Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
-  vk.launch("gemm_coopmat", spec, ops, &pc, sizeof pc, tiles, 1, std::uint32_t(g.batch));
+  vk.launch(ShaderId::gemm_coopmat, spec, ops, &pc, sizeof pc, tiles, 1, std::uint32_t(g.batch));
 }
 
 }  // namespace rumus::vulkan

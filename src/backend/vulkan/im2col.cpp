@@ -31,7 +31,7 @@ void im2col(Backend& be, const Conv2dGeometry& g, TensorArg cols, TensorArg in) 
   if (total == 0) return;
   ConvPush pc = conv_push(g, in, cols, total);
   Operand ops[] = {{cols, true}, {in, false}};
-  vk.launch(shader_for("conv", in.dtype), {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+  vk.launch(shader_for(ShaderId::conv, in.dtype), {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
             groups_for(total, kLocal));
 }
 
@@ -42,7 +42,7 @@ void col2im(Backend& be, const Conv2dGeometry& g, TensorArg out, TensorArg cols)
   if (total == 0) return;
   ConvPush pc = conv_push(g, out, cols, total);
   Operand ops[] = {{out, true}, {cols, false}};
-  vk.launch(shader_for("conv", out.dtype), {kLocal, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc,
+  vk.launch(shader_for(ShaderId::conv, out.dtype), {kLocal, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc,
             groups_for(total, kLocal));
 }
 

@@ -35,8 +35,9 @@ std::uint32_t layer_norm_row_group(std::int64_t d) { return std::max(32u, row_gr
 
 // The build of layer_norm.comp for its per-row modes (0, 1): rows summed by
 // subgroups where the device has subgroup arithmetic (f64 keeps the tree).
-std::string layer_norm_rows_shader(const VulkanBackend& vk, DType dtype) {
-  return vk.context().subgroup_arithmetic && dtype != DType::f64 ? "layer_norm_sg" : shader_for("layer_norm", dtype);
+ShaderId layer_norm_rows_shader(const VulkanBackend& vk, DType dtype) {
+  return vk.context().subgroup_arithmetic && dtype != DType::f64 ? ShaderId::layer_norm_sg
+                                                                 : shader_for(ShaderId::layer_norm, dtype);
 }
 
 void layer_norm_forward(Backend& be, TensorArg out, TensorArg mean, TensorArg invstd, TensorArg x, TensorArg weight,
@@ -75,7 +76,7 @@ void layer_norm_backward(Backend& be, TensorArg grad_x, TensorArg grad_weight, T
     if (t.storage) require_contiguous("layer_norm_backward", t);
   const std::int64_t d = x.layout->shape.back(), rows = d ? x.layout->numel() / d : 0;
   if (rows == 0) return;
-  const std::string shader = shader_for("layer_norm", x.dtype);
+  const ShaderId shader = shader_for(ShaderId::layer_norm, x.dtype);
   const std::uint32_t local = row_group(d), dt = std::uint32_t(x.dtype);
   LayerNormPush pc = layer_norm_push(rows, d);
   pc.off1 = std::uint32_t(x.layout->offset);

@@ -20,7 +20,7 @@ push::LstmPush lstm_push(TensorArg c, std::initializer_list<TensorArg> operands,
   return pc;
 }
 
-const char* shader_of(DType dtype) { return dtype == DType::f64 ? "lstm_cell_f64" : "lstm_cell"; }
+ShaderId shader_of(DType dtype) { return dtype == DType::f64 ? ShaderId::lstm_cell_f64 : ShaderId::lstm_cell; }
 
 void lstm_cell_forward(Backend& be, TensorArg h, TensorArg c_next, TensorArg act, TensorArg xp, TensorArg hp,
                        TensorArg c) {

@@ -33,8 +33,9 @@ void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg gr
                float(s.lr), float(s.momentum), float(s.dampening), float(s.weight_decay), 0, 0, 0, 1, 1};
   Operand ops[] = {{param, true}, {grad, false}, {momentum ? buf : param, momentum}, {param, false},
                    {scalars ? s.scalars : param, false}};
-  vk.launch("optim", {kLocal, std::uint32_t(OptimizerKind::sgd), momentum, s.nesterov, !scalars && s.first, 0, scalars}, ops, &pc,
-            sizeof pc, groups_for(pc.n, kLocal));
+  vk.launch(ShaderId::optim,
+            {kLocal, std::uint32_t(OptimizerKind::sgd), momentum, s.nesterov, !scalars && s.first, 0, scalars}, ops,
+            &pc, sizeof pc, groups_for(pc.n, kLocal));
 }
 
 void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
@@ -48,8 +49,8 @@ void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg 
                std::int32_t(scalars ? s.scalars.layout->offset : 0), float(s.lr), 0, 0, float(s.weight_decay), float(s.beta1), float(s.beta2), float(s.eps),
                float(1.0 - std::pow(s.beta1, double(s.step))), float(1.0 - std::pow(s.beta2, double(s.step)))};
   Operand ops[] = {{param, true}, {grad, false}, {m, true}, {v, true}, {scalars ? s.scalars : param, false}};
-  vk.launch("optim", {kLocal, std::uint32_t(OptimizerKind::adam), 0, 0, 0, s.decoupled, scalars}, ops, &pc, sizeof pc,
-            groups_for(pc.n, kLocal));
+  vk.launch(ShaderId::optim, {kLocal, std::uint32_t(OptimizerKind::adam), 0, 0, 0, s.decoupled, scalars}, ops, &pc,
+            sizeof pc, groups_for(pc.n, kLocal));
 }
 
 void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) {
@@ -59,7 +60,7 @@ void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf
   OptimPush pc{std::uint32_t(grad.layout->numel()), std::int32_t(out.layout->offset), std::int32_t(grad.layout->offset),
                std::int32_t(found_inf.layout->offset), 0, 0, float(inv_scale), 0, 0, 0, 0, 0, 0, 1, 1};
   Operand ops[] = {{out, true}, {grad, false}, {found_inf, true}, {out, false}, {out, false}};
-  vk.launch("optim", {kLocal, std::uint32_t(OptimizerKind::unscale), 0, 0, 0, 0, 0}, ops, &pc, sizeof pc,
+  vk.launch(ShaderId::optim, {kLocal, std::uint32_t(OptimizerKind::unscale), 0, 0, 0, 0, 0}, ops, &pc, sizeof pc,
             groups_for(pc.n, kLocal));
 }
 

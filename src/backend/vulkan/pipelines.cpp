@@ -2,16 +2,12 @@
 #include "pipelines.hpp"
 
 #include <cstdio>
-#include <span>
-#include <string_view>
+#include <string>
 #include <utility>
 
 #include "rumus/core/error.hpp"
 
 namespace rumus::vulkan {
-
-extern const std::pair<std::string_view, std::span<const std::uint32_t>> kEmbeddedShaders[];
-extern const std::size_t kEmbeddedShaderCount;
 
 Pipelines::Pipelines(const Context& ctx, std::filesystem::path cache_file)
     : ctx_(ctx), cache_(ctx.device, ctx.properties, std::move(cache_file)) {
@@ -29,23 +25,20 @@ Pipelines::Pipelines(const Context& ctx, std::filesystem::path cache_file)
 
 Pipelines::~Pipelines() {
   for (auto& [key, p] : pipelines_) ctx_.device.destroyPipeline(p);
-  for (auto& [name, m] : modules_) ctx_.device.destroyShaderModule(m);
+  for (vk::ShaderModule m : modules_)
+    if (m) ctx_.device.destroyShaderModule(m);
   ctx_.device.destroyPipelineLayout(layout_);
   ctx_.device.destroyDescriptorSetLayout(set_layout_);
 }
 
-vk::Pipeline Pipelines::get(const std::string& shader, const std::vector<std::uint32_t>& spec) {
+vk::Pipeline Pipelines::get(ShaderId shader, const std::vector<std::uint32_t>& spec) {
   auto key = std::make_pair(shader, spec);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
 
-  auto mod = modules_.find(shader);
-  if (mod == modules_.end()) {
-    std::span<const std::uint32_t> code;
-    for (std::size_t i = 0; i < kEmbeddedShaderCount; ++i)
-      if (kEmbeddedShaders[i].first == shader) code = kEmbeddedShaders[i].second;
-    if (code.empty()) throw DeviceError("vulkan: no embedded shader named " + shader);
-    mod = modules_.emplace(shader, ctx_.device.createShaderModule({.codeSize = code.size_bytes(), .pCode = code.data()}))
-              .first;
+  vk::ShaderModule& mod = modules_[std::size_t(shader)];
+  if (!mod) {
+    const std::span<const std::uint32_t> code = kShaderSpirv[std::size_t(shader)];
+    mod = ctx_.device.createShaderModule({.codeSize = code.size_bytes(), .pCode = code.data()});
   }
   std::vector<vk::SpecializationMapEntry> entries(spec.size());
   for (std::uint32_t i = 0; i < spec.size(); ++i) entries[i] = vk::SpecializationMapEntry{.constantID = i, .offset = 4 * i, .size = 4};
@@ -53,20 +46,21 @@ vk::Pipeline Pipelines::get(const std::string& shader, const std::vector<std::ui
                               .dataSize = spec.size() * 4, .pData = spec.data()};
   vk::ComputePipelineCreateInfo create{
       .flags = ctx_.pipeline_statistics ? vk::PipelineCreateFlagBits::eCaptureStatisticsKHR : vk::PipelineCreateFlags{},
-      .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = mod->second, .pName = "main",
+      .stage = {.stage = vk::ShaderStageFlagBits::eCompute, .module = mod, .pName = "main",
                 .pSpecializationInfo = &info},
       .layout = layout_};
   auto [result, pipeline] = ctx_.device.createComputePipeline(cache_.handle(), create);
-  if (result != vk::Result::eSuccess) throw DeviceError("vulkan: creating a pipeline for " + shader + " failed");
+  if (result != vk::Result::eSuccess)
+    throw DeviceError("vulkan: creating a pipeline for " + std::string(shader_name(shader)) + " failed");
   cache_.added();
   pipelines_.emplace(std::move(key), pipeline);
   if (ctx_.pipeline_statistics) print_statistics(shader, spec, pipeline);
   return pipeline;
 }
 
-void Pipelines::print_statistics(const std::string& shader, const std::vector<std::uint32_t>& spec,
+void Pipelines::print_statistics(ShaderId shader, const std::vector<std::uint32_t>& spec,
                                  vk::Pipeline pipeline) const {
-  std::string line = "vulkan pipeline " + shader + " spec";
+  std::string line = "vulkan pipeline " + std::string(shader_name(shader)) + " spec";
   for (std::uint32_t v : spec) line += " " + std::to_string(v);
   line += ":";
   const auto executables = ctx_.device.getPipelineExecutablePropertiesKHR({.pipeline = pipeline});

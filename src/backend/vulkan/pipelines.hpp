@@ -2,14 +2,15 @@
 // Compute pipelines built once per (shader, specialization constants) and
 // kept for the device's lifetime, compiled through the on-disk pipeline cache. All share one layout: kMaxBindings
 // storage buffers through push descriptors and kPushBytes of push constants.
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
-#include <string>
 #include <vector>
 
 #include "context.hpp"
 #include "pipeline_cache.hpp"
+#include "shader_ids.hpp"
 
 namespace rumus::vulkan {
 
@@ -25,20 +26,20 @@ class Pipelines {
   Pipelines(const Context& ctx, std::filesystem::path cache_file);
   ~Pipelines();
   // `spec` gives constant_id 0, 1, ... in order (0 is the workgroup size by convention).
-  vk::Pipeline get(const std::string& shader, const std::vector<std::uint32_t>& spec);
+  vk::Pipeline get(ShaderId shader, const std::vector<std::uint32_t>& spec);
   vk::PipelineLayout layout() const { return layout_; }
   PipelineCache& cache() { return cache_; }
 
  private:
   // One line on stderr: the driver's statistics of each executable of `pipeline`.
-  void print_statistics(const std::string& shader, const std::vector<std::uint32_t>& spec, vk::Pipeline pipeline) const;
+  void print_statistics(ShaderId shader, const std::vector<std::uint32_t>& spec, vk::Pipeline pipeline) const;
 
   const Context& ctx_;
   PipelineCache cache_;
   vk::DescriptorSetLayout set_layout_;
   vk::PipelineLayout layout_;
-  std::map<std::string, vk::ShaderModule> modules_;
-  std::map<std::pair<std::string, std::vector<std::uint32_t>>, vk::Pipeline> pipelines_;
+  std::array<vk::ShaderModule, kShaderCount> modules_{};  // made at a shader's first pipeline
+  std::map<std::pair<ShaderId, std::vector<std::uint32_t>>, vk::Pipeline> pipelines_;
 };
 
 }  // namespace rumus::vulkan

@@ -66,7 +66,7 @@ void pointwise(VulkanBackend& vk, const char* op_name, PointwiseKind kind, std::
     if (args[i].dtype == DType::f64 || args[i].dtype == DType::i64) widest = args[i].dtype;
   }
   const bool raw = kind == PointwiseKind::fill || kind == PointwiseKind::fill64 || kind == PointwiseKind::raw_copy;
-  const std::string shader = raw ? std::string("elementwise") : shader_for("elementwise", widest);
+  const ShaderId shader = raw ? ShaderId::elementwise : shader_for(ShaderId::elementwise, widest);
   // Four elements an invocation where every access can be 16 bytes (contiguous means one dispatch).
   bool quads = contiguous && (kind == PointwiseKind::fill || kind == PointwiseKind::unary ||
                               kind == PointwiseKind::binary || (kind == PointwiseKind::raw_copy && elem_bytes == 4));

@@ -33,7 +33,7 @@ void pool2d_forward(Backend& be, const Pool2dParams& p, TensorArg out, TensorArg
   pc.off1 = std::int32_t(in.layout->offset);
   pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
   Operand ops[] = {{out, true}, {in, false}, {max ? indices : out, max}};
-  vk.launch(shader_for("pool", in.dtype), {kLocal, std::uint32_t(p.kind), 0, std::uint32_t(in.dtype)}, ops, &pc,
+  vk.launch(shader_for(ShaderId::pool, in.dtype), {kLocal, std::uint32_t(p.kind), 0, std::uint32_t(in.dtype)}, ops, &pc,
             sizeof pc, groups_for(total, kLocal));
 }
 
@@ -49,8 +49,8 @@ void pool2d_backward(Backend& be, const Pool2dParams& p, TensorArg grad_in, Tens
   pc.off1 = std::int32_t(grad_out.layout->offset);
   pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {max ? indices : grad_out, false}};
-  vk.launch(shader_for("pool", grad_in.dtype), {kLocal, std::uint32_t(p.kind), 1, std::uint32_t(grad_in.dtype)}, ops,
-            &pc, sizeof pc, groups_for(total, kLocal));
+  vk.launch(shader_for(ShaderId::pool, grad_in.dtype), {kLocal, std::uint32_t(p.kind), 1, std::uint32_t(grad_in.dtype)},
+            ops, &pc, sizeof pc, groups_for(total, kLocal));
 }
 
 }  // namespace

@@ -48,7 +48,8 @@ void random(Backend& be, RandomKind kind, TensorArg out, std::uint64_t seed, std
   const bool from_state = state.storage != nullptr;
   Operand ops[] = {{out, true}, {from_state ? state : out, false}};
   // bernoulli: an invocation sets 4 elements (one draw's four words).
-  vk.launch(shader_for("random", out.dtype), {kLocal, std::uint32_t(kind), std::uint32_t(out.dtype), from_state}, ops, &pc, sizeof pc,
+  vk.launch(shader_for(ShaderId::random, out.dtype),
+            {kLocal, std::uint32_t(kind), std::uint32_t(out.dtype), from_state}, ops, &pc, sizeof pc,
             groups_for(kind == RandomKind::bernoulli ? (n + 3) / 4 : n, kLocal));
 }
 
@@ -68,8 +69,9 @@ void dropout_forward(Backend& be, TensorArg out, TensorArg mask, TensorArg in, s
   push::split_double(keep, pc.a_lo, pc.a_hi);
   push::split_double(scale, pc.b_lo, pc.b_hi);
   Operand ops[] = {{mask, true}, {in, false}, {in, false}, {out, true}};
-  vk.launch(shader_for("random", in.dtype), {kLocal, std::uint32_t(RandomKind::bernoulli), std::uint32_t(in.dtype), 0, 1},
-            ops, &pc, sizeof pc, groups_for((n + 3) / 4, kLocal));
+  vk.launch(shader_for(ShaderId::random, in.dtype),
+            {kLocal, std::uint32_t(RandomKind::bernoulli), std::uint32_t(in.dtype), 0, 1}, ops, &pc, sizeof pc,
+            groups_for((n + 3) / 4, kLocal));
 }
 
 }  // namespace

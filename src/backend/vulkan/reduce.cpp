@@ -85,7 +85,7 @@ void reduce_pass(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, Re
   std::vector<std::uint32_t> spec = {kLocal, std::uint32_t(op), std::uint32_t(out.dtype), std::uint32_t(in.dtype),
                                      per_group ? 1u : 0u, 0u};
   Operand ops[] = {{out, true}, {in, false}};
-  const std::string shader = shader_for("reduce", out.dtype == DType::f64 ? out.dtype : in.dtype);
+  const ShaderId shader = shader_for(ShaderId::reduce, out.dtype == DType::f64 ? out.dtype : in.dtype);
   const bool splits = op == ReduceOp::sum || op == ReduceOp::max || op == ReduceOp::min;
   if (n_out == 1 && n_red >= kChunkedFrom && splits) {
     // Partials in the output's dtype (f32 for 16-bit outputs), combined by a second reduce.
@@ -163,7 +163,7 @@ bool reduce_down_columns(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorAr
     pc.divide_by = divide_by;
     Operand ops[] = {{out, true}, {in, false}};
     const auto g = groups(1);
-    vk.launch("column_reduce", spec, ops, &pc, sizeof pc, g[0], g[1], g[2]);
+    vk.launch(ShaderId::column_reduce, spec, ops, &pc, sizeof pc, g[0], g[1], g[2]);
     return true;
   }
   // Partial rows [batch, runs, columns], then the same kernel down them.
@@ -177,7 +177,7 @@ bool reduce_down_columns(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorAr
   Operand first_ops[] = {{part, true}, {in, false}};
   auto g = groups(runs);
   spec[5] = std::uint32_t(DType::f32);
-  vk.launch("column_reduce", spec, first_ops, &first, sizeof first, g[0], g[1], g[2]);
+  vk.launch(ShaderId::column_reduce, spec, first_ops, &first, sizeof first, g[0], g[1], g[2]);
   spec[4] = std::uint32_t(DType::f32);
   spec[5] = std::uint32_t(out.dtype);
   push::ColumnReducePush second = pc;
@@ -189,7 +189,7 @@ bool reduce_down_columns(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorAr
   second.divide_by = divide_by;
   Operand second_ops[] = {{out, true}, {part, false}};
   g = groups(1);
-  vk.launch("column_reduce", spec, second_ops, &second, sizeof second, g[0], g[1], g[2]);
+  vk.launch(ShaderId::column_reduce, spec, second_ops, &second, sizeof second, g[0], g[1], g[2]);
   return true;
 }
 

@@ -9,6 +9,9 @@
 namespace rumus::vulkan {
 namespace {
 
+// f64 and the integers run the double build (i32 and u8 exact, i64 sums up to 2^53).
+bool in_double(DType dtype) { return dtype == DType::f64 || !is_floating(dtype); }
+
 void scan(Backend& be, TensorArg out, TensorArg in, ScanOp op) {
   VulkanBackend& vk = device_of(be);
   const Shape& s = in.layout->shape;
@@ -19,7 +22,7 @@ void scan(Backend& be, TensorArg out, TensorArg in, ScanOp op) {
   const std::int64_t columns = s[0] * s[2];
   if (columns == 0 || s[1] == 0) return;
   VulkanBackend::Operand ops[] = {{out, true}, {in, false}};
-  vk.launch(in.dtype == DType::f64 || !is_floating(in.dtype) ? "scan_f64" : "scan", {std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
+  vk.launch(in_double(in.dtype) ? ShaderId::scan_f64 : ShaderId::scan, {std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
             std::uint32_t(std::min<std::int64_t>(columns, 65535)));
 }
 
@@ -36,8 +39,8 @@ void cumextreme(Backend& be, TensorArg values, TensorArg indices, TensorArg in, 
   const std::int64_t columns = s[0] * s[2];
   if (columns == 0 || s[1] == 0) return;
   VulkanBackend::Operand ops[] = {{values, true}, {in, false}, {indices, true}};
-  vk.launch(in.dtype == DType::f64 || !is_floating(in.dtype) ? "cumextreme_f64" : "cumextreme", {std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
-            std::uint32_t(std::min<std::int64_t>(columns, 65535)));
+  vk.launch(in_double(in.dtype) ? ShaderId::cumextreme_f64 : ShaderId::cumextreme, {std::uint32_t(in.dtype)}, ops,
+            &pc, sizeof pc, std::uint32_t(std::min<std::int64_t>(columns, 65535)));
 }
 
 // f64 and the integers (in double arithmetic: i32 and u8 exact, i64 sums up

@@ -25,8 +25,8 @@ void softmax_forward(Backend& be, TensorArg out, TensorArg in, bool log) {
   Operand ops[] = {{out, true}, {in, false}};
   std::uint32_t gx, gy;
   row_grid(rows, gx, gy);
-  vk.launch(shader_for("softmax", in.dtype), {row_group(cols), log, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
-            gx, gy);
+  vk.launch(shader_for(ShaderId::softmax, in.dtype), {row_group(cols), log, 0, std::uint32_t(in.dtype)}, ops, &pc,
+            sizeof pc, gx, gy);
 }
 
 void softmax_backward(Backend& be, TensorArg grad_in, TensorArg grad_out, TensorArg out, bool log) {
@@ -41,8 +41,8 @@ void softmax_backward(Backend& be, TensorArg grad_in, TensorArg grad_out, Tensor
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {out, false}};
   std::uint32_t gx, gy;
   row_grid(rows, gx, gy);
-  vk.launch(shader_for("softmax", out.dtype), {row_group(cols), log, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc,
-            gx, gy);
+  vk.launch(shader_for(ShaderId::softmax, out.dtype), {row_group(cols), log, 1, std::uint32_t(out.dtype)}, ops, &pc,
+            sizeof pc, gx, gy);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ void sort(Backend& be, TensorArg values, TensorArg indices, TensorArg in, bool d
                     std::int32_t(indices.layout->offset), std::int32_t(in.layout->offset)};
   VulkanBackend::Operand ops[] = {{values, true}, {indices, true}, {in, false}};
   // Integers compare in double arithmetic, where i32 and u8 are exact.
-  const std::string shader = in.dtype == DType::f64 || !is_floating(in.dtype) ? "sort_f64" : "sort";
+  const ShaderId shader = in.dtype == DType::f64 || !is_floating(in.dtype) ? ShaderId::sort_f64 : ShaderId::sort;
   const std::vector<std::uint32_t> spec{std::uint32_t(in.dtype)};
   auto pass = [&](std::uint32_t stage, std::uint32_t k, std::uint32_t j, bool flip, std::int64_t threads) {
     pc.stage = stage;

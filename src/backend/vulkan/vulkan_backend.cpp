@@ -45,9 +45,11 @@ bool runs_f64(Backend& be, DType dtype) {
   return dtype != DType::f64 || device_of(be).context().float64;
 }
 
-std::string shader_for(const char* shader, DType dtype) {
-  if (dtype == DType::f64 || dtype == DType::i64) return std::string(shader) + "_f64";
-  return shader;
+ShaderId shader_for(ShaderId shader, DType dtype) {
+  if (dtype != DType::f64 && dtype != DType::i64) return shader;
+  if (auto f64 = kShaderF64[std::size_t(shader)]) return *f64;
+  throw DeviceError(
+      fmt::format("vulkan: {} has no f64 build (no f64 flag in shaders/manifest.txt)", shader_name(shader)));
 }
 
 namespace {
@@ -345,12 +347,14 @@ DeviceStats VulkanBackend::stats() const {
   return s;
 }
 
-void VulkanBackend::launch(const std::string& shader, const std::vector<std::uint32_t>& spec,
-                           std::span<const Operand> operands, const void* push, std::uint32_t push_bytes,
-                           std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
+void VulkanBackend::launch(ShaderId shader, const std::vector<std::uint32_t>& spec, std::span<const Operand> operands,
+                           const void* push, std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy,
+                           std::uint32_t gz) {
   std::lock_guard lk(mu_);
-  if (operands.size() > kMaxBindings) throw Error(shader + ": more operands than the pipeline layout's bindings");
-  if (capturing_ && std::this_thread::get_id() != capture_thread_) check_capture(shader.c_str(), "a kernel");
+  const std::string_view name = shader_name(shader);
+  if (operands.size() > kMaxBindings)
+    throw Error(std::string(name) + ": more operands than the pipeline layout's bindings");
+  if (capturing_ && std::this_thread::get_id() != capture_thread_) check_capture(std::string(name).c_str(), "a kernel");
   Binding bindings[kMaxBindings];
   const std::uint32_t used = std::max<std::uint32_t>(kMinBindings, std::uint32_t(operands.size()));
   // Unused slots alias operand 0 so every binding the shader declares is valid.
@@ -362,7 +366,7 @@ void VulkanBackend::launch(const std::string& shader, const std::vector<std::uin
     for (std::uint32_t i = 0; i < used; ++i) recording_used_.insert(const_cast<Allocation*>(bindings[i].allocation));
   vk::Pipeline p = pipelines_->get(shader, spec);
   if (profiling_) {
-    std::string label = shader + "/" + std::to_string(spec.size() > 1 ? spec[1] : 0) + " grid " +
+    std::string label = std::string(name) + "/" + std::to_string(spec.size() > 1 ? spec[1] : 0) + " grid " +
                         std::to_string(gx) + "x" + std::to_string(gy) + "x" + std::to_string(gz);
     stream_->dispatch(p, pipelines_->layout(), std::span<const Binding>(bindings, used), push, push_bytes, gx, gy, gz, &label);
     return;

@@ -17,6 +17,7 @@
 #include "context.hpp"
 #include "gemm_tuner.hpp"
 #include "pipelines.hpp"
+#include "shader_ids.hpp"
 #include "../../core/device_registry.hpp"
 #include "../attention.hpp"
 #include "../backend.hpp"
@@ -68,7 +69,7 @@ class VulkanBackend final : public Backend {
     bool written;
   };
   // Records one kernel: pipeline from (shader, spec), operands bound in order.
-  void launch(const std::string& shader, const std::vector<std::uint32_t>& spec, std::span<const Operand> operands,
+  void launch(ShaderId shader, const std::vector<std::uint32_t>& spec, std::span<const Operand> operands,
               const void* push, std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy = 1,
               std::uint32_t gz = 1);
   // The device's features (float atomics, f64, subgroups).
@@ -135,9 +136,9 @@ class VulkanBackend final : public Backend {
 // with this backend only.
 inline VulkanBackend& device_of(Backend& be) { return static_cast<VulkanBackend&>(be); }
 
-// The shader to run for arithmetic on `dtype`: its f64 variant (`<name>_f64`,
-// double arithmetic) for f64, and for i64, which float would round above 2^24.
-std::string shader_for(const char* shader, DType dtype);
+// The build to run for arithmetic on `dtype`: for f64, and for i64, which float
+// would round above 2^24, the shader's f64 build (its manifest line's f64 flag).
+ShaderId shader_for(ShaderId shader, DType dtype);
 
 // Conditions a registration adds to its dtypes: f64 only where the device
 // computes in double.
