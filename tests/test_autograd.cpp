@@ -384,10 +384,24 @@ Run measure(Device dev, const std::vector<Tensor>& params, Forward&& forward) {
   return run;
 }
 
-void expect_same_and_smaller(const Run& plain, const Run& ckpt, const char* what) {
+// Bit-identical gradients (tol 0), or within tol relative to each gradient's
+// largest magnitude where the device sums with float atomics, whose order
+// varies from run to run even without checkpointing.
+void expect_same_and_smaller(const Run& plain, const Run& ckpt, const char* what, double tol = 0.0) {
   ASSERT_EQ(plain.grads.size(), ckpt.grads.size());
-  for (std::size_t i = 0; i < plain.grads.size(); ++i)
-    EXPECT_EQ(plain.grads[i], ckpt.grads[i]) << what << ": parameter " << i << " differs";
+  for (std::size_t i = 0; i < plain.grads.size(); ++i) {
+    if (tol == 0.0) {
+      EXPECT_EQ(plain.grads[i], ckpt.grads[i]) << what << ": parameter " << i << " differs";
+      continue;
+    }
+    ASSERT_EQ(plain.grads[i].size(), ckpt.grads[i].size());
+    double largest = 0.0, worst = 0.0;
+    for (std::size_t e = 0; e < plain.grads[i].size(); ++e) {
+      largest = std::max(largest, std::abs(double(plain.grads[i][e])));
+      worst = std::max(worst, std::abs(double(plain.grads[i][e]) - double(ckpt.grads[i][e])));
+    }
+    EXPECT_LE(worst, tol * largest) << what << ": parameter " << i << " differs by " << worst;
+  }
   EXPECT_LE(3 * ckpt.held, plain.held) << what << ": checkpointed forward holds " << ckpt.held << " bytes, plain "
                                        << plain.held;
 }
@@ -440,7 +454,8 @@ TEST_P(AutogradCheckpointOnEveryDevice, DeepMlpAndGptKeepAThirdOfTheActivations)
     };
     const auto plain = checkpointing::measure(dev, gpt.parameters(), [&] { return forward(false); });
     const auto ckpt = checkpointing::measure(dev, gpt.parameters(), [&] { return forward(true); });
-    checkpointing::expect_same_and_smaller(plain, ckpt, "GPT");
+    // The embedding's and attention's gradients sum with float atomics on a GPU.
+    checkpointing::expect_same_and_smaller(plain, ckpt, "GPT", dev.is_cpu() ? 0.0 : 1e-5);
   }
 }
 
