@@ -118,6 +118,20 @@ std::vector<double> per_group(const char* op, const char* what, std::vector<doub
         fmt::format("{}: expected one {} or one per parameter group ({}), got {}", op, what, groups, values.size()));
   return values;
 }
+
+// For a schedule that cycles the momentum: the option it cycles ("momentum",
+// or Adam's "beta1"), with its bounds made one per group.
+std::string cycled_momentum(const char* op, Optimizer& opt, std::vector<double>& base, std::vector<double>& max) {
+  const auto& first = opt.param_groups().front().options;
+  const std::string key = first.contains("momentum") ? "momentum" : first.contains("beta1") ? "beta1" : "";
+  check(!key.empty(), fmt::format("{}: cycle_momentum needs an optimizer with momentum or beta1; {} has neither (pass "
+                                  ".cycle_momentum = false)",
+                                  op, opt.type_name()));
+  const std::size_t groups = opt.param_groups().size();
+  base = per_group(op, "base_momentum", std::move(base), groups);
+  max = per_group(op, "max_momentum", std::move(max), groups);
+  return key;
+}
 }  // namespace
 
 CyclicLR::CyclicLR(Optimizer& opt, std::vector<double> base_lr, std::vector<double> max_lr, CyclicLROptions o)
@@ -134,15 +148,8 @@ CyclicLR::CyclicLR(Optimizer& opt, std::vector<double> base_lr, std::vector<doub
           fmt::format("CyclicLR: expected mode 'triangular', 'triangular2' or 'exp_range', got '{}'", options.mode));
   check(options.scale_mode == "cycle" || options.scale_mode == "iterations",
         fmt::format("CyclicLR: expected scale_mode 'cycle' or 'iterations', got '{}'", options.scale_mode));
-  if (options.cycle_momentum) {
-    const auto& first = opt.param_groups().front().options;
-    momentum_key_ = first.contains("momentum") ? "momentum" : first.contains("beta1") ? "beta1" : "";
-    check(!momentum_key_.empty(), fmt::format("CyclicLR: cycle_momentum needs an optimizer with momentum or beta1; {} "
-                                              "has neither (pass .cycle_momentum = false)",
-                                              opt.type_name()));
-    options.base_momentum = per_group("CyclicLR", "base_momentum", options.base_momentum, groups);
-    options.max_momentum = per_group("CyclicLR", "max_momentum", options.max_momentum, groups);
-  }
+  if (options.cycle_momentum)
+    momentum_key_ = cycled_momentum("CyclicLR", opt, options.base_momentum, options.max_momentum);
   start();
 }
 
@@ -184,16 +191,8 @@ OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, std::int64_t total, OneCyc
   check(options.anneal_strategy == "cos" || options.anneal_strategy == "linear",
         fmt::format("OneCycleLR: expected anneal_strategy 'cos' or 'linear', got '{}'", options.anneal_strategy));
   for (auto& g : opt.param_groups()) g.initial_lr = max_lr;
-  if (options.cycle_momentum) {
-    const std::size_t groups = opt.param_groups().size();
-    const auto& first = opt.param_groups().front().options;
-    momentum_key_ = first.contains("momentum") ? "momentum" : first.contains("beta1") ? "beta1" : "";
-    check(!momentum_key_.empty(), fmt::format("OneCycleLR: cycle_momentum needs an optimizer with momentum or beta1; "
-                                              "{} has neither (pass .cycle_momentum = false)",
-                                              opt.type_name()));
-    options.base_momentum = per_group("OneCycleLR", "base_momentum", options.base_momentum, groups);
-    options.max_momentum = per_group("OneCycleLR", "max_momentum", options.max_momentum, groups);
-  }
+  if (options.cycle_momentum)
+    momentum_key_ = cycled_momentum("OneCycleLR", opt, options.base_momentum, options.max_momentum);
   start();
 }
 
