@@ -20,6 +20,7 @@ initial random draws differ (each library has its own generator).
     resnet --epochs 1 --limit 2560 --threads 2
 """
 import argparse
+import gzip
 import os
 import sys
 import time
@@ -34,7 +35,6 @@ from autoencoder_torch import FASHION_MNIST, read_images  # noqa: E402
 
 def read_labels(directory, name):
     """i64 [N] from an IDX label file, raw or .gz (as data::Mnist)."""
-    import gzip
     path = os.path.join(directory, name)
     if not os.path.exists(path):
         path += ".gz"

@@ -52,7 +52,9 @@ class DeviceTest : public ::testing::TestWithParam<Device> {};
 // costs about 0.1 s a process, is not started to find one.
 inline std::vector<Device> device_suite_devices() {
   const std::string filter = GTEST_FLAG_GET(filter);
-  const bool may_select_vulkan = filter.find_first_of("*?") != std::string::npos || filter.find("vulkan") != std::string::npos;
+  // A filter of exclusions only ("-A:B") selects everything else.
+  const bool may_select_vulkan = filter.empty() || filter.front() == '-' ||
+                                 filter.find_first_of("*?") != std::string::npos || filter.find("vulkan") != std::string::npos;
   return may_select_vulkan ? test_devices() : std::vector<Device>{Device::cpu()};
 }
 
