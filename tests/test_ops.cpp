@@ -1,4 +1,5 @@
-// Op table gradchecks (f64, finite differences) and the ops' error cases.
+// The op table on every device (f64 gradchecks against finite differences,
+// agreement with the CPU) and the ops' error cases.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include "devices.hpp"
 #include "expect_error.hpp"
 
+#include "backend/attention.hpp"  // whether a device has f64 attention kernels
+#include "backend/backend.hpp"
 #include "gradcheck.hpp"
 
 using namespace rumus;
@@ -20,25 +23,68 @@ using namespace rumus::testing;
 
 namespace {
 
-class GradCheck : public ::testing::TestWithParam<std::tuple<std::size_t, Layouting>> {};
+// The op table on every device of the build. On the CPU and on each other
+// device, with every kernel there: f64 gradcheck in four layouts, and
+// gradgradcheck. On each device beside the CPU, also the forward and backward
+// against the CPU's, in f32 and in f64.
+using TableCase = std::tuple<Device, std::size_t, Layouting>;
+
+std::string table_case_name(const ::testing::TestParamInfo<TableCase>& info) {
+  const auto& [device, row, how] = info.param;
+  return device_test_name({device, 0}) + "_" + op_table()[row].name + "_" + layouting_name(how);
+}
+
+std::string table_row_name(const ::testing::TestParamInfo<std::tuple<Device, std::size_t>>& info) {
+  return device_test_name({std::get<0>(info.param), 0}) + "_" + op_table()[std::get<1>(info.param)].name;
+}
+
+std::vector<Device> devices_beside_the_cpu() {
+  std::vector<Device> d = device_suite_devices();
+  d.erase(d.begin());
+  return d;
+}
+
+const auto kLayoutings = ::testing::Values(Layouting::contiguous, Layouting::transposed, Layouting::sliced,
+                                           Layouting::broadcast);
+
+// The fused attention kernels of a device without them in f64 refuse an f64
+// call with the op, the kernel and the dtype named.
+bool lacks_f64_attention(const OpCase& op, Device device) {
+  return op.name.rfind("sdpa", 0) == 0 && !supports<AttentionForwardKernel>(backend(device), DType::f64);
+}
+
+// The op an attention case of the table calls, as its errors name it.
+std::string attention_op(const OpCase& op) {
+  return op.name.rfind("sdpa_packed", 0) == 0 ? "packed_self_attention" : "scaled_dot_product_attention";
+}
+
+std::string f64_attention_refusal(const OpCase& op, Device device) {
+  return attention_op(op) + ": device " + device.str() + " has no attention_forward kernel for f64 tensors";
+}
+
+class GradCheck : public ::testing::TestWithParam<TableCase> {};
 
 TEST_P(GradCheck, MatchesFiniteDifferences) {
-  auto [index, how] = GetParam();
+  const auto& [device, index, how] = GetParam();
   const OpCase& op = op_table()[index];
   for (const auto& s : op.shapes)
     if (s.empty() || (how == Layouting::transposed && s.size() < 2)) GTEST_SKIP() << "layout needs more dims";
-  gradcheck(op, how);
+  if (lacks_f64_attention(op, device)) {
+    // Finite differences run the forward without gradients: the fused kernel, refused in f64.
+    NoGradGuard no_grad;
+    std::vector<Tensor> views;
+    for (const auto& s : op.shapes)
+      views.push_back(tensor(sample_values(s, op.low, op.high, 1), s).to(DType::f64).to(device));
+    expect_error<DeviceError>([&] { op.fn(views); }, f64_attention_refusal(op, device));
+    return;
+  }
+  gradcheck(op, how, 1, device);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    OpTable, GradCheck,
-    ::testing::Combine(::testing::Range<std::size_t>(0, op_table().size()),
-                       ::testing::Values(Layouting::contiguous, Layouting::transposed, Layouting::sliced,
-                                         Layouting::broadcast)),
-    [](const auto& info) {
-      return op_table()[std::get<0>(info.param)].name + "_" + layouting_name(std::get<1>(info.param));
-    });
-
+INSTANTIATE_TEST_SUITE_P(OpTable, GradCheck,
+                         ::testing::Combine(::testing::ValuesIn(device_suite_devices()),
+                                            ::testing::Range<std::size_t>(0, op_table().size()), kLayoutings),
+                         table_case_name);
 
 // Second derivatives of every op in the table (f64, against finite
 // differences of the first), or the op's refusal under create_graph.
@@ -48,15 +94,45 @@ const std::set<std::string>& refusing_double_backward() {
   return ops;
 }
 
-class GradGradCheck : public ::testing::TestWithParam<std::tuple<std::size_t, Layouting>> {};
+// A Hessian-vector product by double backward, in `dtype` on `device`.
+std::vector<Tensor> hessian_vector_products(const OpCase& op, Device device, DType dtype) {
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < op.shapes.size(); ++i)
+    xs.push_back(tensor(sample_values(op.shapes[i], op.low, op.high, 1 + i), op.shapes[i]).to(dtype).to(device)
+                     .requires_grad_());
+  Tensor out = op.fn(xs);
+  Tensor v = tensor(sample_values(out.shape(), -1, 1, 101), out.shape()).to(dtype).to(device);
+  std::vector<Tensor> g = autograd::grad({sum(mul(out, v))}, xs, {.create_graph = true, .allow_unused = true});
+  Tensor s = zeros({}, {.dtype = dtype, .device = device});
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (g[i].defined())
+      s = add(s, sum(mul(g[i], tensor(sample_values(xs[i].shape(), -1, 1, 201 + i), xs[i].shape()).to(dtype).to(device))));
+  std::vector<Tensor> h = autograd::grad({s}, xs, {.allow_unused = true});
+  autograd::clear_tape();
+  return h;
+}
+
+class GradGradCheck : public ::testing::TestWithParam<TableCase> {};
 
 TEST_P(GradGradCheck, MatchesFiniteDifferencesOfTheGradient) {
-  auto [index, how] = GetParam();
+  const auto& [device, index, how] = GetParam();
   const OpCase& op = op_table()[index];
   for (const auto& s : op.shapes)
     if (s.empty() && how != Layouting::contiguous) GTEST_SKIP() << "layout needs more dims";
+  if (lacks_f64_attention(op, device)) {
+    // No f64 kernels to difference: the device's Hessian-vector product
+    // against the CPU's in f32 (the dropout rows check that the composed
+    // formula of create_graph redraws the kernel's mask).
+    const std::vector<Tensor> cpu = hessian_vector_products(op, Device::cpu(), DType::f32);
+    const std::vector<Tensor> got = hessian_vector_products(op, device, DType::f32);
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      ASSERT_EQ(cpu[i].defined(), got[i].defined()) << op.name << " input " << i;
+      if (cpu[i].defined()) expect_matches(got[i], cpu[i], 1e-3, op.name + " second derivative " + std::to_string(i));
+    }
+    return;
+  }
   std::string refusal;
-  const bool checked = gradgradcheck(op, how, &refusal);
+  const bool checked = gradgradcheck(op, how, &refusal, 1, device);
   if (refusing_double_backward().count(op.name)) {
     EXPECT_FALSE(checked) << op.name << " now has a differentiable backward: take it off the refusing list";
     EXPECT_NE(refusal.find("has no differentiable backward yet"), std::string::npos) << refusal;
@@ -66,13 +142,92 @@ TEST_P(GradGradCheck, MatchesFiniteDifferencesOfTheGradient) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    OpTable, GradGradCheck,
-    ::testing::Combine(::testing::Range<std::size_t>(0, op_table().size()),
-                       ::testing::Values(Layouting::contiguous, Layouting::broadcast)),
-    [](const auto& info) {
-      return op_table()[std::get<0>(info.param)].name + "_" + layouting_name(std::get<1>(info.param));
-    });
+// Contiguous and broadcast inputs on the CPU; contiguous on the other devices,
+// where a software driver (CI's lavapipe) spends seconds per case.
+std::vector<TableCase> gradgrad_cases() {
+  std::vector<TableCase> cases;
+  for (const Device& d : device_suite_devices())
+    for (std::size_t row = 0; row < op_table().size(); ++row)
+      for (Layouting how : {Layouting::contiguous, Layouting::broadcast})
+        if (d.is_cpu() || how == Layouting::contiguous) cases.emplace_back(d, row, how);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(OpTable, GradGradCheck, ::testing::ValuesIn(gradgrad_cases()), table_case_name);
+
+struct OpRun {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+
+// One op on one device: forward, then backward with a fixed seed gradient.
+OpRun run_op(const OpCase& op, Layouting how, Device device, DType dtype) {
+  std::vector<Input> inputs;
+  std::vector<Tensor> views;
+  for (std::size_t i = 0; i < op.shapes.size(); ++i) {
+    auto values = sample_values(op.shapes[i], op.low, op.high, 100 + i);
+    inputs.push_back(make_input(values, op.shapes[i], how, dtype, device));
+    views.push_back(inputs.back().view);
+  }
+  OpRun r;
+  r.out = op.fn(views);
+  auto seed_values = sample_values(r.out.shape(), -1.0, 1.0, 7);
+  Tensor seed = tensor(seed_values, r.out.shape()).to(dtype).to(device);
+  GradientStore grads = backward(r.out, seed);
+  for (auto& in : inputs) r.grads.push_back(grads.get(in.base));
+  return r;
+}
+
+// The device's forward and backward against the CPU's, in every layouting.
+void expect_matches_cpu(const OpCase& op, Device device, DType dtype, double tol) {
+  for (Layouting how : {Layouting::contiguous, Layouting::transposed, Layouting::sliced, Layouting::broadcast}) {
+    const std::string what = op.name + " (" + layouting_name(how) + ")";
+    OpRun cpu = run_op(op, how, Device::cpu(), dtype);
+    OpRun got = run_op(op, how, device, dtype);
+    ASSERT_EQ(got.out.device(), device) << what;
+    ASSERT_EQ(got.out.dtype(), cpu.out.dtype()) << what;
+    expect_matches(got.out, cpu.out, tol, what + " output");
+    for (std::size_t i = 0; i < cpu.grads.size(); ++i) {
+      ASSERT_EQ(cpu.grads[i].defined(), got.grads[i].defined()) << what;
+      if (!cpu.grads[i].defined()) continue;
+      EXPECT_EQ(got.grads[i].device(), device) << what;
+      EXPECT_EQ(got.grads[i].dtype(), dtype) << what;
+      expect_matches(got.grads[i], cpu.grads[i], tol, what + " gradient " + std::to_string(i));
+    }
+  }
+}
+
+class MatchesCpu : public ::testing::TestWithParam<std::tuple<Device, std::size_t>> {};
+
+TEST_P(MatchesCpu, ForwardAndBackwardInF32) {
+  const auto& [device, index] = GetParam();
+  const OpCase& op = op_table()[index];
+  expect_matches_cpu(op, device, DType::f32, std::max(op.tolerance, 1e-4) * 10);
+}
+
+// The kernels' double variants agree with the CPU to near the last bits.
+// Fused attention stays f32-only where the device lacks its f64 variant: in
+// f64 it refuses (the cases whose mask needs a gradient compose it instead).
+TEST_P(MatchesCpu, ForwardAndBackwardInF64) {
+  const auto& [device, index] = GetParam();
+  const OpCase& op = op_table()[index];
+  if (lacks_f64_attention(op, device)) {
+    try {
+      run_op(op, Layouting::contiguous, device, DType::f64);
+    } catch (const DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find(f64_attention_refusal(op, device)), std::string::npos) << e.what();
+      return;
+    }
+  }
+  expect_matches_cpu(op, device, DType::f64, 1e-10);
+}
+
+INSTANTIATE_TEST_SUITE_P(OpTable, MatchesCpu,
+                         ::testing::Combine(::testing::ValuesIn(devices_beside_the_cpu()),
+                                            ::testing::Range<std::size_t>(0, op_table().size())),
+                         table_row_name);
+// A build or machine with the CPU alone has no case here.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MatchesCpu);
 
 TEST(OpErrors, MatmulInnerDims) {
   expect_error<ShapeError>([] { matmul(zeros({64, 784}), zeros({512, 10})); },

@@ -1,11 +1,10 @@
-// What only a Vulkan device has: its agreement with the CPU over the whole op
-// table (forward, backward, f64, second derivatives) and over shared random
+// What only a Vulkan device has: its agreement with the CPU over shared random
 // streams and kernel codes; its transfers, stream, memory, capture pins,
 // index-fault records and errors; and its kernels' own variants (GEMM tiles,
 // split-K and the tuner, cooperative matrices, the attention kernels chosen
 // by device features, convolution and reduction tiles, f64 arithmetic in
 // shaders). How an op behaves on every device is tested in its area's file,
-// in a device suite (tests/devices.hpp).
+// in a device suite (tests/devices.hpp); the op table, in tests/test_ops.cpp.
 // Runs on any Vulkan device; CI uses Mesa's lavapipe. Skips without one.
 #include <gtest/gtest.h>
 
@@ -26,7 +25,6 @@
 #include "backend/vulkan/pipelines.hpp"  // the on-disk pipeline cache
 #include "devices.hpp"
 #include "expect_error.hpp"
-#include "gradcheck.hpp"
 #include "op_table.hpp"
 
 using namespace rumus;
@@ -53,176 +51,6 @@ void expect_close(const Tensor& got, const Tensor& want, double tol, const std::
         << what << " element " << i << ": vulkan " << g[i] << " vs cpu " << w[i];
   }
 }
-
-struct OpRun {
-  Tensor out;
-  std::vector<Tensor> grads;
-};
-
-// One op on one device: forward, then backward with a fixed seed gradient.
-OpRun run_op(const OpCase& op, Layouting how, Device device, DType dtype = DType::f32) {
-  std::vector<Input> inputs;
-  std::vector<Tensor> views;
-  for (std::size_t i = 0; i < op.shapes.size(); ++i) {
-    auto values = sample_values(op.shapes[i], op.low, op.high, 100 + i);
-    inputs.push_back(make_input(values, op.shapes[i], how, dtype, device));
-    views.push_back(inputs.back().view);
-  }
-  OpRun r;
-  r.out = op.fn(views);
-  auto seed_values = sample_values(r.out.shape(), -1.0, 1.0, 7);
-  Tensor seed = tensor(seed_values, r.out.shape()).to(dtype).to(device);
-  GradientStore grads = backward(r.out, seed);
-  for (auto& in : inputs) r.grads.push_back(grads.get(in.base));
-  return r;
-}
-
-class OpTable : public ::testing::TestWithParam<std::size_t> {};
-
-TEST_P(OpTable, MatchesCpuForwardAndBackward) {
-  REQUIRE_VULKAN();
-  const OpCase& op = op_table()[GetParam()];
-  const double tol = std::max(op.tolerance, 1e-4) * 10;
-  for (Layouting how : {Layouting::contiguous, Layouting::transposed, Layouting::sliced, Layouting::broadcast}) {
-    const std::string what = op.name + " (" + layouting_name(how) + ")";
-    OpRun cpu = run_op(op, how, Device::cpu());
-    OpRun gpu = run_op(op, how, kGpu);
-    ASSERT_EQ(gpu.out.device(), kGpu) << what;
-    expect_close(gpu.out, cpu.out, tol, what + " output");
-    for (std::size_t i = 0; i < cpu.grads.size(); ++i) {
-      ASSERT_EQ(cpu.grads[i].defined(), gpu.grads[i].defined()) << what;
-      if (!cpu.grads[i].defined()) continue;
-      EXPECT_EQ(gpu.grads[i].device(), kGpu) << what;
-      expect_close(gpu.grads[i], cpu.grads[i], tol, what + " gradient " + std::to_string(i));
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Vulkan, OpTable, ::testing::Range<std::size_t>(0, op_table().size()),
-                         [](const auto& info) { return op_table()[info.param].name; });
-
-// The same table in f64: the kernels' double variants agree with the CPU to
-// near the last bits, forward and backward, in every layouting.
-class OpTableF64 : public ::testing::TestWithParam<std::size_t> {};
-
-// The op an attention case of the table calls, as its errors name it.
-std::string attention_op(const OpCase& op) {
-  return op.name.rfind("sdpa_packed", 0) == 0 ? "packed_self_attention" : "scaled_dot_product_attention";
-}
-
-// Fused attention stays f32-only: in f64 it refuses with the op, the kernel and
-// the dtype named (the cases whose mask needs a gradient compose it instead).
-bool refused_f64_attention(const OpCase& op) {
-  if (op.name.rfind("sdpa", 0) != 0 || supports<AttentionForwardKernel>(backend(kGpu), DType::f64)) return false;
-  try {
-    run_op(op, Layouting::contiguous, kGpu, DType::f64);
-    return false;
-  } catch (const DeviceError& e) {
-    EXPECT_NE(std::string(e.what()).find(attention_op(op) +
-                                         ": device vulkan:0 has no attention_forward kernel for f64 tensors"),
-              std::string::npos)
-        << e.what();
-    return true;
-  }
-}
-
-TEST_P(OpTableF64, MatchesCpuInDouble) {
-  REQUIRE_VULKAN();
-  const OpCase& op = op_table()[GetParam()];
-  if (refused_f64_attention(op)) return;
-  for (Layouting how : {Layouting::contiguous, Layouting::transposed, Layouting::sliced, Layouting::broadcast}) {
-    const std::string what = op.name + " (" + layouting_name(how) + ")";
-    OpRun cpu = run_op(op, how, Device::cpu(), DType::f64);
-    OpRun gpu = run_op(op, how, kGpu, DType::f64);
-    ASSERT_EQ(gpu.out.device(), kGpu) << what;
-    ASSERT_EQ(gpu.out.dtype(), DType::f64) << what;
-    expect_close(gpu.out, cpu.out, 1e-10, what + " output");
-    for (std::size_t i = 0; i < cpu.grads.size(); ++i) {
-      ASSERT_EQ(cpu.grads[i].defined(), gpu.grads[i].defined()) << what;
-      if (!cpu.grads[i].defined()) continue;
-      EXPECT_EQ(gpu.grads[i].dtype(), DType::f64) << what;
-      expect_close(gpu.grads[i], cpu.grads[i], 1e-10, what + " gradient " + std::to_string(i));
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Vulkan, OpTableF64, ::testing::Range<std::size_t>(0, op_table().size()),
-                         [](const auto& info) { return op_table()[info.param].name; });
-
-// The table's f64 gradcheck with every kernel on the device: finite
-// differences of the Vulkan forward against the Vulkan backward.
-class GradCheckF64 : public ::testing::TestWithParam<std::tuple<std::size_t, Layouting>> {};
-
-TEST_P(GradCheckF64, MatchesFiniteDifferencesOnDevice) {
-  REQUIRE_VULKAN();
-  auto [index, how] = GetParam();
-  const OpCase& op = op_table()[index];
-  for (const auto& s : op.shapes)
-    if (s.empty() || (how == Layouting::transposed && s.size() < 2)) GTEST_SKIP() << "layout needs more dims";
-  if (op.name.rfind("sdpa", 0) == 0 && !supports<AttentionForwardKernel>(backend(kGpu), DType::f64)) {
-    // Finite differences run the forward without gradients: the fused kernel, refused in f64.
-    NoGradGuard no_grad;
-    std::vector<Tensor> views;
-    for (const auto& s : op.shapes)
-      views.push_back(tensor(sample_values(s, op.low, op.high, 1), s).to(DType::f64).to(kGpu));
-    expect_error<DeviceError>([&] { op.fn(views); },
-                              attention_op(op) + ": device vulkan:0 has no attention_forward kernel for f64 tensors");
-    return;
-  }
-  gradcheck(op, how, 1, kGpu);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Vulkan, GradCheckF64,
-    ::testing::Combine(::testing::Range<std::size_t>(0, op_table().size()),
-                       ::testing::Values(Layouting::contiguous, Layouting::transposed, Layouting::sliced,
-                                         Layouting::broadcast)),
-    [](const auto& info) {
-      return op_table()[std::get<0>(info.param)].name + "_" + layouting_name(std::get<1>(info.param));
-    });
-
-// Second derivatives on the device, for every op of the table (the fused ones
-// switch to a composed formula under create_graph): f64 finite differences of
-// the Vulkan gradient against the Vulkan double backward. Attention has no f64 kernels
-// here: its Hessian-vector product is compared with the CPU's in f32 (the
-// dropout rows check that the composed formula redraws the kernels' mask).
-std::vector<Tensor> hessian_vector_products(const OpCase& op, Device device, DType dtype) {
-  std::vector<Tensor> xs;
-  for (std::size_t i = 0; i < op.shapes.size(); ++i)
-    xs.push_back(tensor(sample_values(op.shapes[i], op.low, op.high, 1 + i), op.shapes[i]).to(dtype).to(device)
-                     .requires_grad_());
-  Tensor out = op.fn(xs);
-  Tensor v = tensor(sample_values(out.shape(), -1, 1, 101), out.shape()).to(dtype).to(device);
-  std::vector<Tensor> g = autograd::grad({sum(mul(out, v))}, xs, {.create_graph = true, .allow_unused = true});
-  Tensor s = zeros({}, {.dtype = dtype, .device = device});
-  for (std::size_t i = 0; i < g.size(); ++i)
-    if (g[i].defined())
-      s = add(s, sum(mul(g[i], tensor(sample_values(xs[i].shape(), -1, 1, 201 + i), xs[i].shape()).to(dtype).to(device))));
-  std::vector<Tensor> h = autograd::grad({s}, xs, {.allow_unused = true});
-  autograd::clear_tape();
-  return h;
-}
-
-class DoubleBackward : public ::testing::TestWithParam<std::size_t> {};
-
-TEST_P(DoubleBackward, MatchesOnDevice) {
-  REQUIRE_VULKAN();
-  const OpCase& op = op_table()[GetParam()];
-  if (op.name.rfind("sdpa", 0) == 0 && !supports<AttentionForwardKernel>(backend(kGpu), DType::f64)) {
-    const std::vector<Tensor> cpu = hessian_vector_products(op, Device::cpu(), DType::f32);
-    const std::vector<Tensor> gpu = hessian_vector_products(op, kGpu, DType::f32);
-    for (std::size_t i = 0; i < cpu.size(); ++i) {
-      ASSERT_EQ(cpu[i].defined(), gpu[i].defined()) << op.name << " input " << i;
-      if (cpu[i].defined()) expect_close(gpu[i], cpu[i], 1e-3, op.name + " second derivative " + std::to_string(i));
-    }
-    return;
-  }
-  std::string refusal;
-  if (!gradgradcheck(op, Layouting::contiguous, &refusal, 1, kGpu)) GTEST_SKIP() << refusal;
-}
-
-INSTANTIATE_TEST_SUITE_P(Vulkan, DoubleBackward, ::testing::Range<std::size_t>(0, op_table().size()),
-                         [](const auto& info) { return op_table()[info.param].name; });
 
 TEST(VulkanTransfers, RoundTripEveryDtype) {
   REQUIRE_VULKAN();
