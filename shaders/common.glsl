@@ -61,6 +61,12 @@ REAL exp_r(REAL x) { return exp(x); }
 REAL log_r(REAL x) { return log(x); }
 #endif
 
+// A float to i8 or i16 ([lo, hi] its range), saturating as sat_i32.
+int sat_small(REAL x, REAL lo, REAL hi) {
+  if (x != x) return 0;
+  return int(clamp(x, lo, hi));
+}
+
 // TENSOR(B) declares binding B as float/uint/u16/u8 arrays plus loadB/storeB,
 // which convert through REAL (the arithmetic type of every kernel).
 #define TENSOR(B)                                                                  \
@@ -75,7 +81,9 @@ REAL log_r(REAL x) { return log(x); }
     if (dt == DT_BF16) return REAL(uintBitsToFloat(uint(t##B##h.v[i]) << 16));     \
     if (dt == DT_I32) return REAL(int(t##B##u.v[i]));                              \
     if (dt == DT_I64) return REAL(packInt2x32(ivec2(t##B##u.v[2 * i], t##B##u.v[2 * i + 1]))); \
-    return REAL(uint(t##B##b.v[i]));                                               \
+    if (dt == DT_I16) return REAL(int(uint(t##B##h.v[i]) << 16) >> 16);  /* sign-extended */ \
+    if (dt == DT_I8) return REAL(int(uint(t##B##b.v[i]) << 24) >> 24);                         \
+    return REAL(uint(t##B##b.v[i]));  /* u8, bool */                               \
   }                                                                                \
   void store##B(uint dt, uint i, REAL x) {                                         \
     if (dt == DT_F32) { t##B##f.v[i] = float(x); return; }                         \
@@ -84,7 +92,9 @@ REAL log_r(REAL x) { return log(x); }
     if (dt == DT_BF16) { t##B##h.v[i] = float_to_bf16(float(x)); return; }        \
     if (dt == DT_I32) { t##B##u.v[i] = uint(sat_i32(x)); return; }                 \
     if (dt == DT_I64) { ivec2 w = unpackInt2x32(sat_i64(double(x))); t##B##u.v[2 * i] = uint(w.x); t##B##u.v[2 * i + 1] = uint(w.y); return; } \
-    t##B##b.v[i] = uint8_t(uint(sat_i32(x)));  /* u8 arithmetic wraps, as on the CPU */ \
+    if (dt == DT_BOOLEAN) { t##B##b.v[i] = uint8_t(x != REAL(0) ? 1u : 0u); return; }  /* NaN is true */ \
+    if (dt == DT_I16) { t##B##h.v[i] = uint16_t(uint(sat_i32(x)) & 0xffffu); return; } \
+    t##B##b.v[i] = uint8_t(uint(sat_i32(x)));  /* u8 and i8 arithmetic wraps, as on the CPU */ \
   }
 
 bool is_nan_f(REAL x) { return x != x; }

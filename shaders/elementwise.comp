@@ -202,7 +202,10 @@ void main() {
       }
     }
     if (KIND == POINTWISE_FILL) {
-      if (DT_OUT == DT_U8) t0b.v[o0] = uint8_t(sat_u8(pc.p0));  // a value, not arithmetic: saturates
+      // A value, not arithmetic: saturates.
+      if (DT_OUT == DT_U8) t0b.v[o0] = uint8_t(sat_u8(pc.p0));
+      else if (DT_OUT == DT_I8) t0b.v[o0] = uint8_t(uint(sat_small(pc.p0, -128.0, 127.0)));
+      else if (DT_OUT == DT_I16) t0h.v[o0] = uint16_t(uint(sat_small(pc.p0, -32768.0, 32767.0)) & 0xffffu);
       else store0(DT_OUT, o0, REAL(pc.p0));
     } else if (KIND == POINTWISE_FILL64) {  // p0, p1 hold the bits
       t0u.v[2 * o0] = floatBitsToUint(pc.p0);
@@ -228,8 +231,13 @@ void main() {
         } else {
           store0(DT_OUT, o0, x);
         }
-      } else if (DT_OUT == DT_U8 && (DT_A == DT_F32 || DT_A == DT_F64 || DT_A == DT_F16 || DT_A == DT_BF16)) {
-        t0b.v[o0] = uint8_t(sat_u8(load1(DT_A, o1)));  // float -> u8 saturates; integers wrap
+      } else if ((DT_OUT == DT_U8 || DT_OUT == DT_I8 || DT_OUT == DT_I16) &&
+                 (DT_A == DT_F32 || DT_A == DT_F64 || DT_A == DT_F16 || DT_A == DT_BF16)) {
+        // float -> small integers saturates; integers wrap
+        const REAL x = load1(DT_A, o1);
+        if (DT_OUT == DT_U8) t0b.v[o0] = uint8_t(sat_u8(x));
+        else if (DT_OUT == DT_I8) t0b.v[o0] = uint8_t(uint(sat_small(x, -128.0, 127.0)));
+        else t0h.v[o0] = uint16_t(uint(sat_small(x, -32768.0, 32767.0)) & 0xffffu);
       } else {
         store0(DT_OUT, o0, load1(DT_A, o1));
       }

@@ -439,7 +439,8 @@ TEST(Creation, InPlaceDrawsOfLargeTensors) {
 // full and fill_ write every dtype's value, an i64 one with all 64 bits.
 TEST_P(CreationOnEveryDevice, FillAndFullEveryDtype) {
   const Device dev = GetParam();
-  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8}) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8, DType::i8,
+                  DType::i16}) {
     Tensor got = full({3, 5}, 7, {.dtype = t, .device = dev});
     EXPECT_EQ(got.dtype(), t);
     EXPECT_EQ(got.to(DType::f64).to_vector<double>(), std::vector<double>(15, 7.0)) << dtype_name(t);

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <sstream>
 #include <limits>
 #include <random>
 #include <set>
@@ -852,9 +855,9 @@ TEST(ReductionMath, EdgeCasesAsPyTorch) {
   EXPECT_EQ(backward(prod(q)).get(q).to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
   EXPECT_EQ(prod(tensor(std::vector<std::int32_t>{3, -2, 5})).dtype(), DType::i64);
   EXPECT_EQ(prod(zeros({2, 0}), 1).to_vector<float>(), (std::vector<float>{1, 1}));
-  // any / all: u8, NaN counts as non-zero, empty any is 0 and empty all is 1.
+  // any / all: bool, NaN counts as non-zero, empty any is false and empty all is true.
   Tensor b = tensor(std::vector<double>{0, std::nan(""), 0, 0}, {2, 2});
-  EXPECT_EQ(any(b, 1).dtype(), DType::u8);
+  EXPECT_EQ(any(b, 1).dtype(), DType::boolean);
   EXPECT_EQ(any(b, 1).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{1, 0}));
   EXPECT_EQ(all(b, 0, true).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{0, 0}));
   EXPECT_EQ(all(ones({2, 2})).item(), 1.0);
@@ -1124,3 +1127,170 @@ TEST(InPlace, FormsNameTheirErrors) {
   }
   EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{std::sqrt(0.5f), std::sqrt(0.5f)}));
 }
+
+namespace {
+
+// bool, i8 and i16 against PyTorch (tests/torch_reference/data/dtypes.txt, a
+// line per case: name, dtype, values), on every device.
+RUMUS_DEVICE_SUITE(DTypesOnEveryDevice);
+
+using DTypeCase = std::function<Tensor(Device)>;
+
+std::map<std::string, DTypeCase> dtype_cases() {
+  auto on = [](std::vector<double> v, DType dt) {
+    return [v, dt](Device d) { return tensor(v, {std::int64_t(v.size())}).to(dt).to(d); };
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto u8 = on({0, 1, 200, 255}, DType::u8), i8 = on({-128, -1, 100, 127}, DType::i8),
+       i16 = on({-32768, -2, 300, 32767}, DType::i16), m = on({1, 0, 1, 0}, DType::boolean),
+       m2 = on({1, 1, 0, 0}, DType::boolean), f = on({0.0, -1.5, nan, 2.0}, DType::f32);
+  auto scalar = [](double v, DType dt, Device d) { return full({}, v, {.dtype = dt, .device = d}); };
+  return {
+      {"u8_add_i8", [=](Device d) { return u8(d) + i8(d); }},
+      {"i8_add_i8", [=](Device d) { return i8(d) + i8(d); }},
+      {"i16_mul_i16", [=](Device d) { return i16(d) * i16(d); }},
+      {"i8_neg", [=](Device d) { return -i8(d); }},
+      {"bool_add_i8", [=](Device d) { return m(d) + i8(d); }},
+      {"bool_add_int", [=](Device d) { return m(d) + 2; }},
+      {"bool_mul_float", [=](Device d) { return m(d) * 2.5; }},
+      {"bool_add_bool", [=](Device d) { return m(d) + m2(d); }},
+      {"bool_mul_bool", [=](Device d) { return m(d) * m2(d); }},
+      {"bool_div_bool", [=](Device d) { return m(d) / m2(d); }},
+      {"i16_add_f64_scalar", [=](Device d) { return i16(d) + scalar(0.5, DType::f64, d); }},
+      {"i8_add_i64_scalar", [=](Device d) { return i8(d) + scalar(1, DType::i64, d); }},
+      {"bool_add_i32_scalar", [=](Device d) { return m(d) + scalar(3, DType::i32, d); }},
+      {"eq_i8", [=](Device d) { return eq(i8(d), -1.0); }},
+      {"mask_eq_2", [=](Device d) { return eq(m(d), 2.0); }},
+      {"lt_f", [=](Device d) { return lt(f(d), 1.0); }},
+      {"logical_and_f_i16", [=](Device d) { return logical_and(f(d), i16(d)); }},
+      {"logical_or_bool_f", [=](Device d) { return logical_or(m(d), f(d)); }},
+      {"logical_xor", [=](Device d) { return logical_xor(m(d), m2(d)); }},
+      {"logical_not_f", [=](Device d) { return logical_not(f(d)); }},
+      {"and_op", [=](Device d) { return m(d) & m2(d); }},
+      {"or_op", [=](Device d) { return m(d) | m2(d); }},
+      {"xor_op", [=](Device d) { return m(d) ^ m2(d); }},
+      {"not_op", [=](Device d) { return ~m(d); }},
+      {"sum_bool", [=](Device d) { return sum(m(d)); }},
+      {"sum_i8", [=](Device d) { return sum(i8(d)); }},
+      {"any_u8", [=](Device d) { return any(u8(d)); }},
+      {"all_f", [=](Device d) { return all(f(d)); }},
+      {"any_bool_dim", [=](Device d) { return any(stack({m(d), m2(d)}), 0); }},
+      {"cumsum_bool", [=](Device d) { return cumsum(m(d), 0); }},
+      {"where_bool", [=](Device d) { return where(m(d), i8(d), i16(d)); }},
+      {"masked_fill_bool", [=](Device d) { return masked_fill(i16(d), m(d), 7); }},
+      {"masked_select_bool", [=](Device d) { return masked_select(i8(d), m(d)); }},
+      {"cast_f_bool", [=](Device d) { return f(d).to(DType::boolean); }},
+      {"cast_i16_i8", [=](Device d) { return i16(d).to(DType::i8); }},
+      {"cast_bool_i16", [=](Device d) { return m(d).to(DType::i16); }},
+      {"cast_i8_f32", [=](Device d) { return i8(d).to(DType::f32); }},
+      {"maximum_i8", [=](Device d) { return maximum(i8(d), -i8(d)); }},
+      {"isnan_i16", [=](Device d) { return isnan(i16(d)); }},
+  };
+}
+
+TEST_P(DTypesOnEveryDevice, PromoteWrapAndMaskAsPyTorch) {
+  const Device dev = GetParam();
+  const auto cases = dtype_cases();
+  std::ifstream in(std::string(RUMUS_TORCH_REFERENCE_DIR) + "/dtypes.txt");
+  ASSERT_TRUE(in) << "missing dtypes.txt";
+  std::string line;
+  std::size_t checked = 0;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string name, dtype;
+    fields >> name >> dtype;
+    std::vector<double> want;
+    for (std::string v; fields >> v;) want.push_back(std::strtod(v.c_str(), nullptr));
+    const auto c = cases.find(name);
+    ASSERT_NE(c, cases.end()) << "no rumus form of the case " << name;
+    const Tensor got = c->second(dev);
+    EXPECT_EQ(dtype_name(got.dtype()), dtype) << name;
+    EXPECT_EQ(got.device(), dev) << name;
+    ASSERT_EQ(got.numel(), std::int64_t(want.size())) << name;
+    const std::vector<double> g = got.to_vector<double>();
+    for (std::size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(g[i] == want[i] || (std::isnan(g[i]) && std::isnan(want[i])))
+          << name << " element " << i << ": " << g[i] << " on " << dev.str() << ", PyTorch " << want[i];
+    ++checked;
+  }
+  EXPECT_EQ(checked, cases.size()) << "cases without a PyTorch line";
+}
+
+// Conversions into the narrow integers saturate (NaN gives 0) where a value
+// does not fit, as every float-to-integer conversion of rumus does; between
+// integers they wrap, as in PyTorch. Into bool, nonzero (NaN too) is true.
+TEST_P(DTypesOnEveryDevice, ConversionsSaturateFromFloatsAndWrapBetweenIntegers) {
+  const Device dev = GetParam();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> wide = {1e9, -1e9, nan, 127.9, -128.9, 300, -40000, 0.5};
+  for (DType from : {DType::f32, DType::f64}) {
+    const Tensor x = tensor(wide, {8}).to(from).to(dev);
+    EXPECT_EQ(x.to(DType::i8).to_vector<std::int8_t>(),
+              (std::vector<std::int8_t>{127, -128, 0, 127, -128, 127, -128, 0}))
+        << dtype_name(from);
+    EXPECT_EQ(x.to(DType::i16).to_vector<std::int16_t>(),
+              (std::vector<std::int16_t>{32767, -32768, 0, 127, -128, 300, -32768, 0}))
+        << dtype_name(from);
+    EXPECT_EQ(x.to(DType::boolean).to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{1, 1, 1, 1, 1, 1, 1, 1}));
+  }
+  const Tensor ints = tensor(std::vector<std::int32_t>{200, 40000, -129, 65535}).to(dev);
+  EXPECT_EQ(ints.to(DType::i8).to_vector<std::int8_t>(), (std::vector<std::int8_t>{-56, 64, 127, -1}));
+  EXPECT_EQ(ints.to(DType::i16).to_vector<std::int16_t>(), (std::vector<std::int16_t>{200, -25536, -129, -1}));
+  // A filled value is a value, not arithmetic: it saturates.
+  EXPECT_EQ(full({2}, 300, {.dtype = DType::i8, .device = dev}).to_vector<std::int8_t>(),
+            (std::vector<std::int8_t>{127, 127}));
+  EXPECT_EQ(full({1}, -1e6, {.dtype = DType::i16, .device = dev}).item(), -32768);
+  EXPECT_EQ(full({1}, 0.25, {.dtype = DType::boolean, .device = dev}).item(), 1);
+  // Views and copies keep the dtypes: a transposed narrow integer copies exactly.
+  const Tensor t = tensor(std::vector<double>{-3, 7, -128, 127, 0, 5}, {2, 3}).to(DType::i8).to(dev);
+  EXPECT_EQ(t.transpose(0, 1).contiguous().to_vector<std::int8_t>(), (std::vector<std::int8_t>{-3, 127, 7, 0, -128, 5}));
+}
+
+TEST_P(DTypesOnEveryDevice, MasksOfBoolAndU8SelectAlike) {
+  const Device dev = GetParam();
+  const Tensor x = tensor(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}).to(dev);
+  const Tensor b = gt(x, 2.5), u = b.to(DType::u8);
+  ASSERT_EQ(b.dtype(), DType::boolean);
+  for (const Tensor& mask : {b, u}) {
+    const std::string what = std::string(dtype_name(mask.dtype())) + " mask";
+    expect_matches(where(mask, x, -x), tensor(std::vector<double>{-1, -2, 3, 4, 5, 6}, {2, 3}), 0, what);
+    expect_matches(masked_fill(x, mask, 0), tensor(std::vector<double>{1, 2, 0, 0, 0, 0}, {2, 3}), 0, what);
+    expect_matches(masked_select(x, mask), tensor(std::vector<double>{3, 4, 5, 6}), 0, what);
+    expect_matches(x.index({mask}), tensor(std::vector<double>{3, 4, 5, 6}), 0, what);
+  }
+  EXPECT_EQ(sum(b).item(), 4);
+  EXPECT_EQ(sum(b).dtype(), DType::i64);
+}
+
+TEST_P(DTypesOnEveryDevice, BoolArithmeticRefusesWhatPyTorchRefuses) {
+  const Device dev = GetParam();
+  const Tensor m = gt(tensor(std::vector<double>{1, -1}).to(dev), 0.0);
+  const Tensor i = tensor(std::vector<std::int32_t>{1, 2}).to(dev);
+  expect_error<DTypeError>([&] { sub(m, m); }, "sub: subtraction with a bool tensor is not supported");
+  expect_error<DTypeError>([&] { sub(i, m); }, "sub: subtraction with a bool tensor is not supported");
+  expect_error<DTypeError>([&] { sub(m, 1); }, "sub: subtraction with a bool tensor is not supported");
+  expect_error<DTypeError>([&] { sub(1, m); }, "sub: subtraction with a bool tensor is not supported");
+  expect_error<DTypeError>([&] { neg(m); }, "neg: negation of a bool tensor is not supported");
+  expect_error<DTypeError>([&] { i & i; }, "bitwise_and: expected bool tensors (bitwise operations on integers "
+                                           "are not implemented), got i32 and i32");
+  expect_error<DTypeError>([&] { ~i; }, "bitwise_not: expected bool tensors");
+  expect_error<DTypeError>([&] { where(i, i, i); },
+                           "where: expected a bool condition (as comparisons return; u8 is read as bool too), got i32");
+  expect_error<DTypeError>([&] { masked_fill(i.to(DType::f32), i.to(DType::i16), 0); },
+                           "masked_fill: expected a bool mask");
+}
+
+TEST(DTypes, NamesItemsAndPrinting) {
+  EXPECT_EQ(dtype_name(DType::boolean), "bool");
+  EXPECT_EQ(dtype_size(DType::boolean), 1u);
+  EXPECT_EQ(dtype_size(DType::i8), 1u);
+  EXPECT_EQ(dtype_size(DType::i16), 2u);
+  const Tensor m = gt(tensor({1.0, -1.0}), 0.0);
+  EXPECT_EQ(to_string(m), "tensor([True, False], shape=[2], dtype=bool, device=cpu)");
+  EXPECT_EQ(m.slice(0, 0, 1).item(), 1.0);
+  EXPECT_EQ(full({}, -7, {.dtype = DType::i8}).item(), -7.0);
+  EXPECT_EQ(full({}, -300, {.dtype = DType::i16}).item(), -300.0);
+  EXPECT_EQ(to_string(full({2}, -3, {.dtype = DType::i16})), "tensor([-3, -3], shape=[2], dtype=i16, device=cpu)");
+}
+
+}  // namespace

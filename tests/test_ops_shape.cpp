@@ -197,7 +197,8 @@ TEST_P(SortOnEveryDevice, LongRowsOfEveryDTypeSortStably) {
     x = p < special.size() ? special[p] : double(small(rng));
   }
   const Device dev = GetParam();
-  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8})
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8, DType::i8,
+                   DType::i16, DType::boolean})
     for (bool descending : {false, true}) {
       if (!is_floating(dt) && !dev.is_cpu()) continue;  // the integer case above covers GPUs
       // Integers take the small values only (u8 their absolute values).

@@ -55,7 +55,8 @@ void expect_close(const Tensor& got, const Tensor& want, double tol, const std::
 TEST(VulkanTransfers, RoundTripEveryDtype) {
   REQUIRE_VULKAN();
   std::vector<double> v = {0, 1, -2, 3.5, 100, -7.25, 42, 0.5};
-  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8}) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8, DType::i8,
+                  DType::i16, DType::boolean}) {
     std::vector<double> vals = v;
     if (t == DType::u8)
       for (auto& x : vals) x = std::abs(std::trunc(x));
@@ -71,7 +72,8 @@ TEST(VulkanTransfers, RoundTripEveryDtype) {
 TEST(VulkanTransfers, CastsMatchCpu) {
   REQUIRE_VULKAN();
   Tensor x = tensor({-3.75, -1.5, 0.0, 0.25, 2.5, 1000.125, 65504.0, 1e-3});
-  const DType all[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64};
+  const DType all[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32,
+                       DType::i64, DType::i16, DType::i8,  DType::boolean};
   for (DType from : all) {
     Tensor src = x.to(from);
     for (DType to : all) {
@@ -88,13 +90,13 @@ TEST(VulkanTransfers, OutOfRangeFloatToIntCastsSaturateLikeCpu) {
   Tensor x = tensor({1e20, -1e20, INFINITY, -INFINITY, NAN, -3.75, 300.5, 2.5});
   for (DType from : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     Tensor src = x.to(from);
-    for (DType to : {DType::i32, DType::i64, DType::u8}) {
+    for (DType to : {DType::i32, DType::i64, DType::u8, DType::i16, DType::i8, DType::boolean}) {
       Tensor want = src.to(to);
       Tensor got = src.to(kGpu).to(to);
       expect_close(got, want, 0, "cast " + std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
     }
   }
-  for (DType to : {DType::i32, DType::i64, DType::u8})
+  for (DType to : {DType::i32, DType::i64, DType::u8, DType::i16, DType::i8, DType::boolean})
     for (double v : {1e20, -1e20, double(NAN)})
       expect_close(full({3}, v, {.dtype = to, .device = kGpu}), full({3}, v, {.dtype = to}), 0,
                    "full " + std::string(dtype_name(to)));
@@ -494,7 +496,8 @@ TEST(VulkanDevice, ListNamesEveryDevice) {
 TEST(VulkanDevice, OpsNameWhatTheDeviceLacks) {
   REQUIRE_VULKAN();
   Backend& be = backend(kGpu);
-  const DType dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8};
+  const DType dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32,
+                          DType::i64, DType::u8,  DType::i8,  DType::i16,  DType::boolean};
   std::string lacks;
   for (const RegisteredKernel& k : registered_kernels())
     for (DType dt : dtypes)
@@ -555,9 +558,9 @@ void check_every_code(DType dt, double tol, double scalar) {
   }
   for (int code = 0; code < kBinaryOpCount; ++code) {
     const BinaryOp op = BinaryOp(code);
-    // Comparisons write u8 masks, as the ops ask them to.
+    // Comparisons write bool tensors, as the ops ask them to.
     const bool compare = op >= BinaryOp::eq && op <= BinaryOp::ge;
-    Tensor out_like = compare ? a.to(DType::u8) : a;
+    Tensor out_like = compare ? a.to(DType::boolean) : a;
     Tensor want = on_each(Device::cpu(), out_like), ga = a.to(kGpu), gb = b.to(kGpu), got = on_each(kGpu, out_like);
     run_kernel<BinaryKernel>(backend(Device::cpu()), op, full_arg(want), full_arg(a), full_arg(b), scalar - 1, scalar);
     run_kernel<BinaryKernel>(backend(kGpu), op, full_arg(got), full_arg(ga), full_arg(gb), scalar - 1, scalar);

@@ -48,8 +48,8 @@ class DTypeSet {
 };
 
 inline constexpr DTypeSet kFloatDTypes{DType::f32, DType::f64, DType::f16, DType::bf16};
-inline constexpr DTypeSet kAllDTypes{DType::f32, DType::f64, DType::f16, DType::bf16,
-                                     DType::i32, DType::i64, DType::u8};
+inline constexpr DTypeSet kAllDTypes{DType::f32,     DType::f64, DType::f16, DType::bf16, DType::i32,
+                                     DType::i64,     DType::u8,  DType::i8,  DType::i16,  DType::boolean};
 
 // One kernel's registration on one device kind. `available`, when set, is a
 // further condition the device decides at run time (a feature it may lack).

@@ -56,6 +56,9 @@ double decode(DType dt, const void* p) {
     case DType::i32: return *static_cast<const std::int32_t*>(p);
     case DType::i64: return static_cast<double>(*static_cast<const std::int64_t*>(p));
     case DType::u8: return *static_cast<const std::uint8_t*>(p);
+    case DType::boolean: return *static_cast<const std::uint8_t*>(p) != 0;
+    case DType::i8: return *static_cast<const std::int8_t*>(p);
+    case DType::i16: return *static_cast<const std::int16_t*>(p);
   }
   return 0;
 }

@@ -28,7 +28,8 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 namespace {
 const std::pair<DType, const char*> kDTypes[] = {{DType::f32, "F32"}, {DType::f64, "F64"}, {DType::f16, "F16"},
                                                   {DType::bf16, "BF16"}, {DType::i32, "I32"}, {DType::i64, "I64"},
-                                                  {DType::u8, "U8"}};
+                                                  {DType::u8, "U8"}, {DType::boolean, "BOOL"},
+                                                  {DType::i8, "I8"}, {DType::i16, "I16"}};
 
 const char* dtype_code(DType t) {
   for (auto& [d, c] : kDTypes)
@@ -227,7 +228,7 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
     for (auto& [d, c] : kDTypes)
       if (dt.string() == c) dtype = d, known = true;
     if (!known)
-      bad(path, fmt::format("tensor '{}': unsupported dtype '{}' (expected F32, F64, F16, BF16, I32, I64 or U8)", name,
+      bad(path, fmt::format("tensor '{}': unsupported dtype '{}' (expected F32, F64, F16, BF16, I32, I64, U8, I8, I16 or BOOL)", name,
                             dt.string()));
     const json::Value& sh = field("shape");
     if (!sh.is_array()) bad(path, fmt::format("tensor '{}': shape is not an array", name));
@@ -250,6 +251,11 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
     if (std::uint64_t(e - b) != numel * dtype_size(dtype))
       bad(path, fmt::format("tensor '{}': {} bytes for {} {} (expected {})", name, e - b, dt.string(),
                             shape_str(shape), numel * dtype_size(dtype)));
+    if (dtype == DType::boolean)  // a bool byte other than 0 or 1 has no value in C++
+      for (std::int64_t i = b; i < e; ++i)
+        if (static_cast<unsigned char>(data[std::size_t(i)]) > 1)
+          bad(path, fmt::format("tensor '{}': BOOL element {} holds the byte {} (expected 0 or 1)", name, i - b,
+                                int(static_cast<unsigned char>(data[std::size_t(i)]))));
     regions.emplace_back(std::uint64_t(b), std::uint64_t(e));
     out.emplace(name, from_blob(data.data() + b, shape, dtype));
   }

@@ -21,6 +21,9 @@ std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, 
 // inf - inf (a row with every key masked then averages instead of giving zeros).
 constexpr double kMaskedScore = -1e30;
 
+// A boolean mask (True where attention is not allowed, as nn.MultiheadAttention
+// reads it); u8 is read as bool, as before bool existed.
+bool is_mask(const Tensor& t) { return t.dtype() == DType::boolean || t.dtype() == DType::u8; }
 Tensor additive(const Tensor& keep, DType dtype) { return (keep.to(dtype) - 1.0) * -kMaskedScore; }
 
 }  // namespace
@@ -60,20 +63,20 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
                                      s, shape_str(m.shape())));
       m = m.reshape({n, h, l, s});
     }
-    mask = m.dtype() == DType::u8 ? eq(m, 0.0) : m;
+    mask = is_mask(m) ? eq(m, 0.0) : m;
   }
   if (key_padding_mask.defined()) {
     if (key_padding_mask.shape() != Shape{n, s})
       throw ShapeError(fmt::format("MultiheadAttention: expected key_padding_mask of shape [{}, {}], got {}", n, s,
                                    shape_str(key_padding_mask.shape())));
     Tensor kp = key_padding_mask.reshape({n, 1, 1, s});
-    kp = kp.dtype() == DType::u8 ? eq(kp, 0.0) : kp;
+    kp = is_mask(kp) ? eq(kp, 0.0) : kp;
     if (!mask.defined()) {
       mask = kp;
-    } else if (mask.dtype() == DType::u8 && kp.dtype() == DType::u8) {
+    } else if (mask.dtype() == DType::boolean && kp.dtype() == DType::boolean) {
       mask = gt(mask.to(query.dtype()) * kp.to(query.dtype()), 0.5);
     } else {
-      auto as_additive = [&](const Tensor& t) { return t.dtype() == DType::u8 ? additive(t, query.dtype()) : t; };
+      auto as_additive = [&](const Tensor& t) { return t.dtype() == DType::boolean ? additive(t, query.dtype()) : t; };
       mask = as_additive(mask) + as_additive(kp);
     }
   }
@@ -83,7 +86,7 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
     for (std::int64_t i = 0; i < l; ++i)
       for (std::int64_t j = 0; j < s; ++j) tril[std::size_t(i * s + j)] = j <= i;
     Tensor causal = tensor(tril, {l, s}).to(query.device());
-    mask = mask.dtype() == DType::u8 ? gt(mask.to(query.dtype()) * causal.to(query.dtype()), 0.5)
+    mask = mask.dtype() == DType::boolean ? gt(mask.to(query.dtype()) * causal.to(query.dtype()), 0.5)
                                      : mask + additive(causal, query.dtype());
   }
   const double p = is_training() ? dropout : 0.0;

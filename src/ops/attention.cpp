@@ -62,8 +62,8 @@ void check_operands(const Tensor& q, const Tensor& k, const Tensor& v) {
 // The mask as the kernel reads it: a [B, H, Lq, Lk] view with stride 0 on broadcast dims.
 Layout mask_layout(const char* op, const Tensor& mask, const Tensor& q, const Shape& full) {
   detail::check_same_device(op, q, mask);
-  if (mask.dtype() != DType::u8 && !is_floating(mask.dtype()))
-    throw DTypeError(fmt::format("{}: expected a u8 (boolean) or floating attn_mask, got {}", op,
+  if (mask.dtype() != DType::boolean && mask.dtype() != DType::u8 && !is_floating(mask.dtype()))
+    throw DTypeError(fmt::format("{}: expected a bool (or u8) or floating attn_mask, got {}", op,
                                  dtype_name(mask.dtype())));
   bool ok = mask.dim() <= std::int64_t(full.size());
   for (std::int64_t i = 1; ok && i <= mask.dim(); ++i) {

@@ -69,5 +69,7 @@ template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
 template std::vector<std::int32_t> Tensor::to_vector<std::int32_t>() const;
 template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
 template std::vector<std::uint8_t> Tensor::to_vector<std::uint8_t>() const;
+template std::vector<std::int8_t> Tensor::to_vector<std::int8_t>() const;
+template std::vector<std::int16_t> Tensor::to_vector<std::int16_t>() const;
 
 }  // namespace rumus

@@ -78,7 +78,18 @@ Tensor add(const Tensor& a0, const Tensor& b0, double alpha) {
   return out;
 }
 
+// As in PyTorch, no subtraction with a bool operand (it is no mask operation).
+void check_not_bool_sub(const Tensor& t) {
+  if (t.dtype() == DType::boolean)
+    throw DTypeError("sub: subtraction with a bool tensor is not supported (as in PyTorch); use logical_xor or ^, "
+                     "or logical_not or ~ to invert a mask");
+}
+
 Tensor sub(const Tensor& a0, const Tensor& b0) {
+  detail::check_defined("sub", a0);
+  detail::check_defined("sub", b0);
+  check_not_bool_sub(a0);
+  check_not_bool_sub(b0);
   auto [a, b] = promoted("sub", a0, b0);
   Tensor out = detail::binary_kernel(BinaryOp::sub, "sub", a, b, a.dtype());
   if (autograd::needs_grad({&a, &b})) {
@@ -182,10 +193,12 @@ Tensor pow(const Tensor& a0, const Tensor& b0) {
 // Scalar operands: one unary kernel, no broadcast bookkeeping.
 namespace {
 // An integer tensor and a number: integer arithmetic with an integer number,
-// the default float (f32) with a floating one, as PyTorch promotes.
+// the default float (f32) with a floating one, as PyTorch promotes. A bool
+// tensor and an integer number compute in the default integer (i64).
 bool integer_operands(const Tensor& a, const Scalar& b) { return !is_floating(a.dtype()) && b.is_integral(); }
 Tensor number_like(const Scalar& b, const Tensor& a) {
-  return full({}, b.to_double(), {.dtype = a.dtype(), .device = a.device()});
+  return full({}, b.to_double(),
+              {.dtype = a.dtype() == DType::boolean ? DType::i64 : a.dtype(), .device = a.device()});
 }
 }  // namespace
 
@@ -196,7 +209,11 @@ Tensor add(const Tensor& a, Scalar b) {
   return unary_float("add", UnaryOp::add_scalar, a, b.to_double(), 0, Saves::nothing,
                      [](const Tensor& g, const Tensor&, const Tensor&) { return g; });
 }
-Tensor sub(const Tensor& a, Scalar b) { return add(a, -b); }
+Tensor sub(const Tensor& a, Scalar b) {
+  detail::check_defined("sub", a);
+  check_not_bool_sub(a);
+  return add(a, -b);
+}
 Tensor mul(const Tensor& a, Scalar b) {
   detail::check_defined("mul", a);
   if (integer_operands(a, b)) return mul(a, number_like(b, a));
@@ -262,6 +279,8 @@ Tensor pow(const Tensor& x, double e) {
 Tensor neg(const Tensor& x) {
   // Integers wrap as in PyTorch (u8 [1, 0, 200] -> [255, 0, 56]): 0 - x in the
   // tensor's own dtype. Not x * -1, whose -1 would saturate to 0 in u8.
+  if (x.dtype() == DType::boolean)
+    throw DTypeError("neg: negation of a bool tensor is not supported (as in PyTorch); use logical_not or ~");
   if (!is_floating(x.dtype())) return sub(0, x);
   return unary_float("neg", UnaryOp::neg, x, 0, 0, Saves::nothing,
                      [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
@@ -283,6 +302,10 @@ Tensor square(const Tensor& x) {
                      [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, mul(x, 2.0)); });
 }
 Tensor abs(const Tensor& x) {
+  detail::check_defined("abs", x);
+  if (x.dtype() == DType::boolean) throw DTypeError("abs: not supported for bool tensors (as in PyTorch)");
+  // Integers: exact, in their own dtype; the minimum wraps to itself (i8 -128), as in PyTorch.
+  if (!is_floating(x.dtype())) return where(lt(x, 0.0), neg(x), x);
   return unary_float("abs", UnaryOp::abs, x, 0, 0, Saves::input, [](const Tensor& g, const Tensor& x, const Tensor&) {
     // Under create_graph: g * sign(x), whose sign is constant almost everywhere.
     if (grad_enabled()) return mul(g, detail::unary_kernel(UnaryOp::sign, x));
@@ -291,6 +314,18 @@ Tensor abs(const Tensor& x) {
 }
 Tensor clamp(const Tensor& x, double lo, double hi) {
   if (lo > hi) throw Error(fmt::format("clamp: expected min <= max, got min {} and max {}", lo, hi));
+  detail::check_defined("clamp", x);
+  if (x.dtype() == DType::boolean) throw DTypeError("clamp: not supported for bool tensors (as in PyTorch)");
+  if (!is_floating(x.dtype())) {
+    // Integer bounds keep an integer tensor's dtype (a bound past its range
+    // saturates to the range); a fractional one clamps in the default float.
+    auto integral_or_absent = [](double v) { return std::isinf(v) || v == std::trunc(v); };
+    if (!integral_or_absent(lo) || !integral_or_absent(hi)) return clamp(x.to(DType::f32), lo, hi);
+    Tensor y = x;
+    if (std::isfinite(lo)) y = maximum(y, full({}, lo, {.dtype = x.dtype(), .device = x.device()}));
+    if (std::isfinite(hi)) y = minimum(y, full({}, hi, {.dtype = x.dtype(), .device = x.device()}));
+    return y.storage_ptr() == x.storage_ptr() ? x.clone() : y;
+  }
   return unary_float("clamp", UnaryOp::clamp, x, lo, hi, Saves::input,
                      [lo, hi](const Tensor& g, const Tensor& x, const Tensor&) {
                        if (grad_enabled()) {  // under create_graph: g times the (constant) mask of the range
@@ -304,6 +339,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 // A number on the left: number - x and number / x, as torch::rsub and torch::div(Scalar, Tensor).
 Tensor sub(Scalar a, const Tensor& b) {
   detail::check_defined("sub", b);
+  check_not_bool_sub(b);
   if (integer_operands(b, a)) return sub(number_like(a, b), b);
   if (!is_floating(b.dtype())) return sub(a, b.to(DType::f32));
   return add(neg(b), a);

@@ -302,9 +302,7 @@ Tensor masked_select(const Tensor& input, const Tensor& mask) {
   detail::check_defined(op, input);
   detail::check_defined(op, mask);
   detail::check_same_device(op, input, mask);
-  if (mask.dtype() != DType::u8)
-    throw DTypeError(fmt::format("masked_select: expected a u8 mask (as comparisons return), got {}",
-                                 dtype_name(mask.dtype())));
+  detail::check_mask(op, "mask", mask);
   const Shape shape = broadcast_shapes(input.shape(), mask.shape(), op);
   const std::vector<std::uint8_t> set = mask.expand(shape).contiguous().to_vector<std::uint8_t>();
   std::vector<std::int64_t> places;

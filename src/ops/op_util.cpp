@@ -106,36 +106,50 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
                                   b.device().str()));
 }
 
+void check_mask(const char* op, const char* what, const Tensor& t) {
+  check_defined(op, t);
+  if (t.dtype() != DType::boolean && t.dtype() != DType::u8)
+    throw DTypeError(fmt::format("{}: expected a bool {} (as comparisons return; u8 is read as bool too), got {}", op,
+                                 what, dtype_name(t.dtype())));
+}
+
 void check_floating(const char* op, const Tensor& t) {
   check_defined(op, t);
   if (!is_floating(t.dtype()))
     throw DTypeError(fmt::format("{}: expected a floating-point tensor, got {}", op, dtype_name(t.dtype())));
 }
 
+// PyTorch's promotion lattice: bool < the integers < the floats; u8 and i8
+// meet at i16, f16 and bf16 at f32.
 DType promote(DType a, DType b) {
   if (a == b) return a;
   auto rank = [](DType t) {
     switch (t) {
-      case DType::u8: return 0;
-      case DType::i32: return 1;
-      case DType::i64: return 2;
-      case DType::f16: return 3;
-      case DType::bf16: return 3;
-      case DType::f32: return 4;
-      case DType::f64: return 5;
+      case DType::boolean: return 0;
+      case DType::u8: case DType::i8: return 1;
+      case DType::i16: return 2;
+      case DType::i32: return 3;
+      case DType::i64: return 4;
+      case DType::f16: case DType::bf16: return 5;
+      case DType::f32: return 6;
+      case DType::f64: return 7;
     }
     return 0;
   };
   if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16)) return DType::f32;
+  if ((a == DType::u8 && b == DType::i8) || (a == DType::i8 && b == DType::u8)) return DType::i16;
   return rank(a) >= rank(b) ? a : b;
 }
 
+// A zero-dim operand sets the result's dtype only where its category (bool,
+// integer, floating) is above the other operand's.
 DType result_type(const Tensor& a, const Tensor& b) {
   const bool a0 = a.dim() == 0, b0 = b.dim() == 0;
   if (a0 == b0) return promote(a.dtype(), b.dtype());
   const Tensor& shaped = a0 ? b : a;
   const Tensor& scalar = a0 ? a : b;
-  if (is_floating(scalar.dtype()) && !is_floating(shaped.dtype())) return scalar.dtype();
+  auto category = [](DType t) { return is_floating(t) ? 2 : t == DType::boolean ? 0 : 1; };
+  if (category(scalar.dtype()) > category(shaped.dtype())) return scalar.dtype();
   return shaped.dtype();
 }
 

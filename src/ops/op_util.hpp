@@ -62,6 +62,8 @@ Layout broadcast_layout(const Tensor& t, const Shape& shape);
 
 void check_defined(const char* op, const Tensor& t);
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+// A mask or condition: bool, or u8 read as bool (nonzero is true).
+void check_mask(const char* op, const char* what, const Tensor& t);
 void check_floating(const char* op, const Tensor& t);
 // Result dtype of a binary op, as in PyTorch: floating beats integer, wider beats narrower.
 DType promote(DType a, DType b);

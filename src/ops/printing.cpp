@@ -12,10 +12,17 @@
 namespace rumus {
 
 namespace {
+// One element as PyTorch prints it: floats with four decimals, bools as True and False.
+std::string element(double v, DType dtype) {
+  if (is_floating(dtype)) return fmt::format("{:.4f}", v);
+  if (dtype == DType::boolean) return v != 0 ? "True" : "False";
+  return fmt::format("{}", static_cast<long long>(v));
+}
+
 void print_rec(std::string& out, const std::vector<double>& v, const Shape& shape, std::size_t d,
-               std::int64_t base, bool is_float, int indent) {
+               std::int64_t base, DType dtype, int indent) {
   if (shape.empty()) {
-    out += is_float ? fmt::format("{:.4f}", v[0]) : fmt::format("{}", static_cast<long long>(v[0]));
+    out += element(v[0], dtype);
     return;
   }
   std::int64_t n = shape[d], stride = 1;
@@ -28,9 +35,9 @@ void print_rec(std::string& out, const std::vector<double>& v, const Shape& shap
       i = n - 3;
     }
     if (d + 1 == shape.size())
-      out += is_float ? fmt::format("{:.4f}", v[base + i]) : fmt::format("{}", static_cast<long long>(v[base + i]));
+      out += element(v[base + i], dtype);
     else
-      print_rec(out, v, shape, d + 1, base + i * stride, is_float, indent);
+      print_rec(out, v, shape, d + 1, base + i * stride, dtype, indent);
     if (i + 1 < n) out += d + 1 == shape.size() ? ", " : ",\n" + std::string(indent + d + 1, ' ');
   }
   out += ']';
@@ -41,7 +48,7 @@ std::string to_string(const Tensor& t) {
   if (!t.defined()) return "tensor(undefined)";
   std::vector<double> values = t.to_vector<double>();
   std::string body;
-  print_rec(body, values, t.shape(), 0, 0, is_floating(t.dtype()), 7);
+  print_rec(body, values, t.shape(), 0, 0, t.dtype(), 7);
   return fmt::format("tensor({}, shape={}, dtype={}, device={}{})", body, shape_str(t.shape()),
                      dtype_name(t.dtype()), t.device().str(), t.requires_grad() ? ", requires_grad" : "");
 }

@@ -158,11 +158,13 @@ Tensor prod(const Tensor& x) {
 }
 
 namespace {
-// any: some element is non-zero; all: none is zero. Counted in f32 on x's device.
+// any: some element is non-zero; all: none is zero. Counted in f32 on x's device;
+// bool results (u8 for u8 input, as PyTorch).
 Tensor count_test(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim, bool is_any) {
   Tensor hits = (is_any ? ne(x.detach(), 0.0) : eq(x.detach(), 0.0)).to(DType::f32);
   Tensor count = sum(hits, dims, keepdim);
-  return is_any ? gt(count, 0.0) : eq(count, 0.0);
+  Tensor result = is_any ? gt(count, 0.0) : eq(count, 0.0);
+  return x.dtype() == DType::u8 ? result.to(DType::u8) : result;  // PyTorch keeps u8 for u8
 }
 }  // namespace
 

@@ -23,12 +23,15 @@ TensorIndex::TensorIndex(const char* text) : kind_(Kind::ellipsis) {
 
 namespace {
 
+// A tensor index that is a mask (bool, or u8 as libtorch read it) rather than indices.
+bool is_mask(const Tensor& t) { return t.dtype() == DType::boolean || t.dtype() == DType::u8; }
+
 // The dims an index uses up in the indexed tensor.
 std::int64_t dims_consumed(const TensorIndex& i) {
   switch (i.kind()) {
     case TensorIndex::Kind::integer:
     case TensorIndex::Kind::slice: return 1;
-    case TensorIndex::Kind::tensor: return i.tensor().dtype() == DType::u8 ? i.tensor().dim() : 1;
+    case TensorIndex::Kind::tensor: return is_mask(i.tensor()) ? i.tensor().dim() : 1;
     default: return 0;
   }
 }
@@ -96,9 +99,9 @@ Resolved resolve(const char* op, const Tensor& self, const std::vector<TensorInd
       case TensorIndex::Kind::tensor: {
         const Tensor& t = i.tensor();
         if (!t.defined() || is_floating(t.dtype()))
-          throw DTypeError(fmt::format("{}: tensors used as indices must be integer or u8 (a mask), got {}", op,
+          throw DTypeError(fmt::format("{}: tensors used as indices must be integer, or bool or u8 (a mask), got {}", op,
                                        t.defined() ? std::string(dtype_name(t.dtype())) : "an undefined tensor"));
-        if (t.dtype() == DType::u8) {  // a mask over the next t.dim() dims: the positions of its set elements
+        if (is_mask(t)) {  // a mask over the next t.dim() dims: the positions of its set elements
           for (std::int64_t k = 0; k < t.dim(); ++k)
             if (t.size(k) != y.size(d + k))
               throw ShapeError(fmt::format("{}: the mask of shape {} does not match the indexed shape {} at dim {}", op,

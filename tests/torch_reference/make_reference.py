@@ -750,9 +750,71 @@ def index_copy_fill():
     gen = outer
 
 
+def dtypes():
+    """bool, i8 and i16: promotion, wrapping arithmetic, logical ops, masks.
+    Its own format (data/dtypes.txt), a line per case: "name dtype values...",
+    dtype as rumus names it; tests/test_ops.cpp evaluates the case of that name."""
+    t = torch.tensor
+    names = {torch.float32: "f32", torch.float64: "f64", torch.int8: "i8", torch.int16: "i16",
+             torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8", torch.bool: "bool"}
+    u8 = t([0, 1, 200, 255], dtype=torch.uint8)
+    i8 = t([-128, -1, 100, 127], dtype=torch.int8)
+    i16 = t([-32768, -2, 300, 32767], dtype=torch.int16)
+    m = t([True, False, True, False])
+    m2 = t([True, True, False, False])
+    f = t([0.0, -1.5, float("nan"), 2.0])
+    cases = {
+        "u8_add_i8": u8 + i8,
+        "i8_add_i8": i8 + i8,
+        "i16_mul_i16": i16 * i16,
+        "i8_neg": -i8,
+        "bool_add_i8": m + i8,
+        "bool_add_int": m + 2,
+        "bool_mul_float": m * 2.5,
+        "bool_add_bool": m + m2,
+        "bool_mul_bool": m * m2,
+        "bool_div_bool": m / m2,
+        "i16_add_f64_scalar": i16 + t(0.5, dtype=torch.float64),
+        "i8_add_i64_scalar": i8 + t(1),
+        "bool_add_i32_scalar": m + t(3, dtype=torch.int32),
+        "eq_i8": i8 == -1,
+        "mask_eq_2": m == 2,
+        "lt_f": f < 1,
+        "logical_and_f_i16": torch.logical_and(f, i16),
+        "logical_or_bool_f": torch.logical_or(m, f),
+        "logical_xor": torch.logical_xor(m, m2),
+        "logical_not_f": torch.logical_not(f),
+        "and_op": m & m2,
+        "or_op": m | m2,
+        "xor_op": m ^ m2,
+        "not_op": ~m,
+        "sum_bool": m.sum(),
+        "sum_i8": i8.sum(),
+        "any_u8": u8.any(),
+        "all_f": f.all(),
+        "any_bool_dim": torch.stack([m, m2]).any(0),
+        "cumsum_bool": m.cumsum(0),
+        "where_bool": torch.where(m, i8, i16),
+        "masked_fill_bool": i16.masked_fill(m, 7),
+        "masked_select_bool": i8[m],
+        "cast_f_bool": f.to(torch.bool),
+        "cast_i16_i8": i16.to(torch.int8),
+        "cast_bool_i16": m.to(torch.int16),
+        "cast_i8_f32": i8.float(),
+        "maximum_i8": torch.maximum(i8, -i8),
+        "isnan_i16": torch.isnan(i16),
+    }
+    with open(os.path.join(OUT, "dtypes.txt"), "w") as out:
+        for name, r in cases.items():
+            values = r.reshape(-1).tolist()
+            text = " ".join(repr(float(v)) if r.is_floating_point() else str(int(v)) for v in values)
+            out.write(f"{name} {names[r.dtype]} {text}\n")
+
+
 if __name__ == "__main__":
     main()
     pointwise_math_and_reductions()
     packed_sequences()
     second_order_fused()
     index_copy_fill()
+    dtypes()

@@ -11,8 +11,9 @@ RUMUS_API_BEGIN
 namespace rumus {
 
 // The dtype codes, in order. The Vulkan shaders get the same numbering
-// (DT_F32 = 0u, ...) generated from this list at build time.
-#define RUMUS_DTYPES(X) X(f32) X(f64) X(f16) X(bf16) X(i32) X(i64) X(u8)
+// (DT_F32 = 0u, ...) generated from this list at build time. `boolean` is
+// PyTorch's torch.bool (one byte, 0 or 1), named "bool".
+#define RUMUS_DTYPES(X) X(f32) X(f64) X(f16) X(bf16) X(i32) X(i64) X(u8) X(boolean) X(i8) X(i16)
 
 #define RUMUS_DTYPE_ENTRY(name) name,
 enum class DType : std::uint8_t { RUMUS_DTYPES(RUMUS_DTYPE_ENTRY) };
@@ -22,12 +23,13 @@ constexpr std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::f32: case DType::i32: return 4;
     case DType::f64: case DType::i64: return 8;
-    case DType::f16: case DType::bf16: return 2;
-    case DType::u8: return 1;
+    case DType::f16: case DType::bf16: case DType::i16: return 2;
+    case DType::u8: case DType::boolean: case DType::i8: return 1;
   }
   return 0;
 }
 constexpr std::string_view dtype_name(DType t) {
+  if (t == DType::boolean) return "bool";
   switch (t) {
 #define RUMUS_DTYPE_NAME(name) \
   case DType::name:            \
@@ -113,6 +115,9 @@ template <> constexpr DType dtype_of<BFloat16>() { return DType::bf16; }
 template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
+template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
+template <> constexpr DType dtype_of<std::int8_t>() { return DType::i8; }
+template <> constexpr DType dtype_of<std::int16_t>() { return DType::i16; }
 
 }  // namespace rumus
 

@@ -202,6 +202,10 @@ class Tensor {
   Tensor le(double other) const;
   Tensor gt(double other) const;
   Tensor ge(double other) const;
+  Tensor logical_and(const Tensor& other) const;
+  Tensor logical_or(const Tensor& other) const;
+  Tensor logical_xor(const Tensor& other) const;
+  Tensor logical_not() const;
   Tensor isnan() const;
   Tensor isinf() const;
   Tensor isfinite() const;

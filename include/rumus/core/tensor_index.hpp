@@ -4,7 +4,7 @@
 // is an integer (select), a Slice (start, stop, step; None for the default),
 // None (a new dim of size 1), Ellipsis (as many full dims as needed, also
 // written "..."), true/false (a new dim of size 1 or 0), or a tensor: integer
-// indices, or a u8 mask over as many dims as it has. Integers, slices, None
+// indices, or a bool (or u8) mask over as many dims as it has. Integers, slices, None
 // and Ellipsis give views; tensors gather as PyTorch's advanced indexing.
 #include <cstdint>
 #include <optional>

@@ -21,8 +21,8 @@ namespace rumus::nn {
 // torch.nn.MultiheadAttention with batch_first = true: inputs (N, L, E),
 // parameters in_proj_weight [3E, E], in_proj_bias [3E], out_proj.weight,
 // out_proj.bias. Masks follow PyTorch's MultiheadAttention (not SDPA's):
-// key_padding_mask (N, S) u8 nonzero = padding, ignored; attn_mask (L, S) or
-// (N * num_heads, L, S): u8 nonzero = not allowed, or floating, added to the
+// key_padding_mask (N, S) bool (or u8) true = padding, ignored; attn_mask (L, S) or
+// (N * num_heads, L, S): bool (or u8) true = not allowed, or floating, added to the
 // scores. Returns the attention output only (need_weights = false): the
 // weights are never materialised.
 class MultiheadAttention : public Module {

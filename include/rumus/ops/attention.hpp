@@ -19,7 +19,7 @@ namespace rumus {
 // `result.transpose(1, 2).reshape({B, Lq, H * Dv})` is a view. q, k and v
 // that are such transposed views (or views of one packed projection) are
 // read in place; other layouts are copied first.
-// attn_mask, broadcastable to (..., Lq, Lk): u8 (bool) where nonzero means
+// attn_mask, broadcastable to (..., Lq, Lk): bool (or u8) where nonzero means
 // "attend", as in PyTorch, or a floating tensor added to the scores. A
 // floating mask that requires grad gets its gradient, as in PyTorch's math
 // path: that call runs the unfused composition (matmul, softmax, dropout,

@@ -47,7 +47,7 @@ Tensor index_copy(const Tensor& self, std::int64_t dim, const Tensor& index, con
 // i32) names along dim set to value. Differentiable in self (off them).
 Tensor index_fill(const Tensor& self, std::int64_t dim, const Tensor& index, double value);
 
-// torch.masked_select: the elements of input where mask (u8; input and mask
+// torch.masked_select: the elements of input where mask (bool or u8; input and mask
 // broadcast together) is set, as a 1-D tensor in row-major order. The count
 // is read back to the host (as PyTorch on a GPU does).
 Tensor masked_select(const Tensor& input, const Tensor& mask);

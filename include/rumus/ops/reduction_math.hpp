@@ -35,7 +35,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& dims, bool ke
 // tree of pairwise products, so the gradient with zeros is exact (the product of the others).
 Tensor prod(const Tensor& x);
 Tensor prod(const Tensor& x, std::int64_t dim, bool keepdim = false);
-// Whether any / all elements are non-zero (NaN counts as non-zero): u8 (1 or 0). Empty: any 0, all 1.
+// Whether any / all elements are non-zero (NaN counts as non-zero): bool (u8 for a u8 input, as
+// PyTorch). Empty: any false, all true.
 Tensor any(const Tensor& x);
 Tensor any(const Tensor& x, std::int64_t dim, bool keepdim = false);
 Tensor all(const Tensor& x);

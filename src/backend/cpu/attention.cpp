@@ -65,7 +65,7 @@ struct RowRules {
 
   RowRules(const AttentionParams& params, TensorArg m) : p(params), mask(m) {
     has_mask = m.storage != nullptr;
-    bool_mask = has_mask && m.dtype == DType::u8;
+    bool_mask = has_mask && (m.dtype == DType::boolean || m.dtype == DType::u8);
     if (has_mask) ms = &m.layout->strides;
   }
   // Offset of the mask row (bh, i); stride of its key dim.

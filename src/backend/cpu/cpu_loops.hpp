@@ -82,9 +82,11 @@ void for_each_run(const StridedIter<N>& it, F&& f) {
   }
 }
 
-// Arithmetic type for a storage type: half types compute in float.
+// Arithmetic type for a storage type: half types compute in float, bool in
+// 0/1 bytes (a store makes any nonzero result true: add is or, mul is and).
 template <class T>
-using acc_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+using acc_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float,
+                                 std::conditional_t<std::is_same_v<T, bool>, std::uint8_t, T>>;
 
 template <class T>
 inline acc_t<T> load(const T& v) { return static_cast<acc_t<T>>(v); }
@@ -134,4 +136,7 @@ inline void require_contiguous(const char* op, TensorArg t) {
     RUMUS_CASE(i32, std::int32_t, __VA_ARGS__)        \
     RUMUS_CASE(i64, std::int64_t, __VA_ARGS__)        \
     RUMUS_CASE(u8, std::uint8_t, __VA_ARGS__)         \
+    RUMUS_CASE(boolean, bool, __VA_ARGS__)            \
+    RUMUS_CASE(i8, std::int8_t, __VA_ARGS__)          \
+    RUMUS_CASE(i16, std::int16_t, __VA_ARGS__)        \
   }

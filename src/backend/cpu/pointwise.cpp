@@ -301,7 +301,8 @@ void copy(Backend& be, TensorArg out, TensorArg in) {
 
 void where(Backend& be, TensorArg out, TensorArg cond, TensorArg a, TensorArg b) {
   auto it = make_iter<4>(out.layout->shape, {out.layout, cond.layout, a.layout, b.layout});
-  if (cond.dtype != DType::u8) throw DTypeError("where: cpu kernel needs a u8 condition");
+  if (cond.dtype != DType::boolean && cond.dtype != DType::u8)
+    throw DTypeError("where: cpu kernel needs a bool or u8 condition");
   const std::uint8_t* c = data_of<std::uint8_t>(cond);
   RUMUS_DISPATCH_ALL(out.dtype, "where", [&] {
     scalar_t* o = data_of<scalar_t>(out);

@@ -53,6 +53,8 @@ inline std::uint64_t key_of(double v) {
 inline std::uint32_t key_of(std::int32_t v) { return std::uint32_t(v) ^ 0x80000000u; }
 inline std::uint64_t key_of(std::int64_t v) { return std::uint64_t(v) ^ (std::uint64_t(1) << 63); }
 inline std::uint8_t key_of(std::uint8_t v) { return v; }
+inline std::uint8_t key_of(std::int8_t v) { return std::uint8_t(v) ^ 0x80u; }
+inline std::uint16_t key_of(std::int16_t v) { return std::uint16_t(std::uint16_t(v) ^ 0x8000u); }
 
 // Stable LSD radix sort of n (key, position) pairs by key, one byte a pass;
 // a byte every key shares costs no pass. tmp_* are scratch of the same size;

@@ -87,7 +87,8 @@ AttentionPush make_push(const AttentionParams& p, TensorArg mask) {
   pc.scale = float(p.scale);
   pc.flags = p.causal ? 1u : 0u;
   if (mask.storage) {
-    pc.flags |= (mask.dtype == DType::u8 ? 1u : 2u) << 1 | std::uint32_t(mask.dtype) << 8;
+    const bool bool_mask = mask.dtype == DType::boolean || mask.dtype == DType::u8;
+    pc.flags |= (bool_mask ? 1u : 2u) << 1 | std::uint32_t(mask.dtype) << 8;
     pc.mask_off = std::int32_t(mask.layout->offset);
     for (int i = 0; i < 4; ++i) pc.mask_stride[i] = std::int32_t(mask.layout->strides[std::size_t(i)]);
   }

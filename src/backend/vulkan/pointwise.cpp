@@ -65,6 +65,11 @@ void pointwise(VulkanBackend& vk, const char* op_name, PointwiseKind kind, std::
     ops[i] = {args[i], i == 0};
     if (args[i].dtype == DType::f64 || args[i].dtype == DType::i64) widest = args[i].dtype;
   }
+  // Products of i16 and i32 pass 2^24, past which float is inexact: their
+  // arithmetic runs in double where the device has it (exact for i16).
+  if (kind == PointwiseKind::binary && widest != DType::f64 && widest != DType::i64 && vk.context().float64)
+    for (std::size_t i = 0; i < k; ++i)
+      if (args[i].dtype == DType::i16 || args[i].dtype == DType::i32) widest = DType::i64;
   const bool raw = kind == PointwiseKind::fill || kind == PointwiseKind::fill64 || kind == PointwiseKind::raw_copy;
   const ShaderId shader = raw ? ShaderId::elementwise : shader_for(ShaderId::elementwise, widest);
   // Four elements an invocation where every access can be 16 bytes (contiguous means one dispatch).
