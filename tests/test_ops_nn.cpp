@@ -1115,7 +1115,8 @@ RUMUS_DEVICE_SUITE(BatchNormOnEveryDevice);
 // its output, gradients and running statistics against the composed formula
 // in f64 on the CPU. The shapes split a channel's values into several chunks
 // on a GPU (odd sizes that end a chunk inside a plane, many channels of few
-// values, few channels of many), and two inputs are strided views.
+// values, few channels of many), two inputs are strided views and one
+// starts at an offset.
 TEST_P(BatchNormOnEveryDevice, FusedKernelsMatchTheComposedF64Formula) {
   const Device dev = GetParam();
   Generator gen(31);
@@ -1123,7 +1124,8 @@ TEST_P(BatchNormOnEveryDevice, FusedKernelsMatchTheComposedF64Formula) {
   const double momentum = 0.2, eps = 1e-5;
   struct Case {
     Shape shape;
-    int layout;  // 0 contiguous, 1 a transposed view (H and W swapped), 2 channels sliced out of a wider tensor
+    int layout;  // 0 contiguous, 1 a transposed view (H and W swapped), 2 channels sliced out of a wider tensor,
+                 // 3 images sliced out of a larger batch (contiguous at an offset)
     int affine;  // 0 weight and bias, 1 neither, 2 weight only
   };
   for (const Case& k : std::vector<Case>{{{64, 3, 33, 31}, 0, 0},
@@ -1131,6 +1133,7 @@ TEST_P(BatchNormOnEveryDevice, FusedKernelsMatchTheComposedF64Formula) {
                                          {{512, 8, 16, 16}, 0, 0},
                                          {{8, 5, 9, 12}, 1, 2},
                                          {{16, 4, 10, 10}, 2, 0},
+                                         {{6, 7, 5, 3}, 3, 0},
                                          {{5, 3, 1, 1}, 0, 0}}) {
     const std::int64_t n = k.shape[0], c = k.shape[1], h = k.shape[2], w = k.shape[3];
     const std::string what = shape_str(k.shape) + " layout " + std::to_string(k.layout) + " affine " +
@@ -1138,11 +1141,12 @@ TEST_P(BatchNormOnEveryDevice, FusedKernelsMatchTheComposedF64Formula) {
     // Channel means far from zero: the statistics must not lose them to cancellation.
     Tensor stored = k.layout == 1   ? randn({n, c, w, h}, {}, &gen) * 2.0 + 5.0
                     : k.layout == 2 ? randn({n, c + 2, h, w}, {}, &gen) * 2.0 + 5.0
+                    : k.layout == 3 ? randn({n + 1, c, h, w}, {}, &gen) * 2.0 + 5.0
                                     : randn({n, c, h, w}, {}, &gen) * 2.0 + 5.0;
     Tensor w0 = randn({c}, {}, &gen), b0 = randn({c}, {}, &gen), seed = randn({n, c, h, w}, {}, &gen);
     Tensor rm0 = randn({c}, {}, &gen), rv0 = rand({c}, {}, &gen) + 0.5;
     auto view = [&](const Tensor& s) {
-      return k.layout == 1 ? s.transpose(2, 3) : k.layout == 2 ? s.narrow(1, 1, c) : s;
+      return k.layout == 1 ? s.transpose(2, 3) : k.layout == 2 ? s.narrow(1, 1, c) : k.layout == 3 ? s.narrow(0, 1, n) : s;
     };
     const bool has_w = k.affine != 1, has_b = k.affine == 0;
 
@@ -1164,7 +1168,7 @@ TEST_P(BatchNormOnEveryDevice, FusedKernelsMatchTheComposedF64Formula) {
       // Copies: to() of a tensor already of the dtype and device returns it, and the running statistics change.
       auto copy = [&](const Tensor& t) { return t.to(dt).to(dev).clone(); };
       Tensor x = view(copy(stored)).requires_grad_();
-      ASSERT_EQ(x.is_contiguous(), k.layout == 0);
+      ASSERT_EQ(x.is_contiguous(), k.layout == 0 || k.layout == 3);
       Tensor wt = copy(w0).requires_grad_(), bt = copy(b0).requires_grad_();
       Tensor rm = copy(rm0), rv = copy(rv0);
       Profiler prof;
