@@ -141,6 +141,18 @@ RUMUS_PUSH_BLOCK(LayerNormPush) {
 } RUMUS_PUSH_END
 #endif
 
+// batch_norm.comp: x is [n, c, hw]; each channel's m = n * hw values are
+// summed in `parts` chunks of `chunk` (the last may be short); off[] are the
+// operands' element offsets in binding order (src/backend/vulkan/batch_norm.cpp);
+// eps and momentum as the bits of a float (lo) or of a double (the f64 variant).
+#ifdef PUSH_BATCH_NORM
+RUMUS_PUSH_BLOCK(BatchNormPush) {
+  uint n, c, hw, parts, chunk;
+  uint off[8];
+  uint eps_lo, eps_hi, momentum_lo, momentum_hi;
+} RUMUS_PUSH_END
+#endif
+
 // index_select and index_add.
 #ifdef PUSH_INDEX
 RUMUS_PUSH_BLOCK(IndexPush) {

@@ -219,6 +219,11 @@ const std::vector<OpCase>& op_table() {
                              true);
        }},
       {"batch_norm2d_no_affine", {{2, 3, 2, 2}}, [](V x) { return batch_norm2d(x[0], {}, {}, {}, {}, true); }},
+      // Training with the weight alone and the bias alone (the fused kernels' other affine cases).
+      {"batch_norm2d_weight_only", {{2, 3, 3, 2}, {3}}, [](V x) {
+         return batch_norm2d(x[0], zeros({3}, like(x[0])), ones({3}, like(x[0])), x[1], {}, true, 0.3);
+       }},
+      {"batch_norm2d_bias_only", {{4, 2, 1, 3}, {2}}, [](V x) { return batch_norm2d(x[0], {}, {}, {}, x[1], true); }},
       {"batch_norm2d_eval", {{2, 3, 2, 2}, {3}, {3}}, [](V x) {
          Tensor rm = tensor({0.1, -0.2, 0.3}, like(x[0]));
          Tensor rv = tensor({0.5, 1.5, 2.0}, like(x[0]));

@@ -1108,3 +1108,94 @@ TEST_P(LayerNormOnEveryDevice, MatchesTheF64ValuesAndGradients) {
     }
   }
 }
+
+RUMUS_DEVICE_SUITE(BatchNormOnEveryDevice);
+
+// Training-mode batch_norm2d runs on the batch-norm kernels of every device;
+// its output, gradients and running statistics against the composed formula
+// in f64 on the CPU. The shapes split a channel's values into several chunks
+// on a GPU (odd sizes that end a chunk inside a plane, many channels of few
+// values, few channels of many), two inputs are strided views and one
+// starts at an offset.
+TEST_P(BatchNormOnEveryDevice, FusedKernelsMatchTheComposedF64Formula) {
+  const Device dev = GetParam();
+  Generator gen(31);
+  const std::vector<std::int64_t> dims{0, 2, 3};
+  const double momentum = 0.2, eps = 1e-5;
+  struct Case {
+    Shape shape;
+    int layout;  // 0 contiguous, 1 a transposed view (H and W swapped), 2 channels sliced out of a wider tensor,
+                 // 3 images sliced out of a larger batch (contiguous at an offset)
+    int affine;  // 0 weight and bias, 1 neither, 2 weight only
+  };
+  for (const Case& k : std::vector<Case>{{{64, 3, 33, 31}, 0, 0},
+                                         {{2, 130, 7, 5}, 0, 1},
+                                         {{512, 8, 16, 16}, 0, 0},
+                                         {{8, 5, 9, 12}, 1, 2},
+                                         {{16, 4, 10, 10}, 2, 0},
+                                         {{6, 7, 5, 3}, 3, 0},
+                                         {{5, 3, 1, 1}, 0, 0}}) {
+    const std::int64_t n = k.shape[0], c = k.shape[1], h = k.shape[2], w = k.shape[3];
+    const std::string what = shape_str(k.shape) + " layout " + std::to_string(k.layout) + " affine " +
+                             std::to_string(k.affine);
+    // Channel means far from zero: the statistics must not lose them to cancellation.
+    Tensor stored = k.layout == 1   ? randn({n, c, w, h}, {}, &gen) * 2.0 + 5.0
+                    : k.layout == 2 ? randn({n, c + 2, h, w}, {}, &gen) * 2.0 + 5.0
+                    : k.layout == 3 ? randn({n + 1, c, h, w}, {}, &gen) * 2.0 + 5.0
+                                    : randn({n, c, h, w}, {}, &gen) * 2.0 + 5.0;
+    Tensor w0 = randn({c}, {}, &gen), b0 = randn({c}, {}, &gen), seed = randn({n, c, h, w}, {}, &gen);
+    Tensor rm0 = randn({c}, {}, &gen), rv0 = rand({c}, {}, &gen) + 0.5;
+    auto view = [&](const Tensor& s) {
+      return k.layout == 1 ? s.transpose(2, 3) : k.layout == 2 ? s.narrow(1, 1, c) : k.layout == 3 ? s.narrow(0, 1, n) : s;
+    };
+    const bool has_w = k.affine != 1, has_b = k.affine == 0;
+
+    // The reference: the formula in f64 ops on the CPU, differentiated by the tape.
+    Tensor rx = view(stored.to(DType::f64)).detach().requires_grad_();
+    Tensor rw = w0.to(DType::f64).requires_grad_(), rb = b0.to(DType::f64).requires_grad_();
+    Tensor mu = mean(rx, dims, true), var = mean(square(sub(rx, mu)), dims, true);
+    Tensor ry = div(sub(rx, mu), sqrt(add(var, eps)));
+    if (has_w) ry = mul(ry, rw.reshape({1, c, 1, 1}));
+    if (has_b) ry = add(ry, rb.reshape({1, c, 1, 1}));
+    GradientStore rg = backward(ry, seed.to(DType::f64));
+    const double m = double(n * h * w);
+    Tensor want_rm = add(mul(rm0.to(DType::f64), 1.0 - momentum), mul(mu.detach().reshape({c}), momentum));
+    Tensor want_rv =
+        add(mul(rv0.to(DType::f64), 1.0 - momentum), mul(var.detach().reshape({c}), momentum * m / (m - 1.0)));
+
+    for (DType dt : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(what + " " + std::string(dtype_name(dt)));
+      // Copies: to() of a tensor already of the dtype and device returns it, and the running statistics change.
+      auto copy = [&](const Tensor& t) { return t.to(dt).to(dev).clone(); };
+      Tensor x = view(copy(stored)).requires_grad_();
+      ASSERT_EQ(x.is_contiguous(), k.layout == 0 || k.layout == 3);
+      Tensor wt = copy(w0).requires_grad_(), bt = copy(b0).requires_grad_();
+      Tensor rm = copy(rm0), rv = copy(rv0);
+      Profiler prof;
+      Tensor y = batch_norm2d(x, rm, rv, has_w ? wt : Tensor(), has_b ? bt : Tensor(), true, momentum, eps);
+      GradientStore g = backward(y, seed.to(dt).to(dev));
+      std::vector<std::string> rows;
+      for (const ProfileRow& r : prof.rows()) rows.push_back(r.name);
+      // Every device with the family takes f32; f64 only where the device computes in f64.
+      if (dt == DType::f32 || dev.is_cpu())
+        for (const char* kernel : {"forward batch_norm2d batch_norm_stats", "forward batch_norm2d batch_norm_forward",
+                                 "backward batch_norm2d batch_norm_backward_reduce",
+                                 "backward batch_norm2d batch_norm_backward"})
+          EXPECT_NE(std::find(rows.begin(), rows.end(), kernel), rows.end()) << kernel << " did not run\n"
+                                                                             << prof.table();
+      const double tol = dt == DType::f32 ? 1e-4 : 1e-10;
+      auto host = [](const Tensor& t) { return t.detach().cpu().to(DType::f64); };
+      rumus::testing::expect_matches(y.detach(), ry.detach(), tol, what + " out");
+      rumus::testing::expect_matches(g.get(x), rg.get(rx), tol, what + " grad_x");
+      // Sums over up to 131072 values: an error relative to the largest.
+      auto sums = [&](const Tensor& got, const Tensor& want, const char* name) {
+        const double scale = std::max(1.0, max(abs(want)).item());
+        rumus::testing::expect_matches(div(host(got), scale), div(want, scale), tol, what + " " + name);
+      };
+      if (has_w) sums(g.get(wt), rg.get(rw), "grad_weight");
+      if (has_b) sums(g.get(bt), rg.get(rb), "grad_bias");
+      rumus::testing::expect_matches(rm, want_rm, tol, what + " running_mean");
+      rumus::testing::expect_matches(rv, want_rv, tol, what + " running_var");
+    }
+  }
+}

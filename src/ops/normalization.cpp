@@ -1,11 +1,14 @@
-// Batch and layer normalisation. The forward runs as untaped tensor ops; one
-// node per call carries the closed-form backward (also tensor ops), which saves
-// only the normalised input and the inverse standard deviation. A device with
-// layer-norm kernels (the CPU) runs layer_norm as one kernel each way instead.
+// Batch and layer normalisation. A device with the family's kernels runs
+// training-mode batch_norm2d (batch-norm family) and layer_norm (layer-norm
+// family) on them, saving the input and the statistics for the backward.
+// Elsewhere the forward runs as untaped tensor ops; one node per call carries
+// the closed-form backward (also tensor ops), which saves only the normalised
+// input and the inverse standard deviation.
 #include "rumus/ops/normalization.hpp"
 
 #include "autocast.hpp"
 #include "op_util.hpp"
+#include "../backend/batch_norm.hpp"
 #include "../backend/layer_norm.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/reduction.hpp"
@@ -104,6 +107,76 @@ Tensor fused_layer_norm(const char* op, const Tensor& input, const Shape& normal
   return result;
 }
 
+// A [C] kernel operand, or an absent one (null storage) where t is undefined.
+TensorArg optional_arg(const Tensor& t, const Tensor& like) {
+  return t.defined() ? detail::arg(t) : TensorArg{nullptr, like.dtype(), &like.layout()};
+}
+
+// Training-mode batch_norm2d on the device's batch-norm kernels: two passes
+// over the input forward (statistics, output), two over it and the gradient
+// backward; saves the input, the channel means and inverse standard
+// deviations, and the weight.
+Tensor fused_batch_norm2d(const char* op, const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                          const Tensor& weight, const Tensor& bias, double momentum, double eps) {
+  const std::int64_t n = input.size(0), c = input.size(1), hw = input.size(2) * input.size(3);
+  const Tensor x = input.detach().contiguous().reshape({n, c, hw});
+  Tensor mean = detail::alloc({c}, x.dtype(), x.device(), op);
+  Tensor invstd = detail::alloc({c}, x.dtype(), x.device(), op);
+  // The kernel updates the running statistics in place: strided ones through a contiguous copy.
+  Tensor rm = running_mean.defined() ? running_mean.detach().contiguous() : Tensor();
+  Tensor rv = running_var.defined() ? running_var.detach().contiguous() : Tensor();
+  detail::kernel<BatchNormStatsKernel>(op, x)(detail::arg(mean), detail::arg(invstd), optional_arg(rm, mean),
+                                              optional_arg(rv, mean), detail::arg(x), eps, momentum);
+  for (auto [running, updated] : {std::pair{&running_mean, &rm}, {&running_var, &rv}}) {
+    if (!running->defined()) continue;
+    if (updated->storage_ptr() == running->storage_ptr()) running->storage().bump_version();
+    else running->detach().copy_(*updated);
+  }
+  const Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor out = detail::alloc(x.shape(), x.dtype(), x.device(), op);
+  detail::kernel<BatchNormForwardKernel>(op, x)(detail::arg(out), detail::arg(x), detail::arg(mean),
+                                                detail::arg(invstd), optional_arg(w, mean), optional_arg(b, mean));
+  Tensor result = out.view(input.shape());
+  if (autograd::needs_grad({&input, &weight, &bias})) {
+    const bool gx = input.requires_grad(), gw = weight.defined() && weight.requires_grad(),
+               gb = bias.defined() && bias.requires_grad();
+    autograd::record(op, {input, weight, bias}, result,
+                     [op, gx, gw, gb, c, eps, in_shape = input.shape(), sx = SavedTensor(x), sm = SavedTensor(mean),
+                      si = SavedTensor(invstd), sw = SavedTensor(w), sin = SavedTensor(input),
+                      swg = SavedTensor(weight)](const Tensor& grad) {
+                       if (grad_enabled()) {  // under create_graph: the formula with ops, recorded
+                         const Shape cshape{1, c, 1, 1};
+                         const std::vector<std::int64_t> dims{0, 2, 3};
+                         auto grads = composed_norm_grads(grad, sin.get(),
+                                                          swg.defined() ? swg.get().reshape(cshape) : Tensor(), eps,
+                                                          dims, dims, gx, gw, gb);
+                         return std::vector<Tensor>{grads[0], gw ? grads[1].reshape({c}) : Tensor(),
+                                                    gb ? grads[2].reshape({c}) : Tensor()};
+                       }
+                       const Tensor &x = sx.get(), &mean = sm.get(), &invstd = si.get();
+                       const Tensor g = grad.contiguous().reshape(x.shape());
+                       Tensor sum_dy = detail::alloc({c}, x.dtype(), x.device(), op);
+                       Tensor sum_dy_xhat = detail::alloc({c}, x.dtype(), x.device(), op);
+                       detail::kernel<BatchNormBackwardReduceKernel>(op, x)(
+                           detail::arg(sum_dy), detail::arg(sum_dy_xhat), detail::arg(g), detail::arg(x),
+                           detail::arg(mean), detail::arg(invstd));
+                       Tensor dx;
+                       if (gx) {
+                         dx = detail::alloc(x.shape(), x.dtype(), x.device(), op);
+                         const Tensor w = sw.defined() ? sw.get() : Tensor();
+                         detail::kernel<BatchNormBackwardKernel>(op, x)(
+                             detail::arg(dx), detail::arg(g), detail::arg(x), detail::arg(mean), detail::arg(invstd),
+                             optional_arg(w, mean), detail::arg(sum_dy), detail::arg(sum_dy_xhat));
+                       }
+                       return std::vector<Tensor>{gx ? dx.view(in_shape) : Tensor(), gw ? sum_dy_xhat : Tensor(),
+                                                  gb ? sum_dy : Tensor()};
+                     },
+                     {}, autograd::Backward::differentiable);
+  }
+  return result;
+}
+
 }  // namespace
 
 Tensor batch_norm2d(const Tensor& input_in, const Tensor& running_mean, const Tensor& running_var,
@@ -140,6 +213,9 @@ Tensor batch_norm2d(const Tensor& input_in, const Tensor& running_mean, const Te
   if (count <= 1)
     throw ShapeError(fmt::format("batch_norm2d: expected more than 1 value per channel in training, got input {}",
                                  shape_str(input.shape())));
+  if (detail::has_kernels<BatchNormStatsKernel, BatchNormForwardKernel, BatchNormBackwardReduceKernel,
+                          BatchNormBackwardKernel>(input))
+    return fused_batch_norm2d(op, input, running_mean, running_var, weight, bias, momentum, eps);
   Tensor xhat, invstd, out;
   {
     NoGradGuard no_grad;

@@ -22,6 +22,7 @@ using uint = std::uint32_t;
 #define PUSH_POOL
 #define PUSH_SOFTMAX
 #define PUSH_LAYER_NORM
+#define PUSH_BATCH_NORM
 #define PUSH_INDEX
 #define PUSH_SCAN
 #define PUSH_LSTM
@@ -31,7 +32,7 @@ using uint = std::uint32_t;
 
 static_assert(sizeof(PointwisePush) <= kPushBytes && sizeof(ReducePush) <= kPushBytes && sizeof(ColumnReducePush) <= kPushBytes &&
               sizeof(GemmPush) <= kPushBytes && sizeof(GemmF64Push) <= kPushBytes && sizeof(RandomPush) <= kPushBytes && sizeof(OptimPush) <= kPushBytes &&
-              sizeof(ConvPush) <= kPushBytes && sizeof(ConvIgemmPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes && sizeof(LayerNormPush) <= kPushBytes &&
+              sizeof(ConvPush) <= kPushBytes && sizeof(ConvIgemmPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes && sizeof(LayerNormPush) <= kPushBytes && sizeof(BatchNormPush) <= kPushBytes &&
               sizeof(IndexPush) <= kPushBytes && sizeof(ScanPush) <= kPushBytes && sizeof(LstmPush) <= kPushBytes && sizeof(SortPush) <= kPushBytes && sizeof(AttentionPush) <= kPushBytes);
 
 // The two words of a double, for the f64 kernels' push constants.
