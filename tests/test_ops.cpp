@@ -1185,6 +1185,10 @@ std::map<std::string, DTypeCase> dtype_cases() {
       {"cast_i8_f32", [=](Device d) { return i8(d).to(DType::f32); }},
       {"maximum_i8", [=](Device d) { return maximum(i8(d), -i8(d)); }},
       {"isnan_i16", [=](Device d) { return isnan(i16(d)); }},
+      {"abs_i8", [=](Device d) { return abs(i8(d)); }},
+      {"clamp_i16", [=](Device d) { return clamp(i16(d), -5, 100); }},
+      {"clamp_i8_fractional", [=](Device d) { return clamp(i8(d), -1.5, 2.5); }},
+      {"clamp_min_u8", [=](Device d) { return clamp(u8(d), 3, std::numeric_limits<double>::infinity()); }},
   };
 }
 

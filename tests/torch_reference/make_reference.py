@@ -803,6 +803,10 @@ def dtypes():
         "cast_i8_f32": i8.float(),
         "maximum_i8": torch.maximum(i8, -i8),
         "isnan_i16": torch.isnan(i16),
+        "abs_i8": i8.abs(),
+        "clamp_i16": i16.clamp(-5, 100),
+        "clamp_i8_fractional": i8.clamp(-1.5, 2.5),
+        "clamp_min_u8": u8.clamp(min=3),
     }
     with open(os.path.join(OUT, "dtypes.txt"), "w") as out:
         for name, r in cases.items():
