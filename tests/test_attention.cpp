@@ -303,7 +303,7 @@ TEST(Attention, Errors) {
                            "scaled_dot_product_attention: attn_mask of shape [4, 4] does not broadcast to "
                            "[2, 3, 4, 5]");
   expect_error<DTypeError>([&] { scaled_dot_product_attention(q, k, v, zeros({4, 5}).to(DType::i64)); },
-                           "scaled_dot_product_attention: expected a u8 (boolean) or floating attn_mask, got i64");
+                           "scaled_dot_product_attention: expected a bool (or u8) or floating attn_mask, got i64");
   expect_error<ValueError>([&] { scaled_dot_product_attention(q, k, v, zeros({4, 5}), 0.0, true); },
                            "scaled_dot_product_attention: expected attn_mask or is_causal, not both");
   expect_error<ValueError>([&] { scaled_dot_product_attention(q, k, v, {}, 1.5); },

@@ -272,7 +272,7 @@ TEST(OpErrors, ShapeOps) {
 TEST(OpErrors, BadArguments) {
   expect_error<Error>([] { clamp(zeros({2}), 1.0, 0.0); }, "clamp: expected min <= max");
   expect_error<Error>([] { gelu(zeros({2}), "fast"); }, "gelu: approximate must be");
-  expect_error<DTypeError>([] { where(zeros({2}), zeros({2}), zeros({2})); }, "where: expected a u8 condition");
+  expect_error<DTypeError>([] { where(zeros({2}), zeros({2}), zeros({2})); }, "where: expected a bool condition");
   expect_error<Error>([] { randint(5, 5, {2}); }, "randint: expected low < high");
 }
 
@@ -659,7 +659,7 @@ TEST(OpValues, ScalarComparisonsAndWhere) {
   EXPECT_EQ(where(cond, -1.0, x).to_vector<float>(), (std::vector<float>{-1, 2, -1}));
   EXPECT_EQ(where(cond, x, -1.0).dtype(), DType::f32);
   EXPECT_EQ(where(cond, i, 0.5).dtype(), DType::f32);  // a fractional number beside an integer tensor
-  expect_error<DTypeError>([&] { where(x, x, 0.0); }, "where: expected a u8 condition");
+  expect_error<DTypeError>([&] { where(x, x, 0.0); }, "where: expected a bool condition");
 }
 
 TEST(OpValues, MaskedFillAndNonFiniteTests) {
@@ -671,7 +671,7 @@ TEST(OpValues, MaskedFillAndNonFiniteTests) {
             (std::vector<float>{9, -2, 9, -4}));
   GradientStore g = backward(sum(filled));
   EXPECT_EQ(g.get(x).to_vector<float>(), (std::vector<float>{1, 0, 1, 0}));
-  expect_error<DTypeError>([&] { masked_fill(x, x, 0.0); }, "masked_fill: expected a u8 mask");
+  expect_error<DTypeError>([&] { masked_fill(x, x, 0.0); }, "masked_fill: expected a bool mask");
   expect_error<ShapeError>([&] { masked_fill(x, ones({3}, {.dtype = DType::u8}), 0.0); }, "masked_fill:");
   expect_error<ShapeError>([&] { masked_fill(ones({2}), ones({2, 2}, {.dtype = DType::u8}), 0.0); },
                            "masked_fill: mask of shape [2, 2] must broadcast to the input's shape [2]");

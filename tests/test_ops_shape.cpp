@@ -87,7 +87,7 @@ TEST(ShapeOpErrors, Indexing) {
   expect_error<ShapeError>([] { index_fill(zeros({4, 3}), 0, i64({0, 1}, {1, 2}), 1.0); },
                            "index_fill: expected a 1-D index, got shape [1, 2]");
   expect_error<DTypeError>([] { masked_select(zeros({2, 3}), zeros({2, 3})); },
-                           "masked_select: expected a u8 mask (as comparisons return), got f32");
+                           "masked_select: expected a bool mask (as comparisons return; u8 is read as bool too), got f32");
   expect_error<ShapeError>([] { masked_select(zeros({2, 3}), ones({4}).to(DType::u8)); }, "masked_select");
   expect_error<ShapeError>([] { take_along_dim(zeros({2, 3}), i64({3}, {1, 1}), 1); },
                            "take_along_dim: index 3 is out of range for a dim of size 3");
@@ -200,7 +200,8 @@ TEST_P(SortOnEveryDevice, LongRowsOfEveryDTypeSortStably) {
   for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8, DType::i8,
                    DType::i16, DType::boolean})
     for (bool descending : {false, true}) {
-      if (!is_floating(dt) && !dev.is_cpu()) continue;  // the integer case above covers GPUs
+      // The wide integers' case above covers GPUs; the narrow ones and bool run here.
+      if ((dt == DType::i32 || dt == DType::i64 || dt == DType::u8) && !dev.is_cpu()) continue;
       // Integers take the small values only (u8 their absolute values).
       std::vector<double> w = v;
       if (!is_floating(dt))
@@ -463,6 +464,21 @@ TEST_P(NonzeroOnEveryDevice, CoordinatesInRowMajorOrder) {
   EXPECT_EQ(nz.shape(), (Shape{std::int64_t(want.size() / 3), 3})) << dev.str();
   EXPECT_EQ(nz.device(), dev);
   EXPECT_EQ(nz.to_vector<std::int64_t>(), want) << dev.str();
+  // As a tuple (nonzero_numpy, where(condition)): one index tensor per dim, which index the nonzero elements.
+  const Tensor x = tensor(v, {2, 2, 2}).to(dev);
+  for (const std::vector<Tensor>& per_dim : {nonzero_numpy(x), where(ne(x, 0.0))}) {
+    ASSERT_EQ(per_dim.size(), 3u);
+    for (std::int64_t d = 0; d < 3; ++d) {
+      EXPECT_EQ(per_dim[std::size_t(d)].device(), dev);
+      EXPECT_EQ(per_dim[std::size_t(d)].to_vector<std::int64_t>(), nz.select(1, d).to_vector<std::int64_t>());
+    }
+    const Tensor picked = x.index({per_dim[0], per_dim[1], per_dim[2]});
+    rumus::testing::expect_matches(picked, masked_select(x, ne(x, 0.0)), 0, "indexed by nonzero_numpy");
+  }
+  const std::vector<Tensor> scalar = nonzero_numpy(full({}, 2.0, {.device = dev}));
+  ASSERT_EQ(scalar.size(), 1u);
+  EXPECT_EQ(scalar[0].to_vector<std::int64_t>(), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(nonzero_numpy(zeros({}, {.device = dev}))[0].numel(), 0);
 }
 
 // The methods call the free functions: the same results.
@@ -598,7 +614,7 @@ TEST(TensorIndexing, BadIndicesNameTheProblem) {
   expect_error<ValueError>([&] { x.index({Ellipsis, Ellipsis}); }, "index: an index can only have a single ellipsis, got 2");
   expect_error<ValueError>([&] { x.index({Slice(None, None, -1)}); }, "index: expected a slice step > 0, got -1");
   expect_error<DTypeError>([&] { x.index({tensor({0.0, 1.0})}); },
-                           "index: tensors used as indices must be integer or u8 (a mask), got f32");
+                           "index: tensors used as indices must be integer, or bool or u8 (a mask), got f32");
   expect_error<ShapeError>([&] { x.index({tensor(std::vector<std::uint8_t>{1, 0, 1})}); },
                            "index: the mask of shape [3] does not match the indexed shape [2, 3, 4] at dim 0");
   expect_error<ValueError>([] { TensorIndex("..x"); }, "index: expected \"...\" (Ellipsis) as a text index, got \"..x\"");

@@ -713,7 +713,9 @@ TEST(TorchReferenceExtra, EveryFileHasACase) {
     for (const RecurrentCase& rc : recurrent_cases()) recurrent = recurrent || stem == rc.name;
     // Optimizer trajectories and scheduler curves are compared in test_optim.cpp,
     // module state dicts loaded in test_nn.cpp.
-    const bool optim = stem.starts_with("optim_") || stem.starts_with("sched_") || stem.starts_with("module_");
+    // The dtype cases (dtypes.txt) are evaluated in test_ops.cpp.
+    const bool optim = stem.starts_with("optim_") || stem.starts_with("sched_") || stem.starts_with("module_") ||
+                       stem == "dtypes";
     EXPECT_TRUE(ops().count(stem) || stem == "batch_norm2d_train" || second_order || recurrent || optim)
         << stem << " has no C++ case";
   }

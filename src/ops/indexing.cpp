@@ -297,6 +297,19 @@ Tensor nonzero(const Tensor& input) {
   return tensor(coords, {count, rank}, {.dtype = DType::i64}).to(input.device());
 }
 
+std::vector<Tensor> nonzero_numpy(const Tensor& input) {
+  detail::check_defined("nonzero_numpy", input);
+  const Tensor at = nonzero(input.dim() == 0 ? input.reshape({1}) : input);
+  std::vector<Tensor> out;
+  for (std::int64_t d = 0; d < at.size(1); ++d) out.push_back(at.select(1, d).contiguous());
+  return out;
+}
+
+std::vector<Tensor> where(const Tensor& condition) {
+  detail::check_defined("where", condition);
+  return nonzero_numpy(condition);
+}
+
 Tensor masked_select(const Tensor& input, const Tensor& mask) {
   const char* op = "masked_select";
   detail::check_defined(op, input);

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/export.hpp"
@@ -55,6 +56,11 @@ Tensor masked_select(const Tensor& input, const Tensor& mask);
 // torch.nonzero: the i64 [count, input.dim()] indices of input's nonzero
 // elements, row-major. Read back to the host (its size depends on the values).
 Tensor nonzero(const Tensor& input);
+// torch.nonzero(input, as_tuple=True) (libtorch's nonzero_numpy): the same
+// indices as one 1-D i64 tensor per dim, a 0-d input read as 1-D.
+std::vector<Tensor> nonzero_numpy(const Tensor& input);
+// torch.where(condition) with the condition alone: nonzero_numpy(condition).
+std::vector<Tensor> where(const Tensor& condition);
 
 // torch.take_along_dim: gather along dim after input and indices broadcast off
 // dim (same rank); without dim, both are flattened.

@@ -59,7 +59,8 @@ RUMUS_KERNEL_FAMILY(vulkan, scan) {
                               DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64},
                               &vulkan::scan, &vulkan::scan_runs);
   register_kernel<CumExtremeKernel>(Device::Kind::vulkan,
-                                    DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::u8},
+                                    DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::u8,
+                                             DType::i8, DType::i16, DType::boolean},
                                     &vulkan::cumextreme, &vulkan::scan_runs);
 }
 

@@ -69,7 +69,8 @@ namespace rumus {
 
 RUMUS_KERNEL_FAMILY(vulkan, sort) {
   register_kernel<SortKernel>(Device::Kind::vulkan,
-                              DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::u8},
+                              DTypeSet{DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::u8,
+                                       DType::i8, DType::i16, DType::boolean},
                               &vulkan::sort, &vulkan::sort_runs);
 }
 
