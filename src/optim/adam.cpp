@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "rumus/core/capture.hpp"
+#include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
+#include "rumus/ops/join.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/optimizer_step.hpp"
 
@@ -46,6 +48,13 @@ std::optional<std::array<float, 4>> Adam::step_scalars(const ParamState& state, 
   const double step = double(state.step + 1);
   return std::array<float, 4>{float(group.lr), float(1.0 - std::pow(group.option("beta1"), step)),
                               float(1.0 - std::pow(group.option("beta2"), step)), state.step == 0 ? 1.0f : 0.0f};
+}
+
+Tensor Adam::device_step_scalars(const Tensor& step, const Group& group) const {
+  // (1 - beta1^step, 1 - beta2^step, first) in f32 on the device: beta^step as
+  // exp(step * ln beta), within an ulp or two of the host's double pow.
+  auto correction = [&](double beta) { return sub(1.0, exp(mul(step, std::log(beta)))); };
+  return cat({correction(group.option("beta1")), correction(group.option("beta2")), eq(step, 1.0).to(DType::f32)});
 }
 
 void Adam::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {

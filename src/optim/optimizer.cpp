@@ -11,7 +11,10 @@
 #include "rumus/core/capture.hpp"
 #include "rumus/core/device_backend.hpp"
 #include "rumus/core/error.hpp"
+#include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
+#include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/join.hpp"
 
 namespace rumus::optim {
 
@@ -70,9 +73,41 @@ void Optimizer::write_scalars(ParamState& state, const std::array<float, 4>& val
   state.scalars_valid = true;
 }
 
-Tensor Optimizer::captured_scalars(const ParamState& state) { return is_capturing() ? state.scalars : Tensor(); }
+Tensor Optimizer::captured_scalars(const ParamState& state) {
+  if (state.device_scalars.defined()) return state.device_scalars;
+  return is_capturing() ? state.scalars : Tensor();
+}
 
-void Optimizer::step(const GradientStore& grads) {
+Tensor Optimizer::device_step_scalars(const Tensor&, const Group&) const {
+  throw Error(fmt::format("{}.step: this optimizer has no update computed on the device", type_name()));
+}
+
+std::int64_t Optimizer::host_step(const ParamState& state) {
+  if (!state.device_step.defined() || state.device_step_pending) return state.step;
+  return std::int64_t(state.device_step.item());
+}
+
+void Optimizer::step(const GradientStore& grads) { run_step(grads, nullptr); }
+
+void Optimizer::step(const GradientStore& grads, const Tensor& found_inf) {
+  if (!found_inf.defined()) return run_step(grads, nullptr);
+  if (found_inf.dtype() != DType::f32 || found_inf.numel() != 1)
+    throw ShapeError(fmt::format("{}.step: expected found_inf to be a one-element f32 tensor, got {} {}", type_name(),
+                                 dtype_name(found_inf.dtype()), shape_str(found_inf.shape())));
+  bool on_device = true;
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i)
+      if (grads.get(groups_[g].params[i]).defined() && !step_scalars(state_[g][i], groups_[g])) on_device = false;
+  if (on_device) return run_step(grads, &found_inf);
+  // No update that reads the flag: read it here, as PyTorch's GradScaler does for such optimizers.
+  if (is_capturing())
+    throw CaptureError(fmt::format("{}.step: this optimizer cannot skip a step on the device (only the fused SGD, "
+                                   "Adam and AdamW updates can), and reading found_inf is a host read",
+                                   type_name()));
+  if (found_inf.item() == 0) run_step(grads, nullptr);
+}
+
+void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
   NoGradGuard no_grad;
   detail::ProfilePhase phase("step");
   const bool capturing = is_capturing();
@@ -83,6 +118,7 @@ void Optimizer::step(const GradientStore& grads) {
                                    "step and replay it as often as needed)",
                                    type_name()));
   std::vector<std::pair<std::size_t, std::size_t>> stepped;  // (group, index), when capturing
+  const Tensor skip = found_inf ? found_inf->detach().reshape({1}) : Tensor();
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];
     for (std::size_t i = 0; i < group.params.size(); ++i) {
@@ -100,6 +136,41 @@ void Optimizer::step(const GradientStore& grads) {
                                          type_name()));
         // Written before each replay (an upload now would replay the same bytes).
         if (!state.scalars.defined()) state.scalars = empty({4}, {.dtype = DType::f32, .device = p.device()});
+      }
+      if (!skip.defined() && state.device_step.defined()) {
+        // Back from steps counted on the device: the count returns to the host.
+        if (capturing)
+          throw CaptureError(fmt::format("{}.step: a step without found_inf after steps that skipped on the device "
+                                         "(the step count is on the device; capture the same kind of step)",
+                                         type_name()));
+        state.step = host_step(state);
+        state.device_step = Tensor();
+      }
+      if (skip.defined()) {
+        if (skip.device() != p.device())
+          throw DeviceError(fmt::format("{}.step: found_inf is on {} but a parameter is on {}", type_name(),
+                                        skip.device().str(), p.device().str()));
+        if (!state.device_step.defined()) {
+          // Inside a capture a fill would reset the count at every replay: the hook writes it once.
+          state.device_step = capturing ? empty({1}, {.dtype = DType::f32, .device = p.device()})
+                                        : full({1}, double(state.step), {.dtype = DType::f32, .device = p.device()});
+          state.device_step_pending = capturing;
+        }
+        // The lr as the host knows it (written before each replay when captured), the rest from the device count.
+        const Tensor lr = capturing ? state.scalars.narrow(0, 0, 1)
+                                    : full({1}, group.lr, {.dtype = DType::f32, .device = p.device()});
+        const Tensor t = add(state.device_step, 1.0);
+        state.device_scalars = cat({lr, device_step_scalars(t, group), skip});
+        try {
+          update(p, grad, state, group);
+        } catch (...) {
+          state.device_scalars = Tensor();
+          throw;
+        }
+        state.device_scalars = Tensor();
+        state.device_step.copy_(where(gt(skip, 0.0), state.device_step, t));
+        if (capturing) stepped.emplace_back(g, i);
+        continue;
       }
       update(p, grad, state, group);
       if (capturing) stepped.emplace_back(g, i);
@@ -119,7 +190,14 @@ void Optimizer::step(const GradientStore& grads) {
       for (auto [g, i] : stepped) {
         ParamState& state = state_[g][i];
         write_scalars(state, *step_scalars(state, groups_[g]));
-        ++state.step;
+        if (!state.device_step.defined()) {
+          ++state.step;
+        } else if (state.device_step_pending) {  // the count the device goes on from
+          const float count = float(state.step);
+          device_backend(state.device_step.device())
+              .write(state.device_step.storage(), state.device_step.offset() * sizeof(float), &count, sizeof count);
+          state.device_step_pending = false;
+        }
       }
     });
   }
@@ -149,7 +227,7 @@ StateDict Optimizer::state_dict() const {
     for (std::size_t i = 0; i < state_[g].size(); ++i) {
       const ParamState& s = state_[g][i];
       std::string sp = fmt::format("state.{}.{}.", g, i);
-      out[sp + "step"] = full({}, double(s.step), {.dtype = DType::i64});
+      out[sp + "step"] = full({}, double(host_step(s)), {.dtype = DType::i64});
       for (auto& [n, t] : s.buffers) out[sp + n] = t.detach();
     }
   }

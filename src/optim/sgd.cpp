@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
+#include "rumus/ops/join.hpp"
 #include "rumus/ops/optimizer_step.hpp"
 
 namespace rumus::optim {
@@ -34,6 +36,12 @@ bool first_update(const std::map<std::string, Tensor>& buffers, std::int64_t ste
 std::optional<std::array<float, 4>> SGD::step_scalars(const ParamState& state, const Group& group) const {
   const bool first = group.option("momentum") != 0 && first_update(state.buffers, state.step);
   return std::array<float, 4>{float(group.lr), first ? 1.0f : 0.0f, 0, 0};
+}
+
+Tensor SGD::device_step_scalars(const Tensor& step, const Group& group) const {
+  // (first, 0, 0): the momentum buffer starts as the gradient at the first update applied.
+  const Tensor first = group.option("momentum") != 0 ? eq(step, 1.0).to(DType::f32) : zeros({1}, {.device = step.device()});
+  return cat({first, zeros({2}, {.device = step.device()})});
 }
 
 void SGD::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {

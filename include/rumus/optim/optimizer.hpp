@@ -55,6 +55,17 @@ class Optimizer {
   // the update is recorded, and each replay advances the step counts and
   // uses the learning rate of that moment; call step() once per capture.
   void step(const GradientStore& grads);
+  // The same step, skipped on the device where `found_inf` (a one-element f32
+  // on the parameters' device, mixed precision's flag: optim::GradScaler) is
+  // not 0, without a host read, as PyTorch's fused optimizers take found_inf.
+  // The fused updates (SGD, Adam, AdamW) read the flag in their kernels and
+  // keep their step counts on the device, so that a skipped step does not
+  // count (Adam's bias correction, the momentum buffer's first update), as
+  // PyTorch's fused Adam subtracts found_inf from its device step. Such a
+  // step can be captured. Optimizers without that update (RMSprop, AMSGrad,
+  // ...) read the flag on the host and step unless it is set, as PyTorch's
+  // GradScaler does for them.
+  void step(const GradientStore& grads, const Tensor& found_inf);
 
   std::vector<Group>& param_groups() { return groups_; }
   const std::vector<Group>& param_groups() const { return groups_; }
@@ -79,6 +90,15 @@ class Optimizer {
     Tensor scalars;
     std::array<float, 4> scalars_written{};
     bool scalars_valid = false;
+    // Steps skipped on the device (step(grads, found_inf)): the count of
+    // updates applied, one f32 on the parameter's device, which then holds
+    // the count instead of `step` (exact to 2^24 steps, where every bias
+    // correction has long reached 1); written from `step` at the first replay
+    // when made inside a capture. `device_scalars` is the f32[5] the fused
+    // kernel reads during that update.
+    Tensor device_step;
+    bool device_step_pending = false;
+    Tensor device_scalars;
   };
   // state.scalars inside a capture, else undefined (the update's fields are used).
   static Tensor captured_scalars(const ParamState& state);
@@ -102,9 +122,16 @@ class Optimizer {
   virtual std::optional<std::array<float, 4>> step_scalars(const ParamState&, const Group&) const {
     return std::nullopt;
   }
+  // Values 1 to 3 of step_scalars() computed on the device from `step`, this
+  // update's count (from 1; f32 [1]): an f32 [3]. Optimizers with
+  // step_scalars() define it.
+  virtual Tensor device_step_scalars(const Tensor& step, const Group&) const;
 
  private:
   static void write_scalars(ParamState& state, const std::array<float, 4>& values);
+  void run_step(const GradientStore& grads, const Tensor* found_inf);
+  // The count of applied updates as step(grads) keeps it, read back from the device where it lives.
+  static std::int64_t host_step(const ParamState& state);
   std::vector<Group> groups_;
   std::vector<std::vector<ParamState>> state_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // replay hooks check that the optimizer lives
