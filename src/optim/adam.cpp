@@ -50,11 +50,13 @@ std::optional<std::array<float, 4>> Adam::step_scalars(const ParamState& state, 
                               float(1.0 - std::pow(group.option("beta2"), step)), state.step == 0 ? 1.0f : 0.0f};
 }
 
-Tensor Adam::device_step_scalars(const Tensor& step, const Group& group) const {
-  // (1 - beta1^step, 1 - beta2^step, first) in f32 on the device: beta^step as
-  // exp(step * ln beta), within an ulp or two of the host's double pow.
-  auto correction = [&](double beta) { return sub(1.0, exp(mul(step, std::log(beta)))); };
-  return cat({correction(group.option("beta1")), correction(group.option("beta2")), eq(step, 1.0).to(DType::f32)});
+Tensor Adam::advance_device_scalars(const Tensor& values, const Group& group) const {
+  // (1 - beta1^step, 1 - beta2^step, first) one step on, in f32:
+  // 1 - beta^(t+1) = beta * (1 - beta^t) + (1 - beta), a sum of positive terms
+  // within an ulp or two of the host's double pow, where exp and log would
+  // lose most bits of 1 - 0.999^t.
+  auto next = [&](std::int64_t i, double beta) { return add(mul(values.narrow(0, i, 1), beta), 1.0 - beta); };
+  return cat({next(0, group.option("beta1")), next(1, group.option("beta2")), zeros({1}, {.device = values.device()})});
 }
 
 void Adam::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {

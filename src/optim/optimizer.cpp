@@ -78,13 +78,19 @@ Tensor Optimizer::captured_scalars(const ParamState& state) {
   return is_capturing() ? state.scalars : Tensor();
 }
 
-Tensor Optimizer::device_step_scalars(const Tensor&, const Group&) const {
+Tensor Optimizer::advance_device_scalars(const Tensor&, const Group&) const {
   throw Error(fmt::format("{}.step: this optimizer has no update computed on the device", type_name()));
 }
 
 std::int64_t Optimizer::host_step(const ParamState& state) {
   if (!state.device_step.defined() || state.device_step_pending) return state.step;
-  return std::int64_t(state.device_step.item());
+  return std::int64_t(state.device_step.narrow(0, 0, 1).item());
+}
+
+std::array<float, 4> Optimizer::device_step_values(const ParamState& state, const Group& group) const {
+  std::array<float, 4> v = *step_scalars(state, group);
+  v[0] = float(state.step);
+  return v;
 }
 
 void Optimizer::step(const GradientStore& grads) { run_step(grads, nullptr); }
@@ -151,16 +157,17 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
           throw DeviceError(fmt::format("{}.step: found_inf is on {} but a parameter is on {}", type_name(),
                                         skip.device().str(), p.device().str()));
         if (!state.device_step.defined()) {
-          // Inside a capture a fill would reset the count at every replay: the hook writes it once.
-          state.device_step = capturing ? empty({1}, {.dtype = DType::f32, .device = p.device()})
-                                        : full({1}, double(state.step), {.dtype = DType::f32, .device = p.device()});
+          // Inside a capture an upload would replay the same bytes: the hook writes them once.
           state.device_step_pending = capturing;
+          state.device_step = capturing ? empty({4}, {.dtype = DType::f32, .device = p.device()})
+                                        : from_blob(device_step_values(state, group).data(), {4}, DType::f32)
+                                              .to(p.device());
         }
-        // The lr as the host knows it (written before each replay when captured), the rest from the device count.
+        // The lr as the host knows it (written before each replay when captured), the rest from the device.
         const Tensor lr = capturing ? state.scalars.narrow(0, 0, 1)
                                     : full({1}, group.lr, {.dtype = DType::f32, .device = p.device()});
-        const Tensor t = add(state.device_step, 1.0);
-        state.device_scalars = cat({lr, device_step_scalars(t, group), skip});
+        const Tensor values = state.device_step.narrow(0, 1, 3);
+        state.device_scalars = cat({lr, values, skip});
         try {
           update(p, grad, state, group);
         } catch (...) {
@@ -168,7 +175,9 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
           throw;
         }
         state.device_scalars = Tensor();
-        state.device_step.copy_(where(gt(skip, 0.0), state.device_step, t));
+        const Tensor advanced =
+            cat({add(state.device_step.narrow(0, 0, 1), 1.0), advance_device_scalars(values, group)});
+        state.device_step.copy_(where(gt(skip, 0.0), state.device_step, advanced));
         if (capturing) stepped.emplace_back(g, i);
         continue;
       }
@@ -192,10 +201,11 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
         write_scalars(state, *step_scalars(state, groups_[g]));
         if (!state.device_step.defined()) {
           ++state.step;
-        } else if (state.device_step_pending) {  // the count the device goes on from
-          const float count = float(state.step);
+        } else if (state.device_step_pending) {  // where the device goes on from
+          const std::array<float, 4> values = device_step_values(state, groups_[g]);
           device_backend(state.device_step.device())
-              .write(state.device_step.storage(), state.device_step.offset() * sizeof(float), &count, sizeof count);
+              .write(state.device_step.storage(), state.device_step.offset() * sizeof(float), values.data(),
+                     sizeof values);
           state.device_step_pending = false;
         }
       }

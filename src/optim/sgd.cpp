@@ -38,10 +38,8 @@ std::optional<std::array<float, 4>> SGD::step_scalars(const ParamState& state, c
   return std::array<float, 4>{float(group.lr), first ? 1.0f : 0.0f, 0, 0};
 }
 
-Tensor SGD::device_step_scalars(const Tensor& step, const Group& group) const {
-  // (first, 0, 0): the momentum buffer starts as the gradient at the first update applied.
-  const Tensor first = group.option("momentum") != 0 ? eq(step, 1.0).to(DType::f32) : zeros({1}, {.device = step.device()});
-  return cat({first, zeros({2}, {.device = step.device()})});
+Tensor SGD::advance_device_scalars(const Tensor& values, const Group&) const {
+  return zeros({3}, {.device = values.device()});  // (first, 0, 0): not first once an update was applied
 }
 
 void SGD::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {

@@ -90,12 +90,13 @@ class Optimizer {
     Tensor scalars;
     std::array<float, 4> scalars_written{};
     bool scalars_valid = false;
-    // Steps skipped on the device (step(grads, found_inf)): the count of
-    // updates applied, one f32 on the parameter's device, which then holds
-    // the count instead of `step` (exact to 2^24 steps, where every bias
-    // correction has long reached 1); written from `step` at the first replay
-    // when made inside a capture. `device_scalars` is the f32[5] the fused
-    // kernel reads during that update.
+    // Steps skipped on the device (step(grads, found_inf)): f32 [4] on the
+    // parameter's device, the count of updates applied (which it then holds
+    // instead of `step`; exact to 2^24 steps, where every bias correction has
+    // long reached 1) and values 1 to 3 of the next update's step_scalars(),
+    // advanced on the device after each update applied. Made from the host's
+    // values, written at the first replay when made inside a capture.
+    // `device_scalars` is the f32 [5] the fused kernel reads during an update.
     Tensor device_step;
     bool device_step_pending = false;
     Tensor device_scalars;
@@ -122,16 +123,18 @@ class Optimizer {
   virtual std::optional<std::array<float, 4>> step_scalars(const ParamState&, const Group&) const {
     return std::nullopt;
   }
-  // Values 1 to 3 of step_scalars() computed on the device from `step`, this
-  // update's count (from 1; f32 [1]): an f32 [3]. Optimizers with
+  // Values 1 to 3 of step_scalars() for the update after the one that used
+  // `values` (f32 [3] on the device), computed on the device. Optimizers with
   // step_scalars() define it.
-  virtual Tensor device_step_scalars(const Tensor& step, const Group&) const;
+  virtual Tensor advance_device_scalars(const Tensor& values, const Group&) const;
 
  private:
   static void write_scalars(ParamState& state, const std::array<float, 4>& values);
   void run_step(const GradientStore& grads, const Tensor* found_inf);
   // The count of applied updates as step(grads) keeps it, read back from the device where it lives.
   static std::int64_t host_step(const ParamState& state);
+  // The first value of ParamState::device_step, from the host's count.
+  std::array<float, 4> device_step_values(const ParamState& state, const Group& group) const;
   std::vector<Group> groups_;
   std::vector<std::vector<ParamState>> state_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // replay hooks check that the optimizer lives
