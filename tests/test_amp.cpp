@@ -628,6 +628,12 @@ TEST(DeviceSideScaler, MisuseIsAnError) {
   if (have_vulkan())
     expect_error<DeviceError>([&] { opt.step(grads, zeros({1}, {.device = kGpu})); },
                               "SGD.step: found_inf is on vulkan:0 but a parameter is on cpu");
+  // The composed updates (here of a strided parameter) cannot skip on the device.
+  Tensor strided = zeros({4, 3}).t(), g = ones({3, 4}), buf = zeros({3, 4}), scalars = zeros({5});
+  expect_error<DeviceError>([&] { sgd_step_(strided, g, buf, {.lr = 0.1, .momentum = 0.9, .scalars = scalars}); },
+                            "sgd_step_: a step skipped on the device (scalars with a found-inf flag) needs the fused kernel");
+  expect_error<ShapeError>([&] { sgd_step_(strided, g, buf, {.lr = 0.1, .scalars = zeros({6})}); },
+                           "expected scalars to be a contiguous f32 tensor of 4 or 5 elements, got f32 [6]");
 }
 
 // ---- the fused unscale-and-check ----
@@ -653,6 +659,10 @@ TEST_P(AmpUnscaleOnEveryDevice, MatchesTheComposedOpsAndFlagsInfNanAndOverflow) 
         EXPECT_EQ(out.dtype(), g.dtype());
         expect_close(out, mul(g, inv), 0, 0, "unscaled values");
         EXPECT_EQ(flag.item(), 0.0);
+        // The factor read from a device tensor (a view at an offset) gives the same values.
+        const Tensor inv_t = full({3}, inv, {.device = dev}).narrow(0, 1, 1);
+        expect_close(amp_unscale(g, flag, inv_t), out, 0, 0, "unscaled by a tensor");
+        EXPECT_EQ(flag.item(), 0.0);
       }
     }
     for (double bad : {inf, -inf, nan}) {
@@ -664,10 +674,14 @@ TEST_P(AmpUnscaleOnEveryDevice, MatchesTheComposedOpsAndFlagsInfNanAndOverflow) 
       amp_unscale(big, flag, 0.5);  // a later clean gradient leaves the flag set
       EXPECT_EQ(flag.item(), 1.0);
     }
-    // Finite gradients whose product overflows.
+    // Finite gradients whose product overflows, by a factor given either way.
+    const Tensor huge = mul(big, dt == DType::f64 ? 1e300 : dt == DType::f32 ? 1e38 : 6e4);
     Tensor flag = zeros({1}, {.device = dev});
-    amp_unscale(mul(big, dt == DType::f64 ? 1e300 : dt == DType::f32 ? 1e38 : 6e4), flag, 1e10);
+    amp_unscale(huge, flag, 1e10);
     EXPECT_EQ(flag.item(), 1.0);
+    Tensor flag_t = zeros({1}, {.device = dev});
+    amp_unscale(huge, flag_t, full({1}, 1e10, {.device = dev}));
+    EXPECT_EQ(flag_t.item(), 1.0);
   }
 }
 
@@ -689,6 +703,11 @@ TEST(AmpUnscale, DevicesAgreeAndBadArgumentsAreErrors) {
                            "amp_unscale: expected a finite inv_scale, got inf");
   Tensor ints = zeros({3}, {.dtype = DType::i32});
   expect_error<DTypeError>([&] { amp_unscale(ints, flag, 1.0); }, "amp_unscale: expected a floating-point tensor");
+  expect_error<ShapeError>([&] { amp_unscale(g, flag, zeros({2})); },
+                           "amp_unscale: expected inv_scale to be a one-element f32 tensor, got f32 [2]");
+  expect_error<ValueError>([&] { amp_unscale(g, flag, Tensor()); }, "amp_unscale: expected a defined inv_scale tensor");
+  if (have_vulkan())
+    expect_error<DeviceError>([&] { amp_unscale(g, flag, ones({1}, {.device = Device::vulkan(0)})); }, "amp_unscale");
   EXPECT_EQ(flag.item(), 0.0);
 }
 
