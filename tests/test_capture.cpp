@@ -234,6 +234,37 @@ TEST(CaptureReplay, AmpStepWithDeviceSideScalerMatchesEager) {
   }
 }
 
+// The scaler's and the optimizer's device state made inside a capture gets
+// its first values at the first replay; read or used eagerly before that, it
+// holds them already (and the replay does not write them again).
+TEST(CaptureReplay, AmpStateMadeInsideACaptureIsUsableBeforeTheFirstReplay) {
+  REQUIRE_VULKAN();
+  manual_seed(0);
+  Mlp net;
+  net.to(kGpu);
+  optim::Adam opt(net.parameters(), {.lr = 1e-2});
+  optim::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2, .device_side = true});
+  Tensor x = randn({16, 20}).to(kGpu), y = zeros({16}, {.dtype = DType::i64, .device = kGpu});
+  auto body = [&] {
+    Tensor loss = autocast([&] { return cross_entropy(net.forward(x), y); });
+    GradientStore grads = backward(scaler.scale(loss));
+    scaler.step(opt, grads);
+    scaler.update();
+  };
+  CapturedStep step = capture(kGpu, body);
+  EXPECT_EQ(scaler.get_scale(), 1024.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  body();  // eager, before any replay
+  EXPECT_EQ(opt.state_dict().at("state.0.0.step").item(), 1);
+  EXPECT_EQ(scaler.growth_tracker(), 1);
+  step.replay();
+  EXPECT_EQ(scaler.get_scale(), 2048.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  EXPECT_EQ(opt.state_dict().at("state.0.0.step").item(), 2);
+  for (const Tensor& p : net.parameters())
+    for (float v : p.to_vector<float>()) ASSERT_TRUE(std::isfinite(v));
+}
+
 TEST(CaptureReplay, CaptureRecordsAndReplayRuns) {
   REQUIRE_VULKAN();
   Tensor counter = zeros({4}, {.device = kGpu});

@@ -23,18 +23,20 @@ namespace {
 // The growth tracker counts in f32 on the device: exact to 2^24.
 constexpr std::int64_t kMaxGrowthInterval = std::int64_t(1) << 24;
 
-// A one-element f32 holding `value` on `device`. Inside a capture a fill
-// would run at every replay: the value is written once, before the first.
-Tensor device_value(double value, Device device) {
-  if (!is_capturing()) return full({1}, value, {.dtype = DType::f32, .device = device});
-  Tensor t = empty({1}, {.dtype = DType::f32, .device = device});
-  on_replay([t, v = float(value), done = std::make_shared<bool>(false)]() mutable {
-    if (*done) return;
-    device_backend(t.device()).write(t.storage(), t.offset() * sizeof(float), &v, sizeof v);
-    *done = true;
-  });
-  return t;
-}
+// Writes `values` into the f32 tensors `ts` once: at the first replay of the
+// capture that made them (a fill would run at every replay), or at the first
+// use outside it, whichever comes first.
+struct PendingValues {
+  std::vector<Tensor> ts;
+  std::vector<float> values;
+  bool done = false;
+  void write() {
+    if (done) return;
+    for (std::size_t i = 0; i < ts.size(); ++i)
+      device_backend(ts[i].device()).write(ts[i].storage(), ts[i].offset() * sizeof(float), &values[i], sizeof(float));
+    done = true;
+  }
+};
 }  // namespace
 
 GradScaler::GradScaler(GradScalerOptions options) : options_(options), initial_scale_(options.init_scale) {
@@ -52,6 +54,7 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), initial_s
 }
 
 void GradScaler::ensure_state(Device device, const char* op) {
+  settle();
   if (scale_t_.defined()) {
     if (options_.device_side && scale_t_.device() != device)
       throw DeviceError(fmt::format("{}: the scale lives on {} but a tensor is on {} (device_side keeps every "
@@ -60,8 +63,23 @@ void GradScaler::ensure_state(Device device, const char* op) {
     return;
   }
   NoGradGuard no_grad;
-  scale_t_ = device_value(initial_scale_, device);
-  tracker_t_ = device_value(double(initial_tracker_), device);
+  if (!is_capturing()) {
+    scale_t_ = full({1}, initial_scale_, {.dtype = DType::f32, .device = device});
+    tracker_t_ = full({1}, double(initial_tracker_), {.dtype = DType::f32, .device = device});
+    return;
+  }
+  scale_t_ = empty({1}, {.dtype = DType::f32, .device = device});
+  tracker_t_ = empty({1}, {.dtype = DType::f32, .device = device});
+  auto pending = std::make_shared<PendingValues>(
+      PendingValues{{scale_t_, tracker_t_}, {float(initial_scale_), float(initial_tracker_)}});
+  on_replay([pending] { pending->write(); });
+  settle_ = [pending] { pending->write(); };
+}
+
+void GradScaler::settle() const {
+  if (!settle_ || is_capturing()) return;
+  settle_();
+  settle_ = nullptr;
 }
 
 Tensor GradScaler::scale(const Tensor& loss) {
@@ -213,6 +231,7 @@ void GradScaler::update(double new_scale) {
   if (!options_.enabled) return;
   if (!(new_scale > 0) || !std::isfinite(new_scale))
     throw ValueError(fmt::format("GradScaler.update: expected a finite new scale > 0, got {}", new_scale));
+  settle();
   if (scale_t_.defined()) {
     NoGradGuard no_grad;
     scale_t_.fill_(new_scale);
@@ -224,10 +243,12 @@ void GradScaler::update(double new_scale) {
 
 double GradScaler::get_scale() const {
   if (!options_.enabled) return 1.0;
+  settle();
   return scale_t_.defined() ? scale_t_.item() : initial_scale_;
 }
 
 std::int64_t GradScaler::growth_tracker() const {
+  settle();
   return tracker_t_.defined() ? std::int64_t(tracker_t_.item()) : initial_tracker_;
 }
 
@@ -245,6 +266,7 @@ void GradScaler::load_state_dict(const StateDict& state) {
     throw ValueError(fmt::format("GradScaler.load_state_dict: expected a finite scale > 0, got {}", s));
   if (!(t >= 0) || t != std::floor(t))
     throw ValueError(fmt::format("GradScaler.load_state_dict: expected a growth_tracker count >= 0, got {}", t));
+  settle();
   if (scale_t_.defined()) {
     NoGradGuard no_grad;
     scale_t_.fill_(s);

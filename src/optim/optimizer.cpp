@@ -163,6 +163,13 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
                                         : from_blob(device_step_values(state, group).data(), {4}, DType::f32)
                                               .to(p.device());
         }
+        if (state.device_step_pending && !capturing) {  // made by a capture not yet replayed
+          const std::array<float, 4> values = device_step_values(state, group);
+          device_backend(p.device())
+              .write(state.device_step.storage(), state.device_step.offset() * sizeof(float), values.data(),
+                     sizeof values);
+          state.device_step_pending = false;
+        }
         // The lr as the host knows it (written before each replay when captured), the rest from the device.
         const Tensor lr = capturing ? state.scalars.narrow(0, 0, 1)
                                     : full({1}, group.lr, {.dtype = DType::f32, .device = p.device()});

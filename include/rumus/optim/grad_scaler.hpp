@@ -21,6 +21,7 @@
 // device (Optimizer::step(grads, found_inf)), and a whole amp step can be
 // captured (core/capture.hpp).
 #include <cstdint>
+#include <functional>
 #include <map>
 
 #include "rumus/autograd/engine.hpp"
@@ -110,6 +111,10 @@ class GradScaler {
   void unscale_grads(GradientStore& grads, const std::vector<const Tensor*>* params, const char* op, Record& r);
   // Makes the device tensors on `device` the first time (from the host values kept until then).
   void ensure_state(Device device, const char* op);
+  // Tensors made inside a capture get their first values at its first
+  // replay; a use outside the capture before that writes them first.
+  void settle() const;
+  mutable std::function<void()> settle_;
 
   GradScalerOptions options_;
   // Before the first loss or gradients, and where no tensors exist yet.
