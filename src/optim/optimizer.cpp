@@ -125,6 +125,7 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
                                    type_name()));
   std::vector<std::pair<std::size_t, std::size_t>> stepped;  // (group, index), when capturing
   const Tensor skip = found_inf ? found_inf->detach().reshape({1}) : Tensor();
+  Tensor skipped;  // gt(skip, 0), made once per step
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];
     for (std::size_t i = 0; i < group.params.size(); ++i) {
@@ -184,7 +185,8 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
         state.device_scalars = Tensor();
         const Tensor advanced =
             cat({add(state.device_step.narrow(0, 0, 1), 1.0), advance_device_scalars(values, group)});
-        state.device_step.copy_(where(gt(skip, 0.0), state.device_step, advanced));
+        if (!skipped.defined()) skipped = gt(skip, 0.0);
+        state.device_step.copy_(where(skipped, state.device_step, advanced));
         if (capturing) stepped.emplace_back(g, i);
         continue;
       }
