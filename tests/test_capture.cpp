@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -166,11 +167,11 @@ struct AmpResult {
 
 // `steps` autocast steps with a device-side GradScaler (init 1024, growth
 // every 2 clean steps): eager, or the first `eager_first` eager and the rest
-// replays of one capture. The batches of the steps in `poisoned` hold 1e30,
-// inf once cast to f16: those steps are skipped and the scale backs off
-// inside the replay, with no host read.
+// replays of one capture. The batches of the steps in `poisoned` hold
+// `poison` (1e30: inf once cast to f16, the GPU's autocast dtype): those
+// steps are skipped and the scale backs off inside the replay, with no host read.
 AmpResult amp_train(Device dev, Kind kind, bool captured, int steps, const std::vector<int>& poisoned,
-                    int eager_first = 0) {
+                    int eager_first = 0, float poison = 1e30f) {
   manual_seed(0);
   Mlp net;
   net.to(dev);
@@ -189,7 +190,7 @@ AmpResult amp_train(Device dev, Kind kind, bool captured, int steps, const std::
   AmpResult run;
   for (int i = 0; i < steps; ++i) {
     std::vector<float> batch = randn({16, 20}, {}, &gen).to_vector<float>();
-    if (std::find(poisoned.begin(), poisoned.end(), i) != poisoned.end()) batch[5] = 1e30f;
+    if (std::find(poisoned.begin(), poisoned.end(), i) != poisoned.end()) batch[5] = poison;
     x.copy_(tensor(batch, {16, 20}));
     y.copy_(randint(0, 5, {16}, {.dtype = DType::i64}, &gen));
     if (captured && i >= eager_first) {
@@ -231,6 +232,21 @@ TEST(CaptureReplay, AmpStepWithDeviceSideScalerMatchesEager) {
         EXPECT_EQ(replayed.params[i], eager.params[i]) << "parameter " << i << " differs from eager steps";
     }
     EXPECT_NE(eager.params[0], amp_train(kGpu, kind, false, 0, {}).params[0]) << "the steps updated nothing";
+  }
+}
+
+// On the CPU the closure runs at each replay: the same steps, the same numbers.
+// (Its autocast dtype, bf16, holds 1e30: the poisoned batches hold inf.)
+TEST(CaptureReplay, AmpStepWithDeviceSideScalerReplaysOnTheCpu) {
+  const std::vector<int> poisoned{0, 3};
+  const float inf = std::numeric_limits<float>::infinity();
+  for (Kind kind : {Kind::sgd_momentum, Kind::adam}) {
+    const AmpResult eager = amp_train(Device::cpu(), kind, false, 5, poisoned, 0, inf);
+    const AmpResult replayed = amp_train(Device::cpu(), kind, true, 5, poisoned, 0, inf);
+    EXPECT_EQ(replayed.scales, eager.scales);
+    EXPECT_EQ(replayed.scales, (std::vector<double>{512, 512, 1024, 512, 512}));
+    EXPECT_EQ(replayed.step_count, 3);
+    EXPECT_EQ(replayed.params, eager.params);
   }
 }
 
