@@ -81,6 +81,7 @@ class Optimizer {
   void load_state_dict(const StateDict& state);
 
  protected:
+  struct DeviceCount;
   struct ParamState {
     std::int64_t step = 0;            // updates done so far, before this one
     std::map<std::string, Tensor> buffers;
@@ -90,16 +91,23 @@ class Optimizer {
     Tensor scalars;
     std::array<float, 4> scalars_written{};
     bool scalars_valid = false;
-    // Steps skipped on the device (step(grads, found_inf)): f32 [4] on the
-    // parameter's device, the count of updates applied (which it then holds
-    // instead of `step`; exact to 2^24 steps, where every bias correction has
-    // long reached 1) and values 1 to 3 of the next update's step_scalars(),
-    // advanced on the device after each update applied. Made from the host's
-    // values, written at the first replay when made inside a capture.
-    // `device_scalars` is the f32 [5] the fused kernel reads during an update.
-    Tensor device_step;
-    bool device_step_pending = false;
+    // Steps skipped on the device (step(grads, found_inf)): the count and
+    // values the device keeps (DeviceCount), shared by the parameters of a
+    // group that step together, so that each step computes them once per
+    // group rather than once per parameter. `device_scalars` is the f32 [5]
+    // the fused kernel reads during an update.
+    std::shared_ptr<DeviceCount> device_step;
     Tensor device_scalars;
+  };
+  // f32 [4] on the parameters' device: the count of updates applied (held
+  // there instead of ParamState::step; exact to 2^24 steps, where every bias
+  // correction has long reached 1) and values 1 to 3 of the next update's
+  // step_scalars(), advanced on the device after each update applied. Made
+  // from the host's values, written at the first replay when made inside a
+  // capture (`pending`), or at the first use outside it before that.
+  struct DeviceCount {
+    Tensor values;
+    bool pending = false;
   };
   // state.scalars inside a capture, else undefined (the update's fields are used).
   static Tensor captured_scalars(const ParamState& state);
