@@ -71,8 +71,12 @@ int train(const example::Options& o) {
               o.threads, dev.str().c_str());
   std::fflush(stdout);
 
+  // On a GPU the step is recorded once and replayed for every full batch
+  // (support/classifier.hpp); RMSprop, which cannot be captured, runs eagerly.
+  const bool capture_steps = !dev.is_cpu() && o.optimizer != "rmsprop";
   // --amp: dynamic loss scaling for the 16-bit gradients; without it the scaler passes everything through.
-  optim::GradScaler scaler({.enabled = o.amp});
+  // Captured, the scaler keeps its inf/nan check, the skip and the scale on the device (no read back per step).
+  optim::GradScaler scaler({.enabled = o.amp, .device_side = capture_steps});
   // One training step: forward (recorded onto this thread's tape), backward
   // (gradients of every parameter), optimizer update. No zero_grad():
   // gradients are not stored.
@@ -87,10 +91,7 @@ int train(const example::Options& o) {
     scaler.update();
     return loss;
   };
-  // On a GPU the step is recorded once and replayed for every full batch
-  // (support/classifier.hpp). RMSprop (which cannot be captured) and --amp
-  // (the scaler reads its inf/nan check back every step) run eagerly.
-  example::StepRunner run_step(train_step, dev, o.batch_size, !dev.is_cpu() && o.optimizer != "rmsprop" && !o.amp);
+  example::StepRunner run_step(train_step, dev, o.batch_size, capture_steps);
 
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     train_loader.set_epoch(epoch);

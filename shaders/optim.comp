@@ -1,7 +1,8 @@
 #version 450
 // Fused optimizer updates over contiguous f32 tensors: one pass per parameter.
 // OPTIMIZER_UNSCALE is mixed precision's gradient check before the update:
-// p = g * lr (lr holding 1 / scale), and m[off_m] = 1 if any result is inf or NaN.
+// p = g * lr (lr holding 1 / scale, or s[off_s] with SCALARS), and m[off_m] = 1
+// if any result is inf or NaN.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KIND = 0;  // OPTIMIZER_*
 layout(constant_id = 2) const bool MOMENTUM = false;
@@ -11,6 +12,9 @@ layout(constant_id = 5) const bool DECOUPLED = false;  // AdamW
 // The per-step values come from binding 4 (lr, first / lr, c1, c2, first),
 // written before each run, so a captured step replays with current values.
 layout(constant_id = 6) const bool SCALARS = false;
+// Mixed precision on the device: s[off_s + 4] is the found-inf flag, and the
+// update writes nothing where it is set (the step is skipped without a host read).
+layout(constant_id = 7) const bool SKIP = false;
 
 #include "rumus_codes.glsl"
 #define PUSH_OPTIM
@@ -25,10 +29,6 @@ layout(set = 0, binding = 4) readonly buffer S { float s[]; };
 void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   const float lr = SCALARS ? s[pc.off_s] : pc.lr;
-  const float c1 = SCALARS ? s[pc.off_s + 1] : pc.c1;
-  const float c2 = SCALARS ? s[pc.off_s + 2] : pc.c2;
-  // SGD: the momentum buffer starts as the gradient; Adam: the moments start at zero (not read).
-  const bool first = SCALARS ? s[pc.off_s + (KIND == OPTIMIZER_SGD ? 1 : 3)] != 0.0 : FIRST;
   if (KIND == OPTIMIZER_UNSCALE) {
     bool bad = false;
     for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
@@ -39,6 +39,11 @@ void main() {
     if (bad) m[pc.off_m] = 1.0;  // every writer stores the same value: no atomics needed
     return;
   }
+  if (SKIP && s[pc.off_s + 4] != 0.0) return;
+  const float c1 = SCALARS ? s[pc.off_s + 1] : pc.c1;
+  const float c2 = SCALARS ? s[pc.off_s + 2] : pc.c2;
+  // SGD: the momentum buffer starts as the gradient; Adam: the moments start at zero (not read).
+  const bool first = SCALARS ? s[pc.off_s + (KIND == OPTIMIZER_SGD ? 1 : 3)] != 0.0 : FIRST;
   for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
     float w = p[pc.off_p + i];
     float d = g[pc.off_g + i];

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -482,6 +483,168 @@ TEST(GradScaler, StateDictRoundTrips) {
   expect_error<ValueError>([&] { b.load_state_dict(bad); }, "expected a finite scale > 0, got -1");
 }
 
+// ---- GradScaler without host reads (device_side) ----
+
+RUMUS_DEVICE_SUITE(DeviceSideScalerOnEveryDevice);
+
+namespace {
+
+enum class ScaledOpt { sgd_momentum, adam };
+
+struct ScalerRun {
+  std::vector<std::vector<float>> params;  // every parameter after the last step
+  std::vector<std::vector<float>> first;   // the first parameter after each step
+  std::vector<double> scales;              // after each update()
+  std::vector<std::int64_t> trackers;
+  std::vector<bool> ran;                   // step()'s answers
+  double step_count = 0;                   // the optimizer's count for the first parameter
+  double last_step_count = 0;              // and for the last one (no gradient at step 5)
+};
+
+constexpr int kScalerSteps = 8;
+bool poisoned(int i) { return i == 0 || i == 3 || i == 4; }  // the first, and two in a row
+
+// Eight autocast steps of a small MLP with a GradScaler (init 1024, growth
+// every 2 clean steps), host or device side; the gradients of steps 0, 3 and
+// 4 are made inf or NaN before the step.
+ScalerRun scaler_run(Device dev, ScaledOpt kind, bool device_side) {
+  std::vector<Tensor> p{rnd({12, 8}, dev, 90).mul_(0.3).requires_grad_(), rnd({12}, dev, 91).mul_(0.1).requires_grad_(),
+                        rnd({4, 12}, dev, 92).mul_(0.3).requires_grad_(), rnd({4}, dev, 93).mul_(0.1).requires_grad_()};
+  std::unique_ptr<optim::Optimizer> opt;
+  if (kind == ScaledOpt::sgd_momentum) opt = std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  else opt = std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 1e-2});
+  optim::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2, .device_side = device_side});
+  ScalerRun run;
+  for (int i = 0; i < kScalerSteps; ++i) {
+    Tensor x = rnd({6, 8}, dev, 100 + i);
+    Generator gen(200 + i);
+    Tensor y = randint(0, 4, {6}, {.dtype = DType::i64, .device = dev}, &gen);
+    Tensor loss = autocast([&] { return cross_entropy(linear(relu(linear(x, p[0], p[1])), p[2], p[3]), y); });
+    GradientStore grads = backward(scaler.scale(loss));
+    if (poisoned(i)) grads.insert(p[2].grad_id(), mul(grads.at(p[2]), std::numeric_limits<double>::infinity()));
+    if (i == 5) {  // the last parameter sits this step out: its count must stay where the others' moves
+      GradientStore some;
+      for (int k = 0; k < 3; ++k) some.insert(p[k].grad_id(), grads.at(p[k]));
+      grads = std::move(some);
+    }
+    run.ran.push_back(scaler.step(*opt, grads));
+    scaler.update();
+    run.first.push_back(p[0].to_vector<float>());
+    run.scales.push_back(scaler.get_scale());
+    run.trackers.push_back(scaler.growth_tracker());
+  }
+  for (const Tensor& t : p) run.params.push_back(t.to_vector<float>());
+  run.step_count = opt->state_dict().at("state.0.0.step").item();
+  run.last_step_count = opt->state_dict().at("state.0.3.step").item();
+  return run;
+}
+
+}  // namespace
+
+// The device-side scaler (flag, scale and count on the device, the step
+// skipped by the fused kernel) follows the host-side one step for step over
+// a run with a skipped first step and two skips in a row: the same scales and
+// counts, parameters untouched by skipped steps, and skipped steps not counted
+// by the optimizer (SGD's momentum starts at the first step applied, Adam's
+// bias correction counts applied steps only), also where one parameter of
+// the group has no gradient in a step (the group's shared count splits).
+TEST_P(DeviceSideScalerOnEveryDevice, MatchesTheHostScalerOverStepsWithInfs) {
+  const Device dev = GetParam();
+  const std::vector<double> scales{512, 512, 1024, 512, 256, 256, 512, 512};
+  const std::vector<std::int64_t> trackers{0, 1, 0, 0, 0, 1, 0, 1};
+  for (ScaledOpt kind : {ScaledOpt::sgd_momentum, ScaledOpt::adam}) {
+    SCOPED_TRACE(kind == ScaledOpt::adam ? "adam" : "sgd momentum");
+    const ScalerRun host = scaler_run(dev, kind, false), device = scaler_run(dev, kind, true);
+    for (const ScalerRun* run : {&host, &device}) {
+      EXPECT_EQ(run->scales, scales);
+      EXPECT_EQ(run->trackers, trackers);
+      EXPECT_EQ(run->step_count, kScalerSteps - 3) << "skipped steps are not counted";
+      EXPECT_EQ(run->last_step_count, kScalerSteps - 4) << "nor steps without a gradient";
+      for (int i = 1; i < kScalerSteps; ++i)
+        if (poisoned(i)) EXPECT_EQ(run->first[i], run->first[i - 1]) << "step " << i << " was skipped";
+        else EXPECT_NE(run->first[i], run->first[i - 1]) << "step " << i << " ran";
+    }
+    EXPECT_EQ(host.ran, (std::vector<bool>{false, true, true, false, false, true, true, true}));
+    EXPECT_EQ(device.ran, std::vector<bool>(kScalerSteps, true)) << "device_side: the update is always issued";
+    for (std::size_t k = 0; k < host.params.size(); ++k) {
+      if (kind == ScaledOpt::sgd_momentum) {
+        EXPECT_EQ(device.params[k], host.params[k]) << "parameter " << k;  // the same floats reach the kernel
+      } else {
+        // Adam's bias corrections: advanced in f32 on the device, from double on the host.
+        for (std::size_t j = 0; j < host.params[k].size(); ++j)
+          ASSERT_NEAR(device.params[k][j], host.params[k][j], 1e-7) << "parameter " << k << " at " << j;
+      }
+    }
+  }
+}
+
+// An optimizer without a fused update (RMSprop) reads the flag on the host
+// instead, and skips the same way.
+TEST_P(DeviceSideScalerOnEveryDevice, UnfusedOptimizerReadsTheFlag) {
+  const Device dev = GetParam();
+  Tensor p = rnd({6}, dev, 94).requires_grad_();
+  optim::RMSprop opt({p}, {.lr = 0.01});
+  optim::GradScaler scaler({.device_side = true});
+  GradientStore grads = backward(scaler.scale(sum(mul(p, 3.0))));
+  grads.insert(p.grad_id(), mul(grads.at(p), std::numeric_limits<double>::infinity()));
+  const std::vector<float> before = p.to_vector<float>();
+  scaler.step(opt, grads);
+  scaler.update();
+  EXPECT_EQ(p.to_vector<float>(), before);
+  EXPECT_EQ(opt.state_dict().at("state.0.0.step").item(), 0);
+  EXPECT_EQ(scaler.get_scale(), 32768.0);
+  grads = backward(scaler.scale(sum(mul(p, 3.0))));
+  scaler.step(opt, grads);
+  scaler.update();
+  EXPECT_NE(p.to_vector<float>(), before);
+  EXPECT_EQ(opt.state_dict().at("state.0.0.step").item(), 1);
+}
+
+// On a GPU the device-side step reads nothing back, where the host-side
+// step reads the flag once.
+TEST(DeviceSideScaler, StepAndUpdateReadNothingBackOnAGpu) {
+  REQUIRE_VULKAN();
+  for (bool device_side : {true, false}) {
+    SCOPED_TRACE(device_side ? "device side" : "host side");
+    Tensor p = rnd({6, 4}, kGpu, 95).requires_grad_();
+    optim::Adam opt({p}, {.lr = 1e-2});
+    optim::GradScaler scaler({.init_scale = 1024.0, .device_side = device_side});
+    Tensor x = rnd({3, 4}, kGpu, 96);
+    auto step = [&] {
+      GradientStore grads = backward(scaler.scale(sum(autocast([&] { return matmul(x, p.t()); }))));
+      scaler.step(opt, grads);
+      scaler.update();
+    };
+    step();  // the first makes the state
+    const std::uint64_t reads = device_backend(kGpu).stats().device_to_host;
+    step();
+    step();
+    const std::uint64_t more = device_backend(kGpu).stats().device_to_host - reads;
+    if (device_side) EXPECT_EQ(more, 0u);
+    else EXPECT_EQ(more, 2u) << "one read of the flag per step";
+    EXPECT_EQ(opt.state_dict().at("state.0.0.step").item(), 3);
+  }
+}
+
+TEST(DeviceSideScaler, MisuseIsAnError) {
+  expect_error<ValueError>([] { optim::GradScaler s({.growth_interval = (std::int64_t(1) << 24) + 1}); },
+                           "expected growth_interval >= 1 and <= 2^24");
+  Tensor p = rnd({4}, Device::cpu(), 97).requires_grad_();
+  optim::SGD opt({p}, {.lr = 0.1});
+  GradientStore grads = backward(sum(p));
+  expect_error<ShapeError>([&] { opt.step(grads, zeros({2})); },
+                           "SGD.step: expected found_inf to be a one-element f32 tensor, got f32 [2]");
+  if (have_vulkan())
+    expect_error<DeviceError>([&] { opt.step(grads, zeros({1}, {.device = kGpu})); },
+                              "SGD.step: found_inf is on vulkan:0 but a parameter is on cpu");
+  // The composed updates (here of a strided parameter) cannot skip on the device.
+  Tensor strided = zeros({4, 3}).t(), g = ones({3, 4}), buf = zeros({3, 4}), scalars = zeros({5});
+  expect_error<DeviceError>([&] { sgd_step_(strided, g, buf, {.lr = 0.1, .momentum = 0.9, .scalars = scalars}); },
+                            "sgd_step_: a step skipped on the device (scalars with a found-inf flag) needs the fused kernel");
+  expect_error<ShapeError>([&] { sgd_step_(strided, g, buf, {.lr = 0.1, .scalars = zeros({6})}); },
+                           "expected scalars to be a contiguous f32 tensor of 4 or 5 elements, got f32 [6]");
+}
+
 // ---- the fused unscale-and-check ----
 
 RUMUS_DEVICE_SUITE(AmpUnscaleOnEveryDevice);
@@ -505,6 +668,10 @@ TEST_P(AmpUnscaleOnEveryDevice, MatchesTheComposedOpsAndFlagsInfNanAndOverflow) 
         EXPECT_EQ(out.dtype(), g.dtype());
         expect_close(out, mul(g, inv), 0, 0, "unscaled values");
         EXPECT_EQ(flag.item(), 0.0);
+        // The factor read from a device tensor (a view at an offset) gives the same values.
+        const Tensor inv_t = full({3}, inv, {.device = dev}).narrow(0, 1, 1);
+        expect_close(amp_unscale(g, flag, inv_t), out, 0, 0, "unscaled by a tensor");
+        EXPECT_EQ(flag.item(), 0.0);
       }
     }
     for (double bad : {inf, -inf, nan}) {
@@ -516,10 +683,14 @@ TEST_P(AmpUnscaleOnEveryDevice, MatchesTheComposedOpsAndFlagsInfNanAndOverflow) 
       amp_unscale(big, flag, 0.5);  // a later clean gradient leaves the flag set
       EXPECT_EQ(flag.item(), 1.0);
     }
-    // Finite gradients whose product overflows.
+    // Finite gradients whose product overflows, by a factor given either way.
+    const Tensor huge = mul(big, dt == DType::f64 ? 1e300 : dt == DType::f32 ? 1e38 : 6e4);
     Tensor flag = zeros({1}, {.device = dev});
-    amp_unscale(mul(big, dt == DType::f64 ? 1e300 : dt == DType::f32 ? 1e38 : 6e4), flag, 1e10);
+    amp_unscale(huge, flag, 1e10);
     EXPECT_EQ(flag.item(), 1.0);
+    Tensor flag_t = zeros({1}, {.device = dev});
+    amp_unscale(huge, flag_t, full({1}, 1e10, {.device = dev}));
+    EXPECT_EQ(flag_t.item(), 1.0);
   }
 }
 
@@ -541,6 +712,11 @@ TEST(AmpUnscale, DevicesAgreeAndBadArgumentsAreErrors) {
                            "amp_unscale: expected a finite inv_scale, got inf");
   Tensor ints = zeros({3}, {.dtype = DType::i32});
   expect_error<DTypeError>([&] { amp_unscale(ints, flag, 1.0); }, "amp_unscale: expected a floating-point tensor");
+  expect_error<ShapeError>([&] { amp_unscale(g, flag, zeros({2})); },
+                           "amp_unscale: expected inv_scale to be a one-element f32 tensor, got f32 [2]");
+  expect_error<ValueError>([&] { amp_unscale(g, flag, Tensor()); }, "amp_unscale: expected a defined inv_scale tensor");
+  if (have_vulkan())
+    expect_error<DeviceError>([&] { amp_unscale(g, flag, ones({1}, {.device = Device::vulkan(0)})); }, "amp_unscale");
   EXPECT_EQ(flag.item(), 0.0);
 }
 

@@ -5,8 +5,10 @@
 // The Vulkan tests run on any Vulkan device (CI: lavapipe); they skip without one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -154,6 +156,131 @@ TEST(CaptureReplay, EagerAndReplayedStepsInterleave) {
 }
 
 // capture() runs none of the device work; each replay runs it once.
+// ---- mixed precision: an autocast step with a device-side GradScaler ----
+
+struct AmpResult {
+  std::vector<std::vector<float>> params;
+  std::vector<double> scales;  // after each step
+  std::vector<std::int64_t> trackers;
+  double step_count = 0;
+};
+
+// `steps` autocast steps with a device-side GradScaler (init 1024, growth
+// every 2 clean steps): eager, or the first `eager_first` eager and the rest
+// replays of one capture. The batches of the steps in `poisoned` hold
+// `poison` (1e30: inf once cast to f16, the GPU's autocast dtype): those
+// steps are skipped and the scale backs off inside the replay, with no host read.
+AmpResult amp_train(Device dev, Kind kind, bool captured, int steps, const std::vector<int>& poisoned,
+                    int eager_first = 0, float poison = 1e30f) {
+  manual_seed(0);
+  Mlp net;
+  net.to(dev);
+  auto opt = make_optimizer(kind, net.parameters());
+  optim::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2, .device_side = true});
+  Generator gen(7);
+  Tensor x = zeros({16, 20}, {.device = dev});
+  Tensor y = zeros({16}, {.dtype = DType::i64, .device = dev});
+  auto body = [&] {
+    Tensor loss = autocast([&] { return cross_entropy(net.forward(x), y); });
+    GradientStore grads = backward(scaler.scale(loss));
+    scaler.step(*opt, grads);
+    scaler.update();
+  };
+  CapturedStep step;
+  AmpResult run;
+  for (int i = 0; i < steps; ++i) {
+    std::vector<float> batch = randn({16, 20}, {}, &gen).to_vector<float>();
+    if (std::find(poisoned.begin(), poisoned.end(), i) != poisoned.end()) batch[5] = poison;
+    x.copy_(tensor(batch, {16, 20}));
+    y.copy_(randint(0, 5, {16}, {.dtype = DType::i64}, &gen));
+    if (captured && i >= eager_first) {
+      if (!step.valid()) step = capture(dev, body);
+      step.replay();
+    } else {
+      body();
+    }
+    run.scales.push_back(scaler.get_scale());
+    run.trackers.push_back(scaler.growth_tracker());
+  }
+  for (auto& p : net.parameters()) run.params.push_back(p.to_vector<float>());
+  run.step_count = opt->state_dict().at("state.0.0.step").item();
+  return run;
+}
+
+// Replays of a captured amp step land bit for bit where eager steps do,
+// through a skipped first step (Adam's moments never written, SGD's momentum
+// not started), growth, and a skip later on; skipped steps are not counted.
+TEST(CaptureReplay, AmpStepWithDeviceSideScalerMatchesEager) {
+  REQUIRE_VULKAN();
+  const std::vector<int> poisoned{0, 3};
+  const std::vector<double> scales{512, 512, 1024, 512, 512, 1024};
+  const std::vector<std::int64_t> trackers{0, 1, 0, 0, 1, 0};
+  for (Kind kind : {Kind::sgd_momentum, Kind::adam, Kind::adamw}) {
+    SCOPED_TRACE(int(kind));
+    const AmpResult eager = amp_train(kGpu, kind, false, 6, poisoned);
+    EXPECT_EQ(eager.scales, scales);
+    EXPECT_EQ(eager.trackers, trackers);
+    EXPECT_EQ(eager.step_count, 4);
+    for (int eager_first : {0, 2}) {  // captured from the start, and after eager steps made the state
+      SCOPED_TRACE(eager_first);
+      const AmpResult replayed = amp_train(kGpu, kind, true, 6, poisoned, eager_first);
+      EXPECT_EQ(replayed.scales, scales);
+      EXPECT_EQ(replayed.trackers, trackers);
+      EXPECT_EQ(replayed.step_count, 4);
+      ASSERT_EQ(replayed.params.size(), eager.params.size());
+      for (std::size_t i = 0; i < eager.params.size(); ++i)
+        EXPECT_EQ(replayed.params[i], eager.params[i]) << "parameter " << i << " differs from eager steps";
+    }
+    EXPECT_NE(eager.params[0], amp_train(kGpu, kind, false, 0, {}).params[0]) << "the steps updated nothing";
+  }
+}
+
+// On the CPU the closure runs at each replay: the same steps, the same numbers.
+// (Its autocast dtype, bf16, holds 1e30: the poisoned batches hold inf.)
+TEST(CaptureReplay, AmpStepWithDeviceSideScalerReplaysOnTheCpu) {
+  const std::vector<int> poisoned{0, 3};
+  const float inf = std::numeric_limits<float>::infinity();
+  for (Kind kind : {Kind::sgd_momentum, Kind::adam}) {
+    const AmpResult eager = amp_train(Device::cpu(), kind, false, 5, poisoned, 0, inf);
+    const AmpResult replayed = amp_train(Device::cpu(), kind, true, 5, poisoned, 0, inf);
+    EXPECT_EQ(replayed.scales, eager.scales);
+    EXPECT_EQ(replayed.scales, (std::vector<double>{512, 512, 1024, 512, 512}));
+    EXPECT_EQ(replayed.step_count, 3);
+    EXPECT_EQ(replayed.params, eager.params);
+  }
+}
+
+// The scaler's and the optimizer's device state made inside a capture gets
+// its first values at the first replay; read or used eagerly before that, it
+// holds them already (and the replay does not write them again).
+TEST(CaptureReplay, AmpStateMadeInsideACaptureIsUsableBeforeTheFirstReplay) {
+  REQUIRE_VULKAN();
+  manual_seed(0);
+  Mlp net;
+  net.to(kGpu);
+  optim::Adam opt(net.parameters(), {.lr = 1e-2});
+  optim::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2, .device_side = true});
+  Tensor x = randn({16, 20}).to(kGpu), y = zeros({16}, {.dtype = DType::i64, .device = kGpu});
+  auto body = [&] {
+    Tensor loss = autocast([&] { return cross_entropy(net.forward(x), y); });
+    GradientStore grads = backward(scaler.scale(loss));
+    scaler.step(opt, grads);
+    scaler.update();
+  };
+  CapturedStep step = capture(kGpu, body);
+  EXPECT_EQ(scaler.get_scale(), 1024.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  body();  // eager, before any replay
+  EXPECT_EQ(opt.state_dict().at("state.0.0.step").item(), 1);
+  EXPECT_EQ(scaler.growth_tracker(), 1);
+  step.replay();
+  EXPECT_EQ(scaler.get_scale(), 2048.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  EXPECT_EQ(opt.state_dict().at("state.0.0.step").item(), 2);
+  for (const Tensor& p : net.parameters())
+    for (float v : p.to_vector<float>()) ASSERT_TRUE(std::isfinite(v));
+}
+
 TEST(CaptureReplay, CaptureRecordsAndReplayRuns) {
   REQUIRE_VULKAN();
   Tensor counter = zeros({4}, {.device = kGpu});

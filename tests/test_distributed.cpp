@@ -952,6 +952,16 @@ TEST(Fsdp, ClipGradNormAndShardedGradScalerMatchSingleRankTraining) {
   }
 }
 
+// The ranks agree on found_inf through a host all_reduce: a scaler that
+// never reads back cannot take part.
+TEST(Fsdp, ShardedGradScalerRefusesDeviceSide) {
+  run_threads(2, [&](ProcessGroup& pg) {
+    expect_error<ValueError>([&] { fsdp::ShardedGradScaler s(pg, {.device_side = true}); },
+                             "ShardedGradScaler: device_side is not supported");
+    fsdp::ShardedGradScaler fine(pg, {.enabled = false, .device_side = true});
+  });
+}
+
 // backward twice through one FSDP forward (retain_graph) is supported: each
 // pass reduce-scatters its own gradients, and each gives every rank its shard
 // of the whole batch's gradient, as two passes in one process do.

@@ -11,7 +11,10 @@ namespace rumus {
 // f32[4] on the device holding the per-step values (SGD: lr, first; Adam: lr,
 // 1 - beta1^step, 1 - beta2^step, first) that a device may read at run time
 // instead of the fields, so a captured step replays with the values of each
-// replay. The fields hold the same values.
+// replay. The fields hold the same values. An f32[5] adds mixed precision's
+// found-inf flag: where it is not 0 the kernel writes nothing. Its values
+// were computed on the device and the fields do not hold them: every device
+// reads them from the tensor.
 struct SgdKernelArgs {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false;
@@ -39,10 +42,14 @@ struct AdamStepKernel {
 
 // out = grad * inv_scale over dense tensors of one dtype; found_inf (one f32)
 // becomes 1 if any product is inf or NaN, and is otherwise left as it is.
-// Mixed precision's gradient check in one pass.
+// Mixed precision's gradient check in one pass. `inv_scale_t`, when its
+// storage is not null, is a one-element f32 on the device read at run time
+// instead of `inv_scale` (the scaler's scale lives there: no host read, and
+// a captured step reads the scale of each replay).
 struct AmpUnscaleKernel {
   static constexpr std::string_view name = "amp_unscale";
-  using Fn = void(Backend&, TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale);
+  using Fn = void(Backend&, TensorArg out, TensorArg grad, TensorArg found_inf, TensorArg inv_scale_t,
+                  double inv_scale);
 };
 
 }  // namespace rumus

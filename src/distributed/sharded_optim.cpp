@@ -33,6 +33,12 @@ double FullyShardedModule::clip_grad_norm_(GradientStore& grads, double max_norm
   return fsdp::clip_grad_norm_(grads, parameters(), max_norm, group(), norm_type);
 }
 
+ShardedGradScaler::ShardedGradScaler(distributed::ProcessGroup& group, optim::GradScalerOptions options)
+    : GradScaler(options), group_(group) {
+  if (options.enabled && options.device_side)
+    throw ValueError("ShardedGradScaler: device_side is not supported (the ranks agree on found_inf on the host)");
+}
+
 bool ShardedGradScaler::found_inf_anywhere(bool found_here) {
   Tensor found = full({}, found_here ? 1.0 : 0.0, {.dtype = DType::f64});
   group_.all_reduce(found, distributed::Reduce::sum);

@@ -27,9 +27,17 @@ void check_state(const char* op, const Tensor& param, const Tensor& other, const
 void check_scalars(const char* op, const Tensor& param, const Tensor& s) {
   if (!s.defined()) return;
   detail::check_same_device(op, param, s);
-  if (s.dtype() != DType::f32 || s.numel() != 4 || !s.is_contiguous())
-    throw ShapeError(fmt::format("{}: expected scalars to be a contiguous f32 tensor of 4 elements, got {} {}", op,
-                                 dtype_name(s.dtype()), shape_str(s.shape())));
+  if (s.dtype() != DType::f32 || (s.numel() != 4 && s.numel() != 5) || !s.is_contiguous())
+    throw ShapeError(fmt::format("{}: expected scalars to be a contiguous f32 tensor of 4 or 5 elements, got {} {}",
+                                 op, dtype_name(s.dtype()), shape_str(s.shape())));
+}
+// The composed updates read the fields, which do not hold values computed on
+// the device, and cannot skip without a host read.
+void check_composable(const char* op, const Tensor& s) {
+  if (s.defined() && s.numel() == 5)
+    throw DeviceError(fmt::format("{}: a step skipped on the device (scalars with a found-inf flag) needs the fused "
+                                  "kernel: a contiguous parameter of a dtype the device's kernel takes",
+                                  op));
 }
 TensorArg scalars_arg(const Tensor& s) { return s.defined() ? arg(s) : TensorArg{nullptr, DType::f32, nullptr}; }
 // Gradients may arrive as broadcast or strided views; the fused kernels read them densely.
@@ -84,6 +92,7 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, const SgdStep& o)
   Tensor g = dense(grad);
   if (!fused<SgdStepKernel>("sgd_step_", param, {uses_buffer ? &buf : &param},
              "an SGD update of a parameter the fused kernel does not take (its lr would be frozen)")) {
+    check_composable("sgd_step_", o.scalars);
     composed_sgd_step(param, g, buf, o);
     return;
   }
@@ -105,6 +114,7 @@ void adam_step_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
   Tensor g = dense(grad);
   if (!fused<AdamStepKernel>("adam_step_", param, {&m, &v},
              "an Adam update of a parameter the fused kernel does not take (its lr and step would be frozen)")) {
+    check_composable("adam_step_", o.scalars);
     composed_adam_step(param, g, m, v, o);
     return;
   }
@@ -114,31 +124,50 @@ void adam_step_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
   for (Tensor* t : {&param, &m, &v}) t->storage().bump_version();
 }
 
-Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, double inv_scale) {
+namespace {
+Tensor unscale(const Tensor& grad, Tensor& found_inf, const Tensor& inv_t, double inv_scale) {
   detail::check_floating("amp_unscale", grad);
   detail::check_same_device("amp_unscale", grad, found_inf);
   if (found_inf.dtype() != DType::f32 || found_inf.numel() != 1)
     throw ShapeError(fmt::format("amp_unscale: expected found_inf to be a one-element f32 tensor, got {} {}",
                                  dtype_name(found_inf.dtype()), shape_str(found_inf.shape())));
-  if (!std::isfinite(inv_scale))
+  if (inv_t.defined()) {
+    detail::check_same_device("amp_unscale", grad, inv_t);
+    if (inv_t.dtype() != DType::f32 || inv_t.numel() != 1)
+      throw ShapeError(fmt::format("amp_unscale: expected inv_scale to be a one-element f32 tensor, got {} {}",
+                                   dtype_name(inv_t.dtype()), shape_str(inv_t.shape())));
+  } else if (!std::isfinite(inv_scale)) {
     throw ValueError(fmt::format("amp_unscale: expected a finite inv_scale, got {}", inv_scale));
+  }
   NoGradGuard no_grad;
   const Tensor g = dense(grad);
   if (detail::has_kernels<AmpUnscaleKernel>(g)) {
     Tensor out = detail::alloc(g.shape(), g.dtype(), g.device());
     if (out.numel() > 0) {
-      detail::kernel<AmpUnscaleKernel>("amp_unscale", g)(arg(out), arg(g), arg(found_inf), inv_scale);
+      const Tensor inv = inv_t.defined() ? inv_t.detach().contiguous() : Tensor();
+      detail::kernel<AmpUnscaleKernel>("amp_unscale", g)(arg(out), arg(g), arg(found_inf), scalars_arg(inv),
+                                                         inv_scale);
       found_inf.storage().bump_version();
     }
     return out;
   }
   // Composed: the product, then whether any of it is not finite, folded into the flag.
-  Tensor out = mul(g, inv_scale);
+  Tensor out = inv_t.defined() ? mul(g, inv_t.reshape({}).to(g.dtype())) : mul(g, inv_scale);
   if (out.numel() > 0) {
     const Tensor bad = gt(sum(eq(isfinite(out), 0.0).to(DType::f32)), 0.0).to(DType::f32);
     found_inf.copy_(maximum(found_inf, bad.reshape(found_inf.shape())));
   }
   return out;
+}
+}  // namespace
+
+Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, double inv_scale) {
+  return unscale(grad, found_inf, Tensor(), inv_scale);
+}
+
+Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, const Tensor& inv_scale) {
+  if (!inv_scale.defined()) throw ValueError("amp_unscale: expected a defined inv_scale tensor");
+  return unscale(grad, found_inf, inv_scale, 1.0);
 }
 
 }  // namespace rumus

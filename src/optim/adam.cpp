@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "rumus/core/capture.hpp"
+#include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
+#include "rumus/ops/join.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/optimizer_step.hpp"
 
@@ -46,6 +48,15 @@ std::optional<std::array<float, 4>> Adam::step_scalars(const ParamState& state, 
   const double step = double(state.step + 1);
   return std::array<float, 4>{float(group.lr), float(1.0 - std::pow(group.option("beta1"), step)),
                               float(1.0 - std::pow(group.option("beta2"), step)), state.step == 0 ? 1.0f : 0.0f};
+}
+
+Tensor Adam::advance_device_scalars(const Tensor& values, const Group& group) const {
+  // (1 - beta1^step, 1 - beta2^step, first) one step on, in f32:
+  // 1 - beta^(t+1) = beta * (1 - beta^t) + (1 - beta), a sum of positive terms
+  // within an ulp or two of the host's double pow, where exp and log would
+  // lose most bits of 1 - 0.999^t.
+  auto next = [&](std::int64_t i, double beta) { return add(mul(values.narrow(0, i, 1), beta), 1.0 - beta); };
+  return cat({next(0, group.option("beta1")), next(1, group.option("beta2")), zeros({1}, {.device = values.device()})});
 }
 
 void Adam::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {

@@ -11,7 +11,10 @@
 #include "rumus/core/capture.hpp"
 #include "rumus/core/device_backend.hpp"
 #include "rumus/core/error.hpp"
+#include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
+#include "rumus/ops/elementwise.hpp"
+#include "rumus/ops/join.hpp"
 
 namespace rumus::optim {
 
@@ -70,9 +73,53 @@ void Optimizer::write_scalars(ParamState& state, const std::array<float, 4>& val
   state.scalars_valid = true;
 }
 
-Tensor Optimizer::captured_scalars(const ParamState& state) { return is_capturing() ? state.scalars : Tensor(); }
+Tensor Optimizer::captured_scalars(const ParamState& state) {
+  if (state.device_scalars.defined()) return state.device_scalars;
+  return is_capturing() ? state.scalars : Tensor();
+}
 
-void Optimizer::step(const GradientStore& grads) {
+Tensor Optimizer::advance_device_scalars(const Tensor&, const Group&) const {
+  throw Error(fmt::format("{}.step: this optimizer has no update computed on the device", type_name()));
+}
+
+std::int64_t Optimizer::host_step(const ParamState& state) {
+  if (!state.device_step || state.device_step->pending) return state.step;
+  return std::int64_t(state.device_step->values.narrow(0, 0, 1).item());
+}
+
+namespace {
+void write_values(Tensor& t, const std::array<float, 4>& values) {
+  device_backend(t.device()).write(t.storage(), t.offset() * sizeof(float), values.data(), sizeof values);
+}
+}  // namespace
+
+std::array<float, 4> Optimizer::device_step_values(const ParamState& state, const Group& group) const {
+  std::array<float, 4> v = *step_scalars(state, group);
+  v[0] = float(state.step);
+  return v;
+}
+
+void Optimizer::step(const GradientStore& grads) { run_step(grads, nullptr); }
+
+void Optimizer::step(const GradientStore& grads, const Tensor& found_inf) {
+  if (!found_inf.defined()) return run_step(grads, nullptr);
+  if (found_inf.dtype() != DType::f32 || found_inf.numel() != 1)
+    throw ShapeError(fmt::format("{}.step: expected found_inf to be a one-element f32 tensor, got {} {}", type_name(),
+                                 dtype_name(found_inf.dtype()), shape_str(found_inf.shape())));
+  bool on_device = true;
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i)
+      if (grads.get(groups_[g].params[i]).defined() && !step_scalars(state_[g][i], groups_[g])) on_device = false;
+  if (on_device) return run_step(grads, &found_inf);
+  // No update that reads the flag: read it here, as PyTorch's GradScaler does for such optimizers.
+  if (is_capturing())
+    throw CaptureError(fmt::format("{}.step: this optimizer cannot skip a step on the device (only the fused SGD, "
+                                   "Adam and AdamW updates can), and reading found_inf is a host read",
+                                   type_name()));
+  if (found_inf.item() == 0) run_step(grads, nullptr);
+}
+
+void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
   NoGradGuard no_grad;
   detail::ProfilePhase phase("step");
   const bool capturing = is_capturing();
@@ -83,6 +130,12 @@ void Optimizer::step(const GradientStore& grads) {
                                    "step and replay it as often as needed)",
                                    type_name()));
   std::vector<std::pair<std::size_t, std::size_t>> stepped;  // (group, index), when capturing
+  const Tensor skip = found_inf ? found_inf->detach().reshape({1}) : Tensor();
+  struct OnDevice {
+    std::size_t g, i;
+    Tensor grad;
+  };
+  std::vector<OnDevice> on_device;  // updates skipped on the device where `skip` is set
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];
     for (std::size_t i = 0; i < group.params.size(); ++i) {
@@ -101,9 +154,95 @@ void Optimizer::step(const GradientStore& grads) {
         // Written before each replay (an upload now would replay the same bytes).
         if (!state.scalars.defined()) state.scalars = empty({4}, {.dtype = DType::f32, .device = p.device()});
       }
+      if (!skip.defined() && state.device_step) {
+        // Back from steps counted on the device: the count returns to the host.
+        if (capturing)
+          throw CaptureError(fmt::format("{}.step: a step without found_inf after steps that skipped on the device "
+                                         "(the step count is on the device; capture the same kind of step)",
+                                         type_name()));
+        state.step = host_step(state);
+        state.device_step.reset();
+      }
+      if (skip.defined()) {
+        if (skip.device() != p.device())
+          throw DeviceError(fmt::format("{}.step: found_inf is on {} but a parameter is on {}", type_name(),
+                                        skip.device().str(), p.device().str()));
+        on_device.push_back({g, i, grad});
+        continue;
+      }
       update(p, grad, state, group);
       if (capturing) stepped.emplace_back(g, i);
       else ++state.step;
+    }
+  }
+  if (!on_device.empty()) {
+    // The device counts: written first where a capture made them and has not
+    // replayed yet; one new count per group for the parameters that have
+    // none, and a copy for those that share theirs with a parameter that
+    // has no gradient this step (its count must stay).
+    std::map<const DeviceCount*, std::size_t> users, here;
+    for (const auto& states : state_)
+      for (const ParamState& st : states)
+        if (st.device_step) ++users[st.device_step.get()];
+    for (const OnDevice& u : on_device)
+      if (const auto& dc = state_[u.g][u.i].device_step) ++here[dc.get()];
+    std::map<std::pair<std::size_t, std::array<float, 4>>, std::shared_ptr<DeviceCount>> fresh;
+    std::map<const DeviceCount*, std::shared_ptr<DeviceCount>> copies;
+    for (const OnDevice& u : on_device) {
+      ParamState& st = state_[u.g][u.i];
+      const Device dev = groups_[u.g].params[u.i].device();
+      if (st.device_step && st.device_step->pending && !capturing) {
+        write_values(st.device_step->values, device_step_values(st, groups_[u.g]));
+        st.device_step->pending = false;
+      }
+      if (!st.device_step) {
+        const std::array<float, 4> v = device_step_values(st, groups_[u.g]);
+        std::shared_ptr<DeviceCount>& dc = fresh[{u.g, v}];
+        if (!dc) {
+          // Inside a capture an upload would replay the same bytes: the replay hook writes them once.
+          dc = std::make_shared<DeviceCount>();
+          dc->pending = capturing;
+          dc->values = capturing ? empty({4}, {.dtype = DType::f32, .device = dev})
+                                 : from_blob(v.data(), {4}, DType::f32).to(dev);
+        }
+        st.device_step = dc;
+      } else if (here[st.device_step.get()] < users[st.device_step.get()]) {
+        std::shared_ptr<DeviceCount>& copy = copies[st.device_step.get()];
+        if (!copy) copy = std::make_shared<DeviceCount>(DeviceCount{st.device_step->values.clone(), st.device_step->pending});
+        st.device_step = copy;
+      }
+    }
+    // One scalars tensor per count: the lr as the host knows it (written
+    // before each replay when captured), the rest from the device.
+    std::vector<std::pair<DeviceCount*, std::size_t>> counts;  // (count, group), in first use order
+    std::map<const DeviceCount*, Tensor> scalars_of;
+    for (const OnDevice& u : on_device) {
+      ParamState& st = state_[u.g][u.i];
+      Group& group = groups_[u.g];
+      Tensor& p = group.params[u.i];
+      Tensor& scalars = scalars_of[st.device_step.get()];
+      if (!scalars.defined()) {
+        const Tensor lr = capturing ? st.scalars.narrow(0, 0, 1)
+                                    : full({1}, group.lr, {.dtype = DType::f32, .device = p.device()});
+        scalars = cat({lr, st.device_step->values.narrow(0, 1, 3), skip});
+        counts.emplace_back(st.device_step.get(), u.g);
+      }
+      st.device_scalars = scalars;
+      try {
+        update(p, u.grad, st, group);
+      } catch (...) {
+        st.device_scalars = Tensor();
+        throw;
+      }
+      st.device_scalars = Tensor();
+      if (capturing) stepped.emplace_back(u.g, u.i);
+    }
+    // Then each count advances, unless the step was skipped.
+    const Tensor skipped = gt(skip, 0.0);
+    for (auto [dc, g] : counts) {
+      const Tensor advanced = cat({add(dc->values.narrow(0, 0, 1), 1.0),
+                                   advance_device_scalars(dc->values.narrow(0, 1, 3), groups_[g])});
+      dc->values.copy_(where(skipped, dc->values, advanced));
     }
   }
   if (capturing && !stepped.empty()) {
@@ -119,7 +258,12 @@ void Optimizer::step(const GradientStore& grads) {
       for (auto [g, i] : stepped) {
         ParamState& state = state_[g][i];
         write_scalars(state, *step_scalars(state, groups_[g]));
-        ++state.step;
+        if (!state.device_step) {
+          ++state.step;
+        } else if (state.device_step->pending) {  // where the device goes on from
+          write_values(state.device_step->values, device_step_values(state, groups_[g]));
+          state.device_step->pending = false;
+        }
       }
     });
   }
@@ -149,7 +293,7 @@ StateDict Optimizer::state_dict() const {
     for (std::size_t i = 0; i < state_[g].size(); ++i) {
       const ParamState& s = state_[g][i];
       std::string sp = fmt::format("state.{}.{}.", g, i);
-      out[sp + "step"] = full({}, double(s.step), {.dtype = DType::i64});
+      out[sp + "step"] = full({}, double(host_step(s)), {.dtype = DType::i64});
       for (auto& [n, t] : s.buffers) out[sp + n] = t.detach();
     }
   }

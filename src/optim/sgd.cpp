@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
+#include "rumus/ops/join.hpp"
 #include "rumus/ops/optimizer_step.hpp"
 
 namespace rumus::optim {
@@ -34,6 +36,10 @@ bool first_update(const std::map<std::string, Tensor>& buffers, std::int64_t ste
 std::optional<std::array<float, 4>> SGD::step_scalars(const ParamState& state, const Group& group) const {
   const bool first = group.option("momentum") != 0 && first_update(state.buffers, state.step);
   return std::array<float, 4>{float(group.lr), first ? 1.0f : 0.0f, 0, 0};
+}
+
+Tensor SGD::advance_device_scalars(const Tensor& values, const Group&) const {
+  return zeros({3}, {.device = values.device()});  // (first, 0, 0): not first once an update was applied
 }
 
 void SGD::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {

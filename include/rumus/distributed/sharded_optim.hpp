@@ -27,8 +27,8 @@ double clip_grad_norm_(GradientStore& grads, const std::vector<Tensor>& shards, 
 // step() are collective, and every rank skips (and backs off) together.
 class ShardedGradScaler : public optim::GradScaler {
  public:
-  explicit ShardedGradScaler(distributed::ProcessGroup& group, optim::GradScalerOptions options = {})
-      : GradScaler(options), group_(group) {}
+  // device_side is refused: the ranks agree on the flag through a host all_reduce.
+  explicit ShardedGradScaler(distributed::ProcessGroup& group, optim::GradScalerOptions options = {});
 
  protected:
   bool found_inf_anywhere(bool found_here) override;

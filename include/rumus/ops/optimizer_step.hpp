@@ -19,7 +19,10 @@ namespace rumus {
 // moments are taken as zero, not read). A captured step (core/capture.hpp)
 // replays with whatever the tensor holds at each replay; the optimizers
 // keep it up to date. The other fields must hold the same values (the CPU
-// reads those).
+// reads those). A fifth element is mixed precision's found-inf flag
+// (optim::GradScaler on the device): where it is not 0 the update writes
+// nothing; the four values were then computed on the device, and every
+// device reads them from the tensor (only the fused kernels take this form).
 struct SgdStep {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false;
@@ -47,6 +50,10 @@ void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
 // left as it is, so that one flag gathers all gradients. One kernel where the
 // device has it, a few pointwise ones elsewhere.
 Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, double inv_scale);
+// The same with the factor in a one-element f32 tensor on grad's device (as
+// PyTorch's inv_scale), read by the kernel: no host read, and a captured step
+// reads the factor of each replay.
+Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, const Tensor& inv_scale);
 
 }  // namespace rumus
 

@@ -27,6 +27,7 @@ class Adam : public Optimizer {
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
   std::vector<std::string> buffer_names(const Group& group) const override;
   std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
+  Tensor advance_device_scalars(const Tensor& values, const Group& group) const override;
 
  private:
   bool decoupled_;

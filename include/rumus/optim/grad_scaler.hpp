@@ -10,7 +10,18 @@
 //   auto grads = backward(scaler.scale(loss));
 //   scaler.step(optimizer, grads);
 //   scaler.update();
+//
+// The scale, the growth count and the found-inf flags are one-element f32
+// tensors on the device of the first loss or gradients seen, as PyTorch's
+// _scale, _growth_tracker and found_inf: scale() multiplies by the tensor,
+// unscaling divides on the device (amp_unscale) and update() computes the
+// next scale there (PyTorch's _amp_update_scale_). By default step() then
+// reads the flag back, to skip the optimizer's step and to return whether it
+// ran. With `device_side`, nothing is read back: the optimizer skips on the
+// device (Optimizer::step(grads, found_inf)), and a whole amp step can be
+// captured (core/capture.hpp).
 #include <cstdint>
+#include <functional>
 #include <map>
 
 #include "rumus/autograd/engine.hpp"
@@ -28,6 +39,14 @@ struct GradScalerOptions {
   double backoff_factor = 0.5;
   std::int64_t growth_interval = 2000;
   bool enabled = true;  // false: every method passes through, as without a scaler
+  // true: no host reads per step. step() hands the flag to the optimizer,
+  // which skips on the device (SGD, Adam and AdamW; others read the flag),
+  // and returns true: the update was issued, and is void where found_inf()
+  // holds 1 after it. Needed to capture a step; a sharded scaler's ranks
+  // must then agree on the flag themselves. false: as PyTorch's GradScaler
+  // with an unfused optimizer: one read of the flag per step, and step()
+  // says whether the update ran.
+  bool device_side = false;
 };
 
 class GradScaler {
@@ -35,8 +54,9 @@ class GradScaler {
   explicit GradScaler(GradScalerOptions options = {});
   virtual ~GradScaler() = default;
 
-  // loss * scale (a recorded op), or loss itself when disabled.
-  Tensor scale(const Tensor& loss) const;
+  // loss * scale (a recorded op, reading the scale tensor: a captured step
+  // uses the scale of each replay), or loss itself when disabled.
+  Tensor scale(const Tensor& loss);
 
   // Divides the gradients of `optimizer`'s parameters in `grads` by the scale
   // and notes whether any is inf or NaN. Call it before working on the true
@@ -47,7 +67,8 @@ class GradScaler {
   void unscale_(GradientStore& grads);
 
   // Unscales (unless done), then runs optimizer.step(grads) unless a
-  // gradient was inf or NaN. Returns whether the step ran.
+  // gradient was inf or NaN. Returns whether the step ran (device_side:
+  // true, the skip is decided on the device).
   bool step(Optimizer& optimizer, GradientStore& grads);
 
   // Ends the iteration: backoff_factor on the scale if any step was skipped,
@@ -57,9 +78,17 @@ class GradScaler {
   // Sets the scale instead (the growth count is kept).
   void update(double new_scale);
 
-  double get_scale() const { return options_.enabled ? scale_ : 1.0; }
-  std::int64_t growth_tracker() const { return growth_tracker_; }
+  // Read back from the device (for logging and checkpoints, not per step).
+  double get_scale() const;
+  std::int64_t growth_tracker() const;
   bool is_enabled() const { return options_.enabled; }
+  bool is_device_side() const { return options_.enabled && options_.device_side; }
+  // The device tensors (undefined until the first loss or gradients):
+  // f32 [1] each. found_inf(optimizer) is that optimizer's flag since the
+  // last update(), 1 where a gradient was inf or NaN.
+  const Tensor& scale_tensor() const { return scale_t_; }
+  const Tensor& growth_tracker_tensor() const { return tracker_t_; }
+  Tensor found_inf(const Optimizer& optimizer) const;
   const GradScalerOptions& options() const { return options_; }
 
   // "scale" and "growth_tracker" (f64 scalars), to resume training.
@@ -75,14 +104,23 @@ class GradScaler {
   enum class Stage { ready, unscaled, stepped };
   struct Record {
     Stage stage = Stage::ready;
-    bool found_inf = false;
+    bool found_inf = false;  // read back (not device_side)
+    Tensor flag;             // f32 [1] on the scaler's device
   };
-  // Unscales the gradients of `params` (all of them when null); whether one was inf/NaN.
-  bool unscale_grads(GradientStore& grads, const std::vector<const Tensor*>* params, const char* op);
+  // Unscales the gradients of `params` (all of them when null) into r.flag; reads it unless device_side.
+  void unscale_grads(GradientStore& grads, const std::vector<const Tensor*>* params, const char* op, Record& r);
+  // Makes the device tensors on `device` the first time (from the host values kept until then).
+  void ensure_state(Device device, const char* op);
+  // Tensors made inside a capture get their first values at its first
+  // replay; a use outside the capture before that writes them first.
+  void settle() const;
+  mutable std::function<void()> settle_;
 
   GradScalerOptions options_;
-  double scale_;
-  std::int64_t growth_tracker_ = 0;
+  // Before the first loss or gradients, and where no tensors exist yet.
+  double initial_scale_;
+  std::int64_t initial_tracker_ = 0;
+  Tensor scale_t_, tracker_t_;
   // Per optimizer (or per gradient store, for unscale_(grads)) since the last update().
   std::map<const void*, Record> records_;
 };

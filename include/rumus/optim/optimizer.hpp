@@ -55,6 +55,17 @@ class Optimizer {
   // the update is recorded, and each replay advances the step counts and
   // uses the learning rate of that moment; call step() once per capture.
   void step(const GradientStore& grads);
+  // The same step, skipped on the device where `found_inf` (a one-element f32
+  // on the parameters' device, mixed precision's flag: optim::GradScaler) is
+  // not 0, without a host read, as PyTorch's fused optimizers take found_inf.
+  // The fused updates (SGD, Adam, AdamW) read the flag in their kernels and
+  // keep their step counts on the device, so that a skipped step does not
+  // count (Adam's bias correction, the momentum buffer's first update), as
+  // PyTorch's fused Adam subtracts found_inf from its device step. Such a
+  // step can be captured. Optimizers without that update (RMSprop, AMSGrad,
+  // ...) read the flag on the host and step unless it is set, as PyTorch's
+  // GradScaler does for them.
+  void step(const GradientStore& grads, const Tensor& found_inf);
 
   std::vector<Group>& param_groups() { return groups_; }
   const std::vector<Group>& param_groups() const { return groups_; }
@@ -70,6 +81,7 @@ class Optimizer {
   void load_state_dict(const StateDict& state);
 
  protected:
+  struct DeviceCount;
   struct ParamState {
     std::int64_t step = 0;            // updates done so far, before this one
     std::map<std::string, Tensor> buffers;
@@ -79,6 +91,23 @@ class Optimizer {
     Tensor scalars;
     std::array<float, 4> scalars_written{};
     bool scalars_valid = false;
+    // Steps skipped on the device (step(grads, found_inf)): the count and
+    // values the device keeps (DeviceCount), shared by the parameters of a
+    // group that step together, so that each step computes them once per
+    // group rather than once per parameter. `device_scalars` is the f32 [5]
+    // the fused kernel reads during an update.
+    std::shared_ptr<DeviceCount> device_step;
+    Tensor device_scalars;
+  };
+  // f32 [4] on the parameters' device: the count of updates applied (held
+  // there instead of ParamState::step; exact to 2^24 steps, where every bias
+  // correction has long reached 1) and values 1 to 3 of the next update's
+  // step_scalars(), advanced on the device after each update applied. Made
+  // from the host's values, written at the first replay when made inside a
+  // capture (`pending`), or at the first use outside it before that.
+  struct DeviceCount {
+    Tensor values;
+    bool pending = false;
   };
   // state.scalars inside a capture, else undefined (the update's fields are used).
   static Tensor captured_scalars(const ParamState& state);
@@ -102,9 +131,18 @@ class Optimizer {
   virtual std::optional<std::array<float, 4>> step_scalars(const ParamState&, const Group&) const {
     return std::nullopt;
   }
+  // Values 1 to 3 of step_scalars() for the update after the one that used
+  // `values` (f32 [3] on the device), computed on the device. Optimizers with
+  // step_scalars() define it.
+  virtual Tensor advance_device_scalars(const Tensor& values, const Group&) const;
 
  private:
   static void write_scalars(ParamState& state, const std::array<float, 4>& values);
+  void run_step(const GradientStore& grads, const Tensor* found_inf);
+  // The count of applied updates as step(grads) keeps it, read back from the device where it lives.
+  static std::int64_t host_step(const ParamState& state);
+  // The first value of ParamState::device_step, from the host's count.
+  std::array<float, 4> device_step_values(const ParamState& state, const Group& group) const;
   std::vector<Group> groups_;
   std::vector<std::vector<ParamState>> state_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // replay hooks check that the optimizer lives

@@ -26,6 +26,7 @@ class SGD : public Optimizer {
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
   std::vector<std::string> buffer_names(const Group& group) const override;
   std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
+  Tensor advance_device_scalars(const Tensor& values, const Group& group) const override;
 };
 
 }  // namespace rumus::optim

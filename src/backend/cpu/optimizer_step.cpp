@@ -1,6 +1,7 @@
 // Fused optimizer updates: one pass over parameter, gradient and state,
 // vectorised for the CPU's widest instructions (isa.hpp).
 #include "../optimizer_step.hpp"
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -131,6 +132,12 @@ void adam(const AdamLoop<T>& a, std::int64_t n) {
   });
 }
 
+// The per-step values computed on the device (an f32[5] scalars tensor, see
+// ../optimizer_step.hpp): null when the fields hold them.
+const float* device_scalars(TensorArg s) {
+  return s.storage != nullptr && s.layout->numel() == 5 ? at<float>(s) : nullptr;
+}
+
 // Calls f with a zero of the parameter's type (f32 or f64).
 template <class F>
 void dispatch_f32_f64(DType dt, F&& f) {
@@ -144,10 +151,12 @@ void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg gr
   // ops/optimizer_step.cpp composes the update for anything else.
   if ((param.dtype != DType::f32 && param.dtype != DType::f64) || !all_dense({param, grad, buf}))
     throw DeviceError("sgd_step_: the CPU kernel takes contiguous f32 or f64 operands");
+  const float* d = device_scalars(s.scalars);
+  if (d && d[4] != 0) return;  // mixed precision found an inf or NaN: skipped
   dispatch_f32_f64(param.dtype, [&](auto zero) {
     using T = decltype(zero);
-    const SgdLoop<T> a{at<T>(param), at<T>(grad), at<T>(buf), T(s.lr), T(s.momentum), T(1 - s.dampening),
-                       T(s.weight_decay), s.momentum != 0, s.first, s.nesterov};
+    const SgdLoop<T> a{at<T>(param), at<T>(grad), at<T>(buf), d ? T(d[0]) : T(s.lr), T(s.momentum),
+                       T(1 - s.dampening), T(s.weight_decay), s.momentum != 0, d ? d[1] != 0 : s.first, s.nesterov};
     sgd(a, param.layout->numel());
   });
 }
@@ -155,9 +164,17 @@ void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg gr
 void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
   if ((param.dtype != DType::f32 && param.dtype != DType::f64) || !all_dense({param, grad, m, v}))
     throw DeviceError("adam_step_: the CPU kernel takes contiguous f32 or f64 operands");
+  const float* d = device_scalars(s.scalars);
+  if (d && d[4] != 0) return;  // mixed precision found an inf or NaN: skipped
   dispatch_f32_f64(param.dtype, [&](auto zero) {
     using T = decltype(zero);
-    const double c1 = 1.0 - std::pow(s.beta1, double(s.step)), c2 = 1.0 - std::pow(s.beta2, double(s.step));
+    double lr = s.lr, c1 = 1.0 - std::pow(s.beta1, double(s.step)), c2 = 1.0 - std::pow(s.beta2, double(s.step));
+    if (d) {
+      lr = d[0], c1 = d[1], c2 = d[2];
+      // The first update takes the moments as zero: they may never have been written.
+      if (d[3] != 0)
+        for (TensorArg t : {m, v}) std::fill_n(at<T>(t), t.layout->numel(), T(0));
+    }
     const AdamLoop<T> a{at<T>(param),
                         at<T>(grad),
                         at<T>(m),
@@ -165,20 +182,21 @@ void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg 
                         T(s.beta1),
                         T(s.beta2),
                         T(s.eps),
-                        T(s.lr / c1),
+                        T(lr / c1),
                         T(1 / std::sqrt(c2)),
                         s.decoupled ? T(0) : T(s.weight_decay),
-                        s.decoupled ? T(1 - s.lr * s.weight_decay) : T(1)};
+                        s.decoupled ? T(1 - lr * s.weight_decay) : T(1)};
     adam(a, param.layout->numel());
   });
 }
 
-void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) {
+void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf, TensorArg inv_scale_t,
+                 double inv_scale) {
   dispatch_f32_f64(grad.dtype, [&](auto zero) {
     using T = decltype(zero);
     T* __restrict o = at<T>(out);
     const T* __restrict g = at<T>(grad);
-    const T inv = T(inv_scale);
+    const T inv = inv_scale_t.storage != nullptr ? T(*at<float>(inv_scale_t)) : T(inv_scale);
     int bad = 0;
     const std::int64_t n = grad.layout->numel();
 #pragma omp parallel for simd reduction(| : bad) if (n > kParallelGrain)

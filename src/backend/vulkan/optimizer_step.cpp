@@ -18,6 +18,8 @@ using Operand = VulkanBackend::Operand;
 constexpr std::uint32_t kLocal = 256;
 
 bool dense_f32(TensorArg t) { return t.dtype == DType::f32 && t.layout->is_contiguous(); }
+// An f32[5] scalars tensor carries the found-inf flag the update skips on.
+bool skips(TensorArg scalars) { return scalars.storage != nullptr && scalars.layout->numel() == 5; }
 
 void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
   VulkanBackend& vk = device_of(be);
@@ -34,7 +36,9 @@ void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg gr
   Operand ops[] = {{param, true}, {grad, false}, {momentum ? buf : param, momentum}, {param, false},
                    {scalars ? s.scalars : param, false}};
   vk.launch(ShaderId::optim,
-            {kLocal, std::uint32_t(OptimizerKind::sgd), momentum, s.nesterov, !scalars && s.first, 0, scalars}, ops,
+            {kLocal, std::uint32_t(OptimizerKind::sgd), momentum, s.nesterov, !scalars && s.first, 0, scalars,
+             skips(s.scalars)},
+            ops,
             &pc, sizeof pc, groups_for(pc.n, kLocal));
 }
 
@@ -49,19 +53,23 @@ void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg 
                std::int32_t(scalars ? s.scalars.layout->offset : 0), float(s.lr), 0, 0, float(s.weight_decay), float(s.beta1), float(s.beta2), float(s.eps),
                float(1.0 - std::pow(s.beta1, double(s.step))), float(1.0 - std::pow(s.beta2, double(s.step)))};
   Operand ops[] = {{param, true}, {grad, false}, {m, true}, {v, true}, {scalars ? s.scalars : param, false}};
-  vk.launch(ShaderId::optim, {kLocal, std::uint32_t(OptimizerKind::adam), 0, 0, 0, s.decoupled, scalars}, ops, &pc,
+  vk.launch(ShaderId::optim,
+            {kLocal, std::uint32_t(OptimizerKind::adam), 0, 0, 0, s.decoupled, scalars, skips(s.scalars)}, ops, &pc,
             sizeof pc, groups_for(pc.n, kLocal));
 }
 
-void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf, double inv_scale) {
+void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf, TensorArg inv_scale_t,
+                 double inv_scale) {
   VulkanBackend& vk = device_of(be);
-  if (!dense_f32(out) || !dense_f32(grad) || !dense_f32(found_inf))
+  const bool on_device = inv_scale_t.storage != nullptr;
+  if (!dense_f32(out) || !dense_f32(grad) || !dense_f32(found_inf) || (on_device && !dense_f32(inv_scale_t)))
     throw Error("amp_unscale: the Vulkan kernel needs dense f32 tensors");
   OptimPush pc{std::uint32_t(grad.layout->numel()), std::int32_t(out.layout->offset), std::int32_t(grad.layout->offset),
-               std::int32_t(found_inf.layout->offset), 0, 0, float(inv_scale), 0, 0, 0, 0, 0, 0, 1, 1};
-  Operand ops[] = {{out, true}, {grad, false}, {found_inf, true}, {out, false}, {out, false}};
-  vk.launch(ShaderId::optim, {kLocal, std::uint32_t(OptimizerKind::unscale), 0, 0, 0, 0, 0}, ops, &pc, sizeof pc,
-            groups_for(pc.n, kLocal));
+               std::int32_t(found_inf.layout->offset), 0, std::int32_t(on_device ? inv_scale_t.layout->offset : 0),
+               float(inv_scale), 0, 0, 0, 0, 0, 0, 1, 1};
+  Operand ops[] = {{out, true}, {grad, false}, {found_inf, true}, {out, false}, {on_device ? inv_scale_t : out, false}};
+  vk.launch(ShaderId::optim, {kLocal, std::uint32_t(OptimizerKind::unscale), 0, 0, 0, 0, on_device, 0}, ops, &pc,
+            sizeof pc, groups_for(pc.n, kLocal));
 }
 
 }  // namespace
