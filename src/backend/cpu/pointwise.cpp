@@ -166,12 +166,15 @@ void unary(Backend& be, UnaryOp op, TensorArg out, TensorArg in, double p0, doub
 
 namespace {
 // Signed integers wrap as in PyTorch (two's complement) instead of overflowing,
-// which C++ leaves undefined: the arithmetic is done on the unsigned twin.
+// which C++ leaves undefined: the arithmetic is done on the unsigned twin,
+// widened to unsigned int where it is narrower (an i16 product of unsigned
+// shorts would be promoted to int and overflow it).
 template <class A, class F>
 A wrapping(A x, A y, F f) {
   if constexpr (std::is_integral_v<A> && std::is_signed_v<A>) {
     using U = std::make_unsigned_t<A>;
-    return A(f(U(x), U(y)));
+    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+    return A(U(f(W(U(x)), W(U(y)))));
   } else {
     return A(f(x, y));
   }
