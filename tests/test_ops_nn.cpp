@@ -1115,8 +1115,8 @@ RUMUS_DEVICE_SUITE(BatchNormOnEveryDevice);
 // its output, gradients and running statistics against the composed formula
 // in f64 on the CPU. The shapes split a channel's values into several chunks
 // on a GPU (odd sizes that end a chunk inside a plane, many channels of few
-// values, few channels of many), two inputs are strided views and one
-// starts at an offset.
+// values, few channels of many), two inputs are strided views (one with
+// strided running statistics) and one starts at an offset.
 TEST_P(BatchNormOnEveryDevice, FusedKernelsMatchTheComposedF64Formula) {
   const Device dev = GetParam();
   Generator gen(31);
@@ -1170,7 +1170,13 @@ TEST_P(BatchNormOnEveryDevice, FusedKernelsMatchTheComposedF64Formula) {
       Tensor x = view(copy(stored)).requires_grad_();
       ASSERT_EQ(x.is_contiguous(), k.layout == 0 || k.layout == 3);
       Tensor wt = copy(w0).requires_grad_(), bt = copy(b0).requires_grad_();
-      Tensor rm = copy(rm0), rv = copy(rv0);
+      // With channels sliced out, the running statistics are strided views too (every other element of a
+      // wider buffer): updated through a contiguous copy written back.
+      auto running = [&](const Tensor& t) {
+        return k.layout == 2 ? copy(stack({t, zeros_like(t)}, 1)).select(1, 0) : copy(t);
+      };
+      Tensor rm = running(rm0), rv = running(rv0);
+      ASSERT_EQ(rm.is_contiguous(), k.layout != 2);
       Profiler prof;
       Tensor y = batch_norm2d(x, rm, rv, has_w ? wt : Tensor(), has_b ? bt : Tensor(), true, momentum, eps);
       GradientStore g = backward(y, seed.to(dt).to(dev));
