@@ -72,6 +72,32 @@ TEST(DType, FloatToIntCastsSaturateAndNanIsZero) {
   EXPECT_EQ(scalar_tensor(-2.5).item<int>(), -2);
 }
 
+// What FSDP frees between a unit's forward and backward: the bytes go, the
+// handles stay, and reading is an Error until bytes are put back.
+TEST(Storage, ReleasedBytesRaiseUntilTakenBack) {
+  Tensor t = tensor(std::vector<float>{0, 1, 2, 3, 4, 5}).reshape({2, 3});
+  Tensor view = t.narrow(1, 1, 2);
+  const std::uint64_t version = t.storage().version();
+  const std::size_t before = device_stats(Device::cpu()).bytes_in_use;
+  t.storage().release_bytes();
+  EXPECT_TRUE(t.storage().released());
+  EXPECT_LT(device_stats(Device::cpu()).bytes_in_use, before);
+  expect_error<Error>([&] { (void)t.sum().item<float>(); }, "tensor memory of 24 bytes on cpu is released");
+  expect_error<Error>([&] { (void)view.contiguous(); }, "is released by its owner");
+  t.storage().release_bytes();  // idempotent
+  Tensor fresh = tensor(std::vector<float>{0, 1, 2, 3, 4, 5});
+  t.storage().take_bytes(fresh.storage());
+  EXPECT_FALSE(t.storage().released());
+  EXPECT_TRUE(fresh.storage().released());
+  EXPECT_EQ(t.storage().version(), version);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(view.contiguous().to_vector<float>(), (std::vector<float>{1, 2, 4, 5}));
+  Tensor other = zeros({5});
+  expect_error<Error>([&] { t.storage().take_bytes(other.storage()); },
+                      "Storage::take_bytes: expected 24 bytes on cpu that are not released, got 20 bytes on cpu");
+  expect_error<Error>([&] { other.storage().take_bytes(fresh.storage()); }, "got 24 bytes on cpu (released)");
+}
+
 TEST(Creation, FactoriesAndShapes) {
   EXPECT_EQ(zeros({2, 3}).to_vector<float>(), std::vector<float>(6, 0));
   EXPECT_EQ(ones({2}).to_vector<float>(), std::vector<float>(2, 1));

@@ -188,8 +188,21 @@ StateDict train_reference(const StateDict& init, const Data& d, Opt kind) {
   return cloned(m.state_dict());
 }
 
-enum class Mode { ddp, fsdp_shard, fsdp_linear };
-const char* mode_name(Mode m) { return m == Mode::ddp ? "ddp" : m == Mode::fsdp_shard ? "fsdp::shard" : "FsdpLinear"; }
+enum class Mode { ddp, fsdp_shard, fsdp_units, fsdp_linear };
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::ddp: return "ddp";
+    case Mode::fsdp_shard: return "fsdp::shard";
+    case Mode::fsdp_units: return "fsdp::shard by units";
+    case Mode::fsdp_linear: return "FsdpLinear";
+  }
+  return "?";
+}
+
+// Every Linear and Conv2d a unit, freed after its forward, with both prefetches.
+fsdp::ShardOptions unit_options() {
+  return {.auto_wrap_policy = fsdp::module_wrap_policy({"Linear", "Conv2d"}), .forward_prefetch = true};
+}
 
 // This rank's part of N-rank training; returns the full trained state.
 template <class Model>
@@ -218,7 +231,8 @@ StateDict train_distributed(ProcessGroup& pg, Mode mode, const StateDict& init, 
       opt->step(ddp.backward(cross_entropy(ddp(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
     return cloned(m.state_dict());
   }
-  auto sharded = fsdp::shard(m, pg);
+  auto sharded = fsdp::shard(m, pg, mode == Mode::fsdp_units ? unit_options() : fsdp::ShardOptions{});
+  if (mode == Mode::fsdp_units) EXPECT_GT(sharded->unit_names().size(), 2u);
   std::int64_t padding = 0;  // at most size - 1 zero rows per parameter
   for (auto& [name, t] : init) padding += t.dim() > 0 && t.size(0) > 0 ? (pg.size() - 1) * (t.numel() / t.size(0)) : 0;
   EXPECT_LE(sharded->shard_numel() * pg.size(), sharded->full_numel() + padding);  // padding only
@@ -505,10 +519,10 @@ TEST(ProcessGroupErrors, BadArgumentsOnOneRankRaiseOnEveryRank) {
                                    {"reduce_scatter: expected a tensor with at least 1 dim, got shape []"});
   expect_on_every_rank<DTypeError>(
       2, [](ProcessGroup& pg) { Tensor t = ones({2}, {.dtype = DType::i64}); pg.all_reduce(t, Reduce::average); },
-      {"all_reduce: average expects a floating dtype (f32, f64), got i64"});
+      {"all_reduce: average expects a floating dtype (f32, f64, f16, bf16), got i64"});
   expect_on_every_rank<DTypeError>(
-      2, [](ProcessGroup& pg) { Tensor t = ones({2}, {.dtype = pg.rank() ? DType::f16 : DType::f32}); pg.all_reduce(t); },
-      {"rank 1: all_reduce: expected dtype f32, f64, i32 or i64, got f16"});
+      2, [](ProcessGroup& pg) { Tensor t = ones({2}, {.dtype = pg.rank() ? DType::u8 : DType::f32}); pg.all_reduce(t); },
+      {"rank 1: all_reduce: expected dtype f32, f64, f16, bf16, i32 or i64, got u8"});
   expect_on_every_rank<Error>(2, [](ProcessGroup& pg) { Tensor t = ones({2}); pg.broadcast(t, 5); },
                               {"broadcast: root 5 is out of range: expected 0 <= root < 2"});
   expect_on_every_rank<Error>(2, [](ProcessGroup& pg) { Tensor t; if (pg.rank() == 1) pg.all_reduce(t); else { t = ones({1}); pg.all_reduce(t); } },
@@ -974,10 +988,11 @@ TEST(Fsdp, BackwardTwiceWithRetainGraphReduceScattersEachPass) {
   GradientStore first = backward(ref_loss, {.retain_graph = true});
   GradientStore second = backward(mul(ref_loss, 3.0));
   for (int n : {2, 3}) {
+    for (bool units : {false, true})
     run_threads(n, [&](ProcessGroup& pg) {
       Mlp m;
       m.load_state_dict(init);
-      auto sharded = fsdp::shard(m, pg);
+      auto sharded = fsdp::shard(m, pg, units ? unit_options() : fsdp::ShardOptions{});
       Tensor loss = cross_entropy((*sharded)(my_slice(d.x[0], pg)), my_slice(d.y[0], pg));
       GradientStore g1 = backward(loss, {.retain_graph = true});
       GradientStore g2 = backward(mul(loss, 3.0));
@@ -985,11 +1000,219 @@ TEST(Fsdp, BackwardTwiceWithRetainGraphReduceScattersEachPass) {
       const auto full = ref.named_parameters();
       ASSERT_EQ(shards.size(), full.size());
       for (std::size_t i = 0; i < shards.size(); ++i) {
-        SCOPED_TRACE(fmt::format("{} ranks, rank {}, {}", n, pg.rank(), shards[i].first));
+        SCOPED_TRACE(fmt::format("{} ranks, rank {}, {}{}", n, pg.rank(), shards[i].first, units ? ", units" : ""));
         expect_close(values(g1.at(shards[i].second)), values(shard_of(first.at(full[i].second), pg.rank(), n)));
         expect_close(values(g2.at(shards[i].second)), values(shard_of(second.at(full[i].second), pg.rank(), n)));
       }
     }, {.timeout = 60s}, {.threads_per_rank = 1});
+  }
+}
+
+// ---- FSDP by units ----
+
+namespace {
+// Six layers of 128 x 128 (64 KiB each in f32): units small against the model.
+struct DeepMlp : nn::Module {
+  nn::Sequential body;
+  nn::Linear head{128, 5};
+  DeepMlp() {
+    body.push_back(std::make_shared<nn::Linear>(16, 128));
+    for (int i = 0; i < 5; ++i) {
+      body.push_back(std::make_shared<nn::ReLU>());
+      body.push_back(std::make_shared<nn::Linear>(128, 128));
+    }
+    register_modules({{"body", body}, {"head", head}});
+  }
+  Tensor forward(const Tensor& x) override { return head(relu(body(x))); }
+  std::string type_name() const override { return "DeepMlp"; }
+};
+
+std::vector<StateDict> train_fsdp(int n, const StateDict& init, const Data& d, Opt kind, const fsdp::ShardOptions& o) {
+  std::vector<StateDict> got(static_cast<std::size_t>(n));
+  run_threads(n, [&](ProcessGroup& pg) {
+    DeepMlp m;
+    m.load_state_dict(init);
+    auto sharded = fsdp::shard(m, pg, o);
+    auto opt = make_opt(kind, sharded->parameters());
+    for (int s = 0; s < kSteps; ++s)
+      opt->step(backward(cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
+    got[std::size_t(pg.rank())] = cloned(sharded->state_dict());
+  }, {.timeout = 60s}, {.threads_per_rank = 1});
+  return got;
+}
+}  // namespace
+
+TEST(FsdpUnits, WrapPoliciesMakeUnitsChildrenFirst) {
+  ThreadGroup g(1);
+  DeepMlp m;
+  auto by_type = fsdp::shard(m, g.rank(0), {.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"})});
+  EXPECT_EQ(by_type->unit_names(),
+            (std::vector<std::string>{"", "head", "body.10", "body.8", "body.6", "body.4", "body.2", "body.0"}));
+  DeepMlp m2;
+  // body.0 (16 x 128 + 128 = 2,176) and the head (645) are below the size:
+  // they stay with the root (body, left with body.0 only, is below it too).
+  auto by_size = fsdp::shard(m2, g.rank(0), {.auto_wrap_policy = fsdp::size_based_wrap_policy(16'000)});
+  EXPECT_EQ(by_size->unit_names(), (std::vector<std::string>{"", "body.10", "body.8", "body.6", "body.4", "body.2"}));
+  DeepMlp m3;
+  auto small = fsdp::shard(m3, g.rank(0), {.auto_wrap_policy = fsdp::size_based_wrap_policy(600)});
+  EXPECT_EQ(small->unit_names(),
+            (std::vector<std::string>{"", "head", "body.10", "body.8", "body.6", "body.4", "body.2", "body.0"}));
+  expect_error<Error>([] { fsdp::size_based_wrap_policy(0); }, "size_based_wrap_policy: expected min_num_params >= 1, got 0");
+  DeepMlp m4;
+  expect_error<DTypeError>([&] { fsdp::shard(m4, g.rank(0), {.mixed_precision = {.param_dtype = DType::i32}}); },
+                           "fsdp::shard: mixed_precision expects floating dtypes, got i32");
+}
+
+// Same reduction order, so the same bits as one unit, with and without
+// resharding and prefetching, for 1 to 4 ranks.
+TEST(FsdpUnits, TrainingGivesTheBitsOfTheWholeModuleUnit) {
+  const StateDict init = initial_state<DeepMlp>(71);
+  const Data d = make_data({16}, 72);
+  const StateDict single = train_reference<DeepMlp>(init, d, Opt::adamw);
+  const fsdp::WrapPolicy per_linear = fsdp::module_wrap_policy({"Linear"});
+  for (int n = 1; n <= 4; ++n) {
+    const std::vector<StateDict> whole = train_fsdp(n, init, d, Opt::adamw, {});
+    expect_same_state(whole[0], single, fmt::format("{} ranks, one unit", n));
+    for (const fsdp::ShardOptions& o :
+         {fsdp::ShardOptions{.auto_wrap_policy = per_linear},
+          fsdp::ShardOptions{.auto_wrap_policy = per_linear, .reshard_after_forward = false},
+          fsdp::ShardOptions{.auto_wrap_policy = per_linear, .forward_prefetch = true, .backward_prefetch = false},
+          fsdp::ShardOptions{.auto_wrap_policy = fsdp::size_based_wrap_policy(16'000), .forward_prefetch = true}}) {
+      const std::vector<StateDict> got = train_fsdp(n, init, d, Opt::adamw, o);
+      for (int r = 0; r < n; ++r)
+        for (auto& [name, t] : whole[0])
+          EXPECT_EQ(values(got[std::size_t(r)].at(name)), values(t))
+              << n << " ranks, rank " << r << ", " << name << ", reshard " << o.reshard_after_forward << ", prefetch "
+              << o.forward_prefetch << o.backward_prefetch;
+    }
+  }
+}
+
+TEST(FsdpUnits, ModelAndCnnMatchSingleRankTraining) {
+  check_equivalence<Mlp>(Mode::fsdp_units, Opt::sgd, {16}, 73);
+  check_equivalence<Cnn>(Mode::fsdp_units, Opt::adamw, {1, 10, 10}, 74);
+}
+
+// A unit's parameters exist in full only from its forward to the end of its
+// forward, and again from the moment backward reaches it to its reduce-scatter.
+TEST(FsdpUnits, ParametersAreFreedAfterTheirForwardAndGatheredAgainInBackward) {
+  manual_seed(75);
+  Tensor x = randn({4, 16});
+  for (int n : {1, 2})
+  run_threads(n, [&](ProcessGroup& pg) {
+    DeepMlp m;
+    auto sharded = fsdp::shard(m, pg, {.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"})});
+    auto& first = static_cast<nn::Linear&>(*m.body.children()[0]);
+    std::vector<std::int64_t> seen;  // the head's weight numel inside its forward
+    auto probe = m.head.register_forward_pre_hook([&](nn::Module&, const Tensor&) {
+      seen.push_back(m.head.weight.numel());
+      return Tensor();
+    });
+    Tensor loss = (*sharded)(x).sum();
+    EXPECT_EQ(seen, (std::vector<std::int64_t>{5 * 128}));  // gathered for its own forward
+    // Between forward and backward the body's first layer keeps its full
+    // shape for the graph, but its memory is released: reading it is an Error.
+    EXPECT_EQ(first.weight.shape(), (Shape{128, 16}));
+    EXPECT_TRUE(first.weight.storage().released());
+    try {  // not expect_error: it clears the tape, and the graph is needed below
+      (void)values(first.weight);
+      ADD_FAILURE() << "reading a released parameter raised nothing";
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.what(), "is released by its owner until it is needed again")) << e.what();
+    }
+    const std::uint64_t calls = collective_stats().calls;
+    GradientStore grads = backward(loss);
+    // One rank, so no other counts: backward gathered each of the 7 units
+    // again (14 parameters) and reduce-scattered their 14 gradients.
+    if (n == 1) EXPECT_EQ(collective_stats().calls - calls, 28u);
+    EXPECT_EQ(first.weight.numel(), 0);  // freed once its gradient was reduce-scattered
+    EXPECT_EQ(grads.size(), 14u);
+    probe.remove();
+    {
+      NoGradGuard no_grad;
+      (*sharded)(x);
+    }
+    EXPECT_EQ(first.weight.numel(), 0);  // without a graph, freed right after its forward
+    EXPECT_EQ(seen.size(), 1u);  // the removed hook ran no more
+  }, {.timeout = 60s}, {.threads_per_rank = 1});
+}
+
+// The memory goal, on thread ranks: the full parameters alive at once
+// never exceed two units (the running one and the one prefetched), where one
+// unit for the whole module holds them all; without prefetching, one unit.
+TEST(FsdpUnits, GatheredMemoryStaysWithinTwoUnits) {
+  const StateDict init = initial_state<DeepMlp>(76);
+  const Data d = make_data({16}, 77);
+  enum Config { whole, prefetching, one_at_a_time };
+  for (int n : {2, 4}) {
+    std::vector<std::vector<fsdp::FsdpMemoryStats>> stats(3, std::vector<fsdp::FsdpMemoryStats>(std::size_t(n)));
+    for (Config c : {whole, prefetching, one_at_a_time})
+      run_threads(n, [&](ProcessGroup& pg) {
+        DeepMlp m;
+        m.load_state_dict(init);
+        fsdp::ShardOptions o;
+        if (c != whole) o.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"});
+        o.forward_prefetch = o.backward_prefetch = c == prefetching;
+        auto sharded = fsdp::shard(m, pg, o);
+        auto opt = make_opt(Opt::sgd, sharded->parameters());
+        for (int s = 0; s < kSteps; ++s)
+          opt->step(backward(cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
+        stats[c][std::size_t(pg.rank())] = sharded->memory_stats();
+      }, {.timeout = 60s}, {.threads_per_rank = 1});
+    const std::int64_t model = 4 * (16 * 128 + 128 + 5 * (128 * 128 + 128) + 128 * 5 + 5);
+    for (int r = 0; r < n; ++r) {
+      SCOPED_TRACE(fmt::format("{} ranks, rank {}", n, r));
+      const auto& u = stats[prefetching][std::size_t(r)];
+      const auto& single = stats[one_at_a_time][std::size_t(r)];
+      const auto& w = stats[whole][std::size_t(r)];
+      EXPECT_LE(u.shard_bytes, model / n + 4 * 7 * 128 * (n - 1));  // 1/W, plus padding rows
+      EXPECT_GT(u.peak_gathered_bytes, u.largest_unit_bytes);   // a prefetch overlapped a unit
+      EXPECT_LE(u.peak_gathered_bytes, 2 * u.largest_unit_bytes);
+      EXPECT_EQ(single.peak_gathered_bytes, single.largest_unit_bytes);  // one unit at a time
+      EXPECT_GE(w.peak_gathered_bytes, model);  // one unit: the whole model at once
+      for (const auto* s : {&u, &single, &w}) EXPECT_EQ(s->gathered_bytes, 0);  // nothing full between steps
+    }
+  }
+}
+
+// PyTorch's MixedPrecision: bf16 gathers and compute, f32 shards and
+// optimizer; the reduce-scatter sums in bf16's float accumulation.
+TEST(FsdpUnits, MixedPrecisionGathersInBf16AndKeepsF32Shards) {
+  const StateDict init = initial_state<DeepMlp>(78);
+  const Data d = make_data({16}, 79);
+  const StateDict single = train_reference<DeepMlp>(init, d, Opt::sgd);
+  for (int n : {1, 2, 3}) {
+    std::vector<StateDict> got(static_cast<std::size_t>(n));
+    run_threads(n, [&](ProcessGroup& pg) {
+      DeepMlp m;
+      m.load_state_dict(init);
+      auto sharded = fsdp::shard(m, pg, {.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"}),
+                                         .mixed_precision = {.param_dtype = DType::bf16}});
+      DType inside = DType::f32;
+      auto probe = m.head.register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& out) {
+        inside = out.dtype();
+        EXPECT_EQ(m.head.weight.dtype(), DType::bf16);
+        return Tensor();
+      });
+      auto opt = make_opt(Opt::sgd, sharded->parameters());
+      for (int s = 0; s < kSteps; ++s) {
+        Tensor out = (*sharded)(my_slice(d.x[std::size_t(s)], pg));
+        EXPECT_EQ(out.dtype(), DType::bf16);
+        GradientStore g = backward(cross_entropy(out.to(DType::f32), my_slice(d.y[std::size_t(s)], pg)));
+        for (const Tensor& p : sharded->parameters()) EXPECT_EQ(g.at(p).dtype(), DType::f32);
+        opt->step(g);
+      }
+      EXPECT_EQ(inside, DType::bf16);
+      for (const Tensor& p : sharded->parameters()) EXPECT_EQ(p.dtype(), DType::f32);
+      got[std::size_t(pg.rank())] = cloned(sharded->state_dict());
+    }, {.timeout = 60s}, {.threads_per_rank = 1});
+    for (auto& [name, want] : single) {
+      const std::vector<double> a = values(got[0].at(name)), b = values(want);
+      double worst = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+      EXPECT_LT(worst, 2e-2) << n << " ranks, " << name;  // bf16 compute against f32
+      EXPECT_GT(worst, 0.0) << n << " ranks, " << name;   // it did compute in bf16
+    }
   }
 }
 
@@ -1605,14 +1828,14 @@ TEST_F(Mpi, FsdpAndDdpMatchSingleProcessTraining) {
     const StateDict init = initial_state<Mlp>(51);
     const Data d = make_data({16}, 52);
     const StateDict want = train_reference<Mlp>(init, d, Opt::sgd);
-    for (Mode mode : {Mode::fsdp_linear, Mode::fsdp_shard, Mode::ddp})
+    for (Mode mode : {Mode::fsdp_linear, Mode::fsdp_shard, Mode::fsdp_units, Mode::ddp})
       expect_same_state(train_distributed<Mlp>(pg, mode, init, d, Opt::sgd), want, fmt::format("MLP, {}", mode_name(mode)));
   }
   {
     const StateDict init = initial_state<Cnn>(53);
     const Data d = make_data({1, 10, 10}, 54);
     const StateDict want = train_reference<Cnn>(init, d, Opt::adamw);
-    for (Mode mode : {Mode::fsdp_shard, Mode::ddp})
+    for (Mode mode : {Mode::fsdp_shard, Mode::fsdp_units, Mode::ddp})
       expect_same_state(train_distributed<Cnn>(pg, mode, init, d, Opt::adamw), want, fmt::format("CNN, {}", mode_name(mode)));
   }
 }

@@ -425,6 +425,56 @@ TEST_P(PackedSequenceOnEveryDevice, LstmRunsEachSequenceAsAlone) {
   }
 }
 
+// PyTorch's forward hooks: around operator() and containers, not forward().
+TEST(Module, ForwardHooksRunAroundCallsAndCanBeRemoved) {
+  manual_seed(4);
+  nn::Linear inner(3, 2);
+  nn::Sequential seq;
+  auto lin = std::make_shared<nn::Linear>(3, 3);
+  seq.push_back(lin);
+  seq.push_back(std::make_shared<nn::ReLU>());
+  std::vector<std::string> events;
+  auto pre = lin->register_forward_pre_hook([&](nn::Module& m, const Tensor& x) {
+    events.push_back(m.type_name() + " pre " + shape_str(x.shape()));
+    return mul(x, 2.0);  // replaces the input
+  });
+  auto post = lin->register_forward_hook([&](nn::Module&, const Tensor& x, const Tensor& y) {
+    // The input as the pre-hook left it (doubled while the pre-hook is on).
+    events.push_back(fmt::format("post {} of {}", shape_str(y.shape()), x.to_vector<float>()[0]));
+    return Tensor();  // keeps the output
+  });
+  Tensor x = ones({1, 3});
+  Tensor through_seq = seq(x);
+  EXPECT_EQ(events, (std::vector<std::string>{"Linear pre [1, 3]", "post [1, 3] of 2"}));
+  EXPECT_EQ(through_seq.to_vector<float>(), relu(lin->forward(mul(x, 2.0))).to_vector<float>());  // forward() itself: no hooks
+  EXPECT_EQ(events.size(), 2u);
+  EXPECT_TRUE(pre.active());
+  (*lin)(x);
+  EXPECT_EQ(events.size(), 4u);
+  pre.remove();
+  pre.remove();  // idempotent
+  EXPECT_FALSE(pre.active());
+  auto replace = inner.register_forward_hook([](nn::Module&, const Tensor&, const Tensor& y) { return add(y, 1.0); });
+  EXPECT_EQ(inner(x).to_vector<float>(), add(inner.forward(x), 1.0).to_vector<float>());
+  (*lin)(x);
+  EXPECT_EQ(events.back(), "post [1, 3] of 1");
+  EXPECT_EQ(events.size(), 5u);
+  post.remove();
+  replace.remove();
+  EXPECT_EQ(inner(x).to_vector<float>(), inner.forward(x).to_vector<float>());
+  expect_error<Error>([&] { inner.register_forward_hook(nullptr); },
+                      "Linear.register_forward_hook: expected a callable hook, got an empty one");
+  {
+    nn::ModuleHookHandle outlived;
+    {
+      nn::Linear gone(2, 2);
+      outlived = gone.register_forward_pre_hook([](nn::Module&, const Tensor&) { return Tensor(); });
+    }
+    EXPECT_FALSE(outlived.active());
+    outlived.remove();  // harmless once the module is gone
+  }
+}
+
 TEST(Module, DottedNamesInRegistrationOrder) {
   Net net;
   EXPECT_EQ(names(net.named_parameters()),

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_set>
 
 #include "rumus/autograd/function.hpp"
 #include "rumus/autograd/grad_mode.hpp"
+#include "rumus/core/storage.hpp"
 #include "rumus/ops/conv.hpp"
 #include "rumus/ops/creation.hpp"
 #include "staging.hpp"
@@ -130,6 +133,22 @@ void load(nn::Module& module, ProcessGroup& group, const std::string& path, bool
   load_full_state_dict(module, io::load_safetensors(path), group, strict);
 }
 
+// ---- wrap policies ----
+
+WrapPolicy module_wrap_policy(std::vector<std::string> type_names) {
+  return [names = std::move(type_names)](const nn::Module& m, const std::string&, std::int64_t) {
+    return std::find(names.begin(), names.end(), m.type_name()) != names.end();
+  };
+}
+
+WrapPolicy size_based_wrap_policy(std::int64_t min_num_params) {
+  if (min_num_params < 1)
+    throw Error(fmt::format("size_based_wrap_policy: expected min_num_params >= 1, got {}", min_num_params));
+  return [min_num_params](const nn::Module&, const std::string&, std::int64_t unwrapped) {
+    return unwrapped >= min_num_params;
+  };
+}
+
 // ---- FullyShardedModule ----
 
 struct FullyShardedModule::Param {
@@ -143,19 +162,63 @@ struct FullyShardedModule::Param {
   // gather is still reachable, so a prune during forward keeps it (and the
   // lease its node holds) for the layers that have not read it yet.
   Tensor installed;
+  // Installed by a forward that recorded a graph, with no gather node to
+  // hold a lease (a frozen parameter): the graph may read it, so it stays
+  // installed until the next forward.
+  bool pinned = false;
+};
+
+struct FullyShardedModule::Unit {
+  std::string name;                  // "" for the wrapped module's own unit
+  nn::Module* module = nullptr;      // null for the wrapped module's own unit
+  std::vector<std::shared_ptr<Param>> params;
+  std::int64_t full_bytes = 0;       // its gathered parameters
+  std::vector<std::shared_ptr<distributed::Work>> prefetch;  // all_gathers started ahead, one per param
+  std::int64_t prefetch_bytes = 0;
+  std::vector<std::shared_ptr<void>> forward_leases;  // held from its forward pre-hook to its hook
+  // The storages its last forward gathered and freed, for backward prefetch.
+  std::vector<std::weak_ptr<Storage>> freed;
+  nn::ModuleHookHandle pre_hook, post_hook;
+};
+
+struct FullyShardedModule::Shared {
+  Shared(ProcessGroup& g, ShardOptions o) : group(g), options(std::move(o)) {}
+  ProcessGroup& group;
+  ShardOptions options;
+  std::vector<std::unique_ptr<Unit>> units;  // units[0]: the wrapped module's own
+  std::vector<Unit*> forward_order, this_forward;  // non-root units, in the order they ran
+  // Gathered storages (for memory_stats), pruned as they die.
+  std::vector<std::weak_ptr<Storage>> gathered;
+  std::int64_t peak_gathered = 0;
+
+  std::int64_t gathered_bytes() {
+    std::int64_t bytes = 0;
+    std::erase_if(gathered, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
+    std::set<const Storage*> counted;  // a storage gathered again is listed again
+    for (auto& w : gathered)
+      if (auto st = w.lock(); st && !st->released() && counted.insert(st.get()).second)
+        bytes += std::int64_t(st->nbytes());
+    for (auto& u : units) bytes += u->prefetch_bytes;
+    return bytes;
+  }
+  void sample() { peak_gathered = std::max(peak_gathered, gathered_bytes()); }
 };
 
 namespace {
 
 using Param = FullyShardedModule::Param;
+using Unit = FullyShardedModule::Unit;
+using Shared = FullyShardedModule::Shared;
 
 // Empties the module's parameter: an empty placeholder of shape [0].
 void release_full(Param& p) {
   p.installed = Tensor();
+  p.pinned = false;
   if (auto t = p.target.lock()) {
     Tensor placeholder = empty({0}, {.dtype = p.shard.dtype(), .device = p.shard.device()});
     t->storage = placeholder.storage_ptr();
     t->layout = placeholder.layout();
+    t->dtype = placeholder.dtype();
   }
 }
 
@@ -166,6 +229,7 @@ void install_full(Param& p, const Tensor& full) {
   if (auto t = p.target.lock()) {
     t->storage = full.storage_ptr();
     t->layout = full.layout();
+    t->dtype = full.dtype();
     t->id = full.grad_id();
     t->requires_grad = full.requires_grad();
   }
@@ -175,17 +239,178 @@ void install_full(Param& p, const Tensor& full) {
 struct Lease {
   explicit Lease(std::shared_ptr<Param> p) : param(std::move(p)) { ++param->users; }
   ~Lease() {
-    if (--param->users == 0) release_full(*param);
+    if (--param->users == 0 && !param->pinned) release_full(*param);
   }
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
   std::shared_ptr<Param> param;
 };
 
+// What a parameter is gathered from: its shard, cast to the mixed-precision
+// param_dtype when one is set (off the tape: the gather node maps gradients back).
+Tensor gather_source(const Param& p, const MixedPrecision& mp) {
+  NoGradGuard no_grad;
+  if (mp.param_dtype && is_floating(p.shard.dtype()) && p.shard.dtype() != *mp.param_dtype)
+    return p.shard.to(*mp.param_dtype);
+  return p.shard;
+}
+
+std::int64_t gathered_nbytes(const Param& p, int size, const MixedPrecision& mp) {
+  const DType d = mp.param_dtype && is_floating(p.shard.dtype()) ? *mp.param_dtype : p.shard.dtype();
+  return p.shard.numel() * size * std::int64_t(dtype_size(d));
+}
+
+// Starts the all_gathers of a unit's parameters (prefetch), unless started.
+void start_gathers(Shared& s, Unit& u) {
+  if (!u.prefetch.empty()) return;
+  for (auto& p : u.params) {
+    u.prefetch.push_back(s.group.all_gather_async(gather_source(*p, s.options.mixed_precision)));
+    u.prefetch_bytes += gathered_nbytes(*p, s.group.size(), s.options.mixed_precision);
+  }
+}
+
+// The unit's gathered parameters (padded, [size * c, ...]): the prefetched
+// ones, or gathered now.
+std::vector<Tensor> take_gathered(Shared& s, Unit& u) {
+  start_gathers(s, u);
+  std::vector<Tensor> out;
+  std::vector<std::shared_ptr<distributed::Work>> works = std::move(u.prefetch);
+  u.prefetch.clear();
+  u.prefetch_bytes = 0;
+  for (auto& w : works) out.push_back(w->result());
+  for (auto& t : out) s.gathered.push_back(t.storage_ptr());
+  return out;
+}
+
+// Waits for and drops prefetches nothing took (a unit backward never reached).
+void drop_prefetches(Shared& s) {
+  for (auto& u : s.units) {
+    for (auto& w : u->prefetch) w->wait();
+    u->prefetch.clear();
+    u->prefetch_bytes = 0;
+  }
+}
+
+// Gathers a unit's parameters into the module's parameter tensors. With grad
+// enabled, each trainable one goes through a gather node whose backward
+// reduce-scatters the gradient (in reduce_dtype) into the shard's, holding a
+// lease until then. The returned leases keep them for the forward.
+std::vector<std::shared_ptr<void>> install_unit(Shared& s, Unit& u) {
+  std::vector<Tensor> full = take_gathered(s, u);
+  std::vector<std::shared_ptr<void>> leases;
+  const Reduce grad_reduce = s.options.grad_reduce;
+  const MixedPrecision mp = s.options.mixed_precision;
+  ProcessGroup& group = s.group;
+  for (std::size_t i = 0; i < u.params.size(); ++i) {
+    Param& p = *u.params[i];
+    auto lease = std::make_shared<Lease>(u.params[i]);
+    Tensor gathered;
+    p.pinned = false;
+    if (grad_enabled() && p.shard.requires_grad()) {
+      const DType shard_dtype = p.shard.dtype();
+      autograd::CustomFunction fn{
+          "fsdp_all_gather", [t = full[i]](const std::vector<Tensor>&) { return t; },
+          [&group, grad_reduce, mp, shard_dtype, lease](const Tensor& g, const std::vector<Tensor>&, const Tensor&) {
+            const std::optional<DType> reduce_dtype = mp.reduce_dtype ? mp.reduce_dtype : mp.param_dtype;
+            Tensor r = group.reduce_scatter(reduce_dtype && g.dtype() != *reduce_dtype ? g.to(*reduce_dtype) : g,
+                                            grad_reduce);
+            return std::vector<Tensor>{r.dtype() == shard_dtype ? r : r.to(shard_dtype)};
+          }};
+      gathered = autograd::apply(fn, {p.shard});
+    } else {
+      gathered = full[i];
+      p.pinned = grad_enabled();
+    }
+    install_full(p, unshard(gathered, p.full_shape));
+    leases.push_back(std::move(lease));
+  }
+  s.sample();
+  return leases;
+}
+
+// Backward reached a unit whose forward freed its parameters: gather them
+// again into the very storages its ops saved, then start the gather of the
+// unit before it (in forward order) when that one was freed too.
+void regather_unit(Shared& s, Unit& u, const std::vector<std::weak_ptr<Storage>>& freed) {
+  std::vector<std::shared_ptr<Storage>> targets;
+  bool any = false;
+  for (auto& w : freed) {
+    targets.push_back(w.lock());
+    any = any || (targets.back() && targets.back()->released());
+  }
+  if (!any) return;  // a second backward through the graph (retain_graph): still gathered
+  std::vector<Tensor> full = take_gathered(s, u);
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    if (targets[i] && targets[i]->released()) {
+      targets[i]->take_bytes(full[i].storage());
+      s.gathered.push_back(targets[i]);
+    }
+  s.sample();
+  if (!s.options.backward_prefetch) return;
+  auto it = std::find(s.forward_order.begin(), s.forward_order.end(), &u);
+  if (it == s.forward_order.end() || it == s.forward_order.begin()) return;
+  Unit& prev = **(it - 1);
+  for (auto& w : prev.freed)
+    if (auto st = w.lock(); st && st->released()) {
+      start_gathers(s, prev);
+      s.sample();
+      return;
+    }
+}
+
+// The forward hooks that make a submodule a unit.
+void attach_unit_hooks(const std::shared_ptr<Shared>& shared, Unit& u) {
+  std::weak_ptr<Shared> weak = shared;
+  u.pre_hook = u.module->register_forward_pre_hook([weak, &u](nn::Module&, const Tensor&) {
+    auto s = weak.lock();
+    if (!s) return Tensor();
+    s->this_forward.push_back(&u);
+    u.forward_leases = install_unit(*s, u);
+    if (s->options.forward_prefetch) {
+      auto it = std::find(s->forward_order.begin(), s->forward_order.end(), &u);
+      if (it != s->forward_order.end() && it + 1 != s->forward_order.end()) {
+        start_gathers(*s, **(it + 1));
+        s->sample();
+      }
+    }
+    return Tensor();
+  });
+  u.post_hook = u.module->register_forward_hook([weak, &u](nn::Module&, const Tensor&, const Tensor& out) {
+    auto s = weak.lock();
+    if (!s) return Tensor();
+    const bool recorded = grad_enabled() && out.defined() && out.requires_grad();
+    std::vector<std::weak_ptr<Storage>> freed;
+    if (recorded && s->options.reshard_after_forward) {
+      for (auto& p : u.params)
+        if (p->installed.defined()) {
+          std::shared_ptr<Storage> st = p->installed.storage_ptr();
+          st->release_bytes();
+          freed.push_back(st);
+        } else {
+          freed.emplace_back();
+        }
+      u.freed = freed;
+      // The output passes through an identity node: its backward runs once
+      // the output's gradient is complete, before any op of the unit, and
+      // lives as long as the graph (a tensor hook would die with the output).
+      // It saves nothing: the output is not kept for it.
+      Tensor passed = out.detach();
+      autograd::record("fsdp_pre_backward", {out}, passed, [weak, &u, freed](const Tensor& g) {
+        if (auto s2 = weak.lock()) regather_unit(*s2, u, freed);
+        return std::vector<Tensor>{g};
+      });
+      u.forward_leases.clear();
+      return passed;
+    }
+    u.forward_leases.clear();  // without a graph this frees the gathered copies
+    return Tensor();
+  });
+}
+
 }  // namespace
 
 FullyShardedModule::FullyShardedModule(nn::Module& module, ProcessGroup& group, ShardOptions options)
-    : module_(module), group_(group), options_(options) {
+    : module_(module), group_(group), options_(options), shared_(std::make_shared<Shared>(group, options)) {
   std::unordered_set<const TensorImpl*> seen;
   std::vector<std::pair<std::string, Tensor>> named = module.named_parameters();
   for (auto& [name, t] : named)
@@ -193,6 +418,40 @@ FullyShardedModule::FullyShardedModule(nn::Module& module, ProcessGroup& group, 
       throw Error(fmt::format("fsdp::shard: parameter '{}' of the {} shares its tensor with another parameter; tied "
                               "parameters cannot be sharded",
                               name, module.type_name()));
+  const MixedPrecision& mp = options_.mixed_precision;
+  for (const std::optional<DType>& d : {mp.param_dtype, mp.reduce_dtype})
+    if (d && !is_floating(*d))
+      throw DTypeError(fmt::format("fsdp::shard: mixed_precision expects floating dtypes, got {}", dtype_name(*d)));
+
+  // Units: the policy's submodules (bottom-up), then the wrapped module's own.
+  std::map<std::string, std::size_t> unit_of;  // parameter name -> unit index
+  std::vector<std::unique_ptr<Unit>> inner;
+  if (options_.auto_wrap_policy) {
+    std::vector<std::pair<std::string, nn::Module*>> mods = module.named_modules();
+    for (auto it = mods.rbegin(); it != mods.rend(); ++it) {  // depth first, so reversed: children first
+      auto& [mod_name, m] = *it;
+      if (mod_name.empty()) continue;
+      std::vector<std::string> free;
+      std::int64_t numel = 0;
+      for (auto& [pname, t] : m->named_parameters()) {
+        const std::string full_name = mod_name + "." + pname;
+        if (!unit_of.count(full_name)) {
+          free.push_back(full_name);
+          numel += t.numel();
+        }
+      }
+      if (free.empty() || !options_.auto_wrap_policy(*m, mod_name, numel)) continue;
+      auto u = std::make_unique<Unit>();
+      u->name = mod_name;
+      u->module = m;
+      for (auto& n : free) unit_of[n] = 1 + inner.size();
+      inner.push_back(std::move(u));
+    }
+  }
+  auto& units = shared_->units;
+  units.push_back(std::make_unique<Unit>());
+  for (auto& u : inner) units.push_back(std::move(u));
+
   for (auto& [name, t] : named) {
     auto p = std::make_shared<Param>();
     p->name = name;
@@ -203,39 +462,61 @@ FullyShardedModule::FullyShardedModule(nn::Module& module, ProcessGroup& group, 
     p->shard = shard_of(full, group_.rank(), group_.size());
     p->shard.requires_grad_(t.requires_grad());
     release_full(*p);
+    auto found = unit_of.find(name);
+    Unit& u = *units[found == unit_of.end() ? 0 : found->second];
+    u.params.push_back(p);
+    u.full_bytes += gathered_nbytes(*p, group_.size(), mp);
     params_.push_back(std::move(p));
   }
+  for (std::size_t i = 1; i < units.size(); ++i) attach_unit_hooks(shared_, *units[i]);
 }
 
-FullyShardedModule::~FullyShardedModule() = default;
+FullyShardedModule::~FullyShardedModule() {
+  for (auto& u : shared_->units) {
+    u->pre_hook.remove();
+    u->post_hook.remove();
+    for (auto& w : u->prefetch) {
+      try {
+        w->wait();
+      } catch (...) {  // the group failed; its error was or will be raised where a collective was called
+      }
+    }
+  }
+}
 
 Tensor FullyShardedModule::forward(const Tensor& input) {
-  std::vector<std::shared_ptr<Lease>> held;
-  held.reserve(params_.size());
-  const Reduce grad_reduce = options_.grad_reduce;
-  ProcessGroup& group = group_;
-  for (const std::shared_ptr<Param>& p : params_) {
-    auto lease = std::make_shared<Lease>(p);
-    Tensor gathered;
-    if (grad_enabled() && p->shard.requires_grad()) {
-      // The backward node holds the lease: the gathered copy lives until this
-      // parameter's gradient has been reduce-scattered.
-      autograd::CustomFunction fn{
-          "fsdp_all_gather",
-          [&group](const std::vector<Tensor>& in) { return group.all_gather(in[0]); },
-          [&group, grad_reduce, lease](const Tensor& g, const std::vector<Tensor>&, const Tensor&) {
-            return std::vector<Tensor>{group.reduce_scatter(g, grad_reduce)};
-          }};
-      gathered = autograd::apply(fn, {p->shard});
-    } else {
-      NoGradGuard no_grad;
-      gathered = group.all_gather(p->shard);
-    }
-    install_full(*p, unshard(gathered, p->full_shape));
-    held.push_back(std::move(lease));
-  }
-  return module_.forward(input);
+  Shared& s = *shared_;
+  // Leftover prefetches hold shards the optimizer may have changed since.
+  drop_prefetches(s);
+  s.this_forward.clear();
+
+  Tensor x = input;
+  const MixedPrecision& mp = options_.mixed_precision;
+  if (mp.param_dtype && mp.cast_forward_inputs && x.defined() && is_floating(x.dtype()) && x.dtype() != *mp.param_dtype)
+    x = x.to(*mp.param_dtype);
+  // The wrapped module's own unit stays gathered for the whole forward.
+  std::vector<std::shared_ptr<void>> held = install_unit(s, *s.units[0]);
+  Tensor out = module_.forward(x);
+  s.forward_order = s.this_forward;
+  return out;
 }
+
+std::vector<std::string> FullyShardedModule::unit_names() const {
+  std::vector<std::string> out;
+  for (auto& u : shared_->units) out.push_back(u->name);
+  return out;
+}
+
+FsdpMemoryStats FullyShardedModule::memory_stats() const {
+  FsdpMemoryStats m;
+  for (auto& p : params_) m.shard_bytes += p->shard.numel() * std::int64_t(dtype_size(p->shard.dtype()));
+  m.gathered_bytes = shared_->gathered_bytes();
+  m.peak_gathered_bytes = std::max(shared_->peak_gathered, m.gathered_bytes);
+  for (auto& u : shared_->units) m.largest_unit_bytes = std::max(m.largest_unit_bytes, u->full_bytes);
+  return m;
+}
+
+void FullyShardedModule::reset_peak_memory_stats() { shared_->peak_gathered = shared_->gathered_bytes(); }
 
 std::vector<Tensor> FullyShardedModule::parameters() const {
   std::vector<Tensor> out;

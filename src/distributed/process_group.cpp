@@ -99,10 +99,12 @@ CollectiveRequest make_request(Collective op, const Tensor* t, Reduce reduce, in
   for (int i = 0; i < r.ndim; ++i) r.shape[i] = t->shape()[std::size_t(i)];
   if (op == Collective::all_reduce || op == Collective::reduce_scatter) {
     const DType d = t->dtype();
-    if (d != DType::f32 && d != DType::f64 && d != DType::i32 && d != DType::i64)
-      set_error(r, 3, fmt::format("{}: expected dtype f32, f64, i32 or i64, got {}", name, dtype_name(d)));
+    if (d != DType::f32 && d != DType::f64 && d != DType::f16 && d != DType::bf16 && d != DType::i32 && d != DType::i64)
+      set_error(r, 3,
+                fmt::format("{}: expected dtype f32, f64, f16, bf16, i32 or i64, got {}", name, dtype_name(d)));
     else if (reduce == Reduce::average && !is_floating(d))
-      set_error(r, 3, fmt::format("{}: average expects a floating dtype (f32, f64), got {}", name, dtype_name(d)));
+      set_error(r, 3,
+                fmt::format("{}: average expects a floating dtype (f32, f64, f16, bf16), got {}", name, dtype_name(d)));
   }
   if (op == Collective::reduce_scatter) {
     if (t->dim() == 0)
@@ -301,6 +303,16 @@ void reduce_typed(T* out, const void* const* inputs, int n, std::size_t begin, s
     if (op == Reduce::average)
       for (std::size_t i = begin; i < end; ++i) out[i] /= T(n);
 }
+// 16-bit floats: each element is summed in float over the ranks in rank
+// order and rounded once, so every rank gets the same bits.
+template <class T>
+void reduce_16(T* out, const void* const* inputs, int n, std::size_t begin, std::size_t end, Reduce op) {
+  for (std::size_t i = begin; i < end; ++i) {
+    float sum = float(static_cast<const T*>(inputs[0])[i]);
+    for (int k = 1; k < n; ++k) sum += float(static_cast<const T*>(inputs[k])[i]);
+    out[i] = T(op == Reduce::average ? sum / float(n) : sum);
+  }
+}
 template <class T>
 void divide_typed(T* data, std::size_t count, int divisor) {
   for (std::size_t i = 0; i < count; ++i) data[i] /= T(divisor);
@@ -314,6 +326,8 @@ void reduce_host(void* out, const void* const* inputs, int n, std::size_t begin,
     case DType::f64: return reduce_typed(static_cast<double*>(out), inputs, n, begin, end, op);
     case DType::i32: return reduce_typed(static_cast<std::int32_t*>(out), inputs, n, begin, end, op);
     case DType::i64: return reduce_typed(static_cast<std::int64_t*>(out), inputs, n, begin, end, op);
+    case DType::f16: return reduce_16(static_cast<Half*>(out), inputs, n, begin, end, op);
+    case DType::bf16: return reduce_16(static_cast<BFloat16*>(out), inputs, n, begin, end, op);
     default: throw DTypeError(fmt::format("reduce: unsupported dtype {}", dtype_name(dtype)));
   }
 }

@@ -14,7 +14,8 @@ Module::Module(Module&& other)
     : params_(std::move(other.params_)),
       buffers_(std::move(other.buffers_)),
       children_(std::move(other.children_)),
-      training_(other.training_) {
+      training_(other.training_),
+      hooks_(std::move(other.hooks_)) {
   // A child registered by reference is a member of the module being moved
   // (register_module's contract), so this module's member at the same offset
   // takes its place: the derived class's move constructor moves it there
@@ -260,6 +261,73 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     auto it = state.find(n);
     if (it != state.end()) Tensor(t).copy_(it->second);
   }
+}
+
+// ---- forward hooks ----
+
+namespace detail {
+struct ForwardHooks {
+  std::uint64_t next_id = 1;
+  std::vector<std::pair<std::uint64_t, Module::ForwardPreHook>> pre;
+  std::vector<std::pair<std::uint64_t, Module::ForwardHook>> post;
+};
+}  // namespace detail
+
+namespace {
+template <class List>
+bool erase_id(List& list, std::uint64_t id) {
+  for (auto it = list.begin(); it != list.end(); ++it)
+    if (it->first == id) {
+      list.erase(it);
+      return true;
+    }
+  return false;
+}
+template <class List>
+bool has_id(const List& list, std::uint64_t id) {
+  for (auto& e : list)
+    if (e.first == id) return true;
+  return false;
+}
+}  // namespace
+
+void ModuleHookHandle::remove() {
+  if (auto h = hooks_.lock())
+    if (!erase_id(h->pre, id_)) erase_id(h->post, id_);
+  hooks_.reset();
+}
+
+bool ModuleHookHandle::active() const {
+  auto h = hooks_.lock();
+  return h && (has_id(h->pre, id_) || has_id(h->post, id_));
+}
+
+ModuleHookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  if (!hook) throw Error(fmt::format("{}.register_forward_pre_hook: expected a callable hook, got an empty one", type_name()));
+  if (!hooks_) hooks_ = std::make_shared<detail::ForwardHooks>();
+  const std::uint64_t id = hooks_->next_id++;
+  hooks_->pre.emplace_back(id, std::move(hook));
+  return ModuleHookHandle(hooks_, id);
+}
+
+ModuleHookHandle Module::register_forward_hook(ForwardHook hook) {
+  if (!hook) throw Error(fmt::format("{}.register_forward_hook: expected a callable hook, got an empty one", type_name()));
+  if (!hooks_) hooks_ = std::make_shared<detail::ForwardHooks>();
+  const std::uint64_t id = hooks_->next_id++;
+  hooks_->post.emplace_back(id, std::move(hook));
+  return ModuleHookHandle(hooks_, id);
+}
+
+Tensor Module::call_hooked(const Tensor& input) {
+  // Copies: a hook may remove itself (or others) while they run.
+  const std::shared_ptr<detail::ForwardHooks> hooks = hooks_;
+  Tensor x = input;
+  for (const auto& entry : std::vector(hooks->pre))
+    if (Tensor r = entry.second(*this, x); r.defined()) x = std::move(r);
+  Tensor y = forward(x);
+  for (const auto& entry : std::vector(hooks->post))
+    if (Tensor r = entry.second(*this, x, y); r.defined()) y = std::move(r);
+  return y;
 }
 
 }  // namespace rumus::nn

@@ -10,8 +10,9 @@ Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  // Each output is held only here, so a layer may write over it.
-  for (auto& layer : layers_) h = layer->forward_owned(std::move(h));
+  // Each output is held only here, so a layer may write over it; the
+  // layer's forward hooks run around it.
+  for (auto& layer : layers_) h = layer->call_owned(std::move(h));
   return h;
 }
 

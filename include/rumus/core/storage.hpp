@@ -25,7 +25,10 @@ class Storage {
   // The raw bytes. Code that writes them other than through rumus's ops must
   // call bump_version() afterwards: backends may keep copies derived from
   // these bytes (a convolution's reordered input, see id()) until it does.
-  void* data() const { return data_; }
+  void* data() const {
+    if (released_) [[unlikely]] throw_released();
+    return data_;
+  }
   DeviceBackend& backend() const { return *backend_; }
 
   // Never reused by another Storage of this process, unlike the address: with
@@ -35,6 +38,17 @@ class Storage {
   std::uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Frees the bytes while every handle to this Storage stays valid: FSDP
+  // frees a unit's gathered parameters between its forward and its backward,
+  // while the tensors its ops saved for backward still refer to them. Until
+  // take_bytes() gives bytes back, data() throws an Error.
+  void release_bytes();
+  bool released() const { return released_; }
+  // Takes `other`'s bytes (same device and size; `other` is left released).
+  // The version stays: the caller puts back the very bytes it released, so
+  // what was derived from them (and saved tensors' checks) stays valid.
+  void take_bytes(Storage& other);
+
  private:
   Device device_;
   std::size_t nbytes_;
@@ -42,6 +56,8 @@ class Storage {
   void* data_;
   std::uint64_t id_;
   std::atomic<std::uint64_t> version_{0};
+  bool released_ = false;
+  [[noreturn]] void throw_released() const;
 };
 
 }  // namespace rumus

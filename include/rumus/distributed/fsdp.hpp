@@ -13,10 +13,13 @@
 //
 // Two ways in:
 //  - nn::FsdpLinear, a drop-in sharded Linear for models written with it;
-//  - fsdp::shard(module, group), which shards every parameter of any module.
+//  - fsdp::shard(module, group), which shards every parameter of any module,
+//    gathered all at once or unit by unit (ShardOptions::auto_wrap_policy).
 //
 // Checkpoints hold full tensors under the unsharded names, so one file loads
 // into any world size or into the unsharded model.
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,24 +62,84 @@ void save(const nn::Module& module, ProcessGroup& group, const std::string& path
 // Every rank reads `path` (it must be readable by each) and takes its shards.
 void load(nn::Module& module, ProcessGroup& group, const std::string& path, bool strict = true);
 
+// PyTorch's MixedPrecision: the dtypes FSDP gathers parameters in (and so
+// computes in) and reduce-scatters gradients in. The shards, their
+// gradients and the optimizer stay in the parameters' own dtype (the f32
+// master copy). Unset fields keep the parameters' dtype; reduce_dtype
+// defaults to param_dtype, as in PyTorch.
+struct MixedPrecision {
+  std::optional<DType> param_dtype;
+  std::optional<DType> reduce_dtype;
+  // Floating inputs of the wrapped module are cast to param_dtype (PyTorch's cast_forward_inputs).
+  bool cast_forward_inputs = true;
+};
+
+// Which submodules become units of their own (PyTorch's auto_wrap_policy).
+// Called bottom-up (children before their parent) for every submodule below
+// the wrapped module with its dotted name and the number of its parameter
+// elements not already in a unit below it; true makes it a unit of those
+// parameters. What no unit takes belongs to the wrapped module's own unit.
+using WrapPolicy =
+    std::function<bool(const nn::Module& module, const std::string& name, std::int64_t unwrapped_numel)>;
+// PyTorch's ModuleWrapPolicy: every submodule whose type_name() is listed.
+WrapPolicy module_wrap_policy(std::vector<std::string> type_names);
+// PyTorch's size_based_auto_wrap_policy: every submodule with at least
+// `min_num_params` parameter elements not yet in a unit.
+WrapPolicy size_based_wrap_policy(std::int64_t min_num_params = 100'000'000);
+
 struct ShardOptions {
   Reduce grad_reduce = Reduce::average;
   // Start every rank from rank 0's parameters (one broadcast per parameter);
   // off when every rank already holds the same values.
   bool sync_from_rank0 = true;
+  // Units (see FullyShardedModule). Empty: the whole module is one unit.
+  WrapPolicy auto_wrap_policy;
+  // PyTorch's FULL_SHARD (true) or SHARD_GRAD_OP (false): a unit other than
+  // the wrapped module's own frees its gathered parameters right after its
+  // forward and gathers them again when backward reaches it.
+  bool reshard_after_forward = true;
+  // Start the next unit's gather while this unit computes: in forward
+  // (PyTorch's forward_prefetch, off by default) and in backward (PyTorch's
+  // BackwardPrefetch.BACKWARD_PRE, its default). The order is the one the
+  // units ran in during the last forward, so the first forward has none.
+  bool forward_prefetch = false;
+  bool backward_prefetch = true;
+  MixedPrecision mixed_precision;
+};
+
+// Memory of one rank's FullyShardedModule, in bytes: its shards, and the
+// gathered (full) parameters alive now and at their peak since the last
+// reset. A gathered parameter counts from its gather until it is freed.
+struct FsdpMemoryStats {
+  std::int64_t shard_bytes = 0;
+  std::int64_t gathered_bytes = 0, peak_gathered_bytes = 0;
+  // Of the units: the largest unit's full parameters.
+  std::int64_t largest_unit_bytes = 0;
 };
 
 // A module whose parameters are sharded over a group (see shard()).
 //
 // Between forward passes the wrapped module's parameters are empty
-// placeholders (shape [0]) and this rank holds only its shards. forward()
-// all-gathers every parameter into the module's own parameter tensors, runs
-// the module's forward, and frees each gathered copy as soon as nothing can
-// read it any more: right after forward when no graph was recorded, else when
-// the gradient of that parameter has been reduce-scattered (the autograd node
-// that did it is released). backward through one graph twice (retain_graph)
-// works as in one process: each pass reduce-scatters its own gradients, and
-// the gathered copies live until the graph is released.
+// placeholders (shape [0]) and this rank holds only its shards.
+//
+// Units. The wrap policy splits the parameters into units: submodules that
+// gather their own parameters just before their forward and free them after
+// it, so only the units running (and one prefetched) hold full parameters.
+// A unit's gather and free run from forward hooks (nn::Module's), so a unit
+// must be called through operator() or a container such as Sequential, not
+// by forward() directly. Backward gathers a unit again when the gradient of
+// its output arrives (a gradient hook), before any of its ops run, and its
+// reduce-scatters free it again. Without a policy there is one unit, the
+// wrapped module, gathered for the whole forward as below.
+//
+// The wrapped module's own unit: forward() all-gathers those parameters into
+// the module's own parameter tensors, runs the module's forward, and frees
+// each gathered copy as soon as nothing can read it any more: right after
+// forward when no graph was recorded, else when the gradient of that
+// parameter has been reduce-scattered (the autograd node that did it is
+// released). backward through one graph twice (retain_graph) works as in one
+// process: each pass reduce-scatters its own gradients, and the gathered
+// copies live until the graph is released.
 class FullyShardedModule {
  public:
   FullyShardedModule(nn::Module& module, ProcessGroup& group, ShardOptions options = {});
@@ -98,6 +161,11 @@ class FullyShardedModule {
   std::int64_t full_numel() const;
   // The full (unsharded) shape of each parameter, in parameters() order.
   std::vector<Shape> full_shapes() const;
+  // The units' names (dotted submodule names; "" is the wrapped module's
+  // own), in the order of the module's parameters.
+  std::vector<std::string> unit_names() const;
+  FsdpMemoryStats memory_stats() const;
+  void reset_peak_memory_stats();
 
   // Collective: full tensors (parameters gathered, buffers from this rank).
   StateDict state_dict();
@@ -115,12 +183,15 @@ class FullyShardedModule {
   ProcessGroup& group() { return group_; }
 
   struct Param;
+  struct Unit;
+  struct Shared;
 
  private:
   nn::Module& module_;
   ProcessGroup& group_;
   ShardOptions options_;
   std::vector<std::shared_ptr<Param>> params_;
+  std::shared_ptr<Shared> shared_;  // units and per-step state, reached from hooks
 };
 
 // Shards every parameter of `module` over `group`. Every rank calls it on a

@@ -87,7 +87,8 @@ class ProcessGroup {
 
   // In place: every rank's `tensor` becomes the element-wise reduction over
   // ranks. Sums run in rank order (ThreadGroup), so every rank gets the same bits.
-  // dtypes: f32, f64, i32, i64 (average: f32, f64).
+  // dtypes: f32, f64, f16, bf16, i32, i64 (average: the floating ones); f16
+  // and bf16 are summed in float and rounded once.
   void all_reduce(const Tensor& tensor, Reduce op = Reduce::sum);
   // `input` [size() * c, ...] on every rank -> [c, ...]: rows [rank*c, (rank+1)*c)
   // of the element-wise reduction over ranks. The first dim must divide by size().

@@ -22,6 +22,23 @@ namespace rumus::nn {
 
 class Module;
 
+namespace detail { struct ForwardHooks; }
+
+// Removes a hook that Module::register_forward_pre_hook or
+// register_forward_hook added (PyTorch's RemovableHandle).
+class ModuleHookHandle {
+ public:
+  ModuleHookHandle() = default;
+  void remove();  // idempotent; harmless once the module is gone
+  bool active() const;
+
+ private:
+  friend class Module;
+  ModuleHookHandle(std::weak_ptr<detail::ForwardHooks> hooks, std::uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+  std::weak_ptr<detail::ForwardHooks> hooks_;
+  std::uint64_t id_ = 0;
+};
+
 // For register_modules({{"conv1", conv1}, {"fc1", fc1}}).
 struct NamedModule {
   std::string name;
@@ -44,7 +61,21 @@ class Module {
   // forward on an input nothing else holds (Sequential passes each layer's
   // output on this way); activations override it to write over the input.
   virtual Tensor forward_owned(Tensor&& input) { return forward(input); }
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // forward with the module's hooks around it.
+  Tensor operator()(const Tensor& input) { return hooks_ ? call_hooked(input) : forward(input); }
+  // What containers (Sequential) call: forward_owned with the hooks around it.
+  Tensor call_owned(Tensor&& input) { return hooks_ ? call_hooked(input) : forward_owned(std::move(input)); }
+
+  // PyTorch's forward hooks. They run when the module is called, through
+  // operator() or by a container, not when forward() is called directly
+  // (PyTorch's run from __call__ only). A pre-hook sees the input and may
+  // return a replacement; a hook sees input and output and may return a
+  // replacement output; an undefined return keeps the tensor. They run in
+  // registration order.
+  using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
+  using ForwardHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+  ModuleHookHandle register_forward_pre_hook(ForwardPreHook hook);
+  ModuleHookHandle register_forward_hook(ForwardHook hook);
   // The type name used in messages and printouts ("Linear", "Net").
   virtual std::string type_name() const { return "Module"; }
 
@@ -125,8 +156,11 @@ class Module {
 
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<Buffer> buffers_;
+  Tensor call_hooked(const Tensor& input);
+
   std::vector<Child> children_;
   bool training_ = true;
+  std::shared_ptr<detail::ForwardHooks> hooks_;  // null until a hook is registered
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);

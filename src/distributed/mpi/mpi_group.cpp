@@ -66,6 +66,8 @@ MPI_Datatype mpi_type(DType d) {
   }
 }
 
+bool is_16bit_float(DType d) { return d == DType::f16 || d == DType::bf16; }
+
 int as_count(std::size_t n, const char* op) {
   if (n > std::size_t(INT_MAX))
     throw DistributedError(fmt::format("{}: {} elements exceed what one MPI call moves ({}); split the tensor", op, n,
@@ -209,18 +211,34 @@ void MpiGroup::exchange(const CollectiveRequest& request, const void* in, void* 
 
   const std::size_t esize = dtype_size(request.dtype);
   if (count == 0 && request.op != Collective::barrier) return;
+  // MPI has no 16-bit float sum: every rank receives the pieces it reduces
+  // (all of `in` for all_reduce, its own chunk of each rank's for
+  // reduce_scatter) and sums them in float in rank order, as ThreadGroup does.
+  // `stride` is 0 when rank k sends its chunk k (alltoall), else each rank sends all.
+  auto reduce_16bit = [&](const void* src, void* dst, std::size_t elems, std::size_t all) {
+    std::vector<char> pieces(std::size_t(n) * elems * esize);
+    const int bytes = as_count(elems * esize, op);
+    if (all) check(MPI_Iallgather(src, bytes, MPI_BYTE, pieces.data(), bytes, MPI_BYTE, comm, &pending), "MPI_Iallgather");
+    else check(MPI_Ialltoall(src, bytes, MPI_BYTE, pieces.data(), bytes, MPI_BYTE, comm, &pending), "MPI_Ialltoall");
+    impl_->wait(pending, op, all ? "MPI_Iallgather" : "MPI_Ialltoall");
+    std::vector<const void*> ins(static_cast<std::size_t>(n));
+    for (int k = 0; k < n; ++k) ins[std::size_t(k)] = pieces.data() + std::size_t(k) * elems * esize;
+    detail::reduce_host(dst, ins.data(), n, 0, elems, request.dtype, request.reduce);
+  };
   switch (request.op) {
     case Collective::barrier:
       check(MPI_Ibarrier(comm, &pending), "MPI_Ibarrier");
       impl_->wait(pending, op, "MPI_Ibarrier");
       return;
     case Collective::all_reduce:
+      if (is_16bit_float(request.dtype)) return reduce_16bit(out, out, count, count);
       check(MPI_Iallreduce(MPI_IN_PLACE, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm, &pending),
             "MPI_Iallreduce");
       impl_->wait(pending, op, "MPI_Iallreduce");
       if (request.reduce == Reduce::average) detail::divide_host(out, count, request.dtype, n);
       return;
     case Collective::reduce_scatter:
+      if (is_16bit_float(request.dtype)) return reduce_16bit(in, out, count, 0);
       check(MPI_Ireduce_scatter_block(in, out, as_count(count, op), mpi_type(request.dtype), MPI_SUM, comm, &pending),
             "MPI_Ireduce_scatter_block");
       impl_->wait(pending, op, "MPI_Ireduce_scatter_block");
