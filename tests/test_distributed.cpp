@@ -60,6 +60,19 @@ void check_collectives(ProcessGroup& pg) {
       for (std::size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], (n * double(i) + rank_sum) / n, 1e-4);
     }
   }
+  // 16-bit floats: each element summed in float in rank order, rounded once
+  // (values whose f16/bf16 partial sums would round differently).
+  for (DType dt : {DType::f16, DType::bf16}) {
+    auto part = [&](int k) { return mul(rank_values(k, {2 * n, 3}, DType::f32), 0.01 + 0.003 * k); };
+    Tensor want = part(0).to(dt).to(DType::f32);
+    for (int k = 1; k < n; ++k) want = add(want, part(k).to(dt).to(DType::f32));
+    Tensor t = part(r).to(dt);
+    pg.all_reduce(t, Reduce::sum);
+    EXPECT_EQ(t.dtype(), dt);
+    EXPECT_EQ(values(t), values(want.to(dt))) << dtype_name(dt);
+    Tensor avg = pg.reduce_scatter(part(r).to(dt), Reduce::average);
+    EXPECT_EQ(values(avg), values(div(want, double(n)).to(dt).narrow(0, 2 * r, 2))) << dtype_name(dt);
+  }
   {  // a strided view is reduced through its own elements
     Tensor base = rank_values(r, {5, 3});
     Tensor view = base.t();
