@@ -54,7 +54,7 @@ struct WideMlp : nn::Module {
 // The options of this program beyond the trainers' shared ones.
 struct RankOptions {
   int ranks = 2;
-  std::string mode = "fsdp", model = "mlp", devices = "cpu";
+  std::string mode = "fsdp", model = "mlp", devices = "cpu", wrap = "none";
 };
 
 std::vector<Device> parse_devices(const std::string& list) {
@@ -94,10 +94,14 @@ struct Trainer {
 };
 
 struct FsdpTrainer : Trainer {
-  FsdpTrainer(std::unique_ptr<nn::Module> net, ProcessGroup& pg, Device dev) : net(std::move(net)), pg(pg) {
+  FsdpTrainer(std::unique_ptr<nn::Module> net, ProcessGroup& pg, Device dev, const std::string& wrap)
+      : net(std::move(net)), pg(pg) {
     for (const Tensor& p : this->net->parameters()) full_shapes.push_back(p.shape());  // before sharding empties them
     this->net->to(dev);
-    sharded = fsdp::shard(*this->net, pg);
+    fsdp::ShardOptions options;
+    // "layer": every Linear and Conv2d a unit, gathered only around its own forward and backward.
+    if (wrap == "layer") options.auto_wrap_policy = fsdp::module_wrap_policy({"Linear", "Conv2d"});
+    sharded = fsdp::shard(*this->net, pg, options);
   }
   Tensor forward(const Tensor& x) override { return sharded->forward(x); }
   GradientStore backward(const Tensor& loss) override { return rumus::backward(loss); }
@@ -182,7 +186,7 @@ void run_rank(ProcessGroup& pg, Run& run) {
   std::unique_ptr<nn::Module> net = make_net(run.r.model);
   net->load_state_dict(run.full.state_dict());
   std::unique_ptr<Trainer> trainer;
-  if (run.r.mode == "fsdp") trainer = std::make_unique<FsdpTrainer>(std::move(net), pg, dev);
+  if (run.r.mode == "fsdp") trainer = std::make_unique<FsdpTrainer>(std::move(net), pg, dev, run.r.wrap);
   else trainer = std::make_unique<DdpTrainer>(std::move(net), pg, dev);
   auto opt = example::make_optimizer(o.optimizer, trainer->parameters(), run.lr, o.weight_decay, o.nesterov);
   auto sched = example::make_schedule(o.schedule, *opt, run.lr, steps * o.epochs);
@@ -305,6 +309,13 @@ void run_rank(ProcessGroup& pg, Run& run) {
   // Peak memory per rank: FSDP's sharded parameters and optimizer state shrink it as ranks grow.
   std::printf("  rank %d on %s: peak %.1f MiB of device memory in use\n", rank, dev.str().c_str(),
               double(device_stats(dev).peak_bytes_in_use) / 1048576.0);
+  if (auto* f = dynamic_cast<FsdpTrainer*>(trainer.get())) {
+    // FSDP's own count: full parameters alive at once, against the largest unit.
+    const fsdp::FsdpMemoryStats m = f->sharded->memory_stats();
+    std::printf("  rank %d: shards %.1f MiB, full parameters at most %.1f MiB at once (largest unit %.1f MiB)\n", rank,
+                double(m.shard_bytes) / 1048576.0, double(m.peak_gathered_bytes) / 1048576.0,
+                double(m.largest_unit_bytes) / 1048576.0);
+  }
   trainer->save(o.save);
   if (rank == 0)
     std::printf("saved %s (checkpoint %s, metrics %s)\n", o.save.c_str(), o.checkpoint.c_str(), o.metrics.c_str());
@@ -341,6 +352,12 @@ int main(int argc, char** argv) {
       ->type_name("NAME")
       ->capture_default_str()
       ->check(CLI::IsMember({"mlp", "cnn", "wide"}));
+  app.add_option("--wrap", r.wrap,
+                 "FSDP units: none (the whole model gathered for each step) or layer (each Linear and Conv2d "
+                 "gathered around its own forward and backward)")
+      ->type_name("POLICY")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "layer"}));
   app.add_option("--devices", r.devices,
                  "comma-separated devices taken round-robin by the rank's place on its host: cpu, vulkan, vulkan:1")
       ->type_name("D,...")
