@@ -793,7 +793,7 @@ TEST(Staging, FsdpAndDdpTrainingOnVulkanMatchesCpu) {
   const StateDict init = initial_state<Mlp>(71);
   const Data d = make_data({16}, 72);
   const StateDict want = train_reference<Mlp>(init, d, Opt::sgd);
-  for (Mode mode : {Mode::fsdp_shard, Mode::ddp}) {
+  for (Mode mode : {Mode::fsdp_shard, Mode::fsdp_units, Mode::ddp}) {
     std::vector<StateDict> got(2);
     run_threads(2, [&](ProcessGroup& pg) { got[std::size_t(pg.rank())] = train_distributed<Mlp>(pg, mode, init, d, Opt::sgd, dev); },
                 {.timeout = 60s}, {.threads_per_rank = 1});
