@@ -1182,6 +1182,21 @@ TEST(LstmSequence, InferenceAndUnbatched) {
   rumus::testing::expect_matches(got, want.detach(), 2e-5, "unbatched output");
 }
 
+// The CPU keeps a bounded number of per-geometry plans: a backward whose plan
+// was dropped by forwards over many other lengths builds it again.
+TEST(LstmSequence, BackwardAfterManyOtherLengths) {
+  manual_seed(6);
+  nn::LSTM m({.input_size = 2, .hidden_size = 3});
+  const Tensor x = randn({4, 2, 2}).requires_grad_();
+  auto [out, hc] = m.forward(x, {});
+  for (std::int64_t len = 5; len < 25; ++len) (void)m.forward(randn({len, 2, 2}), {});
+  const Tensor g = autograd::grad({sum(out * out)}, {x})[0];
+  const Tensor lengths = full({2}, 4.0, {.dtype = DType::i64});
+  auto [po, hc2] = m.forward_with_packed_input(nn::utils::rnn::pack_padded_sequence(x, lengths, false, false));
+  const Tensor want = autograd::grad({sum(po.padded() * po.padded())}, {x})[0];
+  rumus::testing::expect_matches(g, want, 2e-5, "grad_x");
+}
+
 // Under create_graph the fused node's backward recomputes the layer composed:
 // second derivatives match the composed loop's.
 TEST(LstmSequence, SecondDerivativesMatchTheComposedTimeLoop) {

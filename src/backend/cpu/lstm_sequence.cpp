@@ -232,8 +232,16 @@ void build(LstmPlan& p, const LstmSequenceGeometry& g) {
   p.ok = true;
 }
 
+// Each plan holds its weights reordered, a few MB for a large layer: a loop
+// over many sequence lengths drops them all now and then rather than keep
+// one per length. A backward after the drop builds its plan again (the same
+// descriptors give the same workspace layout).
+constexpr std::size_t kMaxPlans = 16;
+
 LstmPlan& plan_for(const LstmSequenceGeometry& g, const char* op) {
-  auto& slot = plans()[key_of(g)];
+  const LstmKey key = key_of(g);
+  if (plans().size() >= kMaxPlans && !plans().count(key)) plans().clear();
+  auto& slot = plans()[key];
   if (!slot) {
     std::lock_guard lock(onednn::creation_mutex());
     auto p = std::make_unique<LstmPlan>();
