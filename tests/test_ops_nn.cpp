@@ -1200,13 +1200,26 @@ TEST(LstmSequence, BackwardAfterManyOtherLengths) {
 // Under create_graph the fused node's backward recomputes the layer composed:
 // second derivatives match the composed loop's.
 TEST(LstmSequence, SecondDerivativesMatchTheComposedTimeLoop) {
-  const LstmCase k{"bidirectional projection", {.input_size = 3, .hidden_size = 4, .num_layers = 2, .bidirectional = true,
-                                                .proj_size = 2}, 3, 2, 0, true};
-  manual_seed(5);
-  nn::LSTM m(k.o);
-  const std::vector<Tensor> fused = lstm_run(m, k, false, true), composed = lstm_run(m, k, true, true);
-  for (std::size_t i = 0; i < fused.size(); ++i)
-    rumus::testing::expect_matches(fused[i], composed[i], 1e-4, "result " + std::to_string(i));
+  const std::vector<LstmCase> cases = {
+      {"bidirectional projection", {.input_size = 3, .hidden_size = 4, .num_layers = 2, .bidirectional = true,
+                                    .proj_size = 2}, 3, 2, 0, true},
+      {"batch_first without bias or states", {.input_size = 2, .hidden_size = 3, .bias = false, .batch_first = true},
+       3, 2, 1, false},
+  };
+  for (const LstmCase& k : cases) {
+    SCOPED_TRACE(k.name);
+    manual_seed(5);
+    nn::LSTM m(k.o);
+    std::vector<Tensor> fused;
+    {
+      Profiler prof;
+      fused = lstm_run(m, k, false, true);
+      EXPECT_TRUE(ran(prof, "lstm_sequence_forward")) << prof.table();
+    }
+    const std::vector<Tensor> composed = lstm_run(m, k, true, true);
+    for (std::size_t i = 0; i < fused.size(); ++i)
+      rumus::testing::expect_matches(fused[i], composed[i], 1e-4, std::string(k.name) + " result " + std::to_string(i));
+  }
 }
 
 TEST(NnErrors, Lstm) {

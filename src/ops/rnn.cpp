@@ -4,9 +4,9 @@
 //
 // A fused layer is one node whose output is one buffer holding out, h_n and
 // c_n back to back (the views the caller sees), so one backward call takes
-// all three gradients. Its backward under create_graph runs the composed
-// layer again from the saved inputs and differentiates that, so the node
-// differentiates to any order like the composition.
+// all three gradients. Its backward under create_graph is the layer again
+// and its backward through time written with ops, on the saved inputs with
+// their graph, so the node differentiates to any order like the composition.
 #include "rumus/ops/rnn.hpp"
 
 #include <optional>
@@ -14,11 +14,14 @@
 #include "../backend/lstm.hpp"
 #include "op_util.hpp"
 #include "rumus/autograd/autocast.hpp"
-#include "rumus/autograd/engine.hpp"
 #include "rumus/ops/conv.hpp"  // linear
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/dropout.hpp"
+#include "rumus/ops/activation.hpp"
+#include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/join.hpp"
+#include "rumus/ops/linalg.hpp"
+#include "rumus/ops/reduction.hpp"
 #include "rumus/ops/rnn_cell.hpp"
 
 namespace rumus {
@@ -62,6 +65,75 @@ LayerResult composed_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, 
     cs.push_back(c);
   }
   return {outs.size() == 2 ? cat(outs, 2) : outs[0], stack(hs, 0), stack(cs, 0)};
+}
+
+// The gradients of one layer written with ops, for create_graph: the layer
+// again from its inputs (saved with their graph), then back through time.
+// d_out is time-major. Returns the gradients of x, h0, c0, then per direction
+// w_ih, w_hh, b_ih, b_hh (the same), w_hr; each differentiates again.
+std::vector<Tensor> composed_layer_grads(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                         const std::vector<Direction>& dirs, std::int64_t hidden, std::int64_t proj,
+                                         const Tensor& d_out, const Tensor& d_h_n, const Tensor& d_c_n) {
+  const std::int64_t steps = x.size(0), batch = x.size(1);
+  const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
+  std::vector<Tensor> grads(3 + 5 * dirs.size()), dh0, dc0;
+  for (std::size_t d = 0; d < dirs.size(); ++d) {
+    const Direction& w = dirs[d];
+    const auto order = [&](std::int64_t s) { return d == 0 ? s : steps - 1 - s; };  // the forward's order
+    const Tensor xp = linear(x, w.w_ih, w.b_ih);
+    const std::size_t n = std::size_t(steps);
+    std::vector<Tensor> h_prev(n), c_prev(n), c_next(n), act(n), m(n);
+    Tensor h = h0.defined() ? h0.select(0, std::int64_t(d)) : zeros({batch, proj}, like);
+    Tensor c = c0.defined() ? c0.select(0, std::int64_t(d)) : zeros({batch, hidden}, like);
+    for (std::int64_t s = 0; s < steps; ++s) {
+      const std::size_t t = std::size_t(order(s));
+      h_prev[t] = h;
+      c_prev[t] = c;
+      const std::vector<Tensor> g = chunk(add(xp.select(0, std::int64_t(t)), linear(h, w.w_hh, w.b_hh)), 4, 1);
+      act[t] = cat({sigmoid(g[0]), sigmoid(g[1]), tanh(g[2]), sigmoid(g[3])}, 1);
+      const std::vector<Tensor> a = chunk(act[t], 4, 1);  // i, f, g, o
+      c = add(mul(a[1], c), mul(a[0], a[2]));
+      c_next[t] = c;
+      m[t] = mul(a[3], tanh(c));
+      h = w.w_hr.defined() ? linear(m[t], w.w_hr, Tensor()) : m[t];
+    }
+    Tensor dh = d_h_n.select(0, std::int64_t(d)), dc = d_c_n.select(0, std::int64_t(d)), dw_hh, dw_hr;
+    std::vector<Tensor> d_gates(n);
+    for (std::int64_t s = steps - 1; s >= 0; --s) {
+      const std::size_t t = std::size_t(order(s));
+      const Tensor dh_t = add(dh, d_out.select(0, std::int64_t(t)).slice(1, std::int64_t(d) * proj, std::int64_t(d + 1) * proj));
+      Tensor dm = dh_t;
+      if (w.w_hr.defined()) {
+        const Tensor part = matmul(dh_t.transpose(0, 1), m[t]);
+        dw_hr = dw_hr.defined() ? add(dw_hr, part) : part;
+        dm = matmul(dh_t, w.w_hr);
+      }
+      const std::vector<Tensor> a = chunk(act[t], 4, 1);
+      const Tensor tc = tanh(c_next[t]);
+      // The cell state's gradient: through m = o tanh(c'), and from c' directly.
+      const Tensor dcs = add(dc, mul(mul(dm, a[3]), sub(1.0, square(tc))));
+      d_gates[t] = cat({mul(mul(dcs, a[2]), mul(a[0], sub(1.0, a[0]))), mul(mul(dcs, c_prev[t]), mul(a[1], sub(1.0, a[1]))),
+                        mul(mul(dcs, a[0]), sub(1.0, square(a[2]))), mul(mul(dm, tc), mul(a[3], sub(1.0, a[3])))},
+                       1);
+      const Tensor part = matmul(d_gates[t].transpose(0, 1), h_prev[t]);
+      dw_hh = dw_hh.defined() ? add(dw_hh, part) : part;
+      dh = matmul(d_gates[t], w.w_hh);
+      dc = mul(dcs, a[1]);
+    }
+    const Tensor dg = stack(d_gates, 0);  // (L, N, 4H)
+    const Tensor dx = matmul(dg, w.w_ih);
+    grads[0] = grads[0].defined() ? add(grads[0], dx) : dx;
+    const std::size_t k = 3 + 5 * d;
+    grads[k] = matmul(dg.reshape({steps * batch, 4 * hidden}).transpose(0, 1), x.reshape({steps * batch, x.size(2)}));
+    grads[k + 1] = dw_hh;
+    if (w.b_ih.defined()) grads[k + 2] = grads[k + 3] = sum(dg, {0, 1});
+    grads[k + 4] = dw_hr;
+    dh0.push_back(dh);
+    dc0.push_back(dc);
+  }
+  grads[1] = stack(dh0, 0);
+  grads[2] = stack(dc0, 0);
+  return grads;
 }
 
 TensorArg absent(const Tensor& like) { return {nullptr, like.dtype(), &like.layout()}; }
@@ -134,24 +206,18 @@ std::optional<LayerResult> fused_layer(const Tensor& x, const Tensor& h0, const 
           std::vector<Tensor> grads(saved.size());
           for (const SavedTensor& s : saved)
             if (s.defined()) (void)s.get();  // an input written in place since the forward is an error
-          if (grad_enabled()) {  // under create_graph: the composed layer again, differentiated with its graph
+          if (grad_enabled()) {  // under create_graph: back through time in ops, on the inputs with their graph
             std::vector<Tensor> ins;
             for (const SavedTensor& s : saved) ins.push_back(s.defined() ? s.get() : Tensor());
             std::vector<Direction> dirs;
-            for (std::size_t k = 3; k + 4 < ins.size(); k += 5) dirs.push_back({ins[k], ins[k + 1], ins[k + 2], ins[k + 3], ins[k + 4]});
-            const LayerResult r = composed_layer(ins[0], ins[1], ins[2], dirs, hidden, proj);
-            const Tensor again = cat({(g.batch_first ? r.out.transpose(0, 1) : r.out).flatten(), r.h_n.flatten(),
-                                      r.c_n.flatten()}, 0);
-            std::vector<Tensor> wrt;
-            std::vector<std::size_t> slot;
-            for (std::size_t i = 0; i < ins.size(); ++i)
-              if (wanted[i]) {
-                wrt.push_back(ins[i]);
-                slot.push_back(i);
-              }
-            const std::vector<Tensor> got = autograd::grad(
-                {again}, wrt, {.grad_outputs = {grad}, .retain_graph = true, .create_graph = true, .allow_unused = true});
-            for (std::size_t k = 0; k < got.size(); ++k) grads[slot[k]] = got[k];
+            for (std::size_t k = 3; k + 4 < ins.size(); k += 5)
+              dirs.push_back({ins[k], ins[k + 1], ins[k + 2], ins[k + 3], ins[k + 4]});
+            const auto [d_out, d_h_n, d_c_n] = parts(grad.contiguous());
+            std::vector<Tensor> all_grads = composed_layer_grads(ins[0], ins[1], ins[2], dirs, hidden, proj,
+                                                                 g.batch_first ? d_out.transpose(0, 1) : d_out,
+                                                                 d_h_n, d_c_n);
+            for (std::size_t i = 0; i < grads.size(); ++i)
+              if (wanted[i]) grads[i] = all_grads[i];
             return grads;
           }
           const Tensor gd = grad.contiguous();

@@ -14,7 +14,8 @@
 // sequences and for packed batches: the inputs of every time step projected
 // in one GEMM, then per step a GEMM and the fused gate kernel
 // (lstm_cell_gates). Every path differentiates to any order: under
-// create_graph the oneDNN node's backward recomputes its layer composed.
+// create_graph the oneDNN node's backward is the layer's backward through
+// time written with ops.
 #include <cstdint>
 #include <string>
 #include <tuple>

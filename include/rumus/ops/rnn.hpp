@@ -29,8 +29,8 @@ namespace rumus {
 // scope, empty sequences) each layer is composed: one GEMM for every step's
 // input projection, then per step a GEMM and the fused gate kernel
 // (lstm_cell_gates). Both differentiate to any order: under create_graph the
-// sequence node's backward recomputes the layer composed and differentiates
-// that.
+// sequence node's backward runs the layer again and back through time in
+// ops, on the saved inputs.
 std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, const std::vector<Tensor>& hx,
                                         const std::vector<Tensor>& params, bool has_biases, std::int64_t num_layers,
                                         double dropout, bool train, bool bidirectional, bool batch_first,
