@@ -240,15 +240,12 @@ constexpr std::size_t kMaxPlans = 16;
 
 LstmPlan& plan_for(const LstmSequenceGeometry& g, const char* op) {
   const LstmKey key = key_of(g);
-  if (plans().size() >= kMaxPlans && !plans().count(key)) plans().clear();
-  auto& slot = plans()[key];
-  if (!slot) {
-    std::lock_guard lock(onednn::creation_mutex());
-    auto p = std::make_unique<LstmPlan>();
-    onednn::checked(op, [&] { build(*p, g); });
-    slot = std::move(p);
-  }
-  return *slot;
+  if (auto it = plans().find(key); it != plans().end()) return *it->second;
+  std::lock_guard lock(onednn::creation_mutex());  // dropping primitives too goes through oneDNN's cache
+  if (plans().size() >= kMaxPlans) plans().clear();
+  auto p = std::make_unique<LstmPlan>();
+  onednn::checked(op, [&] { build(*p, g); });
+  return *(plans()[key] = std::move(p));
 }
 
 // PyTorch's two biases summed per direction, kept while they are unchanged.
