@@ -562,6 +562,11 @@ const std::vector<OpCase>& op_table() {
          auto [out, hc] = m.forward(x[0], {});
          return cat({out.flatten(), std::get<0>(hc).flatten(), std::get<1>(hc).flatten()}, 0);
        }},
+      // torch::lstm itself, every weight an input: batch-first, two layers, no bias.
+      {"lstm_functional", {{2, 2, 2}, {2, 2, 2}, {2, 2, 2}, {8, 2}, {8, 2}, {8, 2}, {8, 2}}, [](V x) {
+         auto [out, h, c] = lstm(x[0], {x[1], x[2]}, {x[3], x[4], x[5], x[6]}, false, 2, 0, false, false, true);
+         return cat({out.flatten(), h.flatten(), c.flatten()}, 0);
+       }},
       // The fused LSTM step (one kernel each way), alone and as libtorch's lstm_cell.
       {"lstm_cell_gates", {{3, 8}, {3, 8}, {3, 2}}, [](V x) {
          auto [h, c] = lstm_cell_gates(x[0] * 2.0, x[1], x[2]);

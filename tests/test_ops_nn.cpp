@@ -1067,6 +1067,177 @@ TEST(LstmCell, FusedStepMatchesTheComposedOne) {
   }
 }
 
+// ---- nn::LSTM on oneDNN's LSTM primitive (torch::lstm's fused layers) ----
+
+struct LstmCase {
+  const char* name;
+  nn::RNNOptions o;
+  std::int64_t steps, batch;
+  int input_layout;  // 0 dense, 1 the other batch order transposed (read as it lies), 2 strided last dim
+  bool state;        // h0 and c0 given
+};
+
+// A run of the module: the output, h_n, c_n, then the gradients of x, h0, c0
+// and of every parameter, from a weighted sum of all three results.
+std::vector<Tensor> lstm_run(nn::LSTM& m, const LstmCase& k, bool packed, bool create_graph = false) {
+  Generator gen(7);
+  const std::int64_t dirs = m.options().bidirectional ? 2 : 1, layers = m.options().num_layers;
+  const std::int64_t h_size = m.options().proj_size > 0 ? m.options().proj_size : m.options().hidden_size;
+  const bool bf = m.options().batch_first;
+  const std::int64_t a = bf ? k.batch : k.steps, b = bf ? k.steps : k.batch, in = m.options().input_size;
+  Tensor x = k.input_layout == 1   ? randn({b, a, in}, {}, &gen).transpose(0, 1)
+             : k.input_layout == 2 ? randn({a, b, 2 * in}, {}, &gen).slice(2, 0, 2 * in, 2)
+                                   : randn({a, b, in}, {}, &gen);
+  x.requires_grad_();
+  Tensor h0 = (randn({layers * dirs, k.batch, h_size}, {}, &gen) * 0.5).requires_grad_();
+  Tensor c0 = randn({layers * dirs, k.batch, m.options().hidden_size}, {}, &gen).requires_grad_();
+  manual_seed(11);  // the same dropout masks on both paths
+  Tensor out, hn, cn;
+  if (packed) {  // every sequence full length: the composed time loop, masks selecting every step
+    const Tensor lengths = full({k.batch}, double(k.steps), {.dtype = DType::i64});
+    auto [po, hc] = m.forward_with_packed_input(nn::utils::rnn::pack_padded_sequence(x, lengths, bf, false),
+                                                k.state ? std::tuple<Tensor, Tensor>{h0, c0} : std::tuple<Tensor, Tensor>{});
+    out = std::get<0>(nn::utils::rnn::pad_packed_sequence(po, bf));
+    std::tie(hn, cn) = hc;
+  } else {
+    auto [o, hc] = m.forward(x, k.state ? std::tuple<Tensor, Tensor>{h0, c0} : std::tuple<Tensor, Tensor>{});
+    out = o;
+    std::tie(hn, cn) = hc;
+  }
+  const Tensor loss = sum(out * randn(out.shape(), {}, &gen)) + sum(hn * randn(hn.shape(), {}, &gen)) +
+                      sum(cn * randn(cn.shape(), {}, &gen));
+  std::vector<Tensor> wrt{x};
+  if (k.state) wrt.insert(wrt.end(), {h0, c0});
+  for (auto& [name, p] : m.named_parameters()) wrt.push_back(p);
+  std::vector<Tensor> got{out.detach(), hn.detach(), cn.detach()};
+  std::vector<Tensor> g = autograd::grad({loss}, wrt, {.create_graph = create_graph});
+  if (create_graph) {  // and once more: the gradient of the squared gradients' sum
+    Tensor gg = zeros({});
+    for (const Tensor& t : g) gg = gg + sum(t * t);
+    g = autograd::grad({gg}, wrt);
+  }
+  for (const Tensor& t : g) got.push_back(t.detach());
+  return got;
+}
+
+bool ran(const Profiler& prof, const std::string& kernel) {
+  for (const ProfileRow& r : prof.rows())
+    if (r.name.find(kernel) != std::string::npos) return true;
+  return false;
+}
+
+// The fused layers (one oneDNN call each way per layer) against the composed
+// time loop in f32, which a packed batch of full lengths takes: every result
+// and every gradient, over layers, directions, batch order, biases,
+// projections, odd sizes, strided inputs, dropout, and given or absent states.
+TEST(LstmSequence, OneDnnMatchesTheComposedTimeLoop) {
+  const std::vector<LstmCase> cases = {
+      {"one layer", {.input_size = 5, .hidden_size = 7}, 6, 3, 0, true},
+      {"two layers bidirectional batch_first", {.input_size = 4, .hidden_size = 5, .num_layers = 2, .batch_first = true,
+                                                .bidirectional = true}, 5, 2, 0, false},
+      {"no bias, strided input", {.input_size = 3, .hidden_size = 6, .num_layers = 2, .bias = false}, 4, 3, 2, true},
+      {"batch-first memory read time-major", {.input_size = 4, .hidden_size = 3, .bidirectional = true}, 5, 3, 1, true},
+      {"projection bidirectional", {.input_size = 5, .hidden_size = 6, .bidirectional = true, .proj_size = 3}, 4, 2, 0, true},
+      {"projection two layers batch_first, transposed input",
+       {.input_size = 3, .hidden_size = 5, .num_layers = 2, .batch_first = true, .bidirectional = true, .proj_size = 2},
+       3, 4, 1, true},
+      {"dropout between layers", {.input_size = 4, .hidden_size = 4, .num_layers = 3, .dropout = 0.5}, 4, 2, 0, true},
+      {"sizes of one", {.input_size = 1, .hidden_size = 1}, 1, 1, 0, true},
+  };
+  for (const LstmCase& k : cases) {
+    SCOPED_TRACE(k.name);
+    manual_seed(3);
+    nn::LSTM m(k.o);
+    std::vector<Tensor> fused, composed;
+    {
+      Profiler prof;
+      fused = lstm_run(m, k, false);
+      EXPECT_TRUE(ran(prof, "lstm_sequence_forward") && ran(prof, "lstm_sequence_backward")) << prof.table();
+    }
+    {
+      Profiler prof;
+      composed = lstm_run(m, k, true);
+      EXPECT_FALSE(ran(prof, "lstm_sequence")) << "the reference must be the composed loop\n" << prof.table();
+    }
+    ASSERT_EQ(fused.size(), composed.size());
+    for (std::size_t i = 0; i < fused.size(); ++i)
+      rumus::testing::expect_matches(fused[i], composed[i], 2e-5, std::string(k.name) + " result " + std::to_string(i));
+  }
+}
+
+// Without grad the layer runs oneDNN's inference primitive (no workspace);
+// unbatched input too.
+TEST(LstmSequence, InferenceAndUnbatched) {
+  manual_seed(4);
+  nn::LSTM m({.input_size = 3, .hidden_size = 4, .num_layers = 2, .bidirectional = true});
+  const Tensor x = randn({5, 3});
+  Tensor want = std::get<0>(m.forward_with_packed_input(nn::utils::rnn::pack_sequence({x}))).padded().squeeze(1);
+  Profiler prof;
+  Tensor got;
+  {
+    NoGradGuard no_grad;
+    got = std::get<0>(m.forward(x, {}));
+  }
+  EXPECT_TRUE(ran(prof, "lstm_sequence_forward")) << prof.table();
+  rumus::testing::expect_matches(got, want.detach(), 2e-5, "unbatched output");
+}
+
+// The CPU keeps a bounded number of per-geometry plans: a backward whose plan
+// was dropped by forwards over many other lengths builds it again.
+TEST(LstmSequence, BackwardAfterManyOtherLengths) {
+  manual_seed(6);
+  nn::LSTM m({.input_size = 2, .hidden_size = 3});
+  const Tensor x = randn({4, 2, 2}).requires_grad_();
+  auto [out, hc] = m.forward(x, {});
+  for (std::int64_t len = 5; len < 25; ++len) (void)m.forward(randn({len, 2, 2}), {});
+  const Tensor g = autograd::grad({sum(out * out)}, {x})[0];
+  const Tensor lengths = full({2}, 4.0, {.dtype = DType::i64});
+  auto [po, hc2] = m.forward_with_packed_input(nn::utils::rnn::pack_padded_sequence(x, lengths, false, false));
+  const Tensor want = autograd::grad({sum(po.padded() * po.padded())}, {x})[0];
+  rumus::testing::expect_matches(g, want, 2e-5, "grad_x");
+}
+
+// Under create_graph the fused node's backward recomputes the layer composed:
+// second derivatives match the composed loop's.
+TEST(LstmSequence, SecondDerivativesMatchTheComposedTimeLoop) {
+  const std::vector<LstmCase> cases = {
+      {"bidirectional projection", {.input_size = 3, .hidden_size = 4, .num_layers = 2, .bidirectional = true,
+                                    .proj_size = 2}, 3, 2, 0, true},
+      {"batch_first without bias or states", {.input_size = 2, .hidden_size = 3, .bias = false, .batch_first = true},
+       3, 2, 1, false},
+  };
+  for (const LstmCase& k : cases) {
+    SCOPED_TRACE(k.name);
+    manual_seed(5);
+    nn::LSTM m(k.o);
+    std::vector<Tensor> fused;
+    {
+      Profiler prof;
+      fused = lstm_run(m, k, false, true);
+      EXPECT_TRUE(ran(prof, "lstm_sequence_forward")) << prof.table();
+    }
+    const std::vector<Tensor> composed = lstm_run(m, k, true, true);
+    for (std::size_t i = 0; i < fused.size(); ++i)
+      rumus::testing::expect_matches(fused[i], composed[i], 1e-4, std::string(k.name) + " result " + std::to_string(i));
+  }
+}
+
+TEST(NnErrors, Lstm) {
+  const std::vector<Tensor> p{zeros({8, 3}), zeros({8, 2}), zeros({8}), zeros({8})};
+  expect_error<ShapeError>([&] { lstm(zeros({4, 3}), {}, p, true, 1, 0, false, false, false); },
+                           "lstm: expected input of 3 dims (L, N, H_in), got [4, 3]");
+  expect_error<ValueError>([&] { lstm(zeros({4, 1, 3}), {}, {p[0], p[1], p[2]}, true, 1, 0, false, false, false); },
+                           "lstm: expected 4 params (1 layers, 1 directions, 4 each, one more with a projection), got 3");
+  expect_error<ShapeError>([&] { lstm(zeros({4, 1, 3}), {}, {p[0], zeros({8, 3}), p[2], p[3]}, true, 1, 0, false, false, false); },
+                           "lstm: expected weight_hh_l0 of shape [8, 2], got [8, 3]");
+  expect_error<ShapeError>([&] { lstm(zeros({4, 1, 3}), {zeros({1, 2, 2}), zeros({1, 1, 2})}, p, true, 1, 0, false, false, false); },
+                           "lstm: expected h0 of shape [1, 1, 2], got [1, 2, 2]");
+  expect_error<DTypeError>([&] { lstm(zeros({4, 1, 3}, {.dtype = DType::f64}), {}, p, true, 1, 0, false, false, false); },
+                           "lstm: expected weight_ih_l0 in f64 (the input's dtype), got f32");
+  expect_error<ValueError>([&] { lstm(zeros({4, 1, 3}), {zeros({1, 1, 2})}, p, true, 1, 0, false, false, false); },
+                           "lstm: expected hx = {h0, c0} (or none), got 1 tensors");
+}
+
 RUMUS_DEVICE_SUITE(LayerNormOnEveryDevice);
 
 // layer_norm's kernels against f64 on the CPU: rows over several gradient

@@ -13,6 +13,8 @@
 
 #include <rumus/rumus.hpp>
 
+#include "devices.hpp"
+
 using namespace rumus;
 
 namespace {
@@ -670,23 +672,28 @@ const std::vector<RecurrentCase>& recurrent_cases() {
   return cases;
 }
 
-class TorchReferenceRecurrent : public ::testing::TestWithParam<std::size_t> {};
-
-TEST_P(TorchReferenceRecurrent, StateDictOutputsAndGradients) {
-  const RecurrentCase& rc = recurrent_cases()[GetParam()];
+// The module in `dt` against PyTorch's f64 values: f64 to 1e-10, f32 (where
+// the CPU runs an LSTM's layers on oneDNN's primitive) to a few f32 ulps.
+void check_recurrent(const RecurrentCase& rc, DType dt) {
   auto c = load_f64(rc.name);
+  auto close = [&](const Tensor& got, const Tensor& want, const std::string& what) {
+    if (dt == DType::f64) return expect_close_f64(got, want, what);
+    rumus::testing::expect_matches(got.detach().to(DType::f64), want, 2e-5, what);
+  };
+  auto in = [&](const std::string& key) { return c.at(key).to(dt); };
   std::unique_ptr<nn::Module> m = rc.make();
   m->to(DType::f64);
   m->load_state_dict(io::load_safetensors(std::string(RUMUS_TORCH_REFERENCE_DIR) + "/" + rc.name + ".safetensors"));
   for (const auto& [name, p] : m->named_parameters()) expect_close_f64(p, c.at("p." + name), "p." + name);
-  Tensor x = c.at("x").requires_grad_();
+  m->to(dt);
+  Tensor x = in("x").requires_grad_();
   std::vector<Tensor> states;
-  for (int i = 0; c.count("s" + std::to_string(i)); ++i) states.push_back(c.at("s" + std::to_string(i)).requires_grad_());
+  for (int i = 0; c.count("s" + std::to_string(i)); ++i) states.push_back(in("s" + std::to_string(i)).requires_grad_());
   std::vector<Tensor> outs = rc.run(*m, x, states);
   Tensor total;
   for (std::size_t i = 0; i < outs.size(); ++i) {
-    expect_close_f64(outs[i], c.at("out" + std::to_string(i)), "out" + std::to_string(i));
-    Tensor term = sum(mul(outs[i], c.at("w" + std::to_string(i))));
+    close(outs[i], c.at("out" + std::to_string(i)), "out" + std::to_string(i));
+    Tensor term = sum(mul(outs[i], in("w" + std::to_string(i))));
     total = total.defined() ? add(total, term) : term;
   }
   std::vector<Tensor> wrt{x};
@@ -694,15 +701,34 @@ TEST_P(TorchReferenceRecurrent, StateDictOutputsAndGradients) {
   const auto named = m->named_parameters();
   for (const auto& [name, p] : named) wrt.push_back(p);
   std::vector<Tensor> g = autograd::grad({total}, wrt);
-  expect_close_f64(g[0], c.at("grad_x"), "grad_x");
+  close(g[0], c.at("grad_x"), "grad_x");
   for (std::size_t i = 0; i < states.size(); ++i)
-    expect_close_f64(g[1 + i], c.at("grad_s" + std::to_string(i)), "grad_s" + std::to_string(i));
+    close(g[1 + i], c.at("grad_s" + std::to_string(i)), "grad_s" + std::to_string(i));
   for (std::size_t i = 0; i < named.size(); ++i)
-    expect_close_f64(g[1 + states.size() + i], c.at("grad." + named[i].first), "grad." + named[i].first);
+    close(g[1 + states.size() + i], c.at("grad." + named[i].first), "grad." + named[i].first);
 }
+
+class TorchReferenceRecurrent : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(TorchReferenceRecurrent, StateDictOutputsAndGradients) { check_recurrent(recurrent_cases()[GetParam()], DType::f64); }
 
 INSTANTIATE_TEST_SUITE_P(Cases, TorchReferenceRecurrent, ::testing::Range<std::size_t>(0, recurrent_cases().size()),
                          [](const auto& info) { return std::string(recurrent_cases()[info.param].name); });
+
+// The LSTMs over padded batches again in f32: their layers run on oneDNN's
+// LSTM primitive on the CPU.
+TEST(TorchReferenceRecurrentF32, LstmLayersOnTheSequenceKernels) {
+  for (const RecurrentCase& rc : recurrent_cases()) {
+    const std::string name = rc.name;
+    if (name.rfind("lstm", 0) != 0 || name == "lstm_cell" || name.find("packed") != std::string::npos) continue;
+    SCOPED_TRACE(name);
+    Profiler prof;
+    check_recurrent(rc, DType::f32);
+    bool fused = false;
+    for (const ProfileRow& r : prof.rows()) fused = fused || r.name.find("lstm_sequence_backward") != std::string::npos;
+    EXPECT_TRUE(fused) << prof.table();
+  }
+}
 
 // Every committed file is exercised by some test.
 TEST(TorchReferenceExtra, EveryFileHasACase) {

@@ -43,6 +43,7 @@
 #include "rumus/ops/rearrange.hpp"
 #include "rumus/ops/reduction.hpp"
 #include "rumus/ops/resampling.hpp"
+#include "rumus/ops/rnn.hpp"
 #include "rumus/ops/rnn_cell.hpp"
 #include "rumus/ops/reduction_math.hpp"
 #include "rumus/ops/scan.hpp"

@@ -13,6 +13,7 @@
 #include "rumus/ops/dropout.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/join.hpp"
+#include "rumus/ops/rnn.hpp"
 #include "rumus/ops/rnn_cell.hpp"
 
 namespace rumus::nn {
@@ -156,6 +157,22 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run_steps(const Tensor& input, const
     valid = lt(arange(double(steps), {.dtype = DType::i64}).reshape({steps, 1}), lengths.reshape({1, batch}))
                 .reshape({steps, batch, 1})
                 .to(x.device());
+
+  // An LSTM over padded input is torch::lstm, which runs each layer in one call on a device
+  // with sequence kernels (oneDNN on the CPU); packed batches step here, masking each step.
+  if (mode_ == Mode::lstm && !valid.defined()) {
+    std::vector<Tensor> params;
+    for (const Weights& w : weights_)
+      for (const Tensor* t : {&w.w_ih, &w.w_hh, &w.b_ih, &w.b_hh, &w.w_hr})
+        if (t->defined()) params.push_back(*t);
+    auto [y, hn, cn] = rumus::lstm(x, h0.defined() || c0.defined() ? std::vector<Tensor>{h0, c0} : std::vector<Tensor>{},
+                            params, options_.bias, layers, options_.dropout, is_training(), options_.bidirectional,
+                            false);
+    Tensor out = unbatched ? y.squeeze(1) : options_.batch_first && !time_major ? y.transpose(0, 1) : y;
+    if (!states) return {out, Tensor(), Tensor()};
+    if (unbatched) return {out, hn.squeeze(1), cn.squeeze(1)};
+    return {out, hn, cn};
+  }
 
   std::vector<Tensor> h_n, c_n;
   for (std::int64_t layer = 0; layer < layers; ++layer) {

@@ -3,9 +3,19 @@
 // PyTorch's options, gate order, initialisation and parameter names
 // (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0, weight_hr_l0 for an
 // LSTM's projection; "_reverse" for the second direction), so a PyTorch state
-// dict loads with strict. Each layer projects the inputs of every time step
-// in one GEMM, then steps through time; everything is composed of
-// differentiable ops, so gradients run on every device and to any order.
+// dict loads with strict.
+//
+// An LSTM over a padded batch runs on torch::lstm (rumus/ops/rnn.hpp). On the
+// CPU in f32 each layer, both directions at once, is one call to oneDNN's LSTM
+// primitive forward and one backward, and one node on the tape (projections,
+// batch_first, given or zero states, no bias, dropout between the layers in
+// training all included). It composes instead, as the other layers always do,
+// in f64 and other dtypes, on Vulkan, inside an autocast scope, for empty
+// sequences and for packed batches: the inputs of every time step projected
+// in one GEMM, then per step a GEMM and the fused gate kernel
+// (lstm_cell_gates). Every path differentiates to any order: under
+// create_graph the oneDNN node's backward is the layer's backward through
+// time written with ops.
 #include <cstdint>
 #include <string>
 #include <tuple>
