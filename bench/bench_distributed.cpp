@@ -114,7 +114,12 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-enum class Variant { compute, communication, after_backward, overlapped };
+// overlapped: DDP's plain step; find_unused: DDP with find_unused_parameters
+// (every parameter used: the bitmap's all-reduce comes on top); after_no_sync:
+// the step's second backward, after one under no_sync (untimed), whose buckets
+// carry the sum of both.
+enum class Variant { compute, communication, after_backward, overlapped, find_unused, after_no_sync };
+constexpr int kVariants = 6;
 
 // Rank 0's median step time in ms over `steps` steps (after 3 unmeasured).
 // Every step starts and ends at a barrier (which sleeps no delay).
@@ -126,7 +131,8 @@ double step_ms(Variant variant, std::chrono::microseconds delay, int steps) {
     LayerStack m;
     const Tensor x = randn({kBatch, kWidth});
     // One bucket per layer: its weight and bias (1 MiB + 2 KiB).
-    DistributedDataParallel ddp(m, pg, {.bucket_bytes = std::size_t(kWidth) * (kWidth + 1) * 4});
+    DistributedDataParallel ddp(m, pg, {.bucket_bytes = std::size_t(kWidth) * (kWidth + 1) * 4,
+                                        .find_unused_parameters = variant == Variant::find_unused});
     // Without DDP's hooks for the variants that do not reduce while backward runs.
     LayerStack plain;
     // The buckets one after the other, as DDP sends them, of plain's gradients.
@@ -143,6 +149,10 @@ double step_ms(Variant variant, std::chrono::microseconds delay, int steps) {
       for (auto& w : works) w->wait();
     };
     for (int s = 0; s < steps + 3; ++s) {
+      if (variant == Variant::after_no_sync) {
+        auto accumulate = ddp.no_sync();
+        ddp.backward(ddp(x).sum());
+      }
       pg.barrier();
       const auto start = std::chrono::steady_clock::now();
       switch (variant) {
@@ -153,7 +163,9 @@ double step_ms(Variant variant, std::chrono::microseconds delay, int steps) {
           reduce_after(&g);
           break;
         }
-        case Variant::overlapped: ddp.backward(ddp(x).sum()); break;
+        case Variant::overlapped:
+        case Variant::find_unused:
+        case Variant::after_no_sync: ddp.backward(ddp(x).sum()); break;
       }
       pg.barrier();
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -165,25 +177,29 @@ double step_ms(Variant variant, std::chrono::microseconds delay, int steps) {
 
 int ddp_overlap(int rounds, double delay_ms) {
   const auto delay = std::chrono::microseconds(std::int64_t(delay_ms * 1000));
-  const char* names[] = {"compute", "communication", "after_backward", "overlapped"};
-  std::vector<double> per[4];
+  const char* names[] = {"compute", "communication", "after_backward", "overlapped", "find_unused", "after_no_sync"};
+  std::vector<double> per[kVariants];
   std::printf("2 thread ranks, %d Linear(%d, %d) + relu, batch %d per rank, %d buckets of 1 MiB, %.1f ms per bucket\n",
               kLayers, kWidth, kWidth, kBatch, kLayers, delay_ms);
   for (int r = 0; r < rounds; ++r) {
     std::printf("round %d:", r + 1);
-    for (int v = 0; v < 4; ++v) {
+    for (int v = 0; v < kVariants; ++v) {
       per[v].push_back(step_ms(Variant(v), delay, 15));
-      std::printf(" %s %.2f ms%s", names[v], per[v].back(), v < 3 ? "," : "\n");
+      std::printf(" %s %.2f ms%s", names[v], per[v].back(), v < kVariants - 1 ? "," : "\n");
     }
     std::fflush(stdout);
   }
   const double compute = median(per[0]), comm = median(per[1]), after = median(per[2]), over = median(per[3]);
-  // 1: the overlapped step takes max(compute, communication); 0: their sum.
-  const double fraction = (compute + comm - over) / std::min(compute, comm);
-  std::printf("median: compute %.2f ms, communication %.2f ms, after backward %.2f ms, overlapped %.2f ms\n", compute,
-              comm, after, over);
-  std::printf("overlap fraction %.2f ((compute + communication - overlapped) / min(compute, communication))\n", fraction);
-  for (int v = 0; v < 4; ++v) {
+  const double unused = median(per[4]), no_sync = median(per[5]);
+  // 1: the step takes max(compute, communication); 0: their sum.
+  auto fraction = [&](double step) { return (compute + comm - step) / std::min(compute, comm); };
+  std::printf("median: compute %.2f ms, communication %.2f ms, after backward %.2f ms, overlapped %.2f ms, "
+              "find_unused %.2f ms, after_no_sync %.2f ms\n",
+              compute, comm, after, over, unused, no_sync);
+  std::printf("overlap fraction %.2f, find_unused %.2f, after_no_sync %.2f ((compute + communication - step) / "
+              "min(compute, communication))\n",
+              fraction(over), fraction(unused), fraction(no_sync));
+  for (int v = 0; v < kVariants; ++v) {
     std::printf("rounds %s", names[v]);
     for (double t : per[v]) std::printf(" %.2f", t);
     std::printf("\n");

@@ -11,6 +11,9 @@
 // files, checkpoints and --resume are those of mnist_mlp (support/); a
 // checkpoint holds the whole model and optimizer state as one unsharded run
 // would, so a run resumes on any number of ranks, in either mode.
+// With --sharded-checkpoint DIR (FSDP) every rank writes its own shards of
+// the model and optimizer state there instead, nothing gathered, and
+// --resume DIR reshards them to this run's number of ranks.
 // Run with --help for the options.
 #include <rumus/distributed/distributed.hpp>
 #include <rumus/rumus.hpp>
@@ -55,6 +58,8 @@ struct WideMlp : nn::Module {
 struct RankOptions {
   int ranks = 2;
   std::string mode = "fsdp", model = "mlp", devices = "cpu", wrap = "none";
+  std::string sharded_checkpoint;  // a directory of per-rank shards, written after every epoch (fsdp)
+  bool resume_sharded = false;     // --resume names such a directory
 };
 
 std::vector<Device> parse_devices(const std::string& list) {
@@ -91,6 +96,8 @@ struct Trainer {
   // This rank's part of such a full optimizer state, loaded into `opt`.
   virtual void load_optimizer_state(optim::Optimizer& opt, const StateDict& full) = 0;
   virtual void save(const std::string& path) = 0;  // collective
+  // The sharded module behind FSDP's trainer (sharded checkpoints); null for DDP.
+  virtual fsdp::FullyShardedModule* sharded_module() { return nullptr; }
 };
 
 struct FsdpTrainer : Trainer {
@@ -121,6 +128,7 @@ struct FsdpTrainer : Trainer {
     opt.load_state_dict(state);
   }
   void save(const std::string& path) override { sharded->save(path, {{"model", net->type_name()}}); }
+  fsdp::FullyShardedModule* sharded_module() override { return sharded.get(); }
   std::unique_ptr<nn::Module> net;
   ProcessGroup& pg;
   std::vector<Shape> full_shapes;  // of the parameters, in optimizer order
@@ -191,7 +199,18 @@ void run_rank(ProcessGroup& pg, Run& run) {
   auto opt = example::make_optimizer(o.optimizer, trainer->parameters(), run.lr, o.weight_decay, o.nesterov);
   auto sched = example::make_schedule(o.schedule, *opt, run.lr, steps * o.epochs);
   io::TrainingState state = run.state;
-  if (run.resumed) {
+  if (run.r.resume_sharded) {
+    // Every rank reads the rows of its own shards (any world size at the
+    // save), the step counters and the generator; other settings are refused.
+    state = load_sharded(o.resume, *trainer->sharded_module(), *opt, pg, run.state.settings);
+    example::check_epochs_left(state.epoch, o.epochs, o.resume);
+    sched->set_step(state.step);
+    if (rank == 0) {
+      run.history = example::read_metrics(o.metrics, state.epoch);
+      std::fprintf(stderr, "resumed from %s (sharded, %d rank%s) at epoch %lld, step %lld\n", o.resume.c_str(), n,
+                   n > 1 ? "s" : "", (long long)state.epoch, (long long)state.step);
+    }
+  } else if (run.resumed) {
     trainer->load_optimizer_state(*opt, run.full_opt.state_dict());
     sched->set_step(state.step);
   }
@@ -293,17 +312,24 @@ void run_rank(ProcessGroup& pg, Run& run) {
       std::fflush(stdout);
     }
 
-    // The checkpoint (collective: FSDP gathers the optimizer's shards), then the metrics.
+    // The checkpoint, then the metrics. Sharded: each rank writes its own
+    // shards. Otherwise collective too: FSDP gathers the model and optimizer
+    // state, and rank 0 writes them as one unsharded run would.
     state.epoch = epoch + 1;
-    const StateDict model_state = trainer->full_state_dict();
-    const StateDict optimizer_state = trainer->full_optimizer_state(*opt);
-    if (rank == 0) {
-      run.full.load_state_dict(model_state);
-      run.full_opt.load_state_dict(optimizer_state);
-      io::save_checkpoint(o.checkpoint, run.full, run.full_opt, state);
+    if (!run.r.sharded_checkpoint.empty()) {
+      save_sharded(run.r.sharded_checkpoint, *trainer->sharded_module(), *opt, pg, state);
+    } else {
+      const StateDict model_state = trainer->full_state_dict();
+      const StateDict optimizer_state = trainer->full_optimizer_state(*opt);
+      if (rank == 0) {
+        run.full.load_state_dict(model_state);
+        run.full_opt.load_state_dict(optimizer_state);
+        io::save_checkpoint(o.checkpoint, run.full, run.full_opt, state);
+      }
+    }
+    if (rank == 0)
       example::write_metrics(o.metrics, "mnist_fsdp on " + std::filesystem::path(o.data).filename().string(),
                              run.history);
-    }
     pg.barrier();
   }
   // Peak memory per rank: FSDP's sharded parameters and optimizer state shrink it as ranks grow.
@@ -317,8 +343,9 @@ void run_rank(ProcessGroup& pg, Run& run) {
                 double(m.largest_unit_bytes) / 1048576.0);
   }
   trainer->save(o.save);
+  const std::string& checkpoint = run.r.sharded_checkpoint.empty() ? o.checkpoint : run.r.sharded_checkpoint;
   if (rank == 0)
-    std::printf("saved %s (checkpoint %s, metrics %s)\n", o.save.c_str(), o.checkpoint.c_str(), o.metrics.c_str());
+    std::printf("saved %s (checkpoint %s, metrics %s)\n", o.save.c_str(), checkpoint.c_str(), o.metrics.c_str());
 }
 
 }  // namespace
@@ -362,10 +389,26 @@ int main(int argc, char** argv) {
                  "comma-separated devices taken round-robin by the rank's place on its host: cpu, vulkan, vulkan:1")
       ->type_name("D,...")
       ->capture_default_str();
+  app.add_option("--sharded-checkpoint", r.sharded_checkpoint,
+                 "fsdp: every rank writes its shards of model and optimizer to this directory after every epoch, "
+                 "in place of --checkpoint; --resume DIR continues from it on any number of ranks")
+      ->type_name("DIR");
+  app.get_option("--resume")
+      ->description("continue from a checkpoint, or from a --sharded-checkpoint directory (fsdp)");
   CLI11_PARSE(app, argc, argv);
   const int threads = app.get_option("--threads")->count() > 0 ? o.threads : 0;  // 0: the machine's / ranks
 
   try {
+    // A sharded checkpoint (a directory) holds FSDP's shards: refused before
+    // any data is read when DDP would train.
+    r.resume_sharded =
+        !o.resume.empty() && (std::filesystem::is_directory(o.resume) || sharded_checkpoint_exists(o.resume));
+    if (r.mode != "fsdp" && r.resume_sharded)
+      throw Error(fmt::format("--resume {} is a sharded checkpoint, which needs --mode fsdp, got --mode {}", o.resume,
+                              r.mode));
+    if (r.mode != "fsdp" && !r.sharded_checkpoint.empty())
+      throw Error(
+          fmt::format("--sharded-checkpoint needs --mode fsdp (it writes FSDP's shards), got --mode {}", r.mode));
     manual_seed(o.seed);  // initialisation and dropout
     const double lr = example::learning_rate(o);
     // The unsharded model and its optimizer, on the CPU: the values every rank
@@ -385,7 +428,8 @@ int main(int argc, char** argv) {
     // Resuming: the checkpoint restores model, optimizer state, random
     // generator and counters; one of a run with other settings is refused.
     // The rank count and mode are free to change: they train the same model.
-    if (!o.resume.empty()) {
+    // (A sharded checkpoint is read by each rank once the model is sharded.)
+    if (!o.resume.empty() && !r.resume_sharded) {
       run.state = io::load_checkpoint(o.resume, *full, *full_opt, run.state.settings);
       example::check_epochs_left(run.state.epoch, o.epochs, o.resume);
       run.history = example::read_metrics(o.metrics, run.state.epoch);

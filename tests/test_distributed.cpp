@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -1425,6 +1426,266 @@ TEST(Ddp, BroadcastBuffersGivesEveryRankRankZerosBuffersAtForward) {
   }
 }
 
+namespace {
+// fc1 -> fc2 -> head, with `side` in front of fc1 when a rank asks for it
+// (its gradient then comes last in backward) and `never` never used.
+struct Branchy : nn::Module {
+  nn::Linear fc1{8, 8}, fc2{8, 8}, head{8, 4}, side{8, 8}, never{8, 4};
+  Branchy() { register_modules({{"fc1", fc1}, {"fc2", fc2}, {"head", head}, {"side", side}, {"never", never}}); }
+  Tensor forward(const Tensor& x) override { return run(x, true); }
+  Tensor run(const Tensor& x, bool use_side) { return head(relu(fc2(relu(fc1(use_side ? side(x) : x))))); }
+  std::string type_name() const override { return "Branchy"; }
+};
+
+// Test hooks registered after DDP's, so each runs once DDP has taken its
+// parameter's gradient. While armed, each checks that the buckets DDP has
+// started are exactly the leading buckets whose members have all had their
+// gradient in this backward: a bucket starts as soon as it is complete and
+// the ones before it have started, while backward goes on.
+struct BucketWatch {
+  DistributedDataParallel& ddp;
+  std::vector<autograd::HookHandle> hooks;
+  std::vector<char> seen;
+  std::size_t most_started = 0;  // the most buckets seen started from a hook
+  bool armed = false;
+  explicit BucketWatch(DistributedDataParallel& d) : ddp(d) {
+    const std::vector<Tensor> params = ddp.module().parameters();
+    seen.assign(params.size(), 0);
+    for (std::size_t k = 0; k < params.size(); ++k)
+      hooks.push_back(autograd::register_hook(params[k], [this, k](const Tensor&) {
+        if (!armed) return Tensor();
+        seen[k] = 1;
+        std::size_t complete = 0;
+        for (const auto& bucket : ddp.buckets()) {
+          if (!std::all_of(bucket.begin(), bucket.end(), [&](std::size_t i) { return seen[i] != 0; })) break;
+          ++complete;
+        }
+        EXPECT_EQ(ddp.buckets_started(), complete) << "in the hook of parameter " << k;
+        most_started = std::max(most_started, ddp.buckets_started());
+        return Tensor();
+      }));
+  }
+  ~BucketWatch() {
+    for (auto& h : hooks) h.remove();
+  }
+  void arm() {
+    std::fill(seen.begin(), seen.end(), 0);
+    most_started = 0;
+    armed = true;
+  }
+};
+
+// The reference for DDP's reduced gradients: each parameter's local gradient,
+// summed over `stores` in order (zeros where none), all-reduced on its own;
+// parameters in no store on any rank (`unused_everywhere`) get none.
+GradientStore reference_average(ProcessGroup& pg, const std::vector<Tensor>& params,
+                                const std::vector<GradientStore>& stores, const std::vector<char>& unused_everywhere) {
+  GradientStore out;
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    Tensor sum;
+    for (const GradientStore& s : stores)
+      if (Tensor g = s.get(params[k]); g.defined()) sum = sum.defined() ? add(sum, g) : g.clone();
+    if (!sum.defined()) sum = zeros(params[k].shape());
+    pg.all_reduce(sum, Reduce::average);  // every rank, every parameter: the same calls in the same order
+    if (!unused_everywhere[k]) out.insert(params[k].grad_id(), sum);
+  }
+  return out;
+}
+
+// Bit for bit where the sums run in the same rank order as the reference's
+// (thread ranks; two MPI ranks, whose sum has one order); close otherwise.
+void expect_same_gradient(ProcessGroup& pg, const Tensor& got, const Tensor& want, const std::string& what) {
+  if (pg.name() == "ThreadGroup" || pg.size() <= 2) EXPECT_EQ(values(got), values(want)) << what;
+  else expect_close(values(got), values(want));
+}
+
+// find_unused_parameters with overlap: `side` is used on rank 0 only (in the
+// first of `micro` micro-batches; those before the last run under no_sync),
+// `never` on no rank. Each step's gradients equal the per-parameter
+// reference; buckets start from the hooks (after the first step's rebuild);
+// the parameters end equal to a twin's trained on the reference gradients.
+void check_unused_parameters_overlap(ProcessGroup& pg, int micro, const StateDict& init) {
+  Branchy m, twin;
+  m.load_state_dict(init);
+  twin.load_state_dict(init);
+  DistributedDataParallel ddp(m, pg, {.bucket_bytes = 300, .find_unused_parameters = true});
+  BucketWatch watch(ddp);
+  optim::SGD opt(m.parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::SGD twin_opt(twin.parameters(), {.lr = 0.1, .momentum = 0.9});
+  const std::vector<Tensor> params = m.parameters(), twin_params = twin.parameters();
+  auto is = [](const Tensor& a, const Tensor& b) { return a.grad_id() == b.grad_id(); };
+  auto use_side = [&](int i) { return pg.rank() == 0 && i == 0; };
+  // Unused on every rank, and without a gradient in this rank's last micro-batch.
+  std::vector<char> unused_everywhere(params.size(), 0), unused_last(params.size(), 0);
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    unused_everywhere[k] = is(params[k], m.never.weight) || is(params[k], m.never.bias);
+    unused_last[k] = unused_everywhere[k] ||
+                     (!use_side(micro - 1) && (is(params[k], m.side.weight) || is(params[k], m.side.bias)));
+  }
+  Generator gen(82 + std::uint64_t(pg.rank()));
+  for (int s = 0; s < kSteps; ++s) {
+    std::vector<Tensor> x, y;
+    for (int i = 0; i < micro; ++i) {
+      x.push_back(randn({3, 8}, {}, &gen));
+      y.push_back(randint(0, 4, {3}, {.dtype = DType::i64}, &gen));
+    }
+    std::vector<GradientStore> local;
+    for (int i = 0; i < micro; ++i) local.push_back(backward(cross_entropy(twin.run(x[i], use_side(i)), y[i])));
+    GradientStore want = reference_average(pg, twin_params, local, unused_everywhere);
+    {
+      auto accumulate = ddp.no_sync();
+      for (int i = 0; i + 1 < micro; ++i) ddp.backward(cross_entropy(m.run(x[i], use_side(i)), y[i]));
+    }
+    watch.arm();
+    GradientStore grads = ddp.backward(cross_entropy(m.run(x[micro - 1], use_side(micro - 1)), y[micro - 1]));
+    watch.armed = false;
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      const std::string what = fmt::format("step {}, parameter {}", s, k);
+      ASSERT_EQ(grads.contains(params[k]), !unused_everywhere[k]) << what;
+      if (!unused_everywhere[k]) expect_same_gradient(pg, grads.at(params[k]), want.at(twin_params[k]), what);
+    }
+    if (s > 0) {  // after the rebuild, buckets start during backward on every rank
+      EXPECT_GT(watch.most_started, 0u) << "step " << s;
+      // ... up to the first holding a parameter without a gradient in the
+      // last backward here, which waits for the end of backward.
+      std::size_t leading = 0;
+      for (const auto& bucket : ddp.buckets()) {
+        if (std::any_of(bucket.begin(), bucket.end(), [&](std::size_t k) { return unused_last[k] != 0; })) break;
+        ++leading;
+      }
+      EXPECT_EQ(watch.most_started, leading) << "step " << s;
+    }
+    opt.step(grads);
+    twin_opt.step(want);
+  }
+  for (std::size_t k = 0; k < params.size(); ++k)
+    expect_same_gradient(pg, params[k], twin_params[k], fmt::format("parameter {} after training", k));
+}
+}  // namespace
+
+namespace {
+// no_sync with overlap: each step runs two micro-batches under no_sync
+// (ddp.backward there returns the local gradients and reduces nothing) and
+// a third outside it, whose buckets start from the hooks carrying the sum of
+// all three. The gradients equal the sum of the three local stores
+// all-reduced per parameter (the earlier usage's result), step after step.
+void check_no_sync_overlap(ProcessGroup& pg, const StateDict& init) {
+  Mlp m, twin;
+  m.load_state_dict(init);
+  twin.load_state_dict(init);
+  DistributedDataParallel ddp(m, pg, {.bucket_bytes = 256});
+  ASSERT_GT(ddp.buckets().size(), 2u);
+  BucketWatch watch(ddp);
+  optim::SGD opt(m.parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::SGD twin_opt(twin.parameters(), {.lr = 0.1, .momentum = 0.9});
+  const std::vector<Tensor> params = m.parameters(), twin_params = twin.parameters();
+  Generator gen(92 + std::uint64_t(pg.rank()));
+  constexpr int micro = 3;
+  for (int s = 0; s < kSteps; ++s) {
+    std::vector<Tensor> x, y;
+    for (int i = 0; i < micro; ++i) {
+      x.push_back(randn({2, 16}, {}, &gen));
+      y.push_back(randint(0, 5, {2}, {.dtype = DType::i64}, &gen));
+    }
+    std::vector<GradientStore> local;
+    for (int i = 0; i < micro; ++i) local.push_back(backward(cross_entropy(twin(x[i]), y[i])));
+    GradientStore want = reference_average(pg, twin_params, local, std::vector<char>(params.size(), 0));
+    {
+      auto accumulate = ddp.no_sync();
+      for (int i = 0; i + 1 < micro; ++i) {
+        GradientStore own = ddp.backward(cross_entropy(m(x[i]), y[i]));
+        EXPECT_EQ(values(own.at(params[0])), values(local[std::size_t(i)].at(twin_params[0])));  // not reduced
+        EXPECT_EQ(ddp.buckets_started(), 0u);
+      }
+    }
+    watch.arm();
+    GradientStore grads = ddp.backward(cross_entropy(m(x[micro - 1]), y[micro - 1]));
+    watch.armed = false;
+    for (std::size_t k = 0; k < params.size(); ++k)
+      expect_same_gradient(pg, grads.at(params[k]), want.at(twin_params[k]),
+                           fmt::format("step {}, parameter {}", s, k));
+    // Every bucket started from a hook of the synchronising backward, the
+    // last one from the last gradient's hook.
+    EXPECT_EQ(watch.most_started, ddp.buckets().size()) << "step " << s;
+    opt.step(grads);
+    twin_opt.step(want);
+  }
+  for (std::size_t k = 0; k < params.size(); ++k)
+    expect_same_gradient(pg, params[k], twin_params[k], fmt::format("parameter {} after training", k));
+}
+}  // namespace
+
+TEST(Ddp, UnusedParametersOverlapAndEqualPerParameterAllReduceBitForBit) {
+  const StateDict init = initial_state<Branchy>(81);  // drawn here: rank threads share the generator
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(fmt::format("{} ranks", n));
+    run_threads(n, [&](ProcessGroup& pg) { check_unused_parameters_overlap(pg, 1, init); }, {.timeout = 60s},
+                {.threads_per_rank = 1});
+  }
+}
+
+TEST(Ddp, UnusedParametersAccumulatedUnderNoSyncCountAsUsed) {
+  const StateDict init = initial_state<Branchy>(83);
+  run_threads(2, [&](ProcessGroup& pg) { check_unused_parameters_overlap(pg, 2, init); }, {.timeout = 60s},
+              {.threads_per_rank = 1});
+}
+
+TEST(Ddp, BackwardAfterNoSyncOverlapsAndReducesTheSumBitForBit) {
+  const StateDict init = initial_state<Mlp>(91);
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(fmt::format("{} ranks", n));
+    run_threads(n, [&](ProcessGroup& pg) { check_no_sync_overlap(pg, init); }, {.timeout = 60s},
+                {.threads_per_rank = 1});
+  }
+}
+
+// Without find_unused_parameters, a parameter needs a gradient in some
+// backward of the step, not in each: one from a pass under no_sync counts.
+TEST(Ddp, GradientOnlyUnderNoSyncIsEnough) {
+  run_threads(2, [](ProcessGroup& pg) {
+    Branchy m;
+    m.never.weight.requires_grad_(false);
+    m.never.bias.requires_grad_(false);
+    DistributedDataParallel ddp(m, pg, {.bucket_bytes = 300});
+    {
+      auto accumulate = ddp.no_sync();
+      ddp.backward(m.run(ones({2, 8}), true).sum());
+    }
+    GradientStore grads = ddp.backward(m.run(ones({2, 8}), false).sum());
+    EXPECT_TRUE(grads.contains(m.side.weight));
+    EXPECT_FALSE(grads.contains(m.never.weight));
+  });
+}
+
+TEST(Ddp, NoSyncMisuseIsAnErrorNamingIt) {
+  run_threads(2, [](ProcessGroup& pg) {
+    Mlp m;
+    DistributedDataParallel ddp(m, pg, {.bucket_bytes = 256});
+    const Tensor x = ones({2, 16});
+    {
+      auto accumulate = ddp.no_sync();
+      GradientStore grads = backward(m(x).sum());
+      expect_error<Error>([&] { ddp.reduce_gradients(grads); },
+                          "DistributedDataParallel::reduce_gradients: expected no live no_sync() guard, got one");
+    }
+    // Two backward passes outside no_sync after one under it: the store
+    // might hold every pass's gradients or the last one's only.
+    GradientStore grads = backward(m(x).sum());
+    grads += backward(m(x).sum());
+    expect_error<Error>([&] { ddp.reduce_gradients(grads); },
+                        "DistributedDataParallel::reduce_gradients: expected one backward outside no_sync() per step, "
+                        "got a second one");
+    // Nothing was left half done: the next step reduces this backward alone.
+    GradientStore next = ddp.backward(m(x).sum());
+    GradientStore local = backward(m(x).sum());
+    for (const Tensor& p : m.parameters()) {
+      Tensor want = local.at(p).clone();
+      pg.all_reduce(want, Reduce::average);
+      EXPECT_EQ(values(next.at(p)), values(want));
+    }
+  });
+}
+
 // -------------------------------------------------------------- checkpoints
 
 TEST(FsdpCheckpoint, OneFileLoadsIntoAnyWorldSizeAndUnsharded) {
@@ -1851,6 +2112,15 @@ TEST_F(Mpi, FsdpAndDdpMatchSingleProcessTraining) {
     for (Mode mode : {Mode::fsdp_shard, Mode::fsdp_units, Mode::ddp})
       expect_same_state(train_distributed<Cnn>(pg, mode, init, d, Opt::adamw), want, fmt::format("CNN, {}", mode_name(mode)));
   }
+}
+
+// DDP's buckets overlapped with backward under find_unused_parameters and
+// after no_sync, with ranks as processes.
+TEST_F(Mpi, DdpOverlapsWithUnusedParametersAndAfterNoSync) {
+  ProcessGroup& pg = mpi_world();
+  check_unused_parameters_overlap(pg, 1, initial_state<Branchy>(81));
+  check_unused_parameters_overlap(pg, 2, initial_state<Branchy>(83));
+  check_no_sync_overlap(pg, initial_state<Mlp>(91));
 }
 
 TEST_F(Mpi, CheckpointLoadsIntoThreadsAndUnsharded) {

@@ -7,7 +7,6 @@
 
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/ops/creation.hpp"
-#include "rumus/ops/join.hpp"
 
 namespace rumus::distributed {
 
@@ -46,12 +45,11 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
     if (params_[k].requires_grad()) trainable_.push_back(k);
   // First guess at the order backward produces the gradients: reverse registration order.
   assign_buckets(std::vector<std::size_t>(trainable_.rbegin(), trainable_.rend()));
-  if (!options_.find_unused_parameters)  // with it, the buckets wait for the presence check after backward
-    for (std::size_t k : trainable_)
-      hooks_.push_back(autograd::register_hook(params_[k], [this, k](const Tensor& g) {
-        on_gradient(k, g);
-        return Tensor();  // the store keeps the local gradient until reduce_gradients replaces it
-      }));
+  for (std::size_t k : trainable_)
+    hooks_.push_back(autograd::register_hook(params_[k], [this, k](const Tensor& g) {
+      on_gradient(k, g);
+      return Tensor();  // the store keeps the local gradient until reduce_gradients replaces it
+    }));
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -88,10 +86,12 @@ void DistributedDataParallel::assign_buckets(const std::vector<std::size_t>& ord
 
 void DistributedDataParallel::reset_step() {
   ready_.assign(params_.size(), 0);
+  accumulated_.assign(params_.size(), 0);
+  used_.assign(params_.size(), 0);
   ready_order_.clear();
   next_bucket_ = 0;
   second_pass_ = false;
-  accumulated_ = false;
+  any_accumulated_ = false;
   for (Bucket& b : buckets_) {
     b.waiting = b.members.size();
     b.flat = Tensor();
@@ -108,15 +108,22 @@ void DistributedDataParallel::drain() noexcept {
   }
 }
 
-// A parameter's gradient is complete: into its bucket, and start every bucket
-// that is full and has no unfinished bucket before it.
+Tensor DistributedDataParallel::slot(std::size_t k) {
+  const Tensor& p = params_[k];
+  Bucket& b = buckets_[place_[k].bucket];
+  if (!b.flat.defined()) b.flat = empty({b.numel}, {.dtype = b.dtype, .device = p.device()});
+  return b.flat.narrow(0, place_[k].offset, p.numel());
+}
+
+// A parameter's gradient is complete. Under no_sync it joins the parameter's
+// running sum in its slot; otherwise it completes the slot (the sum's last
+// term, or the whole gradient), and every bucket that is then full and has
+// no unfinished bucket before it starts.
 void DistributedDataParallel::on_gradient(std::size_t k, const Tensor& grad) {
-  if (no_sync_depth_ > 0) {  // accumulating: the reduction waits for the summed store
-    accumulated_ = true;
-    return;
-  }
   if (second_pass_) return;
-  if (ready_[k] || accumulated_) {  // another backward before reduce_gradients: the store will hold the sum
+  // Another backward after this step's synchronising one, before
+  // reduce_gradients: the store will hold the sum (buckets may be in flight).
+  if (ready_[k] || (no_sync_depth_ > 0 && !ready_order_.empty())) {
     second_pass_ = true;
     return;
   }
@@ -125,13 +132,25 @@ void DistributedDataParallel::on_gradient(std::size_t k, const Tensor& grad) {
     throw ShapeError(fmt::format("DistributedDataParallel: expected a gradient of shape {} for parameter '{}', got {}",
                                  shape_str(p.shape()), names_[k], shape_str(grad.shape())));
   NoGradGuard no_grad;
-  Bucket& b = buckets_[place_[k].bucket];
-  if (!b.flat.defined()) b.flat = empty({b.numel}, {.dtype = b.dtype, .device = p.device()});
-  // A copy: gradients may alias each other (add passes one tensor to both inputs).
-  b.flat.narrow(0, place_[k].offset, p.numel()).copy_(grad.reshape({-1}));
+  Tensor s = slot(k);
+  // A copy, not the gradient itself: gradients may alias each other (add
+  // passes one tensor to both inputs). Added in the order a store summed by
+  // hand adds them (((g1 + g2) + g3) ...), so the bits are the same.
+  if (accumulated_[k]) s.add_(grad.reshape({-1}));
+  else s.copy_(grad.reshape({-1}));
+  used_[k] = 1;
+  if (no_sync_depth_ > 0) {
+    accumulated_[k] = 1;
+    any_accumulated_ = true;
+    return;
+  }
+  mark_ready(k);
+}
+
+void DistributedDataParallel::mark_ready(std::size_t k) {
   ready_[k] = 1;
   ready_order_.push_back(k);
-  if (--b.waiting == 0) launch_full_buckets();
+  if (--buckets_[place_[k].bucket].waiting == 0) launch_full_buckets();
 }
 
 void DistributedDataParallel::launch_full_buckets() {
@@ -154,26 +173,60 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
 }
 
 void DistributedDataParallel::reduce_gradients(GradientStore& grads) {
+  if (no_sync_depth_ > 0)
+    throw Error("DistributedDataParallel::reduce_gradients: expected no live no_sync() guard, got one; reduce after "
+                "the step's last backward, outside the guard");
   NoGradGuard no_grad;
-  if (options_.find_unused_parameters) return reduce_unused_aware(grads);
+  std::vector<char> anywhere;  // find_unused_parameters: used on some rank
   try {
-    if (second_pass_) {  // what the hooks reduced is stale: start over from the store
+    if (second_pass_) {
+      // What the hooks reduced is stale: start over from the store. Not after
+      // no_sync, where the store may hold the sum or only the last backward.
+      if (any_accumulated_)
+        throw Error("DistributedDataParallel::reduce_gradients: expected one backward outside no_sync() per step, "
+                    "got a second one before reduce_gradients after backward passes under no_sync(); call "
+                    "reduce_gradients (or ddp.backward) for the step's last backward");
       drain();
       reset_step();
     }
-    // Gradients the hooks did not see (a store built otherwise, or the second pass).
-    for (std::size_t k : trainable_)
-      if (!ready_[k])
-        if (Tensor g = grads.get(params_[k]); g.defined()) on_gradient(k, g);
+    // The end of backward: complete every slot the hooks left open, then
+    // start the remaining buckets, in order.
     std::vector<std::string> missing;
-    for (std::size_t k : trainable_)
-      if (!ready_[k]) missing.push_back(fmt::format("'{}'", names_[k]));
+    for (std::size_t k : trainable_) {
+      if (ready_[k]) continue;
+      if (accumulated_[k]) {  // a gradient under no_sync, none in the last backward: the slot holds the sum
+        mark_ready(k);
+      } else if (Tensor g = grads.get(params_[k]); g.defined()) {  // not seen by the hooks: a store built otherwise
+        on_gradient(k, g);
+      } else if (options_.find_unused_parameters) {  // unused on this rank: zeros, as PyTorch's Reducer
+        slot(k).zero_();
+        mark_ready(k);
+      } else {
+        missing.push_back(fmt::format("'{}'", names_[k]));
+      }
+    }
     if (!missing.empty())
       throw Error(fmt::format("DistributedDataParallel::reduce_gradients: expected a gradient for every parameter "
                               "that requires grad, got none for {} on rank {}; construct it with "
                               "find_unused_parameters = true when parameters may go unused",
                               fmt::join(missing, ", "), group_.rank()));
+    launch_full_buckets();
+    std::shared_ptr<Work> used_work;
+    Tensor used;
+    if (options_.find_unused_parameters) {
+      // After the buckets, so every rank issues it in the same place.
+      std::vector<std::int32_t> local(trainable_.size());
+      for (std::size_t i = 0; i < trainable_.size(); ++i) local[i] = used_[trainable_[i]];
+      used = tensor(local);
+      used_work = group_.all_reduce_async(used, Reduce::sum);
+    }
     for (Bucket& b : buckets_) b.work->wait();
+    if (used_work) {
+      used_work->wait();
+      const std::vector<std::int32_t> count = used.to_vector<std::int32_t>();
+      anywhere.assign(params_.size(), 0);
+      for (std::size_t i = 0; i < trainable_.size(); ++i) anywhere[trainable_[i]] = count[i] > 0;
+    }
   } catch (...) {
     drain();
     reset_step();
@@ -182,11 +235,13 @@ void DistributedDataParallel::reduce_gradients(GradientStore& grads) {
   for (const Bucket& b : buckets_)
     for (std::size_t k : b.members) {
       const Tensor& p = params_[k];
+      if (!anywhere.empty() && !anywhere[k]) continue;  // unused everywhere: no gradient, as PyTorch leaves .grad
       grads.insert(p.grad_id(), b.flat.narrow(0, place_[k].offset, p.numel()).view(p.shape()));
     }
   if (!rebuilt_) {
     // Rebuild the buckets in the order the gradients became ready, rank 0's
-    // on every rank (one small broadcast, once), as PyTorch's Reducer.
+    // on every rank (one small broadcast, once), as PyTorch's Reducer. The
+    // parameters completed at the end of backward come last.
     rebuilt_ = true;
     std::vector<std::int64_t> order(ready_order_.begin(), ready_order_.end());
     Tensor t = tensor(order);
@@ -207,47 +262,6 @@ void DistributedDataParallel::reduce_gradients(GradientStore& grads) {
   reset_step();
 }
 
-// find_unused_parameters: which parameters got a gradient anywhere decides
-// what each bucket holds; the buckets then reduce one after the other.
-void DistributedDataParallel::reduce_unused_aware(GradientStore& grads) {
-  std::vector<std::int32_t> local(trainable_.size());
-  for (std::size_t i = 0; i < trainable_.size(); ++i) local[i] = grads.contains(params_[trainable_[i]]) ? 1 : 0;
-  Tensor present = tensor(local);
-  group_.all_reduce(present, Reduce::sum);
-  const std::vector<std::int32_t> count = present.to_vector<std::int32_t>();
-  std::vector<char> anywhere(params_.size(), 0);
-  for (std::size_t i = 0; i < trainable_.size(); ++i) anywhere[trainable_[i]] = count[i] > 0;
-
-  std::vector<Tensor> flats;
-  std::vector<std::vector<std::size_t>> members;
-  std::vector<std::shared_ptr<Work>> works;
-  for (const Bucket& b : buckets_) {
-    std::vector<Tensor> parts;
-    std::vector<std::size_t> in;
-    for (std::size_t k : b.members) {
-      if (!anywhere[k]) continue;
-      const Tensor& p = params_[k];
-      Tensor g = grads.get(p);
-      parts.push_back(g.defined() ? g.reshape({-1}) : zeros({p.numel()}, {.dtype = p.dtype(), .device = p.device()}));
-      in.push_back(k);
-    }
-    if (parts.empty()) continue;
-    // A new buffer: gradients may alias each other (add passes one tensor to both inputs).
-    flats.push_back(parts.size() == 1 ? parts[0].clone() : cat(parts, 0));
-    members.push_back(std::move(in));
-    works.push_back(group_.all_reduce_async(flats.back(), Reduce::average));
-  }
-  wait_all(works);
-  for (std::size_t i = 0; i < flats.size(); ++i) {
-    std::int64_t offset = 0;
-    for (std::size_t k : members[i]) {
-      const Tensor& p = params_[k];
-      grads.insert(p.grad_id(), flats[i].narrow(0, offset, p.numel()).view(p.shape()));
-      offset += p.numel();
-    }
-  }
-}
-
 GradientStore DistributedDataParallel::backward(const Tensor& loss) {
   GradientStore grads;
   try {
@@ -257,7 +271,7 @@ GradientStore DistributedDataParallel::backward(const Tensor& loss) {
     reset_step();
     throw;
   }
-  reduce_gradients(grads);
+  if (no_sync_depth_ == 0) reduce_gradients(grads);  // under no_sync the hooks only accumulated
   return grads;
 }
 

@@ -9,10 +9,12 @@
 // overlaps backward (as PyTorch's Reducer): a gradient-ready hook on each
 // parameter copies its gradient into its bucket, and once a bucket is full
 // its all_reduce starts on the group's communication thread while backward
-// goes on; reduce_gradients() waits for them. Buckets start in order, so
-// every rank issues the same collectives in the same order. The first
-// buckets follow the reverse parameter order; after the first step they are
-// rebuilt in the order the gradients actually became ready (rank 0's).
+// goes on; reduce_gradients() (the end of backward) completes the buckets
+// still waiting and waits for them all. Buckets start strictly in order, so
+// every rank issues the same collectives in the same order whatever its
+// hooks saw. The first buckets follow the reverse parameter order; after the
+// first step they are rebuilt in the order the gradients actually became
+// ready (rank 0's).
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -37,11 +39,15 @@ struct DdpOptions {
   // 0's buffers (BatchNorm's running statistics), so all ranks normalise alike.
   bool broadcast_buffers = true;
   // PyTorch's name. Off (the default), every parameter that requires grad
-  // must get a gradient in every backward on every rank; one that gets none
-  // is an Error naming it. On, one small all-reduce per step finds which
-  // parameters got a gradient anywhere: a missing one counts as zero where it
-  // is missing, and one missing everywhere stays without a gradient. The
-  // buckets are then reduced after backward, not overlapped with it.
+  // must get a gradient in every step (in one of its backward passes, see
+  // no_sync) on every rank; one that gets none is an Error naming it. On, a parameter may go without: its bucket still
+  // starts from the hooks during backward when all its members got their
+  // gradients, and otherwise at the end of backward (reduce_gradients), where
+  // the parameters that got none on this rank count as zeros. One small
+  // all-reduce after the buckets (a bitmap of the parameters used on this
+  // rank, as PyTorch's local_used_map) then tells which got a gradient on
+  // some rank: those get the average with zeros where they went unused; one
+  // unused on every rank gets no gradient in the store.
   bool find_unused_parameters = false;
 };
 
@@ -58,19 +64,36 @@ class DistributedDataParallel {
   Tensor operator()(const Tensor& input) { return forward(input); }
 
   // Collective: replaces every parameter's gradient in `grads` by its average
-  // over ranks. Waits for the buckets backward started and reduces the rest
-  // (all of them when the hooks did not run: a store built otherwise). Call
-  // it once per backward; a second backward before it (accumulation) makes
-  // it reduce the summed store after the fact, without overlap.
+  // over ranks. This is the end of backward: it completes the buckets the
+  // hooks left waiting (unused parameters, gradients the hooks did not see:
+  // a store built otherwise) and waits for every bucket. Call it once per
+  // step, outside no_sync(). A second backward before it (accumulation
+  // without no_sync) makes it reduce the summed store after the fact,
+  // without overlap (the first backward's buckets were sent for nothing).
   void reduce_gradients(GradientStore& grads);
-  // backward(loss) followed by reduce_gradients.
+  // backward(loss) followed by reduce_gradients; under no_sync() only
+  // backward(loss): the gradients of this backward, not reduced.
   GradientStore backward(const Tensor& loss);
 
-  // PyTorch's no_sync(), for gradient accumulation: while the returned guard
-  // lives, backward passes start no reduction. Sum their stores and the
-  // store of the step's last backward (`grads += backward(loss)`), then call
-  // reduce_gradients once the guard is gone: it averages the sum, after that
-  // backward rather than overlapped with it.
+  // PyTorch's no_sync(), for gradient accumulation. While the returned guard
+  // lives, backward passes start no collective: DDP's hooks add their
+  // gradients into the buckets' buffers instead (PyTorch accumulates them in
+  // .grad; a rumus GradientStore belongs to one backward, so DDP keeps the
+  // running sum). The step's first backward outside the guard adds its own
+  // gradients as they become ready and starts each full bucket during that
+  // backward; reduce_gradients (or ddp.backward) then gives the average over
+  // ranks of the sum over the step's backward passes:
+  //   { auto guard = ddp.no_sync(); for (micro-batches but the last) ddp.backward(loss_i); }
+  //   opt.step(ddp.backward(loss_last));   // the averaged sum of every micro-batch's gradients
+  // The stores of the backward passes under the guard hold their own
+  // gradients and need not be kept. The earlier usage, summing them by hand
+  // (`grads += backward(loss)`, the last one too) and passing the sum to
+  // reduce_gradients, gives the same result: the reduced store's values come
+  // from DDP's sum, never added to the store's, so nothing counts twice.
+  // A second backward outside the guard before reduce_gradients is then an
+  // Error: the store could hold every pass's sum or the last pass's alone. A
+  // parameter has a gradient for the step (find_unused_parameters) when any
+  // of the step's backward passes gave it one.
   class NoSync {
    public:
     explicit NoSync(DistributedDataParallel& ddp) : ddp_(&ddp) { ++ddp.no_sync_depth_; }
@@ -91,6 +114,9 @@ class DistributedDataParallel {
   ProcessGroup& group() { return group_; }
   // Parameter indices (into module().parameters()) of each bucket, in reduction order.
   const std::vector<std::vector<std::size_t>>& buckets() const { return bucket_members_; }
+  // How many of this step's buckets have started their all-reduce: from a
+  // gradient hook it tells what overlaps the rest of backward (tests, diagnostics).
+  std::size_t buckets_started() const { return next_bucket_; }
 
  private:
   struct Bucket {
@@ -108,10 +134,11 @@ class DistributedDataParallel {
 
   void assign_buckets(const std::vector<std::size_t>& order);
   void on_gradient(std::size_t k, const Tensor& grad);
+  Tensor slot(std::size_t k);           // k's part of its bucket's buffer (allocated on first use)
+  void mark_ready(std::size_t k);       // k's slot holds its final value: count it in its bucket
   void launch_full_buckets();
   void drain() noexcept;  // waits for every started bucket, ignoring errors
   void reset_step();
-  void reduce_unused_aware(GradientStore& grads);
 
   nn::Module& module_;
   ProcessGroup& group_;
@@ -123,13 +150,15 @@ class DistributedDataParallel {
   std::vector<std::vector<std::size_t>> bucket_members_;
   std::vector<Place> place_;
   std::vector<autograd::HookHandle> hooks_;
-  // This step: which parameters have their gradient, in what order, and the next bucket to start.
-  std::vector<char> ready_;
+  // This step (from one reduction to the next), per parameter: its slot holds
+  // its final value (ready_), a sum of gradients seen under no_sync
+  // (accumulated_), and whether it got a gradient on this rank (used_).
+  std::vector<char> ready_, accumulated_, used_;
   std::vector<std::size_t> ready_order_;
-  std::size_t next_bucket_ = 0;
-  bool second_pass_ = false;  // a gradient arrived twice: reduce the store at the end
-  int no_sync_depth_ = 0;      // live NoSync guards
-  bool accumulated_ = false;   // a backward ran under no_sync since the last reduction
+  std::size_t next_bucket_ = 0;  // the next bucket to start
+  bool second_pass_ = false;  // another backward after the step's synchronising one: reduce the store at the end
+  bool any_accumulated_ = false;  // a backward ran under no_sync since the last reduction
+  int no_sync_depth_ = 0;  // live NoSync guards
   bool rebuilt_ = false;
 };
 
