@@ -51,14 +51,16 @@ struct Slot {
 };
 
 struct ThreadShared {
-  ThreadShared(int size, std::chrono::milliseconds timeout, std::chrono::microseconds delay)
-      : size(size), timeout(timeout), delay(delay), here(std::size_t(size), 0), left(std::size_t(size), 0) {
+  ThreadShared(int size, std::chrono::milliseconds timeout, std::chrono::microseconds delay, bool loopback)
+      : size(size), timeout(timeout), delay(delay), loopback(loopback), here(std::size_t(size), 0),
+        left(std::size_t(size), 0) {
     for (auto& b : banks) b.resize(std::size_t(size));
   }
 
   const int size;
   const std::chrono::milliseconds timeout;
   const std::chrono::microseconds delay;
+  const bool loopback;
   std::mutex mu;
   std::condition_variable cv;
   std::uint64_t generation = 0;
@@ -158,6 +160,7 @@ class ThreadRank final : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return shared_->size; }
   std::string name() const override { return "ThreadGroup"; }
+  bool loopback() const override { return shared_->loopback; }
 
   void abort(const std::string& reason) override {
     std::lock_guard lk(shared_->mu);
@@ -230,7 +233,7 @@ ThreadGroup::ThreadGroup(int size, ThreadGroupOptions options) {
     throw Error(fmt::format("ThreadGroup: expected a positive timeout, got {} ms", options.timeout.count()));
   if (options.collective_delay.count() < 0)
     throw Error(fmt::format("ThreadGroup: expected a collective_delay >= 0, got {} us", options.collective_delay.count()));
-  shared_ = std::make_shared<detail::ThreadShared>(size, options.timeout, options.collective_delay);
+  shared_ = std::make_shared<detail::ThreadShared>(size, options.timeout, options.collective_delay, options.loopback);
   for (int r = 0; r < size; ++r) ranks_.push_back(std::make_unique<detail::ThreadRank>(shared_, r));
 }
 
