@@ -12,8 +12,10 @@
 // with one rank (bench/staging.sh runs it and records the figures): the
 // staging copies (copy_to_host into a mapped buffer on the transfer queue)
 // against the former path (DeviceBackend::read, which drains the queue, and
-// write), alone, as a round trip, and as a one-rank all_reduce whose
-// exchange is a loopback copy (ThreadGroupOptions::loopback).
+// write), alone, as a round trip, and as one-rank collectives that stage as
+// a rank of a larger group would (ThreadGroupOptions::loopback): all_reduce,
+// whose exchange leaves the mapped buffer in place, and all_gather, whose
+// exchange is a loopback copy into the result buffer.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -240,7 +242,7 @@ int staging(int rounds, double mb) {
   const int reps = 50;
 
   // The former staging of a one-rank all_reduce: one read (a queue drain and
-  // a memcpy out of a staging block) into host memory, the exchange's
+  // a memcpy out of a staging block) into host memory, the former exchange's
   // loopback (reduce into a private buffer, copy back), one write (a memcpy
   // into a staging block and a copy queued on the compute stream).
   const std::function<void()> read_old = [&] { be.read(s, 0, host.data(), bytes); };
@@ -263,29 +265,41 @@ int staging(int rounds, double mb) {
     be.write(s, 0, host.data(), bytes);
   };
   const std::function<void()> all_reduce_new = [&] { pg.all_reduce(t); };
+  // The former all_gather of one rank: a read, the exchange's copy into the
+  // result buffer, a new tensor written from it.
+  const std::function<void()> all_gather_old = [&] {
+    read_old();
+    std::memcpy(mine.data(), host.data(), bytes);
+    Tensor out = empty({n}, {.device = dev});
+    be.write(out.storage(), 0, mine.data(), bytes);
+  };
+  const std::function<void()> all_gather_new = [&] { pg.all_gather(t); };
 
-  const char* names[] = {"read_old", "read_new", "trip_old", "trip_new", "all_reduce_old", "all_reduce_new"};
-  const std::function<void()>* runs[] = {&read_old, &read_new, &trip_old, &trip_new, &all_reduce_old, &all_reduce_new};
-  std::vector<double> per[6];
+  constexpr int kinds = 8;
+  const char* names[kinds] = {"read_old",       "read_new",       "trip_old",       "trip_new",
+                              "all_reduce_old", "all_reduce_new", "all_gather_old", "all_gather_new"};
+  const std::function<void()>* runs[kinds] = {&read_old,       &read_new,       &trip_old,       &trip_new,
+                                              &all_reduce_old, &all_reduce_new, &all_gather_old, &all_gather_new};
+  std::vector<double> per[kinds];
   std::string name = "vulkan:0";
   for (const DeviceInfo& d : Device::list())
     if (d.device == dev) name = d.name;
   std::printf("device %s\n", name.c_str());
   std::printf("one rank, f32 tensor of %.2f MB on vulkan:0, %d calls per run, median of 5 runs; GB/s = the tensor's bytes "
-              "per call (a round trip or an all_reduce stages them twice)\n",
+              "per call (a round trip or a collective stages them twice)\n",
               double(bytes) / 1e6, reps);
   for (int r = 0; r < rounds; ++r) {
     std::printf("round %d:", r + 1);
-    for (int k = 0; k < 6; ++k) {
+    for (int k = 0; k < kinds; ++k) {
       per[k].push_back(double(bytes) / seconds_per_call(dev, reps, *runs[k]) / 1e9);
-      std::printf(" %s %.2f%s", names[k], per[k].back(), k < 5 ? "," : " GB/s\n");
+      std::printf(" %s %.2f%s", names[k], per[k].back(), k < kinds - 1 ? "," : " GB/s\n");
     }
     std::fflush(stdout);
   }
   std::printf("median:");
-  for (int k = 0; k < 6; ++k) std::printf(" %s %.2f", names[k], median(per[k]));
+  for (int k = 0; k < kinds; ++k) std::printf(" %s %.2f", names[k], median(per[k]));
   std::printf(" GB/s\n");
-  for (int k = 0; k < 6; ++k) {
+  for (int k = 0; k < kinds; ++k) {
     std::printf("rounds %s", names[k]);
     for (double v : per[k]) std::printf(" %.2f", v);
     std::printf("\n");

@@ -1,12 +1,13 @@
 #!/bin/bash
 # How fast a device tensor moves through host staging: runs
 # `bench_distributed --staging` (one rank on vulkan:0, an f32 tensor of 2.7 MB
-# by default) and appends three lines to bench/results/distributed.jsonl
-# (benchmark staging_vulkan): the device-to-host read, the round trip, and a
-# one-rank all_reduce whose exchange is a loopback copy, each through the
-# staging copies (mapped host buffers, transfer queue) against the former
-# path (DeviceBackend::read, which drains the queue, and write) in the same
-# run; run bench/report afterwards to update docs/benchmarks.md.
+# by default) and appends four lines to bench/results/distributed.jsonl
+# (benchmark staging_vulkan): the device-to-host read, the round trip, and
+# one-rank all_reduce and all_gather (ThreadGroup with loopback: they stage
+# as a rank of a larger group would), each through the staging copies
+# (mapped host buffers, transfer queue) against the former path
+# (DeviceBackend::read, which drains the queue, and write) in the same run;
+# run bench/report afterwards to update docs/benchmarks.md.
 #   bench/staging.sh [build dir] [rounds] [MB]
 # Environment: RESULTS_FILE (/dev/null: print only), BENCH_MACHINE (default:
 # "one <the device's name>, Vulkan"); see bench/result_line.sh.
@@ -21,7 +22,7 @@ out=$("$build/bench/bench_distributed" --staging "$rounds" "$mb")
 echo "$out"
 median() { sed -n "s/^median:.* $1 \([0-9.]*\).*/\1/p" <<<"$out"; }
 rounds_of() { sed -n "s/^rounds $1 //p" <<<"$out" | tr ' ' ','; }
-for k in read_old read_new trip_old trip_new all_reduce_old all_reduce_new; do
+for k in read_old read_new trip_old trip_new all_reduce_old all_reduce_new all_gather_old all_gather_new; do
   if ! numbers "$(median "$k")"; then
     echo "the run printed no figure for $k; nothing written to $RESULTS_FILE" >&2
     exit 1
@@ -30,8 +31,9 @@ done
 device=$(sed -n 's/^device //p' <<<"$out")
 [ -n "${BENCH_MACHINE:-}" ] || BENCH_MACHINE="one $device, Vulkan"
 [ "${RUMUS_VULKAN_TRANSFER_QUEUE:-}" != 0 ] || BENCH_MACHINE="$BENCH_MACHINE, RUMUS_VULKAN_TRANSFER_QUEUE=0"
-about="One rank on one GPU moves an f32 device tensor through host memory and back, as a collective's staging does (src/distributed/staging.cpp). rumus: the staging copies, queued on the device's transfer queue behind the kernels that wrote the tensor and waited for alone, into a persistent mapped host buffer that the exchange reads in place. Peer: the former path in the same run, DeviceBackend::read (a wait for the whole queue and a memcpy out of a staging block) and write (a memcpy into a staging block). GB/s: the tensor's bytes per call; a round trip and an all_reduce stage them twice. all_reduce: ThreadGroup of one rank with loopback, whose exchange copies the buffer to itself (the peer emulates the former collective: read, the same two host copies, write). Each figure: the median of 5 runs of 50 calls, each run ending with a wait for the device; median of the rounds."
-for v in "device-to-host read:read" "round trip (to the host and back):trip" "all_reduce, 1 rank, loopback exchange:all_reduce"; do
+about="One rank on one GPU moves an f32 device tensor through host memory and back, as a collective's staging does (src/distributed/staging.cpp). rumus: the staging copies, queued on the device's transfer queue behind the kernels that wrote the tensor and waited for alone, into a persistent mapped host buffer that the exchange reads in place. Peer: the former path in the same run, DeviceBackend::read (a wait for the whole queue and a memcpy out of a staging block) and write (a memcpy into a staging block). GB/s: the tensor's bytes per call; a round trip and a collective stage them twice (device to host and back). The collectives run on a ThreadGroup of one rank with loopback: all_reduce's exchange leaves the mapped buffer in place, all_gather's copies it into the result buffer (the loopback copy) and the result returns as a new tensor. The peer emulates the former collectives: the read, the former exchange's host copies (two for all_reduce, one for all_gather), the write. Each figure: the median of 5 runs of 50 calls, each run ending with a wait for the device; median of the rounds."
+for v in "device-to-host read:read" "round trip (to the host and back):trip" "all_reduce, 1 rank (loopback):all_reduce" \
+         "all_gather, 1 rank (loopback copy):all_gather"; do
   name=${v%%:*} key=${v##*:}
   { printf '{"benchmark": "staging_vulkan", "config": {"what": %s, "MB": %s}, ' "$(json_str "$name")" "$mb"
     printf '"value": %s, "unit": "GB/s", "peer": "former path: DeviceBackend::read + write", "peer_value": %s, ' \
@@ -40,4 +42,4 @@ for v in "device-to-host read:read" "round trip (to the host and back):trip" "al
       "$(rounds_of "${key}_new")" "$(rounds_of "${key}_old")" "$(json_str "$about")"
     bench_tail "bench/staging.sh $build $rounds $mb"; } >>"$RESULTS_FILE"
 done
-echo "appended 3 lines to $RESULTS_FILE; run bench/report to update docs/benchmarks.md" >&2
+echo "appended 4 lines to $RESULTS_FILE; run bench/report to update docs/benchmarks.md" >&2

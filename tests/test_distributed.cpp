@@ -776,8 +776,13 @@ std::vector<Tensor> collectives_on(ProcessGroup& pg, Device dev) {
   NoGradGuard no_grad;
   const int n = pg.size(), r = pg.rank();
   std::vector<Tensor> out;
-  auto made = [&](const Shape& shape, DType dt = DType::f32) { return add(rank_values(r, shape, dt).to(dev), 1); };
-  auto read_after = [&](const Tensor& t) { out.push_back(mul(t, 2)); };
+  // Other dtypes only travel (staging moves bytes): no kernels of their own,
+  // each of which would cost a pipeline build on lavapipe.
+  auto made = [&](const Shape& shape, DType dt = DType::f32) {
+    Tensor t = rank_values(r, shape, dt).to(dev);
+    return dt == DType::f32 ? add(t, 1) : t;
+  };
+  auto read_after = [&](const Tensor& t) { out.push_back(t.dtype() == DType::f32 ? mul(t, 2) : t); };
   for (Reduce op : {Reduce::sum, Reduce::average}) {
     Tensor t = made({3, 5});
     pg.all_reduce(t, op);
@@ -799,6 +804,7 @@ std::vector<Tensor> collectives_on(ProcessGroup& pg, Device dev) {
   read_after(pg.all_gather(made({2, 3})));
   read_after(pg.all_gather(made({3, 2}).t()));  // strided input
   read_after(pg.all_gather(made({2}, DType::i32)));
+  read_after(pg.all_gather(made({0, 3})));  // no bytes at all
   for (int root = 0; root < n; ++root) {
     Tensor t = made({2, 4});
     pg.broadcast(t, root);

@@ -297,7 +297,7 @@ void reduce_typed(T* out, const void* const* inputs, int n, std::size_t begin, s
     for (std::size_t i = begin; i < end; ++i) out[i] += in[i];
   }
   if constexpr (std::is_floating_point_v<T>)
-    if (op == Reduce::average)
+    if (op == Reduce::average && n > 1)  // x / 1 is x: no pass
       for (std::size_t i = begin; i < end; ++i) out[i] /= T(n);
 }
 template <class T>

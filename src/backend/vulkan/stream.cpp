@@ -268,7 +268,9 @@ void Stream::abort_capture() {
 }
 
 std::uint64_t Stream::replay(vk::CommandBuffer captured) {
+  const std::uint64_t pending_wait = wait_value_;
   submit();  // eager work recorded before the replay (new inputs) runs first
+  wait_value_ = std::max(wait_value_, pending_wait);  // the replay waits too, not only the batch before it
   throttle();
   completed_serial();
   Batch b;

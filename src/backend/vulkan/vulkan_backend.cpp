@@ -347,8 +347,7 @@ std::uint64_t VulkanBackend::staging_after(std::uint64_t serial) {
 // where the device offers it, host-cached (reads at memory speed).
 class VulkanHostBuffer final : public HostBuffer {
  public:
-  VulkanHostBuffer(VulkanBackend& be, Allocation* a, std::size_t nbytes)
-      : HostBuffer(be.device(), a->mapped, nbytes), be_(be), allocation_(a) {}
+  VulkanHostBuffer(VulkanBackend& be, Allocation* a) : HostBuffer(be.device(), a->mapped, a->size), be_(be), allocation_(a) {}
   ~VulkanHostBuffer() override {
     std::lock_guard lk(be_.mu_);
     be_.release_to(*be_.staging_, allocation_);
@@ -372,7 +371,7 @@ std::unique_ptr<HostBuffer> VulkanBackend::make_host_buffer(std::size_t nbytes) 
   std::lock_guard lk(mu_);
   release_finished();
   Allocation* a = staging_->allocate(std::max<std::size_t>(nbytes, 1));
-  return std::make_unique<VulkanHostBuffer>(*this, a, nbytes);
+  return std::make_unique<VulkanHostBuffer>(*this, a);
 }
 
 void VulkanBackend::queue_copy_to_host(const Storage& src, std::size_t src_offset, HostBuffer& dst,
