@@ -1722,6 +1722,20 @@ TEST_F(Mpi, ThreadLevelIsSerialized) {
 
 TEST_F(Mpi, Collectives) { check_collectives(mpi_world()); }
 
+// MPI reads and writes the mapped staging buffers of Vulkan tensors in
+// place; the results match the same collectives on CPU tensors.
+TEST_F(Mpi, VulkanTensorsMatchCpuWithoutDrainingTheQueue) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  ProcessGroup& pg = mpi_world();
+  const Device dev = Device::vulkan(0);
+  const std::uint64_t drains_before = device_stats(dev).queue_drains;
+  std::vector<Tensor> on_gpu = collectives_on(pg, dev);
+  EXPECT_EQ(device_stats(dev).queue_drains, drains_before);
+  std::vector<Tensor> on_cpu = collectives_on(pg, Device::cpu());
+  ASSERT_EQ(on_gpu.size(), on_cpu.size());
+  for (std::size_t k = 0; k < on_gpu.size(); ++k) EXPECT_EQ(values(on_gpu[k]), values(on_cpu[k])) << "result " << k;
+}
+
 // The ranks of one host, as the launcher numbered them: under mpirun on
 // one machine every rank is local, in world order. The test runs again over
 // TCP as four processes (ctest mpi_distributed_np4_tcp), as two hosts would talk.
