@@ -30,12 +30,14 @@ for k in read_old read_new trip_old trip_new all_reduce_old all_reduce_new all_g
 done
 device=$(sed -n 's/^device //p' <<<"$out")
 [ -n "${BENCH_MACHINE:-}" ] || BENCH_MACHINE="one $device, Vulkan"
-[ "${RUMUS_VULKAN_TRANSFER_QUEUE:-}" != 0 ] || BENCH_MACHINE="$BENCH_MACHINE, RUMUS_VULKAN_TRANSFER_QUEUE=0"
+# Copies kept on the compute queue are another configuration, not a newer figure of this one.
+queue=
+[ "${RUMUS_VULKAN_TRANSFER_QUEUE:-}" != 0 ] || queue=', "copies on": "the compute queue (RUMUS_VULKAN_TRANSFER_QUEUE=0)"'
 about="One rank on one GPU moves an f32 device tensor through host memory and back, as a collective's staging does (src/distributed/staging.cpp). rumus: the staging copies, queued on the device's transfer queue behind the kernels that wrote the tensor and waited for alone, into a persistent mapped host buffer that the exchange reads in place. Peer: the former path in the same run, DeviceBackend::read (a wait for the whole queue and a memcpy out of a staging block) and write (a memcpy into a staging block). GB/s: the tensor's bytes per call; a round trip and a collective stage them twice (device to host and back). The collectives run on a ThreadGroup of one rank with loopback: all_reduce's exchange leaves the mapped buffer in place, all_gather's copies it into the result buffer (the loopback copy) and the result returns as a new tensor. The peer emulates the former collectives: the read, the former exchange's host copies (two for all_reduce, one for all_gather), the write. Each figure: the median of 5 runs of 50 calls, each run ending with a wait for the device; median of the rounds."
 for v in "device-to-host read:read" "round trip (to the host and back):trip" "all_reduce, 1 rank (loopback):all_reduce" \
          "all_gather, 1 rank (loopback copy):all_gather"; do
   name=${v%%:*} key=${v##*:}
-  { printf '{"benchmark": "staging_vulkan", "config": {"what": %s, "MB": %s}, ' "$(json_str "$name")" "$mb"
+  { printf '{"benchmark": "staging_vulkan", "config": {"what": %s, "MB": %s%s}, ' "$(json_str "$name")" "$mb" "$queue"
     printf '"value": %s, "unit": "GB/s", "peer": "former path: DeviceBackend::read + write", "peer_value": %s, ' \
       "$(median "${key}_new")" "$(median "${key}_old")"
     printf '"rounds": {"value": [%s], "peer_value": [%s]}, "about": %s, ' \
