@@ -6,6 +6,16 @@
 // much of DDP's communication hides behind backward (bench/ddp_overlap.sh
 // runs it and records the figures): 2 thread ranks whose every collective
 // sleeps `delay` on the communication thread, as a slow link would take.
+//
+// `bench_distributed --staging [rounds] [MB]` measures how fast a device
+// tensor (f32, 2.7 MB by default) moves through host staging on vulkan:0
+// with one rank (bench/staging.sh runs it and records the figures): the
+// staging copies (copy_to_host into a mapped buffer on the transfer queue)
+// against the former path (DeviceBackend::read, which drains the queue, and
+// write), alone, as a round trip, and as one-rank collectives that stage as
+// a rank of a larger group would (ThreadGroupOptions::loopback): all_reduce,
+// whose exchange leaves the mapped buffer in place, and all_gather, whose
+// exchange is a loopback copy into the result buffer.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -13,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -207,11 +218,123 @@ int ddp_overlap(int rounds, double delay_ms) {
   return 0;
 }
 
+// ---- staging: one device tensor through host memory and back ----
+
+// Seconds per call of `once`, the device's queued work included: the median
+// of 5 runs of `reps` calls, each run ending with a wait for the device.
+double seconds_per_call(Device dev, int reps, const std::function<void()>& once) {
+  for (int i = 0; i < 3; ++i) once();  // warm-up: buffers grown, pipelines built
+  synchronize(dev);
+  std::vector<double> runs;
+  for (int run = 0; run < 5; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) once();
+    synchronize(dev);
+    runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps);
+  }
+  return median(runs);
+}
+
+int staging(int rounds, double mb) {
+  const Device dev = Device::vulkan(0);
+  if (!have_vulkan()) {
+    std::fprintf(stderr, "bench_distributed --staging: no Vulkan device\n");
+    return 1;
+  }
+  if (rounds < 1 || !(mb > 0)) {
+    std::fprintf(stderr, "bench_distributed --staging: expected rounds >= 1 and MB > 0, got %d and %g\n", rounds, mb);
+    return 1;
+  }
+  NoGradGuard no_grad;
+  const std::int64_t n = std::max<std::int64_t>(1, std::int64_t(mb * 1e6 / 4));
+  const std::size_t bytes = std::size_t(n) * 4;
+  Tensor t = ones({n}).to(dev);
+  Storage& s = t.storage();
+  DeviceBackend& be = device_backend(dev);
+  auto buf = be.allocate_host(bytes);
+  std::vector<char> host(bytes), mine(bytes);
+  ThreadGroup group(1, {.loopback = true});
+  ProcessGroup& pg = group.rank(0);
+  const int reps = 50;
+
+  // The former staging of a one-rank all_reduce: one read (a queue drain and
+  // a memcpy out of a staging block) into host memory, the former exchange's
+  // loopback (reduce into a private buffer, copy back), one write (a memcpy
+  // into a staging block and a copy queued on the compute stream).
+  const std::function<void()> read_old = [&] { be.read(s, 0, host.data(), bytes); };
+  const std::function<void()> read_new = [&] {
+    be.copy_to_host(s, 0, *buf, 0, bytes);
+    buf->wait();
+  };
+  const std::function<void()> trip_old = [&] {
+    read_old();
+    be.write(s, 0, host.data(), bytes);
+  };
+  const std::function<void()> trip_new = [&] {
+    read_new();
+    be.copy_from_host(*buf, 0, s, 0, bytes);
+  };
+  const std::function<void()> all_reduce_old = [&] {
+    read_old();
+    std::memcpy(mine.data(), host.data(), bytes);
+    std::memcpy(host.data(), mine.data(), bytes);
+    be.write(s, 0, host.data(), bytes);
+  };
+  const std::function<void()> all_reduce_new = [&] { pg.all_reduce(t); };
+  // The former all_gather of one rank: a read, the exchange's copy into the
+  // result buffer, a new tensor written from it.
+  const std::function<void()> all_gather_old = [&] {
+    read_old();
+    std::memcpy(mine.data(), host.data(), bytes);
+    Tensor out = empty({n}, {.device = dev});
+    be.write(out.storage(), 0, mine.data(), bytes);
+  };
+  const std::function<void()> all_gather_new = [&] { pg.all_gather(t); };
+
+  constexpr int kinds = 8;
+  const char* names[kinds] = {"read_old",       "read_new",       "trip_old",       "trip_new",
+                              "all_reduce_old", "all_reduce_new", "all_gather_old", "all_gather_new"};
+  const std::function<void()>* runs[kinds] = {&read_old,       &read_new,       &trip_old,       &trip_new,
+                                              &all_reduce_old, &all_reduce_new, &all_gather_old, &all_gather_new};
+  std::vector<double> per[kinds];
+  std::string name = "vulkan:0";
+  for (const DeviceInfo& d : Device::list())
+    if (d.device == dev) name = d.name;
+  std::printf("device %s\n", name.c_str());
+  std::printf("one rank, f32 tensor of %.2f MB on vulkan:0, %d calls per run, median of 5 runs; GB/s = the tensor's bytes "
+              "per call (a round trip or a collective stages them twice)\n",
+              double(bytes) / 1e6, reps);
+  for (int r = 0; r < rounds; ++r) {
+    std::printf("round %d:", r + 1);
+    for (int k = 0; k < kinds; ++k) {
+      per[k].push_back(double(bytes) / seconds_per_call(dev, reps, *runs[k]) / 1e9);
+      std::printf(" %s %.2f%s", names[k], per[k].back(), k < kinds - 1 ? "," : " GB/s\n");
+    }
+    std::fflush(stdout);
+  }
+  std::printf("median:");
+  for (int k = 0; k < kinds; ++k) std::printf(" %s %.2f", names[k], median(per[k]));
+  std::printf(" GB/s\n");
+  for (int k = 0; k < kinds; ++k) {
+    std::printf("rounds %s", names[k]);
+    for (double v : per[k]) std::printf(" %.2f", v);
+    std::printf("\n");
+  }
+  const std::vector<float> check = t.narrow(0, 0, 4).cpu().to_vector<float>();
+  if (check[0] != 1.0f) {
+    std::fprintf(stderr, "bench_distributed --staging: the tensor changed (%g): staging lost its bytes\n", check[0]);
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--ddp-overlap") == 0)
     return ddp_overlap(argc > 2 ? std::atoi(argv[2]) : 3, argc > 3 ? std::atof(argv[3]) : 2.0);
+  if (argc > 1 && std::strcmp(argv[1], "--staging") == 0)
+    return staging(argc > 2 ? std::atoi(argv[2]) : 3, argc > 3 ? std::atof(argv[3]) : 2.7);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -784,6 +784,182 @@ TEST(Staging, VulkanTensorsTravelThroughHostStaging) {
   EXPECT_EQ(s2.host_to_device_bytes - s1.host_to_device_bytes, n * bytes + n * bytes / 2);
 }
 
+// ---- device tensors through mapped host buffers and the transfer queue
+
+bool have_vulkan() {
+  try {
+    ones({1}, {.device = Device::vulkan(0)});
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// Every collective with tensors on `dev`, each input made by a kernel just
+// before its collective and each result read by a kernel just after, so a
+// staging copy that overtook a kernel, or a kernel that overtook a copy,
+// shows in the values. Strided inputs and outputs, async forms, every
+// root. The results, still on `dev`, in a fixed order.
+std::vector<Tensor> collectives_on(ProcessGroup& pg, Device dev) {
+  NoGradGuard no_grad;
+  const int n = pg.size(), r = pg.rank();
+  std::vector<Tensor> out;
+  // Other dtypes only travel (staging moves bytes): no kernels of their own,
+  // each of which would cost a pipeline build on lavapipe.
+  auto made = [&](const Shape& shape, DType dt = DType::f32) {
+    Tensor t = rank_values(r, shape, dt).to(dev);
+    return dt == DType::f32 ? add(t, 1) : t;
+  };
+  auto read_after = [&](const Tensor& t) { out.push_back(t.dtype() == DType::f32 ? mul(t, 2) : t); };
+  for (Reduce op : {Reduce::sum, Reduce::average}) {
+    Tensor t = made({3, 5});
+    pg.all_reduce(t, op);
+    read_after(t);
+  }
+  {
+    Tensor i = made({7}, DType::i64);
+    pg.all_reduce(i);
+    read_after(i);
+  }
+  {  // a strided view is reduced through its own elements
+    Tensor base = made({5, 3});
+    Tensor view = base.t();
+    pg.all_reduce(view, Reduce::average);
+    read_after(base);
+  }
+  read_after(pg.reduce_scatter(made({2 * n, 3}), Reduce::sum));
+  read_after(pg.reduce_scatter(made({2 * n, 4}).t().contiguous().t(), Reduce::average));  // strided input
+  read_after(pg.all_gather(made({2, 3})));
+  read_after(pg.all_gather(made({3, 2}).t()));  // strided input
+  read_after(pg.all_gather(made({2}, DType::i32)));
+  read_after(pg.all_gather(made({0, 3})));  // no bytes at all
+  for (int root = 0; root < n; ++root) {
+    Tensor t = made({2, 4});
+    pg.broadcast(t, root);
+    read_after(t);
+    Tensor base = made({4, 2});
+    Tensor view = base.t();
+    pg.broadcast(view, root);
+    read_after(base);
+  }
+  {  // asynchronous: the caller queues kernels of its own before waiting
+    Tensor a = made({6});
+    Tensor other = made({6});
+    auto wa = pg.all_reduce_async(a);
+    auto wg = pg.all_gather_async(made({2, 2}));
+    auto ws = pg.reduce_scatter_async(made({2 * n}), Reduce::average);
+    auto wb = pg.broadcast_async(other, n - 1);
+    Tensor busy = made({64});
+    for (int i = 0; i < 8; ++i) busy = mul(busy, 1.0);
+    wa->wait();
+    read_after(a);
+    read_after(wg->result());
+    read_after(ws->result());
+    wb->wait();
+    read_after(other);
+    out.push_back(busy);
+  }
+  return out;
+}
+
+// The same collectives on Vulkan tensors and on CPU tensors give the same
+// bits (the host reduction is the same), and staging them never waits for
+// the whole queue.
+TEST(Staging, VulkanCollectivesMatchCpuWithoutDrainingTheQueue) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  const Device dev = Device::vulkan(0);
+  for (int n : {1, 2}) {
+    std::vector<std::vector<double>> cpu(std::size_t(n) * 64), gpu(std::size_t(n) * 64);
+    std::uint64_t drains = 0;
+    const StagingStats s0 = staging_stats();
+    const std::uint64_t drains_before = device_stats(dev).queue_drains;
+    // One rank stages too with loopback: its exchange is a copy to itself.
+    run_threads(n, [&](ProcessGroup& pg) {
+      std::vector<Tensor> on_gpu = collectives_on(pg, dev);
+      pg.barrier();
+      if (pg.rank() == 0) drains = device_stats(dev).queue_drains - drains_before;
+      pg.barrier();  // nobody reads a value before the count is taken
+      std::vector<Tensor> on_cpu = collectives_on(pg, Device::cpu());
+      ASSERT_EQ(on_gpu.size(), on_cpu.size());
+      for (std::size_t k = 0; k < on_gpu.size(); ++k) {
+        EXPECT_EQ(on_gpu[k].device(), dev);
+        gpu[std::size_t(pg.rank()) * 64 + k] = values(on_gpu[k]);
+        cpu[std::size_t(pg.rank()) * 64 + k] = values(on_cpu[k]);
+      }
+    }, {.loopback = true}, {.threads_per_rank = 1});
+    EXPECT_EQ(drains, 0u) << n << " ranks";
+    EXPECT_GT(staging_stats().device_to_host, s0.device_to_host) << "loopback: one rank stages too";
+    for (std::size_t k = 0; k < gpu.size(); ++k) EXPECT_EQ(gpu[k], cpu[k]) << n << " ranks, rank " << k / 64 << ", result " << k % 64;
+  }
+}
+
+// Many collectives in a row, each between kernels that write its tensor and
+// read its result: the order holds every time.
+TEST(Staging, VulkanKernelsAroundRepeatedCollectivesStayInOrder) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  const Device dev = Device::vulkan(0);
+  constexpr int steps = 40, n = 2;
+  run_threads(n, [&](ProcessGroup& pg) {
+    NoGradGuard no_grad;
+    const int r = pg.rank();
+    Tensor t = arange(50.0).to(dev), acc = zeros({50}, {.device = dev}), gathered = zeros({2 * 50}, {.device = dev});
+    for (int i = 0; i < steps; ++i) {
+      t.add_(double(r + 1));              // written just before: the read must see it
+      pg.all_reduce(t, Reduce::average);  // t + 1.5 on both ranks
+      acc.add_(t);                        // read just after: must see the result
+      if (i % 4 == 3) gathered.add_(pg.all_gather(t));
+    }
+    std::vector<double> want_t(50), want_acc(50, 0.0), want_g(100, 0.0);
+    for (int k = 0; k < 50; ++k) {
+      for (int i = 1; i <= steps; ++i) {
+        want_acc[std::size_t(k)] += k + 1.5 * i;
+        if (i % 4 == 0) want_g[std::size_t(k)] += k + 1.5 * i, want_g[std::size_t(k + 50)] += k + 1.5 * i;
+      }
+      want_t[std::size_t(k)] = k + 1.5 * steps;
+    }
+    EXPECT_EQ(values(t), want_t) << "rank " << r;
+    EXPECT_EQ(values(acc), want_acc) << "rank " << r;
+    EXPECT_EQ(values(gathered), want_g) << "rank " << r;
+  }, {}, {.threads_per_rank = 1});
+}
+
+// A collective that would stage inside a capture is refused, as a host read
+// is; a group of one rank stages nothing and is captured like any op.
+TEST(Staging, CollectivesInsideAVulkanCapture) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  const Device dev = Device::vulkan(0);
+  Tensor t = ones({8}, {.device = dev});
+  ThreadGroup loop(1, {.loopback = true});
+  expect_error<CaptureError>([&] { capture(dev, [&] { loop.rank(0).all_reduce(t); }); },
+                             "copy_to_host: a device-to-host copy of 32 bytes");
+  ThreadGroup one(1);
+  Tensor x = ones({8}, {.device = dev}), y = zeros({8}, {.device = dev});
+  CapturedStep step = capture(dev, [&] {
+    Tensor u = x * 2.0;
+    one.rank(0).all_reduce(u);
+    y.copy_(u);
+  });
+  step.replay();
+  EXPECT_EQ(values(y), std::vector<double>(8, 2.0));
+  EXPECT_EQ(values(t), std::vector<double>(8, 1.0));
+}
+
+// The CPU answers the staging calls with plain memory.
+TEST(Staging, CpuHostBuffersArePlainMemory) {
+  DeviceBackend& be = device_backend(Device::cpu());
+  auto buf = be.allocate_host(40);
+  EXPECT_GE(buf->size(), 40u);
+  Tensor t = arange(10.0);
+  be.copy_to_host(t.storage(), 4, *buf, 0, 36);
+  buf->wait();
+  EXPECT_EQ(static_cast<const float*>(buf->data())[0], 1.0f);
+  static_cast<float*>(buf->data())[0] = -5.0f;
+  be.copy_from_host(*buf, 0, t.storage(), 0, 4);
+  EXPECT_EQ(values(t)[0], -5.0);
+  expect_error<ValueError>([&] { be.copy_to_host(t.storage(), 0, *buf, 8, 40); },
+                           "copy_to_host: bytes [8, 48) are outside the host buffer of");
+}
+
 TEST(Staging, FsdpAndDdpTrainingOnVulkanMatchesCpu) {
   Device dev = Device::vulkan(0);
   try {
@@ -2042,6 +2218,20 @@ TEST_F(Mpi, ThreadLevelIsSerialized) {
 }
 
 TEST_F(Mpi, Collectives) { check_collectives(mpi_world()); }
+
+// MPI reads and writes the mapped staging buffers of Vulkan tensors in
+// place; the results match the same collectives on CPU tensors.
+TEST_F(Mpi, VulkanTensorsMatchCpuWithoutDrainingTheQueue) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  ProcessGroup& pg = mpi_world();
+  const Device dev = Device::vulkan(0);
+  const std::uint64_t drains_before = device_stats(dev).queue_drains;
+  std::vector<Tensor> on_gpu = collectives_on(pg, dev);
+  EXPECT_EQ(device_stats(dev).queue_drains, drains_before);
+  std::vector<Tensor> on_cpu = collectives_on(pg, Device::cpu());
+  ASSERT_EQ(on_gpu.size(), on_cpu.size());
+  for (std::size_t k = 0; k < on_gpu.size(); ++k) EXPECT_EQ(values(on_gpu[k]), values(on_cpu[k])) << "result " << k;
+}
 
 // The ranks of one host, as the launcher numbered them: under mpirun on
 // one machine every rank is local, in world order. The test runs again over

@@ -102,6 +102,119 @@ TEST(VulkanTransfers, OutOfRangeFloatToIntCastsSaturateLikeCpu) {
                    "full " + std::string(dtype_name(to)));
 }
 
+// Staging through mapped host buffers (DeviceBackend::copy_to_host,
+// copy_from_host): a copy sees the kernel queued just before it, a kernel
+// queued just after a copy back sees its bytes, the host sees a copy once
+// wait() returns, and none of it waits for the whole queue.
+TEST(VulkanStaging, CopiesAndKernelsStayInOrderWithoutQueueDrains) {
+  REQUIRE_VULKAN();
+  DeviceBackend& be = device_backend(kGpu);
+  constexpr int n = 96, steps = 40;
+  auto buf = be.allocate_host(n * sizeof(float));
+  ASSERT_GE(buf->size(), n * sizeof(float));
+  EXPECT_EQ(buf->device(), kGpu);
+  Tensor base = zeros({n + 8}, {.device = kGpu});
+  Tensor t = base.narrow(0, 8, n);  // at a byte offset into its storage
+  Tensor acc = zeros({n}, {.device = kGpu});
+  const std::size_t offset = 8 * sizeof(float), bytes = n * sizeof(float);
+  const DeviceStats before = be.stats();
+  bool seen_ok = true;
+  for (int i = 0; i < steps && seen_ok; ++i) {
+    t.add_(1.0);  // queued, not submitted: the copy must wait for it
+    be.copy_to_host(t.storage(), offset, *buf, 0, bytes);
+    buf->wait();
+    auto* p = static_cast<float*>(buf->data());
+    for (int k = 0; k < n; ++k) {
+      const float want = i == 0 ? 1.0f : float((i - 1) * 1000 + k + 1);
+      if (p[k] != want) {
+        ADD_FAILURE() << "step " << i << " element " << k << ": copied " << p[k] << ", want " << want;
+        seen_ok = false;
+        break;
+      }
+      p[k] = float(i * 1000 + k);
+    }
+    be.copy_from_host(*buf, 0, t.storage(), offset, bytes);  // queued, not waited for
+    acc.add_(t);                                              // must read the copied bytes
+  }
+  const DeviceStats after = be.stats();
+  EXPECT_EQ(after.queue_drains, before.queue_drains) << "a staging copy waited for the whole queue";
+  EXPECT_EQ(after.device_to_host - before.device_to_host, std::uint64_t(steps));
+  EXPECT_EQ(after.host_to_device - before.host_to_device, std::uint64_t(steps));
+  std::vector<float> got_t = t.cpu().to_vector<float>(), got_acc = acc.cpu().to_vector<float>();
+  for (int k = 0; k < n; ++k) {
+    EXPECT_EQ(got_t[std::size_t(k)], float((steps - 1) * 1000 + k)) << k;
+    EXPECT_EQ(got_acc[std::size_t(k)], float(1000 * steps * (steps - 1) / 2 + steps * k)) << k;
+  }
+  EXPECT_EQ(base.narrow(0, 0, 8).cpu().to_vector<float>(), std::vector<float>(8, 0.0f)) << "bytes before the view";
+}
+
+// A host buffer dropped while its copy is queued, and a tensor freed while a
+// copy reads it, keep their memory until the copy is done.
+TEST(VulkanStaging, MemoryOfAQueuedCopyIsNotReusedEarly) {
+  REQUIRE_VULKAN();
+  DeviceBackend& be = device_backend(kGpu);
+  constexpr int n = 4096;
+  for (int round = 0; round < 8; ++round) {
+    Tensor t = zeros({n}, {.device = kGpu});
+    {
+      auto buf = be.allocate_host(n * sizeof(float));
+      auto* p = static_cast<float*>(buf->data());
+      for (int k = 0; k < n; ++k) p[k] = float(k + round);
+      be.copy_from_host(*buf, 0, t.storage(), 0, n * sizeof(float));
+    }  // dropped before its copy ran
+    // Uploads take staging memory: they must not get the dropped buffer's yet.
+    Tensor other = full({n}, -1.0).to(kGpu);
+    auto back = be.allocate_host(n * sizeof(float));
+    {
+      Tensor gone = t * 1.0;
+      be.copy_to_host(gone.storage(), 0, *back, 0, n * sizeof(float));
+    }  // freed before its copy ran: later kernels must not write its memory first
+    Tensor fresh = full({n}, -2.0, {.device = kGpu});
+    back->wait();
+    auto* q = static_cast<const float*>(back->data());
+    for (int k = 0; k < n; ++k) ASSERT_EQ(q[k], float(k + round)) << "round " << round << " element " << k;
+    EXPECT_EQ(other.cpu().to_vector<float>()[0], -1.0f);
+  }
+}
+
+TEST(VulkanStaging, BadArgumentsNameTheCall) {
+  REQUIRE_VULKAN();
+  DeviceBackend& be = device_backend(kGpu);
+  Tensor t = zeros({16}, {.device = kGpu});
+  auto buf = be.allocate_host(16 * sizeof(float));
+  expect_error<ValueError>([&] { be.copy_to_host(t.storage(), 8, *buf, 0, 16 * sizeof(float)); },
+                           "copy_to_host: bytes [8, 72) are outside the storage of 64 bytes");
+  expect_error<ValueError>([&] { be.copy_from_host(*buf, buf->size(), t.storage(), 0, 4); },
+                           "copy_from_host: bytes");
+  Tensor c = zeros({16});
+  expect_error<DeviceError>([&] { be.copy_to_host(c.storage(), 0, *buf, 0, 4); },
+                            "copy_to_host: the storage is on cpu");
+  auto cpu_buf = device_backend(Device::cpu()).allocate_host(64);
+  expect_error<DeviceError>([&] { be.copy_from_host(*cpu_buf, 0, t.storage(), 0, 4); },
+                            "copy_from_host: the host buffer belongs to cpu");
+}
+
+// Staging copies are host transfers: refused inside a capture, as reads and uploads are.
+TEST(VulkanStaging, CaptureRefusesStagingCopies) {
+  REQUIRE_VULKAN();
+  DeviceBackend& be = device_backend(kGpu);
+  Tensor t = ones({8}, {.device = kGpu});
+  auto buf = be.allocate_host(8 * sizeof(float));
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { be.copy_to_host(t.storage(), 0, *buf, 0, 32); }); },
+                             "copy_to_host: a device-to-host copy of 32 bytes");
+  expect_error<CaptureError>([&] { capture(kGpu, [&] { be.copy_from_host(*buf, 0, t.storage(), 0, 32); }); },
+                             "copy_from_host: a host-to-device copy of 32 bytes");
+  // A replay writing what a staging copy reads waits for it.
+  Tensor x = zeros({8}, {.device = kGpu});
+  CapturedStep step = capture(kGpu, [&] { x.add_(1.0); });
+  for (int i = 0; i < 5; ++i) {
+    step.replay();
+    be.copy_to_host(x.storage(), 0, *buf, 0, 32);
+    buf->wait();
+    EXPECT_EQ(static_cast<const float*>(buf->data())[3], float(i + 1)) << "after replay " << i + 1;
+  }
+}
+
 // Contiguous f32 pointwise ops take four elements per invocation where every
 // offset is a multiple of 4; the last n % 4 elements, and views starting
 // elsewhere, take the element loop. Both against the CPU.

@@ -203,9 +203,9 @@ Tensor ProcessGroup::run_all_reduce(const Tensor& tensor, Reduce op) {
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
-  if (size() == 1) return tensor;  // one rank: the sum and the average are the tensor itself
+  if (size() == 1 && !loopback()) return tensor;  // one rank: the sum and the average are the tensor itself
   staging::HostCopy h = staged([&] { return staging::to_host(tensor); });
-  exchanged([&] { exchange(req, h.data(), h.data(), std::size_t(tensor.numel())); });
+  exchanged([&] { exchange(req, h.data, h.data, std::size_t(tensor.numel())); });
   staged([&] { staging::write_back(tensor, h); });
   return tensor;
 }
@@ -217,14 +217,13 @@ Tensor ProcessGroup::run_reduce_scatter(const Tensor& input, Reduce op) {
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
-  if (size() == 1) return input.detach().clone();  // stays on its device: nothing to exchange
+  if (size() == 1 && !loopback()) return input.detach().clone();  // stays on its device: nothing to exchange
   staging::HostCopy h = staged([&] { return staging::to_host(input); });
   Shape out_shape = input.shape();
   out_shape[0] /= size();
-  Tensor out = staging::host_output(out_shape, input.dtype(), input.device());
-  staging::HostCopy o{out, true};
-  exchanged([&] { exchange(req, h.data(), o.data(), std::size_t(numel_of(out_shape))); });
-  return staged([&] { return staging::to_device(out, input.device()); });
+  staging::HostCopy out = staged([&] { return staging::host_output(out_shape, input.dtype(), input.device()); });
+  exchanged([&] { exchange(req, h.data, out.data, std::size_t(numel_of(out_shape))); });
+  return staged([&] { return staging::to_device(out, out_shape, input.dtype(), input.device()); });
 }
 
 Tensor ProcessGroup::run_all_gather(const Tensor& input) {
@@ -234,15 +233,15 @@ Tensor ProcessGroup::run_all_gather(const Tensor& input) {
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
-  if (size() == 1) return input.detach().reshape(input.dim() == 0 ? Shape{1} : input.shape()).clone();
+  if (size() == 1 && !loopback())
+    return input.detach().reshape(input.dim() == 0 ? Shape{1} : input.shape()).clone();
   staging::HostCopy h = staged([&] { return staging::to_host(input); });
   Shape out_shape = input.shape();
   if (out_shape.empty()) out_shape = {size()};
   else out_shape[0] *= size();
-  Tensor out = staging::host_output(out_shape, input.dtype(), input.device());
-  staging::HostCopy o{out, true};
-  exchanged([&] { exchange(req, h.data(), o.data(), std::size_t(input.numel())); });
-  return staged([&] { return staging::to_device(out, input.device()); });
+  staging::HostCopy out = staged([&] { return staging::host_output(out_shape, input.dtype(), input.device()); });
+  exchanged([&] { exchange(req, h.data, out.data, std::size_t(input.numel())); });
+  return staged([&] { return staging::to_device(out, out_shape, input.dtype(), input.device()); });
 }
 
 Tensor ProcessGroup::run_broadcast(const Tensor& tensor, int root) {
@@ -252,13 +251,13 @@ Tensor ProcessGroup::run_broadcast(const Tensor& tensor, int root) {
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
-  if (size() == 1) return tensor;  // the root's tensor is already everyone's
+  if (size() == 1 && !loopback()) return tensor;  // the root's tensor is already everyone's
   staging::HostCopy h;
   if (rank() == root || (tensor.device().is_cpu() && tensor.is_contiguous()))
     h = staged([&] { return staging::to_host(tensor); });
   else  // its old values are not needed: no read
-    h = {staging::host_output(tensor.shape(), tensor.dtype(), tensor.device()), false};
-  exchanged([&] { exchange(req, h.data(), h.data(), std::size_t(tensor.numel())); });
+    h = staged([&] { return staging::host_output(tensor.shape(), tensor.dtype(), tensor.device()); });
+  exchanged([&] { exchange(req, h.data, h.data, std::size_t(tensor.numel())); });
   if (rank() != root) staged([&] { staging::write_back(tensor, h); });
   return tensor;
 }
@@ -300,7 +299,7 @@ void reduce_typed(T* out, const void* const* inputs, int n, std::size_t begin, s
     for (std::size_t i = begin; i < end; ++i) out[i] += in[i];
   }
   if constexpr (std::is_floating_point_v<T>)
-    if (op == Reduce::average)
+    if (op == Reduce::average && n > 1)  // x / 1 is x: no pass
       for (std::size_t i = begin; i < end; ++i) out[i] /= T(n);
 }
 // 16-bit floats: each element is summed in float over the ranks in rank

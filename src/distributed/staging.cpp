@@ -1,33 +1,42 @@
 // Every byte that distributed code moves between a device and the host goes
-// through this file, so the transport can later switch to persistent
-// host-visible (mapped) staging buffers without touching the collectives.
+// through this file.
 //
-// It uses only public API: a device-to-host read is one DeviceBackend::read
-// of the (contiguous) tensor into a per-thread host buffer reused across
-// calls, and a host-to-device write is `host.to(device)` (or `copy_`), which
-// the Vulkan backend performs through its own pool of reusable host-visible
-// staging blocks. Results bound for a device are assembled in a second
-// per-thread host buffer, also reused: no host allocation per collective.
+// A device tensor is staged through persistent host buffers that its backend
+// maps (DeviceBackend::allocate_host): one for inputs and one for results,
+// per thread and device, kept across calls and grown to the largest tensor.
+// A read is one copy_to_host into the input buffer, queued on the device's
+// transfer queue behind the kernels that wrote the tensor (not behind the
+// whole queue) and waited for alone; the exchange then reads and writes the
+// mapped memory in place (ThreadGroup's host reduce, or MPI), with no copy
+// in between. A result goes back with one copy_from_host, queued on the
+// device in order with the kernels that use the tensor later, and not waited
+// for: the next host write into that buffer waits for it (HostBuffer::wait).
 // Reuse is safe because every collective ends with a rendezvous after which
-// no peer touches this rank's buffers (and MPI's collectives are blocking). What each collective copies for a device tensor of n bytes on
-// a group of W ranks:
+// no peer touches this rank's buffers (and MPI's collectives are blocking).
 //
-//   all_reduce      D->H n, reduce on the host, H->D n (copy_ into the tensor)
+// What each collective copies for a device tensor of n bytes on a group of W
+// ranks:
+//
+//   all_reduce      D->H n, reduce on the host in place, H->D n (into the tensor)
 //   reduce_scatter  D->H n, H->D n / W (the rank's chunk, a new tensor)
 //   all_gather      D->H n, H->D W * n (a new tensor)
 //   broadcast       root: D->H n, no write-back; others: no read, H->D n
 //   barrier         nothing
 //
-// CPU tensors: contiguous ones are read and written in place (no copy);
-// strided ones are repacked into contiguous host memory (and written back for
-// the in-place collectives). Outside the collectives, FSDP's checkpoint loads
-// (copy_into) and shard moves (move) also pass through here. Between the ranks of a ThreadGroup no further
-// copy happens (peers read each other's host buffers); MpiGroup hands the
-// host buffers to MPI.
+// A strided device tensor is packed on its device first (and an in-place
+// result unpacked there). CPU tensors: contiguous ones are read and written
+// in place (no copy); strided ones are repacked into contiguous host memory
+// (and written back for the in-place collectives). Outside the collectives,
+// FSDP's checkpoint loads (copy_into) and shard moves (move) also pass
+// through here, as plain copies. Between the ranks of a ThreadGroup no
+// further copy happens (peers read each other's host buffers); MpiGroup
+// hands the host buffers to MPI.
 #include "staging.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/core/storage.hpp"
@@ -52,9 +61,30 @@ StagingStats staging_stats() {
 
 namespace staging {
 
-void* HostCopy::data() const {
-  return static_cast<char*>(host.storage().data()) + std::size_t(host.offset()) * dtype_size(host.dtype());
+namespace {
+// This thread's host buffers of one device, by Slot.
+struct Buffers {
+  Device device;
+  std::unique_ptr<HostBuffer> slot[2];
+};
+
+// This thread's buffer of `slot` for `device`, at least `bytes` long. A
+// larger one replaces it; the old one's memory returns to its device once
+// the copies still using it are done.
+HostBuffer& buffer(Device device, Slot slot, std::size_t bytes) {
+  thread_local std::vector<Buffers> buffers;
+  auto it = std::find_if(buffers.begin(), buffers.end(), [&](const Buffers& b) { return b.device == device; });
+  if (it == buffers.end()) it = buffers.insert(buffers.end(), Buffers{device, {}});
+  std::unique_ptr<HostBuffer>& b = it->slot[static_cast<int>(slot)];
+  if (!b || b->size() < bytes) {
+    b.reset();
+    b = device_backend(device).allocate_host(bytes);
+  }
+  return *b;
 }
+
+std::size_t byte_offset(const Tensor& t) { return std::size_t(t.offset()) * dtype_size(t.dtype()); }
+}  // namespace
 
 HostCopy to_host(const Tensor& t) {
   NoGradGuard no_grad;
@@ -67,34 +97,51 @@ HostCopy to_host(const Tensor& t) {
       c.host = t.contiguous();
       counters().repacks++;
     }
+    c.data = static_cast<char*>(c.host.storage().data()) + byte_offset(c.host);
     return c;
   }
-  // A strided device tensor is packed on its device first; then one read.
-  Tensor dense = t.contiguous();
-  c.host = host_output(t.shape(), t.dtype(), t.device(), Slot::input);
-  if (t.numel() > 0)
-    dense.storage().backend().read(dense.storage(), std::size_t(dense.offset()) * dtype_size(t.dtype()), c.data(),
-                                   nbytes(t));
+  // A strided device tensor is packed on its device first; then one copy.
+  const Tensor dense = t.contiguous();
+  HostBuffer& buf = buffer(t.device(), Slot::input, nbytes(t));
+  dense.storage().backend().copy_to_host(dense.storage(), byte_offset(dense), buf, 0, nbytes(t));
+  buf.wait();
+  c.data = buf.data();
+  c.buffer = &buf;
   counters().d2h++;
   counters().d2h_bytes += nbytes(t);
   return c;
 }
 
-Tensor host_output(const Shape& shape, DType dtype, Device device, Slot slot) {
+HostCopy host_output(const Shape& shape, DType dtype, Device device, Slot slot) {
   const std::size_t bytes = std::size_t(numel_of(shape)) * dtype_size(dtype);
-  if (device.is_cpu()) return Tensor(std::make_shared<Storage>(Device::cpu(), bytes), Layout::contiguous(shape), dtype);
-  thread_local std::shared_ptr<Storage> buffers[2];
-  auto& buf = buffers[static_cast<int>(slot)];
-  if (!buf || buf->nbytes() < bytes) buf = std::make_shared<Storage>(Device::cpu(), bytes);
-  return Tensor(buf, Layout::contiguous(shape), dtype);
+  HostCopy c;
+  if (device.is_cpu()) {
+    c.host = Tensor(std::make_shared<Storage>(Device::cpu(), bytes), Layout::contiguous(shape), dtype);
+    c.data = c.host.storage().data();
+    return c;
+  }
+  HostBuffer& buf = buffer(device, slot, bytes);
+  buf.wait();  // a copy queued by an earlier collective may still read it
+  c.data = buf.data();
+  c.buffer = &buf;
+  return c;
 }
 
-Tensor to_device(const Tensor& host, Device device) {
-  if (device.is_cpu()) return host;
-  NoGradGuard no_grad;
+namespace {
+// A new device tensor filled from `out`'s buffer by one queued copy.
+Tensor upload(const HostCopy& out, const Shape& shape, DType dtype, Device device) {
+  const std::size_t bytes = std::size_t(numel_of(shape)) * dtype_size(dtype);
+  Tensor t(std::make_shared<Storage>(device, bytes), Layout::contiguous(shape), dtype);
+  t.storage().backend().copy_from_host(*out.buffer, 0, t.storage(), 0, bytes);
   counters().h2d++;
-  counters().h2d_bytes += nbytes(host);
-  return host.to(device);
+  counters().h2d_bytes += bytes;
+  return t;
+}
+}  // namespace
+
+Tensor to_device(const HostCopy& out, const Shape& shape, DType dtype, Device device) {
+  if (device.is_cpu()) return out.host;
+  return upload(out, shape, dtype, device);
 }
 
 void write_back(const Tensor& dst, const HostCopy& copy) {
@@ -103,11 +150,18 @@ void write_back(const Tensor& dst, const HostCopy& copy) {
     return;
   }
   NoGradGuard no_grad;
-  if (!dst.device().is_cpu()) {
-    counters().h2d++;
-    counters().h2d_bytes += nbytes(dst);
+  if (dst.device().is_cpu()) {
+    Tensor(dst).copy_(copy.host);
+    return;
   }
-  Tensor(dst).copy_(copy.host);
+  if (!dst.is_contiguous()) {  // into a dense tensor, then unpacked on the device
+    Tensor(dst).copy_(upload(copy, dst.shape(), dst.dtype(), dst.device()));
+    return;
+  }
+  dst.storage().backend().copy_from_host(*copy.buffer, 0, dst.storage(), byte_offset(dst), nbytes(dst));
+  dst.storage().bump_version();
+  counters().h2d++;
+  counters().h2d_bytes += nbytes(dst);
 }
 
 void copy_into(const Tensor& dst, const Tensor& src) {

@@ -2,31 +2,46 @@
 // Host staging for collectives: the one place where distributed code moves
 // bytes between a device and the host (see staging.cpp for what each
 // collective copies). Collectives run on contiguous host memory; CPU tensors
-// that are already contiguous are used in place.
+// that are already contiguous are used in place, device tensors are copied
+// into persistent mapped host buffers that the exchange reads in place.
 #include <cstdint>
 
 #include "rumus/distributed/process_group.hpp"
 
+namespace rumus {
+class HostBuffer;
+}
+
 namespace rumus::distributed::staging {
 
-// Contiguous host memory holding `t`'s elements: `t` itself when it is a
-// contiguous CPU tensor, else a copy (one device-to-host read into this
-// thread's reusable input buffer for a device tensor, valid until the next call).
+// Which of this thread's host buffers (one of each per device) to use.
+enum class Slot : std::uint8_t { result, input };
+
+// Contiguous host memory for a collective:
+// - a CPU tensor's own memory (`aliases`) or a contiguous CPU tensor (`host`);
+// - for a device tensor, this thread's host buffer of its `slot`, valid until
+//   the next call with that slot on this thread.
 struct HostCopy {
-  Tensor host;
-  bool aliases = false;  // host shares t's memory: no write-back needed
-  void* data() const;
+  void* data = nullptr;
+  Tensor host;                  // CPU: owns `data`
+  HostBuffer* buffer = nullptr; // device: holds `data`
+  bool aliases = false;         // `data` is the tensor's own memory: no write-back needed
 };
+
+// `t`'s elements on the host: `t` itself when it is a contiguous CPU tensor,
+// else a copy (for a device tensor one copy into this thread's input buffer,
+// waited for: the host may read it).
 HostCopy to_host(const Tensor& t);
 
 // Host memory for a result of `shape` and `dtype` that will end on `device`:
-// a new tensor for the CPU (it is the result), else a reusable buffer of this
-// thread, valid until the next call with the same `slot` (to_host uses `input`).
-enum class Slot : std::uint8_t { result, input };
-Tensor host_output(const Shape& shape, DType dtype, Device device, Slot slot = Slot::result);
-// The result on `device`: `host` itself on the CPU, else one host-to-device write.
-Tensor to_device(const Tensor& host, Device device);
-// Writes a host copy back into `dst` (in-place collectives); no-op when it aliases.
+// a new tensor for the CPU (it is the result), else this thread's buffer of
+// `slot`, once the copies still reading it are done (the host may write it).
+HostCopy host_output(const Shape& shape, DType dtype, Device device, Slot slot = Slot::result);
+// The result on `device`: `out.host` on the CPU, else a new tensor that one
+// host-to-device copy fills (queued, not waited for).
+Tensor to_device(const HostCopy& out, const Shape& shape, DType dtype, Device device);
+// Writes a host copy back into `dst` (in-place collectives): nothing when it
+// aliases; one host-to-device copy (queued) for a device tensor.
 void write_back(const Tensor& dst, const HostCopy& copy);
 
 // Outside the collectives: checkpoint loads and moves of shards.
@@ -34,6 +49,5 @@ void write_back(const Tensor& dst, const HostCopy& copy);
 void copy_into(const Tensor& dst, const Tensor& src);
 // t.to(device) (off the tape).
 Tensor move(const Tensor& t, Device device);
-
 
 }  // namespace rumus::distributed::staging

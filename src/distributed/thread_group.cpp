@@ -16,7 +16,8 @@
 //   all_reduce:     each rank reduces its 1/W of the elements from all inputs
 //                   into a private buffer; phase 2; it writes that range into
 //                   every rank's buffer; phase 3 (nobody returns while a peer
-//                   may still write into its buffer)
+//                   may still write into its buffer). One rank (a loopback
+//                   group) reduces in place: no copy.
 //   reduce_scatter: each rank reduces its chunk of all inputs into its output; phase 2
 //   all_gather:     each rank copies every input into its output; phase 2
 //   broadcast:      non-roots copy the root's buffer; phase 2
@@ -51,14 +52,16 @@ struct Slot {
 };
 
 struct ThreadShared {
-  ThreadShared(int size, std::chrono::milliseconds timeout, std::chrono::microseconds delay)
-      : size(size), timeout(timeout), delay(delay), here(std::size_t(size), 0), left(std::size_t(size), 0) {
+  ThreadShared(int size, std::chrono::milliseconds timeout, std::chrono::microseconds delay, bool loopback)
+      : size(size), timeout(timeout), delay(delay), loopback(loopback), here(std::size_t(size), 0),
+        left(std::size_t(size), 0) {
     for (auto& b : banks) b.resize(std::size_t(size));
   }
 
   const int size;
   const std::chrono::milliseconds timeout;
   const std::chrono::microseconds delay;
+  const bool loopback;
   std::mutex mu;
   std::condition_variable cv;
   std::uint64_t generation = 0;
@@ -158,6 +161,7 @@ class ThreadRank final : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return shared_->size; }
   std::string name() const override { return "ThreadGroup"; }
+  bool loopback() const override { return shared_->loopback; }
 
   void abort(const std::string& reason) override {
     std::lock_guard lk(shared_->mu);
@@ -175,7 +179,12 @@ class ThreadRank final : public ProcessGroup {
     std::vector<const void*> ins(static_cast<std::size_t>(n));
     const std::size_t begin = count * std::size_t(rank_) / std::size_t(n);
     const std::size_t end = count * std::size_t(rank_ + 1) / std::size_t(n);
-    std::vector<char> mine(request.op == Collective::all_reduce ? (end - begin) * esize : 0);
+    // This rank's reduced range, in a buffer of the thread kept across calls:
+    // a fresh one would fault its pages in at every call.
+    thread_local std::vector<char> scratch;
+    const std::size_t mine_bytes = request.op == Collective::all_reduce && n > 1 ? (end - begin) * esize : 0;
+    if (scratch.size() < mine_bytes) scratch.resize(mine_bytes);
+    char* mine = scratch.data();
     if (s.delay.count() > 0 && request.op != Collective::barrier && !request.error_kind)
       std::this_thread::sleep_for(s.delay);
 
@@ -186,12 +195,16 @@ class ThreadRank final : public ProcessGroup {
     switch (request.op) {
       case Collective::barrier: return;
       case Collective::all_reduce: {
+        if (n == 1) {  // nobody else reads the input: in place, which for one rank changes nothing
+          detail::reduce_host(out, &in, 1, 0, count, request.dtype, request.reduce);
+          return;
+        }
         for (int k = 0; k < n; ++k)
           ins[std::size_t(k)] = static_cast<const char*>(bank[std::size_t(k)].in) + begin * esize;
-        detail::reduce_host(mine.data(), ins.data(), n, 0, end - begin, request.dtype, request.reduce);
+        detail::reduce_host(mine, ins.data(), n, 0, end - begin, request.dtype, request.reduce);
         s.phase(rank_);  // every rank has read every input
         for (int k = 0; k < n; ++k)
-          if (!mine.empty()) std::memcpy(static_cast<char*>(bank[std::size_t(k)].out) + begin * esize, mine.data(), mine.size());
+          if (mine_bytes) std::memcpy(static_cast<char*>(bank[std::size_t(k)].out) + begin * esize, mine, mine_bytes);
         s.phase(rank_);  // every rank has written its range everywhere
         return;
       }
@@ -230,7 +243,7 @@ ThreadGroup::ThreadGroup(int size, ThreadGroupOptions options) {
     throw Error(fmt::format("ThreadGroup: expected a positive timeout, got {} ms", options.timeout.count()));
   if (options.collective_delay.count() < 0)
     throw Error(fmt::format("ThreadGroup: expected a collective_delay >= 0, got {} us", options.collective_delay.count()));
-  shared_ = std::make_shared<detail::ThreadShared>(size, options.timeout, options.collective_delay);
+  shared_ = std::make_shared<detail::ThreadShared>(size, options.timeout, options.collective_delay, options.loopback);
   for (int r = 0; r < size; ++r) ranks_.push_back(std::make_unique<detail::ThreadRank>(shared_, r));
 }
 

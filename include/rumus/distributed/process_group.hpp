@@ -2,8 +2,9 @@
 // Collectives across ranks: one interface, two transports. ThreadGroup runs
 // the ranks as threads of one process; MpiGroup (mpi_group.hpp) runs one rank
 // per process under mpirun. Every collective takes tensors of any device:
-// device tensors travel through host staging (src/distributed/staging.cpp says
-// what each collective copies).
+// device tensors travel through persistent mapped host buffers, copied on
+// the device's transfer queue (src/distributed/staging.cpp says what each
+// collective copies).
 //
 // Every rank must call the same collectives in the same order with matching
 // shapes and dtypes. Before any data moves, the ranks exchange what they were
@@ -132,6 +133,9 @@ class ProcessGroup {
   //   broadcast:      in == out, `count` elements
   //   barrier:        nothing
   virtual void exchange(const CollectiveRequest& request, const void* in, void* out, std::size_t count) = 0;
+  // A group of one that still stages and exchanges as a rank of a larger
+  // group would (ThreadGroupOptions::loopback); by default one rank moves nothing.
+  virtual bool loopback() const { return false; }
 
  private:
   // The whole collective (argument check, staging, exchange) on one thread.
@@ -167,8 +171,8 @@ StagingStats staging_stats();
 // ThreadGroup together: divide by the ranks for a rank's share). `exchange`
 // is the rendezvous with the other ranks, the host reduction and copies
 // between their buffers, so waiting for a late rank counts there; `staging`
-// is the device <-> host copies, whose reads first wait for the work queued
-// on the device before them.
+// is the device <-> host copies, whose reads first wait for the kernels that
+// wrote the tensor.
 struct CollectiveStats {
   std::uint64_t calls = 0;
   double exchange_seconds = 0, staging_seconds = 0;

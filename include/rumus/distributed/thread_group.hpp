@@ -33,6 +33,10 @@ struct ThreadGroupOptions {
   // thread that runs it, as a slow link would take, so that overlapping
   // communication with computation can be measured on one machine.
   std::chrono::microseconds collective_delay{0};
+  // For benchmarks and tests: a group of one rank still moves device tensors
+  // through host staging and runs its exchange (a loopback copy), as a rank
+  // of a larger group would; without it one rank stages and copies nothing.
+  bool loopback = false;
 };
 
 class ThreadGroup {

@@ -42,7 +42,15 @@ std::uint32_t Allocator::new_block(std::size_t size) {
                                vk::BufferUsageFlagBits::eTransferDst;
   Block b;
   b.size = size;
-  b.buffer = ctx_.device.createBuffer(vk::BufferCreateInfo{.size = size, .usage = usage});
+  // Staging copies may run on a transfer queue of another family: both may use every buffer.
+  const std::uint32_t families[] = {ctx_.queue_family, ctx_.transfer_family};
+  vk::BufferCreateInfo info{.size = size, .usage = usage};
+  if (ctx_.separate_transfer()) {
+    info.sharingMode = vk::SharingMode::eConcurrent;
+    info.queueFamilyIndexCount = 2;
+    info.pQueueFamilyIndices = families;
+  }
+  b.buffer = ctx_.device.createBuffer(info);
   auto req = ctx_.device.getBufferMemoryRequirements(b.buffer);
   std::uint32_t type =
       host_visible_

@@ -25,6 +25,13 @@ struct Allocation {
   std::size_t size = 0;    // size class (bytes)
   void* mapped = nullptr;  // host pointer for host-visible memory
   std::uint32_t block = 0;
+  // What a staging copy waits for, and what waits for it (VulkanBackend):
+  // the compute serials of the last batch that used and that wrote this
+  // range, and the transfer values of the last staging copy that read it
+  // and that wrote it. Stale values from an earlier owner of the range are
+  // older, so at worst they order too much, never too little.
+  std::uint64_t used_serial = 0, written_serial = 0;
+  std::uint64_t transfer_read = 0, transfer_written = 0;
 };
 
 class Allocator {

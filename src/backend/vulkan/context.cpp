@@ -118,6 +118,18 @@ Context::Context(int index) {
   for (std::uint32_t i = 0; i < families.size() && queue_family == ~0u; ++i)
     if (families[i].queueFlags & vk::QueueFlagBits::eCompute) queue_family = i;
   if (queue_family == ~0u) throw DeviceError("vulkan: " + name + " has no compute queue");
+  // A family for transfers alone drives the copy engines, which run beside
+  // the kernels. Knob: RUMUS_VULKAN_TRANSFER_QUEUE=0 keeps copies on the compute queue.
+  transfer_family = queue_family;
+  if (!env::off("RUMUS_VULKAN_TRANSFER_QUEUE"))
+    for (std::uint32_t i = 0; i < families.size(); ++i) {
+      const auto flags = families[i].queueFlags;
+      if ((flags & vk::QueueFlagBits::eTransfer) && !(flags & (vk::QueueFlagBits::eCompute | vk::QueueFlagBits::eGraphics)) &&
+          families[i].queueCount > 0) {
+        transfer_family = i;
+        break;
+      }
+    }
 
   bool has_push = false, has_atomic_float = false, has_coopmat = false, has_statistics = false;
   for (auto& e : physical.enumerateDeviceExtensionProperties()) {
@@ -143,11 +155,13 @@ Context::Context(int index) {
   float64 = f10.shaderFloat64;
   need(f11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
   need(f12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
+  need(f12.timelineSemaphore, "timelineSemaphore");
 
   vk::PhysicalDeviceFeatures2 want10{.features = {.shaderFloat64 = true, .shaderInt64 = true}};
   vk::PhysicalDeviceVulkan11Features want11{.storageBuffer16BitAccess = true};
   int64_atomics = f12.shaderBufferInt64Atomics;
-  vk::PhysicalDeviceVulkan12Features want12{.storageBuffer8BitAccess = true, .shaderBufferInt64Atomics = int64_atomics};
+  vk::PhysicalDeviceVulkan12Features want12{.storageBuffer8BitAccess = true, .shaderBufferInt64Atomics = int64_atomics,
+                                            .timelineSemaphore = true};
   want10.pNext = &want11;
   want11.pNext = &want12;
   vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT want_atomic{.shaderBufferFloat32AtomicAdd = true};
@@ -197,14 +211,16 @@ Context::Context(int index) {
     extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   }
   float priority = 1.0f;
-  vk::DeviceQueueCreateInfo queue_info{.queueFamilyIndex = queue_family, .queueCount = 1,
-                                       .pQueuePriorities = &priority};
+  vk::DeviceQueueCreateInfo queue_infos[2] = {
+      {.queueFamilyIndex = queue_family, .queueCount = 1, .pQueuePriorities = &priority},
+      {.queueFamilyIndex = transfer_family, .queueCount = 1, .pQueuePriorities = &priority}};
   device = physical.createDevice(vk::DeviceCreateInfo{.pNext = &want10,
-                                                      .queueCreateInfoCount = 1,
-                                                      .pQueueCreateInfos = &queue_info,
+                                                      .queueCreateInfoCount = separate_transfer() ? 2u : 1u,
+                                                      .pQueueCreateInfos = queue_infos,
                                                       .enabledExtensionCount = std::uint32_t(extensions.size()),
                                                       .ppEnabledExtensionNames = extensions.data()});
   queue = device.getQueue(queue_family, 0);
+  transfer_queue = device.getQueue(transfer_family, 0);
   auto sub = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties>();
   const auto& subgroups = sub.get<vk::PhysicalDeviceSubgroupProperties>();
   subgroup_size = subgroups.subgroupSize;

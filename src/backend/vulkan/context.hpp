@@ -30,6 +30,13 @@ class Context {
   vk::Device device;
   vk::Queue queue;
   std::uint32_t queue_family = 0;
+  // Staging copies between device and host memory (transfer.hpp): a queue of
+  // a transfer-only family (a GPU's copy engines) where the device has one,
+  // else `queue` itself. Buffers are shared by both families (concurrent
+  // sharing), so no ownership transfers are needed.
+  vk::Queue transfer_queue;
+  std::uint32_t transfer_family = 0;
+  bool separate_transfer() const { return transfer_family != queue_family; }
   vk::PhysicalDeviceProperties properties;
   vk::PhysicalDeviceMemoryProperties memory;
   std::uint32_t subgroup_size = 32;

@@ -30,6 +30,8 @@ Stream::Stream(Context& ctx) : ctx_(ctx) {
   profile_ = env::on("RUMUS_VULKAN_PROFILE");
   pool_ = ctx_.device.createCommandPool(
       {.flags = vk::CommandPoolCreateFlagBits::eResetCommandBuffer, .queueFamilyIndex = ctx_.queue_family});
+  vk::SemaphoreTypeCreateInfo type{.semaphoreType = vk::SemaphoreType::eTimeline, .initialValue = 0};
+  timeline_ = ctx_.device.createSemaphore({.pNext = &type});
 }
 
 Stream::~Stream() {
@@ -43,6 +45,7 @@ Stream::~Stream() {
     if (b.queries) ctx_.device.destroyQueryPool(b.queries);
   }
   ctx_.device.destroyCommandPool(pool_);
+  ctx_.device.destroySemaphore(timeline_);
 }
 
 vk::CommandBuffer Stream::current() {
@@ -155,11 +158,34 @@ void Stream::throttle() {
   }
 }
 
+void Stream::wait_for(vk::Semaphore semaphore, std::uint64_t value) {
+  wait_semaphore_ = semaphore;  // one other queue (the transfer queue): its larger value covers the smaller
+  wait_value_ = std::max(wait_value_, value);
+}
+
+void Stream::queue_submit(vk::CommandBuffer cmd, vk::Fence fence, std::uint64_t serial) {
+  const std::uint64_t wait_value = std::exchange(wait_value_, 0);
+  const vk::PipelineStageFlags wait_stage = vk::PipelineStageFlagBits::eAllCommands;
+  vk::TimelineSemaphoreSubmitInfo values{.waitSemaphoreValueCount = wait_value ? 1u : 0u,
+                                         .pWaitSemaphoreValues = &wait_value,
+                                         .signalSemaphoreValueCount = 1,
+                                         .pSignalSemaphoreValues = &serial};
+  ctx_.queue.submit(vk::SubmitInfo{.pNext = &values,
+                                   .waitSemaphoreCount = wait_value ? 1u : 0u,
+                                   .pWaitSemaphores = &wait_semaphore_,
+                                   .pWaitDstStageMask = &wait_stage,
+                                   .commandBufferCount = 1,
+                                   .pCommandBuffers = &cmd,
+                                   .signalSemaphoreCount = 1,
+                                   .pSignalSemaphores = &timeline_},
+                    fence);
+}
+
 void Stream::submit() {
   if (!active_) return;
   throttle();
   recording_.cmd.end();
-  ctx_.queue.submit(vk::SubmitInfo{.commandBufferCount = 1, .pCommandBuffers = &recording_.cmd}, recording_.fence);
+  queue_submit(recording_.cmd, recording_.fence, recording_.serial);
   in_flight_.push_back(recording_);
   active_ = false;
   ++next_serial_;
@@ -186,6 +212,7 @@ std::uint64_t Stream::completed_serial() {
 }
 
 void Stream::wait_all() {
+  ++drains_;
   submit();
   if (!in_flight_.empty()) {
     auto r = ctx_.device.waitForFences(in_flight_.back().fence, true, UINT64_MAX);
@@ -241,7 +268,9 @@ void Stream::abort_capture() {
 }
 
 std::uint64_t Stream::replay(vk::CommandBuffer captured) {
+  const std::uint64_t pending_wait = wait_value_;
   submit();  // eager work recorded before the replay (new inputs) runs first
+  wait_value_ = std::max(wait_value_, pending_wait);  // the replay waits too, not only the batch before it
   throttle();
   completed_serial();
   Batch b;
@@ -254,7 +283,7 @@ std::uint64_t Stream::replay(vk::CommandBuffer captured) {
     spare_fences_.pop_back();
   }
   b.serial = next_serial_;
-  ctx_.queue.submit(vk::SubmitInfo{.commandBufferCount = 1, .pCommandBuffers = &b.cmd}, b.fence);
+  queue_submit(b.cmd, b.fence, b.serial);
   in_flight_.push_back(b);
   ++next_serial_;
   ++submits_;

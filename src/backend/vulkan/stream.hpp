@@ -4,7 +4,8 @@
 // kBatchLimit commands are queued, or, checked every kIdleCheck commands, as
 // soon as the device has finished everything submitted before (so it works
 // while the host records the rest). Each submission gets a serial; its fence
-// tells when buffers it used may be reused.
+// tells when buffers it used may be reused, and it signals the serial on a
+// timeline semaphore, which staging copies on the transfer queue wait for.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -49,7 +50,13 @@ class Stream {
   std::uint64_t completed_serial();
   void submit();          // no-op when nothing is recorded
   void wait_all();        // submit, then wait for everything
+  // Signalled with each submission's serial once it (and all before it) has finished.
+  vk::Semaphore timeline() const { return timeline_; }
+  // The next submission (the batch being recorded, or a replay) first waits
+  // until `semaphore` (another queue's timeline) reaches `value`.
+  void wait_for(vk::Semaphore semaphore, std::uint64_t value);
   std::uint64_t submits() const { return submits_; }
+  std::uint64_t drains() const { return drains_; }  // wait_all calls
   std::uint64_t commands() const { return commands_total_; }  // kernels and copies recorded outside captures
 
   // Capture: submits what is recorded, then records into a persistent command
@@ -76,6 +83,8 @@ class Stream {
   // consecutive ones are summed per label and printed to stderr at each wait.
   void collect_profile(Batch& b);
   void throttle();  // waits while kMaxInFlight submissions are pending
+  // Submits `cmd` with `fence`, signalling `serial` and taking the pending wait.
+  void queue_submit(vk::CommandBuffer cmd, vk::Fence fence, std::uint64_t serial);
   void after_command();  // submits a full batch, or any batch once the device is idle
   vk::CommandBuffer current();
   // Inserts a barrier when this access conflicts with one since the last barrier.
@@ -92,7 +101,10 @@ class Stream {
   vk::CommandBuffer capture_cmd_;
   std::vector<vk::Fence> spare_fences_;  // of finished replays
   std::uint32_t commands_ = 0;
-  std::uint64_t next_serial_ = 1, completed_ = 0, submits_ = 0, commands_total_ = 0;
+  std::uint64_t next_serial_ = 1, completed_ = 0, submits_ = 0, commands_total_ = 0, drains_ = 0;
+  vk::Semaphore timeline_;
+  vk::Semaphore wait_semaphore_;
+  std::uint64_t wait_value_ = 0;  // 0: no wait pending
   std::unordered_set<std::uint64_t> read_, written_;
   bool profile_ = false;
   std::map<std::string, std::pair<double, std::uint64_t>> profile_totals_;  // label -> (ms, count)

@@ -1,5 +1,14 @@
 // Vulkan backend: device memory, host transfers through staging, and the
 // glue every kernel uses to record a dispatch.
+//
+// Two ways between device and host. read() and write() go through pooled
+// staging blocks on the compute stream (a read waits for the whole queue).
+// The staging calls (copy_to_host, copy_from_host) use persistent mapped
+// host buffers and the transfer queue: each copy waits on the device for
+// the batch it depends on, found from the serials every range remembers
+// (Allocation::used_serial, written_serial), and compute batches that touch
+// a range after a staging copy wait for that copy (transfer_read,
+// transfer_written). The host waits for one copy, never for the queue.
 #include "vulkan_backend.hpp"
 
 #include <algorithm>
@@ -112,6 +121,7 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
     auto reclaim = [this] {
       if (stream_->capturing()) return;
       stream_->wait_all();
+      transfers_->wait(transfers_->submitted());
       release_finished();
     };
     memory_ = std::make_unique<Allocator>(*ctx_, false, kDeviceBlock, memory_limit(), reclaim);
@@ -119,6 +129,7 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
     pipelines_ = std::make_unique<Pipelines>(*ctx_, pipeline_cache_file(ctx_->properties));
     if (std::string why = pipelines_->cache().problem(); !why.empty()) std::fprintf(stderr, "rumus: vulkan: %s\n", why.c_str());
     stream_ = std::make_unique<Stream>(*ctx_);
+    transfers_ = std::make_unique<TransferQueue>(*ctx_);
     tuner_ = make_gemm_tuner(*ctx_);
   } catch (const vk::SystemError& e) {
     throw DeviceError("vulkan:" + std::to_string(index) + ": device setup failed: " + e.what());
@@ -128,6 +139,7 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
 VulkanBackend::~VulkanBackend() {
   index_fault_.reset();
   tuner_.reset();
+  transfers_.reset();  // waits for its copies, which wait only for submitted batches
   stream_.reset();
   pipelines_.reset();
   staging_.reset();
@@ -135,9 +147,25 @@ VulkanBackend::~VulkanBackend() {
 }
 
 void VulkanBackend::release_finished() {
+  if (!staged_releases_.empty()) {
+    const std::uint64_t copied = transfers_->poll();
+    std::erase_if(staged_releases_, [&](const std::pair<Allocator*, Allocation*>& r) {
+      if (std::max(r.second->transfer_read, r.second->transfer_written) > copied) return false;
+      r.first->release(r.second, stream_->recording_serial());
+      return true;
+    });
+  }
   std::uint64_t done = stream_->completed_serial();
   memory_->collect(done);
   staging_->collect(done);
+}
+
+void VulkanBackend::release_to(Allocator& pool, Allocation* a) {
+  if (std::max(a->transfer_read, a->transfer_written) > transfers_->known_completed()) {
+    staged_releases_.push_back({&pool, a});  // counted as in use until then
+    return;
+  }
+  pool.release(a, stream_->recording_serial());
 }
 
 void* VulkanBackend::allocate(std::size_t nbytes) {
@@ -159,7 +187,7 @@ void VulkanBackend::release(Allocation* a) {
     orphans_.insert(a);  // a live capture still reads or writes it
     return;
   }
-  memory_->release(a, stream_->recording_serial());
+  release_to(*memory_, a);
 }
 
 void VulkanBackend::check_capture(const char* op, const char* what) {
@@ -193,7 +221,10 @@ class VulkanCapturedWork final : public CapturedWork {
   void replay() override {
     std::lock_guard lk(be_.mu_);
     be_.check_capture("CapturedStep::replay", "a replay");
+    // Which of its ranges the work writes is not kept: order it as a writer of all.
+    for (Allocation* a : used_) be_.after_staging_copies(*a, true);
     last_serial_ = be_.stream_->replay(cmd_);
+    for (Allocation* a : used_) a->used_serial = a->written_serial = last_serial_;
     if (gathers_) be_.index_kernels_pending_ = true;  // check the fault record at the next wait
   }
 
@@ -232,7 +263,7 @@ void VulkanBackend::abort_capture() {
   capturing_ = false;
   // Tensors the closure freed wait in orphans_: release those no other capture pins.
   for (Allocation* a : recording_used_)
-    if (!pins_.count(a) && orphans_.erase(a)) memory_->release(a, stream_->recording_serial());
+    if (!pins_.count(a) && orphans_.erase(a)) release_to(*memory_, a);
   recording_used_.clear();
 }
 
@@ -242,7 +273,7 @@ void VulkanBackend::unpin(const std::vector<Allocation*>& used) {
     if (it != pins_.end() && --it->second > 0) continue;
     if (it != pins_.end()) pins_.erase(it);
     // Freed by its tensor meanwhile: reusable once the work queued so far is done.
-    if (orphans_.erase(a)) memory_->release(a, stream_->recording_serial());
+    if (orphans_.erase(a)) release_to(*memory_, a);
   }
 }
 
@@ -254,6 +285,7 @@ void VulkanBackend::write(Storage& dst, std::size_t off, const void* src, std::s
   // Staged and recorded in order with the kernels: no submission needed here.
   Allocation* stage = staging_->allocate(n);
   std::memcpy(stage->mapped, src, n);
+  touch(*static_cast<Allocation*>(dst.data()), true);
   stream_->copy(*stage, 0, *static_cast<Allocation*>(dst.data()), off, n);
   staging_->release(stage, stream_->recording_serial());
   ++uploads_;
@@ -265,6 +297,7 @@ void VulkanBackend::read(const Storage& src, std::size_t off, void* dst, std::si
   check_capture("host read", fmt::format("a device-to-host copy of {} bytes (item(), to(cpu), to_vector(): the "
                                          "values exist only after replay())", n).c_str());
   Allocation* stage = staging_->allocate(n);
+  touch(*static_cast<Allocation*>(src.data()), false);
   stream_->copy(*static_cast<Allocation*>(src.data()), off, *stage, 0, n);
   staging_->release(stage, stream_->recording_serial());
   Allocation* fault = queue_index_fault_read();
@@ -280,8 +313,93 @@ void VulkanBackend::synchronize() {
   check_capture("synchronize", "a wait for the device (nothing recorded runs before replay())");
   Allocation* fault = queue_index_fault_read();
   stream_->wait_all();
+  transfers_->wait(transfers_->submitted());  // staging copies are queued work too
   release_finished();
   raise_index_fault(fault);
+}
+
+// Staging through host buffers (transfer.hpp).
+
+void VulkanBackend::after_staging_copies(const Allocation& a, bool written) {
+  // A write must follow the copies that read the range too; a read only those that wrote it.
+  const std::uint64_t copy = written ? std::max(a.transfer_read, a.transfer_written) : a.transfer_written;
+  if (copy > transfers_->known_completed()) stream_->wait_for(transfers_->timeline(), copy);
+}
+
+void VulkanBackend::touch(Allocation& a, bool written) {
+  after_staging_copies(a, written);
+  if (capturing_) return;  // captured work runs at replay(), which notes its serial then
+  a.used_serial = stream_->recording_serial();
+  if (written) a.written_serial = a.used_serial;
+}
+
+std::uint64_t VulkanBackend::staging_after(std::uint64_t serial) {
+  if (serial >= stream_->recording_serial()) {
+    // Still recording: submit it, since a copy may wait only for submitted work
+    // (a wait for a later submission would deadlock a queue shared with the copies).
+    stream_->submit();
+    if (serial >= stream_->recording_serial()) return 0;  // nothing was recorded under it
+  }
+  return serial > stream_->completed_serial() ? serial : 0;
+}
+
+// A range of the staging pool kept for one owner; mapped, host-coherent and,
+// where the device offers it, host-cached (reads at memory speed).
+class VulkanHostBuffer final : public HostBuffer {
+ public:
+  VulkanHostBuffer(VulkanBackend& be, Allocation* a) : HostBuffer(be.device(), a->mapped, a->size), be_(be), allocation_(a) {}
+  ~VulkanHostBuffer() override {
+    std::lock_guard lk(be_.mu_);
+    be_.release_to(*be_.staging_, allocation_);
+  }
+  void wait() override {
+    std::uint64_t copy;
+    {
+      std::lock_guard lk(be_.mu_);
+      copy = std::max(allocation_->transfer_read, allocation_->transfer_written);
+    }
+    be_.transfers_->wait(copy);  // not under the lock: other threads keep recording meanwhile
+  }
+  Allocation& allocation() { return *allocation_; }
+
+ private:
+  VulkanBackend& be_;
+  Allocation* allocation_;
+};
+
+std::unique_ptr<HostBuffer> VulkanBackend::make_host_buffer(std::size_t nbytes) {
+  std::lock_guard lk(mu_);
+  release_finished();
+  Allocation* a = staging_->allocate(std::max<std::size_t>(nbytes, 1));
+  return std::make_unique<VulkanHostBuffer>(*this, a);
+}
+
+void VulkanBackend::queue_copy_to_host(const Storage& src, std::size_t src_offset, HostBuffer& dst,
+                                       std::size_t dst_offset, std::size_t nbytes) {
+  Allocation& host = static_cast<VulkanHostBuffer&>(dst).allocation();
+  Allocation& a = *static_cast<Allocation*>(src.data());
+  std::lock_guard lk(mu_);
+  check_capture("copy_to_host", fmt::format("a device-to-host copy of {} bytes (the values exist only after "
+                                            "replay())", nbytes).c_str());
+  const std::uint64_t copy = transfers_->copy(a, src_offset, host, dst_offset, nbytes, stream_->timeline(),
+                                              staging_after(a.written_serial));
+  a.transfer_read = copy;
+  host.transfer_written = copy;
+  ++downloads_;
+}
+
+void VulkanBackend::queue_copy_from_host(HostBuffer& src, std::size_t src_offset, Storage& dst,
+                                         std::size_t dst_offset, std::size_t nbytes) {
+  Allocation& host = static_cast<VulkanHostBuffer&>(src).allocation();
+  Allocation& a = *static_cast<Allocation*>(dst.data());
+  std::lock_guard lk(mu_);
+  check_capture("copy_from_host", fmt::format("a host-to-device copy of {} bytes (it would replay the same bytes: "
+                                              "copy new inputs into static tensors before replay())", nbytes).c_str());
+  const std::uint64_t copy = transfers_->copy(host, src_offset, a, dst_offset, nbytes, stream_->timeline(),
+                                              staging_after(a.used_serial));
+  a.transfer_written = copy;
+  host.transfer_read = copy;
+  ++uploads_;
 }
 
 // Gather kernels cannot throw: one that meets an index outside [0, n) skips it
@@ -344,6 +462,7 @@ DeviceStats VulkanBackend::stats() const {
   s.device_to_host = downloads_;
   s.submits = stream_->submits();
   s.commands = stream_->commands();
+  s.queue_drains = stream_->drains();
   return s;
 }
 
@@ -364,6 +483,7 @@ void VulkanBackend::launch(ShaderId shader, const std::vector<std::uint32_t>& sp
   }
   if (capturing_)
     for (std::uint32_t i = 0; i < used; ++i) recording_used_.insert(const_cast<Allocation*>(bindings[i].allocation));
+  for (const Operand& o : operands) touch(*static_cast<Allocation*>(o.arg.storage->data()), o.written);
   vk::Pipeline p = pipelines_->get(shader, spec);
   if (profiling_) {
     std::string label = std::string(name) + "/" + std::to_string(spec.size() > 1 ? spec[1] : 0) + " grid " +

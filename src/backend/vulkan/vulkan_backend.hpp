@@ -33,6 +33,7 @@
 #include "../softmax.hpp"
 #include "../strided.hpp"
 #include "stream.hpp"
+#include "transfer.hpp"
 
 namespace rumus::vulkan {
 
@@ -85,8 +86,29 @@ class VulkanBackend final : public Backend {
   void timestamp(vk::QueryPool pool, std::uint32_t query);
   void wait_queue();
 
+ protected:
+  // Staging (transfer.hpp): mapped host buffers from the staging pool, copies
+  // on the transfer queue ordered by the two timelines.
+  std::unique_ptr<HostBuffer> make_host_buffer(std::size_t nbytes) override;
+  void queue_copy_to_host(const Storage& src, std::size_t src_offset, HostBuffer& dst, std::size_t dst_offset,
+                          std::size_t nbytes) override;
+  void queue_copy_from_host(HostBuffer& src, std::size_t src_offset, Storage& dst, std::size_t dst_offset,
+                            std::size_t nbytes) override;
+
  private:
   friend class VulkanCapturedWork;
+  friend class VulkanHostBuffer;
+  // With mu_ held: the batch being recorded uses `a` (writes it if
+  // `written`): it first waits for the staging copies it must follow.
+  void touch(Allocation& a, bool written);
+  void after_staging_copies(const Allocation& a, bool written);
+  // With mu_ held: the compute serial a staging copy waits for so that it
+  // follows the batch `serial` (0: nothing to wait for). That batch is
+  // submitted first if it is still recording.
+  std::uint64_t staging_after(std::uint64_t serial);
+  // With mu_ held: returns `a` to `pool`, or keeps it until the staging
+  // copies that use it have finished.
+  void release_to(Allocator& pool, Allocation* a);
   void release_finished();
   // With mu_ held: throws CaptureError when `op` cannot run now because a
   // capture is recording on this device (host transfers; other threads).
@@ -115,6 +137,9 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<Allocator> memory_, staging_;
   std::unique_ptr<Pipelines> pipelines_;
   std::unique_ptr<Stream> stream_;
+  std::unique_ptr<TransferQueue> transfers_;
+  // Released while a staging copy still used them: (pool, range).
+  std::vector<std::pair<Allocator*, Allocation*>> staged_releases_;
   std::unique_ptr<GemmTuner> tuner_;
   mutable std::mutex mu_;  // one recording stream per device; callers may be on any thread
   std::uint64_t uploads_ = 0, downloads_ = 0;

@@ -1,0 +1,98 @@
+// The transfer queue's submissions and its timeline semaphore.
+#include "transfer.hpp"
+
+#include <algorithm>
+
+#include "rumus/core/error.hpp"
+
+namespace rumus::vulkan {
+
+TransferQueue::TransferQueue(Context& ctx) : ctx_(ctx) {
+  pool_ = ctx_.device.createCommandPool(
+      {.flags = vk::CommandPoolCreateFlagBits::eResetCommandBuffer, .queueFamilyIndex = ctx_.transfer_family});
+  vk::SemaphoreTypeCreateInfo type{.semaphoreType = vk::SemaphoreType::eTimeline, .initialValue = 0};
+  timeline_ = ctx_.device.createSemaphore({.pNext = &type});
+}
+
+TransferQueue::~TransferQueue() {
+  try {
+    wait(submitted());
+  } catch (...) {
+  }
+  ctx_.device.destroyCommandPool(pool_);  // frees its command buffers
+  ctx_.device.destroySemaphore(timeline_);
+}
+
+std::uint64_t TransferQueue::copy(const Allocation& src, std::size_t src_offset, const Allocation& dst,
+                                  std::size_t dst_offset, std::size_t nbytes, vk::Semaphore after_semaphore,
+                                  std::uint64_t after_value) {
+  poll();
+  vk::CommandBuffer cmd;
+  if (idle_.empty()) {
+    cmd = ctx_.device.allocateCommandBuffers(
+        {.commandPool = pool_, .level = vk::CommandBufferLevel::ePrimary, .commandBufferCount = 1})[0];
+  } else {
+    cmd = idle_.back();
+    idle_.pop_back();
+  }
+  cmd.begin(vk::CommandBufferBeginInfo{.flags = vk::CommandBufferUsageFlagBits::eOneTimeSubmit});
+  // Earlier copies on this queue may read what this one writes (a host
+  // buffer reused), or write what it reads.
+  const auto copies = vk::AccessFlagBits::eTransferRead | vk::AccessFlagBits::eTransferWrite;
+  vk::MemoryBarrier before{.srcAccessMask = copies, .dstAccessMask = copies};
+  cmd.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eTransfer, {}, before, {}, {});
+  cmd.copyBuffer(src.buffer, dst.buffer,
+                 vk::BufferCopy{.srcOffset = src.offset + src_offset, .dstOffset = dst.offset + dst_offset, .size = nbytes});
+  // A semaphore makes device writes available, not visible to the host: the
+  // host reads a mapped buffer only after this barrier.
+  vk::MemoryBarrier to_host{.srcAccessMask = vk::AccessFlagBits::eTransferWrite, .dstAccessMask = vk::AccessFlagBits::eHostRead};
+  cmd.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eHost, {}, to_host, {}, {});
+  cmd.end();
+
+  const std::uint64_t value = next_;
+  const vk::PipelineStageFlags wait_stage = vk::PipelineStageFlagBits::eTransfer;
+  vk::TimelineSemaphoreSubmitInfo values{.waitSemaphoreValueCount = after_value ? 1u : 0u,
+                                         .pWaitSemaphoreValues = &after_value,
+                                         .signalSemaphoreValueCount = 1,
+                                         .pSignalSemaphoreValues = &value};
+  ctx_.transfer_queue.submit(vk::SubmitInfo{.pNext = &values,
+                                            .waitSemaphoreCount = after_value ? 1u : 0u,
+                                            .pWaitSemaphores = &after_semaphore,
+                                            .pWaitDstStageMask = &wait_stage,
+                                            .commandBufferCount = 1,
+                                            .pCommandBuffers = &cmd,
+                                            .signalSemaphoreCount = 1,
+                                            .pSignalSemaphores = &timeline_});
+  ++next_;
+  in_flight_.push_back({cmd, value});
+  return value;
+}
+
+void TransferQueue::note_completed(std::uint64_t value) {
+  std::uint64_t known = known_.load(std::memory_order_relaxed);
+  while (value > known && !known_.compare_exchange_weak(known, value, std::memory_order_release)) {
+  }
+}
+
+std::uint64_t TransferQueue::poll() {
+  if (in_flight_.empty()) return known_completed();
+  note_completed(ctx_.device.getSemaphoreCounterValue(timeline_));
+  const std::uint64_t done = known_completed();
+  while (!in_flight_.empty() && in_flight_.front().value <= done) {
+    in_flight_.front().cmd.reset();
+    idle_.push_back(in_flight_.front().cmd);
+    in_flight_.pop_front();
+  }
+  return done;
+}
+
+void TransferQueue::wait(std::uint64_t value) {
+  if (value <= known_completed()) return;
+  auto r = ctx_.device.waitSemaphores(vk::SemaphoreWaitInfo{.semaphoreCount = 1, .pSemaphores = &timeline_,
+                                                            .pValues = &value},
+                                      UINT64_MAX);
+  if (r != vk::Result::eSuccess) throw DeviceError("vulkan: waiting for a staging copy failed on " + ctx_.name);
+  note_completed(value);
+}
+
+}  // namespace rumus::vulkan
