@@ -128,8 +128,8 @@ struct FsdpMemoryStats {
 // A unit's gather and free run from forward hooks (nn::Module's), so a unit
 // must be called through operator() or a container such as Sequential, not
 // by forward() directly. Backward gathers a unit again when the gradient of
-// its output arrives (a gradient hook), before any of its ops run, and its
-// reduce-scatters free it again. Without a policy there is one unit, the
+// its output is complete (an identity node on the output), before any of its
+// ops run, and its reduce-scatters free it again. Without a policy there is one unit, the
 // wrapped module, gathered for the whole forward as below.
 //
 // The wrapped module's own unit: forward() all-gathers those parameters into
