@@ -1324,6 +1324,42 @@ TEST(VulkanConv, LongReductionMatchesCpu) {
   expect_conv_matches_cpu({1, 8000, 3, 3, 1, 3, 3, {}, true, 0}, 1e-3);
 }
 
+// Both ways of an f32 convolution, forced in turn: the implicit GEMM and the
+// columns (im2col, or the input itself for 1x1 stride 1, then gemm) with a
+// workspace small enough that the batch goes in several chunks, one of them
+// ragged. ResNet's shapes (3x3 stride 1 and 2, 1x1 downsampling), a 1x1
+// stride 1, bias, the fused ReLU and strided input views, against the CPU;
+// the weight gradient accumulates over the chunks, so a chunk that overwrote
+// the last would fail here.
+TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
+  REQUIRE_VULKAN();
+  struct Restore {
+    vulkan::ConvRoute route = vulkan::conv_route_override();
+    std::int64_t bytes = vulkan::conv_workspace_bytes();
+    ~Restore() {
+      vulkan::conv_route_override() = route;
+      vulkan::conv_workspace_bytes() = bytes;
+    }
+  } restore;
+  const ConvCase cases[] = {
+      {5, 8, 8, 8, 12, 3, 3, {.padding = {1, 1}}, false, 0},
+      {5, 8, 9, 9, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, true, 2},
+      {5, 8, 8, 8, 16, 1, 1, {.stride = {2, 2}}, false, 1},
+      {5, 12, 6, 7, 10, 1, 1, {}, true, 0},
+      {5, 6, 7, 7, 9, 3, 3, {.padding = {1, 1}}, true, 0, true},
+  };
+  for (auto route : {vulkan::ConvRoute::implicit_gemm, vulkan::ConvRoute::columns}) {
+    vulkan::conv_route_override() = route;
+    // Two samples' columns of the largest case at a time: chunks of 2, 2 and 1.
+    vulkan::conv_workspace_bytes() = 2 * (8 * 9 + 12) * 64 * 4;
+    for (const ConvCase& k : cases) {
+      SCOPED_TRACE(route == vulkan::ConvRoute::columns ? "columns" : "implicit GEMM");
+      expect_conv_matches_cpu(k, 1e-4);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 // ---- f16 GEMM on cooperative matrices, and the f32 GEMM's tile tuner ----
 
 namespace {

@@ -1,7 +1,7 @@
 // Host side of conv_igemm.comp: direct f32 convolutions (forward with the
 // bias, backward data, backward weight with the bias gradient) as implicit
 // GEMMs, one dispatch per call (plus a slice sum when the weight gradient
-// splits its reduction).
+// splits its reduction), or through conv_columns.cpp where that is faster.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -117,6 +117,8 @@ void conv2d_forward(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::
   pc.off2 = std::uint32_t(weight.layout->offset);
   pc.off3 = has_bias ? std::uint32_t(bias.layout->offset) : 0;
   if (pc.M == 0 || pc.N == 0) return;
+  if (conv_takes_columns(ConvPass::forward, g, oc, groups))
+    return conv2d_forward_columns(vk, g, oc, out, in, weight, bias, relu);
   const Tile t = choose_tile(pc.M, pc.N, groups);
   Operand ops[] = {{out, true}, {in, false}, {weight, false}, {has_bias ? bias : weight, false}};
   // conv2d_relu: the ReLU is applied in the kernel's epilogue, with the bias.
@@ -144,6 +146,8 @@ void conv2d_backward_data(Backend& be, const Conv2dGeometry& g, std::int64_t oc,
   pc.off1 = std::uint32_t(grad_out.layout->offset);
   pc.off2 = std::uint32_t(weight.layout->offset);
   if (pc.M == 0 || pc.N == 0) return;
+  if (conv_takes_columns(ConvPass::backward_data, g, oc, groups))
+    return conv2d_backward_data_columns(vk, g, oc, grad_in, grad_out, weight);
   const Tile t = choose_tile(pc.M, pc.N, groups);
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {weight, false}};
   const auto spec = igemm_spec(t, kBackwardData, false, g);
@@ -173,6 +177,8 @@ void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t o
   pc.off1 = std::uint32_t(in.layout->offset);
   pc.off2 = std::uint32_t(grad_out.layout->offset);
   if (m == 0 || n == 0) return;
+  if (conv_takes_columns(ConvPass::backward_weight, g, oc, groups))
+    return conv2d_backward_weight_columns(vk, g, oc, grad_weight, grad_bias, grad_out, in);
   const Tile t = choose_tile(m, n, groups);
   // Few output tiles but a long reduction (the usual case: a small weight
   // summed over batch and positions): split it so the whole GPU works, then

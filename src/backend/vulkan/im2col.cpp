@@ -25,6 +25,8 @@ ConvPush conv_push(const Conv2dGeometry& g, TensorArg image, TensorArg cols, std
   return pc;
 }
 
+}  // namespace
+
 void im2col(Backend& be, const Conv2dGeometry& g, TensorArg cols, TensorArg in) {
   VulkanBackend& vk = device_of(be);
   const std::int64_t total = cols.layout->numel();
@@ -46,7 +48,6 @@ void col2im(Backend& be, const Conv2dGeometry& g, TensorArg out, TensorArg cols)
             groups_for(total, kLocal));
 }
 
-}  // namespace
 }  // namespace rumus::vulkan
 
 namespace rumus {

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "../backend.hpp"
+#include "../conv.hpp"
 #include "../gemm.hpp"
 #include "../pointwise.hpp"
 #include "../reduce.hpp"
@@ -21,8 +22,31 @@ struct GemmPush;  // push_constants.hpp
 
 // pointwise.cpp
 void fill(Backend& be, TensorArg out, double value);
+void copy(Backend& be, TensorArg out, TensorArg in);
 void unary(Backend& be, UnaryOp op, TensorArg out, TensorArg in, double p0, double p1);
 void binary(Backend& be, BinaryOp op, TensorArg out, TensorArg a, TensorArg b, double p0, double p1);
+
+// im2col.cpp: the lowering's column kernels (cols viewed as [N, C*KH*KW, OH*OW]).
+void im2col(Backend& be, const Conv2dGeometry& g, TensorArg cols, TensorArg in);
+void col2im(Backend& be, const Conv2dGeometry& g, TensorArg out, TensorArg cols);
+
+// conv_columns.cpp: f32 convolutions (groups 1) as im2col + gemm on a chunked
+// workspace, for the shapes where that beats conv_igemm.comp; conv.cpp asks
+// conv_takes_columns per pass.
+enum class ConvPass { forward, backward_data, backward_weight };
+// Which way every convolution goes: automatic per shape, or one way for all
+// (tests and benchmarks; RUMUS_VULKAN_CONV=columns|implicit_gemm sets it at start).
+enum class ConvRoute { automatic, implicit_gemm, columns };
+ConvRoute& conv_route_override();
+// The column workspace's size, a chunk of the batch at a time (256 MiB; tests make it small).
+std::int64_t& conv_workspace_bytes();
+bool conv_takes_columns(ConvPass pass, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups);
+void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
+                            TensorArg weight, TensorArg bias, bool relu);
+void conv2d_backward_data_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg grad_in,
+                                  TensorArg grad_out, TensorArg weight);
+void conv2d_backward_weight_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
+                                    TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in);
 
 // reduce.cpp
 void reduce(Backend& be, ReduceOp op, TensorArg out, TensorArg in);

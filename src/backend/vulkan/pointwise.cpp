@@ -93,12 +93,16 @@ void pointwise(VulkanBackend& vk, const char* op_name, PointwiseKind kind, std::
   }
 }
 
+}  // namespace
+
 void copy(Backend& be, TensorArg out, TensorArg in) {
   TensorArg args[] = {out, in};
   if (out.dtype == in.dtype)
     pointwise(device_of(be), "copy", PointwiseKind::raw_copy, 0, args, 0, 0, std::uint32_t(dtype_size(in.dtype)));
   else pointwise(device_of(be), "copy", PointwiseKind::cast, 0, args, 0, 0);
 }
+
+namespace {
 
 void where(Backend& be, TensorArg out, TensorArg cond, TensorArg a, TensorArg b) {
   TensorArg args[] = {out, cond, a, b};

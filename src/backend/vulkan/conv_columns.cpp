@@ -1,0 +1,157 @@
+// Convolutions on materialised columns: im2col into a workspace (nothing for a
+// 1x1 kernel of stride 1 without padding, whose columns are the input itself),
+// then gemm.comp, whose prefetching tiles run these products faster than
+// conv_igemm.comp's gathering ones at most shapes (`bench_vulkan_conv vulkan:0
+// resnet`). conv.cpp picks the way per shape. The batch goes through in chunks,
+// so the workspace stays under conv_workspace_bytes() whatever the batch.
+#include <algorithm>
+#include <optional>
+
+#include "../../core/env.hpp"
+#include "kernels.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+
+namespace {
+
+bool columns_are_input(const Conv2dGeometry& g) {
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+// Samples per chunk: as many as fit `bytes_per_sample` into the workspace.
+std::int64_t chunk_of(std::int64_t batch, std::int64_t bytes_per_sample) {
+  return std::clamp<std::int64_t>(conv_workspace_bytes() / std::max<std::int64_t>(1, bytes_per_sample), 1, batch);
+}
+
+// Samples [b0, b0 + nb) of a contiguous [N, C, H, W] operand.
+Layout samples(TensorArg t, std::int64_t b0, std::int64_t nb, std::int64_t c, std::int64_t hw) {
+  return Layout{{nb, c, hw}, {c * hw, hw, 1}, t.layout->offset + b0 * c * hw};
+}
+
+ConvRoute route_from_environment() {
+  const auto v = env::text("RUMUS_VULKAN_CONV");
+  if (v == "columns") return ConvRoute::columns;
+  if (v == "implicit_gemm") return ConvRoute::implicit_gemm;
+  return ConvRoute::automatic;
+}
+
+}  // namespace
+
+std::int64_t& conv_workspace_bytes() {
+  static std::int64_t bytes = std::int64_t(256) << 20;
+  return bytes;
+}
+
+ConvRoute& conv_route_override() {
+  static ConvRoute route = route_from_environment();
+  return route;
+}
+
+bool conv_takes_columns(ConvPass pass, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups) {
+  if (groups != 1) return false;  // grouped and depthwise convolutions stay on the implicit GEMM
+  switch (conv_route_override()) {
+    case ConvRoute::columns: return true;
+    case ConvRoute::implicit_gemm: return false;
+    case ConvRoute::automatic: break;
+  }
+  (void)pass;
+  (void)oc;
+  return !(g.channels < 8);  // the stem's few channels gather cheaply
+}
+
+void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
+                            TensorArg weight, TensorArg bias, bool relu) {
+  const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, hw = g.height * g.width;
+  const bool direct = columns_are_input(g);
+  const std::int64_t nb = direct ? g.batch : chunk_of(g.batch, k * l * 4);
+  std::optional<Storage> cols;
+  if (!direct) cols.emplace(vk.device(), std::size_t(nb * k * l) * 4);
+  for (std::int64_t b0 = 0; b0 < g.batch; b0 += nb) {
+    const std::int64_t n = std::min(nb, g.batch - b0);
+    const Layout in_l = samples(in, b0, n, g.channels, hw), out_l = samples(out, b0, n, oc, l);
+    const Layout cols_l = Layout::contiguous({n, k, l});
+    TensorArg in_arg{in.storage, DType::f32, &in_l}, out_arg{out.storage, DType::f32, &out_l};
+    TensorArg b_arg = in_arg;
+    if (!direct) {
+      Conv2dGeometry gc = g;
+      gc.batch = n;
+      const Layout in4{{n, g.channels, g.height, g.width}, {g.channels * hw, hw, g.width, 1}, in_l.offset};
+      b_arg = TensorArg{&*cols, DType::f32, &cols_l};
+      im2col(vk, gc, b_arg, TensorArg{in.storage, DType::f32, &in4});
+    }
+    GemmArgs ga = GemmArgs::packed(weight, b_arg, out_arg, oc, l, k, {.batch = n});
+    ga.stride_a = 0;  // one weight for every sample
+    gemm(vk, ga);
+  }
+  const Layout out3 = Layout::contiguous({g.batch, oc, l});
+  Layout out3_at = out3;
+  out3_at.offset = out.layout->offset;
+  TensorArg out_all{out.storage, DType::f32, &out3_at};
+  if (bias.storage) {
+    const Layout b_bcast{{g.batch, oc, l}, {0, bias.layout->strides[0], 0}, bias.layout->offset};
+    binary(vk, BinaryOp::add, out_all, out_all, TensorArg{bias.storage, DType::f32, &b_bcast}, 0, 0);
+  }
+  if (relu) unary(vk, UnaryOp::relu, out_all, out_all, 0, 0);
+}
+
+void conv2d_backward_data_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg grad_in,
+                                  TensorArg grad_out, TensorArg weight) {
+  const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, hw = g.height * g.width;
+  if (columns_are_input(g)) {  // grad_in[b] = W^T grad_out[b]
+    GemmArgs ga = GemmArgs::packed(weight, grad_out, grad_in, g.channels, l, oc, {.trans_a = true, .batch = g.batch});
+    ga.stride_a = 0;
+    gemm(vk, ga);
+    return;
+  }
+  const std::int64_t nb = chunk_of(g.batch, k * l * 4);
+  Storage dcols(vk.device(), std::size_t(nb * k * l) * 4);
+  for (std::int64_t b0 = 0; b0 < g.batch; b0 += nb) {
+    const std::int64_t n = std::min(nb, g.batch - b0);
+    const Layout go_l = samples(grad_out, b0, n, oc, l), cols_l = Layout::contiguous({n, k, l});
+    TensorArg cols_arg{&dcols, DType::f32, &cols_l};
+    GemmArgs ga = GemmArgs::packed(weight, TensorArg{grad_out.storage, DType::f32, &go_l}, cols_arg, k, l, oc,
+                                   {.trans_a = true, .batch = n});
+    ga.stride_a = 0;
+    gemm(vk, ga);
+    Conv2dGeometry gc = g;
+    gc.batch = n;
+    const Layout gi4{{n, g.channels, g.height, g.width}, {g.channels * hw, hw, g.width, 1},
+                     grad_in.layout->offset + b0 * g.channels * hw};
+    col2im(vk, gc, TensorArg{grad_in.storage, DType::f32, &gi4}, cols_arg);
+  }
+}
+
+void conv2d_backward_weight_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
+                                    TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in) {
+  const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, hw = g.height * g.width;
+  // gW [OC, K] = sum over samples of grad_out[b] [OC, L] cols[b]^T: one product
+  // per chunk over the chunk's samples and positions, with both operands laid
+  // out K-major ([OC, n*L] and [K, n*L]) so that the reduction is one index.
+  const std::int64_t nb = chunk_of(g.batch, (k + oc) * l * 4);
+  Storage cols(vk.device(), std::size_t(nb * k * l) * 4), go_t(vk.device(), std::size_t(nb * oc * l) * 4);
+  for (std::int64_t b0 = 0; b0 < g.batch; b0 += nb) {
+    const std::int64_t n = std::min(nb, g.batch - b0);
+    Conv2dGeometry gc = g;
+    gc.batch = n;
+    const Layout in4{{n, g.channels, g.height, g.width}, {g.channels * hw, hw, g.width, 1},
+                     in.layout->offset + b0 * g.channels * hw};
+    const Layout cols_nkl{{n, k, l}, {l, n * l, 1}, 0};  // [N, K, L] view of a [K, N, L] buffer
+    im2col(vk, gc, TensorArg{&cols, DType::f32, &cols_nkl}, TensorArg{in.storage, DType::f32, &in4});
+    const Layout go_src = samples(grad_out, b0, n, oc, l), go_dst{{n, oc, l}, {l, n * l, 1}, 0};
+    copy(vk, TensorArg{&go_t, DType::f32, &go_dst}, TensorArg{grad_out.storage, DType::f32, &go_src});
+    const Layout a_l = Layout::contiguous({oc, n * l}), b_l = Layout::contiguous({k, n * l});
+    GemmArgs ga = GemmArgs::packed(TensorArg{&go_t, DType::f32, &a_l}, TensorArg{&cols, DType::f32, &b_l},
+                                   grad_weight, oc, k, n * l, {.trans_b = true});
+    ga.beta = b0 == 0 ? 0.0 : 1.0;
+    gemm(vk, ga);
+  }
+  if (grad_bias.storage) {  // row sums of grad_out over samples and positions
+    const Layout go3{{g.batch, oc, l}, {oc * l, l, 1}, grad_out.layout->offset};
+    const Layout gb3{{1, oc, 1}, {oc, 1, 1}, grad_bias.layout->offset};
+    reduce(vk, ReduceOp::sum, TensorArg{grad_bias.storage, DType::f32, &gb3},
+           TensorArg{grad_out.storage, DType::f32, &go3});
+  }
+}
+
+}  // namespace rumus::vulkan
