@@ -63,31 +63,34 @@ bool conv_takes_columns(ConvPass pass, const Conv2dGeometry& g, std::int64_t oc,
 void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
                             TensorArg weight, TensorArg bias, bool relu) {
   const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, hw = g.height * g.width;
-  const bool direct = columns_are_input(g);
-  const std::int64_t nb = direct ? g.batch : chunk_of(g.batch, k * l * 4);
-  std::optional<Storage> cols;
-  if (!direct) cols.emplace(vk.device(), std::size_t(nb * k * l) * 4);
-  for (std::int64_t b0 = 0; b0 < g.batch; b0 += nb) {
-    const std::int64_t n = std::min(nb, g.batch - b0);
-    const Layout in_l = samples(in, b0, n, g.channels, hw), out_l = samples(out, b0, n, oc, l);
-    const Layout cols_l = Layout::contiguous({n, k, l});
-    TensorArg in_arg{in.storage, DType::f32, &in_l}, out_arg{out.storage, DType::f32, &out_l};
-    TensorArg b_arg = in_arg;
-    if (!direct) {
-      Conv2dGeometry gc = g;
-      gc.batch = n;
-      const Layout in4{{n, g.channels, g.height, g.width}, {g.channels * hw, hw, g.width, 1}, in_l.offset};
-      b_arg = TensorArg{&*cols, DType::f32, &cols_l};
-      im2col(vk, gc, b_arg, TensorArg{in.storage, DType::f32, &in4});
-    }
-    GemmArgs ga = GemmArgs::packed(weight, b_arg, out_arg, oc, l, k, {.batch = n});
+  if (columns_are_input(g)) {  // out[b] = W in[b], every sample in one batched product
+    GemmArgs ga = GemmArgs::packed(weight, in, out, oc, l, k, {.batch = g.batch});
     ga.stride_a = 0;  // one weight for every sample
     gemm(vk, ga);
+  } else {
+    // One product per chunk over all its samples' positions: W [OC, K] @
+    // cols [K, n*L] (K-major, so the product is wide even where a sample has
+    // few positions), then the [OC, n, L] result is copied into NCHW.
+    const std::int64_t nb = chunk_of(g.batch, (k + oc) * l * 4);
+    Storage cols(vk.device(), std::size_t(nb * k * l) * 4), y(vk.device(), std::size_t(nb * oc * l) * 4);
+    for (std::int64_t b0 = 0; b0 < g.batch; b0 += nb) {
+      const std::int64_t n = std::min(nb, g.batch - b0);
+      Conv2dGeometry gc = g;
+      gc.batch = n;
+      const Layout in4{{n, g.channels, g.height, g.width}, {g.channels * hw, hw, g.width, 1},
+                       in.layout->offset + b0 * g.channels * hw};
+      const Layout cols_nkl{{n, k, l}, {l, n * l, 1}, 0};  // [N, K, L] view of a [K, N, L] buffer
+      im2col(vk, gc, TensorArg{&cols, DType::f32, &cols_nkl}, TensorArg{in.storage, DType::f32, &in4});
+      const Layout b_l = Layout::contiguous({k, n * l}), y_l = Layout::contiguous({oc, n * l});
+      gemm(vk, GemmArgs::packed(weight, TensorArg{&cols, DType::f32, &b_l}, TensorArg{&y, DType::f32, &y_l}, oc,
+                                n * l, k));
+      const Layout y_nol{{n, oc, l}, {l, n * l, 1}, 0}, out_l = samples(out, b0, n, oc, l);
+      copy(vk, TensorArg{out.storage, DType::f32, &out_l}, TensorArg{&y, DType::f32, &y_nol});
+    }
   }
-  const Layout out3 = Layout::contiguous({g.batch, oc, l});
-  Layout out3_at = out3;
-  out3_at.offset = out.layout->offset;
-  TensorArg out_all{out.storage, DType::f32, &out3_at};
+  Layout out3 = Layout::contiguous({g.batch, oc, l});
+  out3.offset = out.layout->offset;
+  TensorArg out_all{out.storage, DType::f32, &out3};
   if (bias.storage) {
     const Layout b_bcast{{g.batch, oc, l}, {0, bias.layout->strides[0], 0}, bias.layout->offset};
     binary(vk, BinaryOp::add, out_all, out_all, TensorArg{bias.storage, DType::f32, &b_bcast}, 0, 0);
@@ -104,21 +107,23 @@ void conv2d_backward_data_columns(VulkanBackend& vk, const Conv2dGeometry& g, st
     gemm(vk, ga);
     return;
   }
-  const std::int64_t nb = chunk_of(g.batch, k * l * 4);
-  Storage dcols(vk.device(), std::size_t(nb * k * l) * 4);
+  // Per chunk: grad_out copied K-major [OC, n*L], dcols [K, n*L] = W^T of it,
+  // then col2im gathers each input pixel's entries.
+  const std::int64_t nb = chunk_of(g.batch, (k + oc) * l * 4);
+  Storage dcols(vk.device(), std::size_t(nb * k * l) * 4), go_t(vk.device(), std::size_t(nb * oc * l) * 4);
   for (std::int64_t b0 = 0; b0 < g.batch; b0 += nb) {
     const std::int64_t n = std::min(nb, g.batch - b0);
-    const Layout go_l = samples(grad_out, b0, n, oc, l), cols_l = Layout::contiguous({n, k, l});
-    TensorArg cols_arg{&dcols, DType::f32, &cols_l};
-    GemmArgs ga = GemmArgs::packed(weight, TensorArg{grad_out.storage, DType::f32, &go_l}, cols_arg, k, l, oc,
-                                   {.trans_a = true, .batch = n});
-    ga.stride_a = 0;
-    gemm(vk, ga);
+    const Layout go_src = samples(grad_out, b0, n, oc, l), go_dst{{n, oc, l}, {l, n * l, 1}, 0};
+    copy(vk, TensorArg{&go_t, DType::f32, &go_dst}, TensorArg{grad_out.storage, DType::f32, &go_src});
+    const Layout a_l = Layout::contiguous({oc, n * l}), c_l = Layout::contiguous({k, n * l});
+    gemm(vk, GemmArgs::packed(weight, TensorArg{&go_t, DType::f32, &a_l}, TensorArg{&dcols, DType::f32, &c_l}, k,
+                              n * l, oc, {.trans_a = true}));
     Conv2dGeometry gc = g;
     gc.batch = n;
     const Layout gi4{{n, g.channels, g.height, g.width}, {g.channels * hw, hw, g.width, 1},
                      grad_in.layout->offset + b0 * g.channels * hw};
-    col2im(vk, gc, TensorArg{grad_in.storage, DType::f32, &gi4}, cols_arg);
+    const Layout cols_nkl{{n, k, l}, {l, n * l, 1}, 0};
+    col2im(vk, gc, TensorArg{grad_in.storage, DType::f32, &gi4}, TensorArg{&dcols, DType::f32, &cols_nkl});
   }
 }
 
