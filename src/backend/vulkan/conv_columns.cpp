@@ -33,6 +33,7 @@ ConvRoute route_from_environment() {
   const auto v = env::text("RUMUS_VULKAN_CONV");
   if (v == "columns") return ConvRoute::columns;
   if (v == "implicit_gemm") return ConvRoute::implicit_gemm;
+  if (v == "weight_columns") return ConvRoute::weight_columns;
   return ConvRoute::automatic;
 }
 
@@ -53,11 +54,17 @@ bool conv_takes_columns(ConvPass pass, const Conv2dGeometry& g, std::int64_t oc,
   switch (conv_route_override()) {
     case ConvRoute::columns: return true;
     case ConvRoute::implicit_gemm: return false;
+    case ConvRoute::weight_columns: return pass == ConvPass::backward_weight;
     case ConvRoute::automatic: break;
   }
-  (void)pass;
   (void)oc;
-  return !(g.channels < 8);  // the stem's few channels gather cheaply
+  // Measured per pass at ResNet-18's shapes on an H100 (bench_vulkan_conv
+  // resnet, bench_vulkan_resnet): the weight gradient's long reduction runs
+  // faster as one wide product than as conv_igemm's split tiles at every
+  // shape but the stem's 3 channels; the forward and data passes gain where a
+  // sample has few positions, and lose the im2col pass's cost where it has many.
+  if (g.channels < 8) return false;
+  return pass == ConvPass::backward_weight || g.out_h * g.out_w <= 256;
 }
 
 void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,

@@ -35,8 +35,9 @@ void col2im(Backend& be, const Conv2dGeometry& g, TensorArg out, TensorArg cols)
 // conv_takes_columns per pass.
 enum class ConvPass { forward, backward_data, backward_weight };
 // Which way every convolution goes: automatic per shape, or one way for all
-// (tests and benchmarks; RUMUS_VULKAN_CONV=columns|implicit_gemm sets it at start).
-enum class ConvRoute { automatic, implicit_gemm, columns };
+// (tests and benchmarks; RUMUS_VULKAN_CONV=columns|implicit_gemm|weight_columns
+// sets it at start), or the columns for the weight gradient alone.
+enum class ConvRoute { automatic, implicit_gemm, columns, weight_columns };
 ConvRoute& conv_route_override();
 // The column workspace's size, a chunk of the batch at a time (256 MiB; tests make it small).
 std::int64_t& conv_workspace_bytes();
