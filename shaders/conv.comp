@@ -1,6 +1,6 @@
 #version 450
-// Convolution lowering. IM2COL: one invocation per column element (zeros in
-// the padding). COL2IM: one invocation per input pixel, gathering every
+// Convolution lowering. IM2COL: one invocation per (sample, channel, output
+// position), writing that window's column entries (zeros in the padding). COL2IM: one invocation per input pixel, gathering every
 // column entry that maps onto it, so no two invocations write one element.
 #include "common.glsl"
 
@@ -19,18 +19,28 @@ void main() {
   const uint kk = pc.kernel_h * pc.kernel_w;
   for (uint i = gl_GlobalInvocationID.x; i < pc.total; i += step) {
     if (!COL2IM) {
+      // Item i is one (sample, channel, output position): it reads the window
+      // there and writes its KH x KW column entries, so neighbouring
+      // invocations read neighbouring pixels and write neighbouring entries.
+      if (i >= pc.total / kk) break;
       uint ow = i % pc.out_w, t = i / pc.out_w;
       uint oh = t % pc.out_h; t /= pc.out_h;
-      uint r = t % (pc.channels * kk), n = t / (pc.channels * kk);
-      uint ch = r / kk, kh = (r % kk) / pc.kernel_w, kw = r % pc.kernel_w;
-      int ih = int(oh * pc.stride_h + kh * pc.dilation_h) - pc.pad_h;
-      int iw = int(ow * pc.stride_w + kw * pc.dilation_w) - pc.pad_w;
-      REAL v = 0.0;
-      if (ih >= 0 && ih < int(pc.height) && iw >= 0 && iw < int(pc.width))
-        v = load1(DT, pc.in_offset + int(n) * pc.in_stride[0] + int(ch) * pc.in_stride[1] + ih * pc.in_stride[2] +
-                          iw * pc.in_stride[3]);
-      store0(DT, pc.cols_offset + int(n) * pc.cols_stride[0] + int(r) * pc.cols_stride[1] +
-                     int(oh * pc.out_w + ow) * pc.cols_stride[2], v);
+      uint ch = t % pc.channels, n = t / pc.channels;
+      const int ih0 = int(oh * pc.stride_h) - pc.pad_h, iw0 = int(ow * pc.stride_w) - pc.pad_w;
+      const int src = pc.in_offset + int(n) * pc.in_stride[0] + int(ch) * pc.in_stride[1];
+      int dst = pc.cols_offset + int(n) * pc.cols_stride[0] + int(ch * kk) * pc.cols_stride[1] +
+                int(oh * pc.out_w + ow) * pc.cols_stride[2];
+      for (uint kh = 0; kh < pc.kernel_h; ++kh) {
+        const int ih = ih0 + int(kh * pc.dilation_h);
+        for (uint kw = 0; kw < pc.kernel_w; ++kw) {
+          const int iw = iw0 + int(kw * pc.dilation_w);
+          REAL v = 0.0;
+          if (ih >= 0 && ih < int(pc.height) && iw >= 0 && iw < int(pc.width))
+            v = load1(DT, src + ih * pc.in_stride[2] + iw * pc.in_stride[3]);
+          store0(DT, dst, v);
+          dst += pc.cols_stride[1];
+        }
+      }
     } else {
       uint iw = i % pc.width, t = i / pc.width;
       uint ih = t % pc.height; t /= pc.height;

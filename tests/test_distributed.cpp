@@ -1278,6 +1278,47 @@ TEST(FsdpUnits, TrainingGivesTheBitsOfTheWholeModuleUnit) {
   }
 }
 
+// A model built under nn::DeferredInit takes no bytes for its parameters;
+// sharded, each rank draws its own rows alone, which hold exactly an eager
+// build's values there (1 to 4 ranks), and training from them gives the eager
+// run's bits. Each rank builds its model from the same seed, as processes do.
+TEST(FsdpUnits, DeferredInitDrawsEachRanksRowsAlone) {
+  manual_seed(81);
+  DeepMlp eager;
+  const StateDict init = cloned(eager.state_dict());
+  const auto eager_params = eager.named_parameters();
+  const Data d = make_data({16}, 82);
+  const fsdp::ShardOptions o{.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"})};
+  for (int n = 1; n <= 4; ++n) {
+    const std::vector<StateDict> want = train_fsdp(n, init, d, Opt::adamw, o);
+    std::vector<std::unique_ptr<DeepMlp>> models;
+    for (int r = 0; r < n; ++r) {
+      manual_seed(81);
+      const std::size_t before = device_backend(Device::cpu()).stats().bytes_in_use;
+      nn::DeferredInit deferred;
+      models.push_back(std::make_unique<DeepMlp>());
+      EXPECT_EQ(device_backend(Device::cpu()).stats().bytes_in_use, before) << "no parameter took bytes";
+    }
+    std::vector<StateDict> got(static_cast<std::size_t>(n));
+    run_threads(n, [&](ProcessGroup& pg) {
+      DeepMlp& m = *models[std::size_t(pg.rank())];
+      auto sharded = fsdp::shard(m, pg, o);
+      const auto shards = sharded->named_parameters();
+      ASSERT_EQ(shards.size(), eager_params.size());
+      for (std::size_t i = 0; i < shards.size(); ++i)
+        EXPECT_EQ(values(shards[i].second), values(shard_of(eager_params[i].second, pg.rank(), n)))
+            << n << " ranks, rank " << pg.rank() << ", " << shards[i].first;
+      auto opt = make_opt(Opt::adamw, sharded->parameters());
+      for (int s = 0; s < kSteps; ++s)
+        opt->step(backward(cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
+      got[std::size_t(pg.rank())] = cloned(sharded->state_dict());
+    }, {.timeout = 60s}, {.threads_per_rank = 1});
+    for (int r = 0; r < n; ++r)
+      for (auto& [name, t] : want[0])
+        EXPECT_EQ(values(got[std::size_t(r)].at(name)), values(t)) << n << " ranks, rank " << r << ", " << name;
+  }
+}
+
 TEST(FsdpUnits, ModelAndCnnMatchSingleRankTraining) {
   check_equivalence<Mlp>(Mode::fsdp_units, Opt::sgd, {16}, 73);
   check_equivalence<Cnn>(Mode::fsdp_units, Opt::adamw, {1, 10, 10}, 74);

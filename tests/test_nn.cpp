@@ -1145,3 +1145,99 @@ TEST(LossModules, OptionsBuffersAndCalls) {
   EXPECT_EQ(mm(logits, target).item(), multi_margin_loss(logits, target, {.p = 2, .weight = w}).item());
   EXPECT_EQ(nn::CrossEntropyLoss().pretty_print(), "CrossEntropyLoss()");
 }
+
+// ---- nn::DeferredInit ----
+
+namespace {
+std::vector<float> floats(const Tensor& t) { return t.detach().contiguous().to_vector<float>(); }
+
+std::shared_ptr<nn::Sequential> deferrable_model() {
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Linear>(6, 5));
+  m->push_back(std::make_shared<nn::Conv2d>(3, 4, Size2{3, 3}));
+  m->push_back(std::make_shared<nn::LayerNorm>(Shape{5}));
+  m->push_back(std::make_shared<nn::BatchNorm2d>(4));
+  m->push_back(std::make_shared<nn::Embedding>(7, 3));
+  m->push_back(std::make_shared<nn::Embedding>(5, 2, 1));  // padding row: materialised at once
+  m->push_back(std::make_shared<nn::LSTM>(4, 3));
+  return m;
+}
+}  // namespace
+
+// Built under a DeferredInit, a model holds no bytes for the parameters its
+// modules make with empty() (the embedding with a padding row takes them at
+// once; the norms' ones() and zeros() are made as usual), leaves the default generator where an eager
+// build leaves it, gives any rows of a parameter alone, and materialises to
+// the eager build's values bit for bit. Writing a deferred parameter another
+// way raises an Error that says why.
+TEST(DeferredInit, MaterialisesTheEagerBuildsValues) {
+  manual_seed(5);
+  auto eager = deferrable_model();
+  const std::vector<float> next_eager = floats(randn({4}));
+  manual_seed(5);
+  std::shared_ptr<nn::Sequential> deferred;
+  {
+    nn::DeferredInit scope;
+    EXPECT_TRUE(nn::DeferredInit::active());
+    deferred = deferrable_model();
+  }
+  EXPECT_FALSE(nn::DeferredInit::active());
+  EXPECT_EQ(floats(randn({4})), next_eager) << "the generator advanced as an eager build advances it";
+  const auto want = eager->named_parameters(), got = deferred->named_parameters();
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, p] : got) {
+    // The norms make their parameters with ones() and zeros(): those keep their values.
+    const bool made_with_values = name.rfind("2.", 0) == 0 || name.rfind("3.", 0) == 0 || name.rfind("5.", 0) == 0;
+    EXPECT_EQ(nn::is_deferred(p), !made_with_values) << name;
+    EXPECT_EQ(p.storage().released(), !made_with_values) << name;
+  }
+  EXPECT_FALSE(nn::is_deferred(deferred->named_buffers()[0].second)) << "buffers are built as usual";
+  // Rows of the Linear's weight and of the LSTM's first weight, alone.
+  EXPECT_EQ(floats(nn::deferred_rows(got[0].second, 1, 4)), floats(want[0].second.narrow(0, 1, 3)));
+  const std::size_t lstm = got.size() - 4;
+  EXPECT_EQ(floats(nn::deferred_rows(got[lstm].second, 5, 12)), floats(want[lstm].second.narrow(0, 5, 7)));
+  EXPECT_TRUE(nn::is_deferred(got[0].second)) << "rows leave the parameter deferred";
+  expect_error<Error>([&] { got[0].second.detach().mul_(2.0); }, "built under nn::DeferredInit and not materialised");
+  expect_error<ShapeError>([&] { nn::deferred_rows(got[0].second, 2, 6); },
+                           "deferred_rows: expected 0 <= begin <= end <= 5, got [2, 6)");
+  expect_error<Error>([&] { nn::deferred_rows(want[0].second, 0, 1); },
+                      "deferred_rows: the tensor is not a deferred parameter");
+  nn::materialize(*deferred);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_FALSE(nn::is_deferred(got[i].second)) << got[i].first;
+    EXPECT_EQ(floats(got[i].second), floats(want[i].second)) << got[i].first;
+  }
+}
+
+// A part of a deferred parameter filled by an init (here orthogonal_ and
+// constant_ on rows) materialises the whole parameter first, so the rest keeps
+// its recorded values; loading a state dict fills deferred parameters too.
+TEST(DeferredInit, PartialInitsAndLoadingMaterialise) {
+  manual_seed(8);
+  nn::Linear eager(4, 6);
+  Tensor eager_rows = eager.weight.narrow(0, 0, 2).detach();
+  nn::init::constant_(eager_rows, 0.5);
+  manual_seed(8);
+  std::optional<nn::Linear> deferred;
+  {
+    nn::DeferredInit scope;
+    deferred.emplace(4, 6);
+    Tensor rows = Tensor(deferred->weight).narrow(0, 0, 2).detach();
+    nn::init::constant_(rows, 0.5);
+    EXPECT_FALSE(nn::is_deferred(deferred->weight));
+    EXPECT_TRUE(nn::is_deferred(deferred->bias));
+    Tensor bias_row = deferred->bias.detach().unsqueeze(0);
+    nn::init::orthogonal_(bias_row);
+  }
+  EXPECT_EQ(floats(deferred->weight), floats(eager.weight));
+  EXPECT_FALSE(nn::is_deferred(deferred->bias));
+  std::optional<nn::Linear> loaded;
+  {
+    nn::DeferredInit scope;
+    loaded.emplace(4, 6);
+  }
+  loaded->load_state_dict(eager.state_dict());
+  EXPECT_FALSE(nn::is_deferred(loaded->weight));
+  EXPECT_EQ(floats(loaded->weight), floats(eager.weight));
+  EXPECT_EQ(floats(loaded->bias), floats(eager.bias));
+}

@@ -52,6 +52,7 @@
 #include "rumus/nn/activation.hpp"
 #include "rumus/nn/conv.hpp"
 #include "rumus/nn/dropout.hpp"
+#include "rumus/nn/deferred_init.hpp"
 #include "rumus/nn/embedding.hpp"
 #include "rumus/nn/fold.hpp"
 #include "rumus/nn/init.hpp"

@@ -19,6 +19,10 @@ std::uint64_t next_storage_id() {
 Storage::Storage(Device device, std::size_t nbytes)
     : device_(device), nbytes_(nbytes), backend_(&device_backend(device)), data_(backend_->allocate(nbytes)), id_(next_storage_id()) {}
 
+Storage::Storage(Device device, std::size_t nbytes, Unallocated)
+    : device_(device), nbytes_(nbytes), backend_(&device_backend(device)), data_(nullptr), id_(next_storage_id()),
+      released_(true) {}
+
 Storage::~Storage() {
   if (!released_) backend_->deallocate(data_, nbytes_);
 }
@@ -44,7 +48,8 @@ void Storage::take_bytes(Storage& other) {
 void Storage::throw_released() const {
   throw Error(fmt::format(
       "tensor memory of {} bytes on {} is released by its owner until it is needed again (a parameter of an FSDP "
-      "unit between the unit's forward and its backward: see fsdp::ShardOptions::reshard_after_forward)",
+      "unit between the unit's forward and its backward: see fsdp::ShardOptions::reshard_after_forward; or one "
+      "built under nn::DeferredInit and not materialised yet: see nn::materialize)",
       nbytes_, device_.str()));
 }
 

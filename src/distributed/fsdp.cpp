@@ -1,4 +1,5 @@
 #include "rumus/distributed/fsdp.hpp"
+#include "rumus/nn/deferred_init.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -207,6 +208,18 @@ struct FullyShardedModule::Shared {
 namespace {
 
 using Param = FullyShardedModule::Param;
+
+// shard_of for a parameter built under nn::DeferredInit: only this rank's rows are ever filled.
+Tensor deferred_shard(const Tensor& t, int rank, int size) {
+  const std::int64_t rows = t.dim() == 0 ? 1 : t.size(0), c = distributed::shard_rows(rows, size);
+  const std::int64_t start = std::min<std::int64_t>(rank * c, rows), end = std::min<std::int64_t>(start + c, rows);
+  Shape s = t.dim() == 0 ? Shape{1} : t.shape();
+  s[0] = c;
+  NoGradGuard no_grad;
+  Tensor out = zeros(s, {.dtype = t.dtype(), .device = t.device()});
+  if (end > start) out.narrow(0, 0, end - start).copy_(nn::deferred_rows(t, start, end));
+  return out;
+}
 using Unit = FullyShardedModule::Unit;
 using Shared = FullyShardedModule::Shared;
 
@@ -457,9 +470,16 @@ FullyShardedModule::FullyShardedModule(nn::Module& module, ProcessGroup& group, 
     p->name = name;
     p->target = t.impl_ptr();
     p->full_shape = t.shape();
-    Tensor full = t.detach();
-    if (options_.sync_from_rank0) group_.broadcast(full, 0);
-    p->shard = shard_of(full, group_.rank(), group_.size());
+    if (nn::is_deferred(t)) {
+      // Built under nn::DeferredInit: this rank draws its own rows and nothing
+      // else (no broadcast: every rank replays the same recorded init).
+      p->shard = deferred_shard(t, group_.rank(), group_.size());
+      nn::detail::forget_deferred(t);
+    } else {
+      Tensor full = t.detach();
+      if (options_.sync_from_rank0) group_.broadcast(full, 0);
+      p->shard = shard_of(full, group_.rank(), group_.size());
+    }
     p->shard.requires_grad_(t.requires_grad());
     release_full(*p);
     auto found = unit_of.find(name);

@@ -1,4 +1,5 @@
 #include "rumus/nn/embedding.hpp"
+#include "rumus/nn/deferred_init.hpp"
 
 #include <fmt/format.h>
 
@@ -23,6 +24,7 @@ Embedding::Embedding(std::int64_t num, std::int64_t dim, std::optional<std::int6
   weight = register_parameter("weight", empty({num, dim}));
   init::normal_(weight);
   if (pad) {
+    materialize(weight);  // under a DeferredInit the padding row needs the bytes
     NoGradGuard no_grad;
     weight.select(0, *pad).zero_();
   }

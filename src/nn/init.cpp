@@ -1,4 +1,5 @@
 #include "rumus/nn/init.hpp"
+#include "rumus/nn/deferred_init.hpp"
 
 #include <fmt/format.h>
 
@@ -43,13 +44,16 @@ double calculate_gain(const std::string& nl, double param) {
 void zeros_(Tensor& t) { constant_(t, 0.0); }
 void ones_(Tensor& t) { constant_(t, 1.0); }
 void constant_(Tensor& t, double value) {
+  if (rumus::nn::detail::defer_constant(t, value)) return;  // a deferred parameter records it (deferred_init.hpp)
   NoGradGuard no_grad;
   t.fill_(value);
 }
 void uniform_(Tensor& t, double low, double high, Generator* gen) {
+  if (is_floating(t.dtype()) && rumus::nn::detail::defer_draw(t, 0, low, high, gen)) return;
   fill_from(t, uniform(t.shape(), low, high, {.dtype = t.dtype(), .device = t.device()}, gen));
 }
 void normal_(Tensor& t, double mean, double std, Generator* gen) {
+  if (is_floating(t.dtype()) && std >= 0 && rumus::nn::detail::defer_draw(t, 1, mean, std, gen)) return;
   fill_from(t, normal(t.shape(), mean, std, {.dtype = t.dtype(), .device = t.device()}, gen));
 }
 void xavier_uniform_(Tensor& t, double gain, Generator* gen) {

@@ -6,6 +6,7 @@
 
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/nn/init.hpp"
+#include "rumus/nn/deferred_init.hpp"
 #include "rumus/ops/creation.hpp"
 #include "rumus/ops/elementwise.hpp"
 #include "rumus/ops/pointwise_math.hpp"
@@ -38,6 +39,7 @@ void write(Tensor& t, const std::vector<double>& values) {
 }  // namespace
 
 void orthogonal_(Tensor& t, double gain, Generator* gen) {
+  materialize(t);  // a deferred parameter: these fill it for real (deferred_init.hpp)
   if (t.dim() < 2)
     throw ShapeError(fmt::format("orthogonal_: expected a tensor of 2 or more dims, got shape {}", shape_str(t.shape())));
   const std::int64_t rows = t.size(0), cols = rows ? t.numel() / rows : 0;
@@ -58,12 +60,14 @@ void orthogonal_(Tensor& t, double gain, Generator* gen) {
 }
 
 void eye_(Tensor& t) {
+  materialize(t);  // a deferred parameter: these fill it for real (deferred_init.hpp)
   if (t.dim() != 2) throw ShapeError(fmt::format("eye_: expected a 2-D tensor, got shape {}", shape_str(t.shape())));
   NoGradGuard no_grad;
   t.copy_(eye(t.size(0), t.size(1), {.dtype = t.dtype(), .device = t.device()}));
 }
 
 void dirac_(Tensor& t, std::int64_t groups) {
+  materialize(t);  // a deferred parameter: these fill it for real (deferred_init.hpp)
   if (t.dim() < 3 || t.dim() > 5)
     throw ShapeError(fmt::format("dirac_: expected a 3-, 4- or 5-D tensor, got shape {}", shape_str(t.shape())));
   if (groups < 1 || t.size(0) % groups != 0)
@@ -82,6 +86,7 @@ void dirac_(Tensor& t, std::int64_t groups) {
 }
 
 void trunc_normal_(Tensor& t, double mean, double std, double a, double b, Generator* gen) {
+  materialize(t);  // a deferred parameter: these fill it for real (deferred_init.hpp)
   if (!(a < b)) throw ValueError(fmt::format("trunc_normal_: expected a < b, got a = {}, b = {}", a, b));
   if (!(std > 0)) throw ValueError(fmt::format("trunc_normal_: expected std > 0, got {}", std));
   if (!is_floating(t.dtype()))

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "rumus/autograd/grad_mode.hpp"
+#include "rumus/nn/deferred_init.hpp"
 
 namespace rumus::nn {
 
@@ -43,6 +44,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor value, bool re
   check_new_name(name);
   if (!value.defined()) throw Error(fmt::format("{}: parameter '{}' is undefined", type_name(), name));
   value.requires_grad_(requires_grad);
+  detail::defer_parameter(value);  // under a DeferredInit: its bytes go until materialised
   params_.emplace_back(name, value);
   return value;
 }
@@ -259,7 +261,10 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   NoGradGuard no_grad;
   for (auto& [n, t] : targets) {
     auto it = state.find(n);
-    if (it != state.end()) Tensor(t).copy_(it->second);
+    if (it != state.end()) {
+      materialize(t);  // a parameter built under a DeferredInit gets its bytes first
+      Tensor(t).copy_(it->second);
+    }
   }
 }
 

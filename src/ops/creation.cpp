@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "op_util.hpp"
+#include "deferred_empty.hpp"
 #include "../backend/pointwise.hpp"
 #include "../backend/random.hpp"
 #include "rumus/core/capture.hpp"
@@ -55,7 +56,20 @@ void check_float_option(const char* op, DType dt) {
 }
 }  // namespace
 
-Tensor empty(const Shape& shape, TensorOptions o) { return finish(alloc(shape, o.dtype, o.device), o); }
+bool& detail::deferring_empty() {
+  thread_local bool deferring = false;
+  return deferring;
+}
+
+Tensor empty(const Shape& shape, TensorOptions o) {
+  if (detail::deferring_empty()) {
+    Layout layout = Layout::contiguous(shape);
+    auto storage = std::make_shared<Storage>(o.device, std::size_t(layout.numel()) * dtype_size(o.dtype),
+                                             Storage::Unallocated{});
+    return finish(Tensor(std::move(storage), std::move(layout), o.dtype), o);
+  }
+  return finish(alloc(shape, o.dtype, o.device), o);
+}
 
 Tensor full(const Shape& shape, double value, TensorOptions o) {
   Tensor t = alloc(shape, o.dtype, o.device);

@@ -15,6 +15,10 @@ namespace rumus {
 class Storage {
  public:
   Storage(Device device, std::size_t nbytes);
+  // No bytes yet: released from the start, until take_bytes() gives some
+  // (the parameters empty() makes under an nn::DeferredInit).
+  struct Unallocated {};
+  Storage(Device device, std::size_t nbytes, Unallocated);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

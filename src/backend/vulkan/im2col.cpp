@@ -33,8 +33,9 @@ void im2col(Backend& be, const Conv2dGeometry& g, TensorArg cols, TensorArg in) 
   if (total == 0) return;
   ConvPush pc = conv_push(g, in, cols, total);
   Operand ops[] = {{cols, true}, {in, false}};
+  // One invocation per window (kernel_h * kernel_w entries), conv.comp's IM2COL.
   vk.launch(shader_for(ShaderId::conv, in.dtype), {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
-            groups_for(total, kLocal));
+            groups_for(total / (g.kernel_h * g.kernel_w), kLocal));
 }
 
 void col2im(Backend& be, const Conv2dGeometry& g, TensorArg out, TensorArg cols) {
