@@ -63,8 +63,10 @@ bool conv_takes_columns(ConvPass pass, const Conv2dGeometry& g, std::int64_t oc,
   // faster as one wide product than as conv_igemm's split tiles at every
   // shape but the stem's 3 channels; the forward and data passes gain where a
   // sample has few positions, and lose the im2col pass's cost where it has many.
+  // RUMUS_VULKAN_CONV_COLUMNS_POSITIONS moves that bound for benchmarks.
+  static const std::int64_t max_positions = env::integer("RUMUS_VULKAN_CONV_COLUMNS_POSITIONS").value_or(256);
   if (g.channels < 8) return false;
-  return pass == ConvPass::backward_weight || g.out_h * g.out_w <= 256;
+  return pass == ConvPass::backward_weight || g.out_h * g.out_w <= max_positions;
 }
 
 void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
