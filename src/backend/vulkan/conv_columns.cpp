@@ -29,6 +29,34 @@ Layout samples(TensorArg t, std::int64_t b0, std::int64_t nb, std::int64_t c, st
   return Layout{{nb, c, hw}, {c * hw, hw, 1}, t.layout->offset + b0 * c * hw};
 }
 
+// Samples [b0, b0 + n) of the [N, C, H, W] image `t`, as im2col and col2im take it.
+Layout images(TensorArg t, const Conv2dGeometry& g, std::int64_t b0, std::int64_t n) {
+  const std::int64_t hw = g.height * g.width;
+  return Layout{{n, g.channels, g.height, g.width},
+                {g.channels * hw, hw, g.width, 1},
+                t.layout->offset + b0 * g.channels * hw};
+}
+
+// The [K, n*L] view (K-major: one row per (channel, kh, kw), samples side by
+// side) of a chunk's column buffer, as the [n, K, L] the column kernels index.
+Layout k_major(std::int64_t n, std::int64_t k, std::int64_t l) { return Layout{{n, k, l}, {l, n * l, 1}, 0}; }
+
+// im2col of samples [b0, b0 + n) into `cols`, K-major.
+void columns_of(VulkanBackend& vk, const Conv2dGeometry& g, TensorArg in, std::int64_t b0, std::int64_t n,
+                Storage& cols) {
+  Conv2dGeometry gc = g;
+  gc.batch = n;
+  const Layout in4 = images(in, g, b0, n), cols_l = k_major(n, g.channels * g.kernel_h * g.kernel_w, g.out_h * g.out_w);
+  im2col(vk, gc, TensorArg{&cols, DType::f32, &cols_l}, TensorArg{in.storage, DType::f32, &in4});
+}
+
+// grad_out of samples [b0, b0 + n) copied into `dst` as [OC, n*L].
+void k_major_copy(VulkanBackend& vk, TensorArg grad_out, std::int64_t oc, std::int64_t l, std::int64_t b0,
+                  std::int64_t n, Storage& dst) {
+  const Layout src = samples(grad_out, b0, n, oc, l), dst_l = k_major(n, oc, l);
+  copy(vk, TensorArg{&dst, DType::f32, &dst_l}, TensorArg{grad_out.storage, DType::f32, &src});
+}
+
 ConvRoute route_from_environment() {
   const auto v = env::text("RUMUS_VULKAN_CONV");
   if (v == "columns") return ConvRoute::columns;
@@ -71,7 +99,7 @@ bool conv_takes_columns(ConvPass pass, const Conv2dGeometry& g, std::int64_t oc,
 
 void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
                             TensorArg weight, TensorArg bias, bool relu) {
-  const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, hw = g.height * g.width;
+  const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;
   if (columns_are_input(g)) {  // out[b] = W in[b], every sample in one batched product
     GemmArgs ga = GemmArgs::packed(weight, in, out, oc, l, k, {.batch = g.batch});
     ga.stride_a = 0;  // one weight for every sample
@@ -84,16 +112,11 @@ void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int
     Storage cols(vk.device(), std::size_t(nb * k * l) * 4), y(vk.device(), std::size_t(nb * oc * l) * 4);
     for (std::int64_t b0 = 0; b0 < g.batch; b0 += nb) {
       const std::int64_t n = std::min(nb, g.batch - b0);
-      Conv2dGeometry gc = g;
-      gc.batch = n;
-      const Layout in4{{n, g.channels, g.height, g.width}, {g.channels * hw, hw, g.width, 1},
-                       in.layout->offset + b0 * g.channels * hw};
-      const Layout cols_nkl{{n, k, l}, {l, n * l, 1}, 0};  // [N, K, L] view of a [K, N, L] buffer
-      im2col(vk, gc, TensorArg{&cols, DType::f32, &cols_nkl}, TensorArg{in.storage, DType::f32, &in4});
+      columns_of(vk, g, in, b0, n, cols);
       const Layout b_l = Layout::contiguous({k, n * l}), y_l = Layout::contiguous({oc, n * l});
       gemm(vk, GemmArgs::packed(weight, TensorArg{&cols, DType::f32, &b_l}, TensorArg{&y, DType::f32, &y_l}, oc,
                                 n * l, k));
-      const Layout y_nol{{n, oc, l}, {l, n * l, 1}, 0}, out_l = samples(out, b0, n, oc, l);
+      const Layout y_nol = k_major(n, oc, l), out_l = samples(out, b0, n, oc, l);
       copy(vk, TensorArg{out.storage, DType::f32, &out_l}, TensorArg{&y, DType::f32, &y_nol});
     }
   }
@@ -109,7 +132,7 @@ void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int
 
 void conv2d_backward_data_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg grad_in,
                                   TensorArg grad_out, TensorArg weight) {
-  const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, hw = g.height * g.width;
+  const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;
   if (columns_are_input(g)) {  // grad_in[b] = W^T grad_out[b]
     GemmArgs ga = GemmArgs::packed(weight, grad_out, grad_in, g.channels, l, oc, {.trans_a = true, .batch = g.batch});
     ga.stride_a = 0;
@@ -122,23 +145,20 @@ void conv2d_backward_data_columns(VulkanBackend& vk, const Conv2dGeometry& g, st
   Storage dcols(vk.device(), std::size_t(nb * k * l) * 4), go_t(vk.device(), std::size_t(nb * oc * l) * 4);
   for (std::int64_t b0 = 0; b0 < g.batch; b0 += nb) {
     const std::int64_t n = std::min(nb, g.batch - b0);
-    const Layout go_src = samples(grad_out, b0, n, oc, l), go_dst{{n, oc, l}, {l, n * l, 1}, 0};
-    copy(vk, TensorArg{&go_t, DType::f32, &go_dst}, TensorArg{grad_out.storage, DType::f32, &go_src});
+    k_major_copy(vk, grad_out, oc, l, b0, n, go_t);
     const Layout a_l = Layout::contiguous({oc, n * l}), c_l = Layout::contiguous({k, n * l});
     gemm(vk, GemmArgs::packed(weight, TensorArg{&go_t, DType::f32, &a_l}, TensorArg{&dcols, DType::f32, &c_l}, k,
                               n * l, oc, {.trans_a = true}));
     Conv2dGeometry gc = g;
     gc.batch = n;
-    const Layout gi4{{n, g.channels, g.height, g.width}, {g.channels * hw, hw, g.width, 1},
-                     grad_in.layout->offset + b0 * g.channels * hw};
-    const Layout cols_nkl{{n, k, l}, {l, n * l, 1}, 0};
-    col2im(vk, gc, TensorArg{grad_in.storage, DType::f32, &gi4}, TensorArg{&dcols, DType::f32, &cols_nkl});
+    const Layout gi4 = images(grad_in, g, b0, n), cols_l = k_major(n, k, l);
+    col2im(vk, gc, TensorArg{grad_in.storage, DType::f32, &gi4}, TensorArg{&dcols, DType::f32, &cols_l});
   }
 }
 
 void conv2d_backward_weight_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
                                     TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in) {
-  const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w, hw = g.height * g.width;
+  const std::int64_t k = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;
   // gW [OC, K] = sum over samples of grad_out[b] [OC, L] cols[b]^T: one product
   // per chunk over the chunk's samples and positions, with both operands laid
   // out K-major ([OC, n*L] and [K, n*L]) so that the reduction is one index.
@@ -146,14 +166,8 @@ void conv2d_backward_weight_columns(VulkanBackend& vk, const Conv2dGeometry& g, 
   Storage cols(vk.device(), std::size_t(nb * k * l) * 4), go_t(vk.device(), std::size_t(nb * oc * l) * 4);
   for (std::int64_t b0 = 0; b0 < g.batch; b0 += nb) {
     const std::int64_t n = std::min(nb, g.batch - b0);
-    Conv2dGeometry gc = g;
-    gc.batch = n;
-    const Layout in4{{n, g.channels, g.height, g.width}, {g.channels * hw, hw, g.width, 1},
-                     in.layout->offset + b0 * g.channels * hw};
-    const Layout cols_nkl{{n, k, l}, {l, n * l, 1}, 0};  // [N, K, L] view of a [K, N, L] buffer
-    im2col(vk, gc, TensorArg{&cols, DType::f32, &cols_nkl}, TensorArg{in.storage, DType::f32, &in4});
-    const Layout go_src = samples(grad_out, b0, n, oc, l), go_dst{{n, oc, l}, {l, n * l, 1}, 0};
-    copy(vk, TensorArg{&go_t, DType::f32, &go_dst}, TensorArg{grad_out.storage, DType::f32, &go_src});
+    columns_of(vk, g, in, b0, n, cols);
+    k_major_copy(vk, grad_out, oc, l, b0, n, go_t);
     const Layout a_l = Layout::contiguous({oc, n * l}), b_l = Layout::contiguous({k, n * l});
     GemmArgs ga = GemmArgs::packed(TensorArg{&go_t, DType::f32, &a_l}, TensorArg{&cols, DType::f32, &b_l},
                                    grad_weight, oc, k, n * l, {.trans_b = true});
