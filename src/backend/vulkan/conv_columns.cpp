@@ -5,6 +5,7 @@
 // resnet`). conv.cpp picks the way per shape. The batch goes through in chunks,
 // so the workspace stays under conv_workspace_bytes() whatever the batch.
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 #include "../../core/env.hpp"
@@ -90,11 +91,19 @@ bool conv_takes_columns(ConvPass pass, const Conv2dGeometry& g, std::int64_t oc,
   // resnet, bench_vulkan_resnet): the weight gradient's long reduction runs
   // faster as one wide product than as conv_igemm's split tiles at every
   // shape but the stem's 3 channels; the forward and data passes gain where a
-  // sample has few positions, and lose the im2col pass's cost where it has many.
-  // RUMUS_VULKAN_CONV_COLUMNS_POSITIONS moves that bound for benchmarks.
-  static const std::int64_t max_positions = env::integer("RUMUS_VULKAN_CONV_COLUMNS_POSITIONS").value_or(256);
+  // sample has few positions. At layer1's 1,024 the forward is level either
+  // way and the data pass loses 2 ms a step: its product has only OC = 64 to
+  // sum over, so writing and col2im-reading the columns dominates.
+  // RUMUS_VULKAN_CONV_COLUMNS_POSITIONS="forward,data" moves those bounds for benchmarks.
+  static const std::pair<std::int64_t, std::int64_t> bound = [] {
+    long long fwd = 256, data = 256;
+    if (const auto v = env::text("RUMUS_VULKAN_CONV_COLUMNS_POSITIONS"))
+      if (std::sscanf(v->c_str(), "%lld,%lld", &fwd, &data) == 1) data = fwd;
+    return std::pair<std::int64_t, std::int64_t>{fwd, data};
+  }();
   if (g.channels < 8) return false;
-  return pass == ConvPass::backward_weight || g.out_h * g.out_w <= max_positions;
+  if (pass == ConvPass::backward_weight) return true;
+  return g.out_h * g.out_w <= (pass == ConvPass::forward ? bound.first : bound.second);
 }
 
 void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
