@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "rumus/autograd/grad_mode.hpp"
 #include "rumus/nn/module.hpp"
@@ -14,7 +15,6 @@
 namespace rumus::nn {
 
 namespace {
-
 
 // How a deferred storage will be filled: its last whole-tensor init.
 struct Recipe {
@@ -48,7 +48,7 @@ bool whole_storage(const Tensor& t) {
          std::size_t(t.numel()) * dtype_size(t.dtype()) == t.storage().nbytes();
 }
 
-// `count` elements filled by `r`, starting at element `first` of the full tensor.
+// A tensor of `shape` holding what `r` puts at elements first, first + 1, ... of the full tensor.
 Tensor fill_elements(const Recipe& r, const Shape& shape, std::int64_t first, DType dtype, Device device) {
   NoGradGuard no_grad;
   const TensorOptions o{.dtype = dtype, .device = device};
