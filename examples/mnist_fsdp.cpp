@@ -104,11 +104,13 @@ struct FsdpTrainer : Trainer {
   FsdpTrainer(std::unique_ptr<nn::Module> net, ProcessGroup& pg, Device dev, const std::string& wrap)
       : net(std::move(net)), pg(pg) {
     for (const Tensor& p : this->net->parameters()) full_shapes.push_back(p.shape());  // before sharding empties them
-    this->net->to(dev);
     fsdp::ShardOptions options;
     // "layer": every Linear and Conv2d a unit, gathered only around its own forward and backward.
     if (wrap == "layer") options.auto_wrap_policy = fsdp::module_wrap_policy({"Linear", "Conv2d"});
+    // Sharded where it was built, then moved: the device only ever holds shards
+    // and the units being gathered, never the whole model.
     sharded = fsdp::shard(*this->net, pg, options);
+    sharded->to(dev);
   }
   Tensor forward(const Tensor& x) override { return sharded->forward(x); }
   GradientStore backward(const Tensor& loss) override { return rumus::backward(loss); }
