@@ -229,6 +229,7 @@ void run_rank(ProcessGroup& pg, Run& run) {
 
   const std::shared_ptr<const data::Mnist>& train_set = run.train_set;
   const std::shared_ptr<const data::Mnist>& test_set = run.test_set;
+  std::size_t training_peak = 0;  // device bytes in use at most during the steps (this process's ranks together)
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     const std::vector<std::int64_t> order = order_of.order(epoch);
     trainer->train(true);
@@ -261,6 +262,8 @@ void run_rank(ProcessGroup& pg, Run& run) {
     const CollectiveStats collectives = collective_stats();
     if (progress) progress->finish();
     pg.barrier();
+    // The steps' peak, before evaluation and the checkpoint (which gathers the whole model) add theirs.
+    training_peak = std::max(training_peak, device_stats(dev).peak_bytes_in_use);
 
     // Evaluation: each rank scores its share of the test set.
     trainer->train(false);
@@ -335,8 +338,9 @@ void run_rank(ProcessGroup& pg, Run& run) {
     pg.barrier();
   }
   // Peak memory per rank: FSDP's sharded parameters and optimizer state shrink it as ranks grow.
-  std::printf("  rank %d on %s: peak %.1f MiB of device memory in use\n", rank, dev.str().c_str(),
-              double(device_stats(dev).peak_bytes_in_use) / 1048576.0);
+  std::printf("  rank %d on %s: peak %.1f MiB of device memory in use (%.1f MiB in the training steps)\n", rank,
+              dev.str().c_str(), double(device_stats(dev).peak_bytes_in_use) / 1048576.0,
+              double(training_peak) / 1048576.0);
   if (auto* f = dynamic_cast<FsdpTrainer*>(trainer.get())) {
     // FSDP's own count: full parameters alive at once, against the largest unit.
     const fsdp::FsdpMemoryStats m = f->sharded->memory_stats();
