@@ -208,6 +208,8 @@ struct FullyShardedModule::Shared {
 namespace {
 
 using Param = FullyShardedModule::Param;
+using Unit = FullyShardedModule::Unit;
+using Shared = FullyShardedModule::Shared;
 
 // shard_of for a parameter built under nn::DeferredInit: only this rank's rows are ever filled.
 Tensor deferred_shard(const Tensor& t, int rank, int size) {
@@ -220,8 +222,6 @@ Tensor deferred_shard(const Tensor& t, int rank, int size) {
   if (end > start) out.narrow(0, 0, end - start).copy_(nn::deferred_rows(t, start, end));
   return out;
 }
-using Unit = FullyShardedModule::Unit;
-using Shared = FullyShardedModule::Shared;
 
 // Empties the module's parameter: an empty placeholder of shape [0].
 void release_full(Param& p) {
