@@ -16,6 +16,11 @@
 // a rank of a larger group would (ThreadGroupOptions::loopback): all_reduce,
 // whose exchange leaves the mapped buffer in place, and all_gather, whose
 // exchange is a loopback copy into the result buffer.
+//
+// `bench_distributed --nccl [rounds] [MB]` runs the same one-rank all_reduce
+// and all_gather through NcclGroup (on the device alone: copies into memory
+// shared with CUDA, NCCL there, copies back) against ThreadGroup's host
+// staging (loopback) in the same run (bench/nccl.sh records the figures).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -24,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -328,9 +334,76 @@ int staging(int rounds, double mb) {
   return 0;
 }
 
+// ---- NCCL: the same collectives through NcclGroup, on the device alone ----
+
+int nccl(int rounds, double mb) {
+  const Device dev = Device::vulkan(0);
+  std::string why;
+  if (!have_vulkan() || !nccl_available(dev, &why)) {
+    std::fprintf(stderr, "bench_distributed --nccl: NCCL is not usable here: %s\n", why.c_str());
+    return 1;
+  }
+  if (rounds < 1 || !(mb > 0)) {
+    std::fprintf(stderr, "bench_distributed --nccl: expected rounds >= 1 and MB > 0, got %d and %g\n", rounds, mb);
+    return 1;
+  }
+  NoGradGuard no_grad;
+  const std::int64_t n = std::max<std::int64_t>(1, std::int64_t(mb * 1e6 / 4));
+  const std::size_t bytes = std::size_t(n) * 4;
+  Tensor t = ones({n}).to(dev);
+  ThreadGroup bootstrap(1), loop(1, {.loopback = true});
+  std::unique_ptr<ProcessGroup> nccl = make_nccl_group(bootstrap.rank(0), dev, &why);
+  if (!nccl) {
+    std::fprintf(stderr, "bench_distributed --nccl: %s\n", why.c_str());
+    return 1;
+  }
+  ProcessGroup& staged = loop.rank(0);
+  const int reps = 50;
+  const std::function<void()> all_reduce_staged = [&] { staged.all_reduce(t); };
+  const std::function<void()> all_reduce_nccl = [&] { nccl->all_reduce(t); };
+  const std::function<void()> all_gather_staged = [&] { staged.all_gather(t); };
+  const std::function<void()> all_gather_nccl = [&] { nccl->all_gather(t); };
+  constexpr int kinds = 4;
+  const char* names[kinds] = {"all_reduce_staged", "all_reduce_nccl", "all_gather_staged", "all_gather_nccl"};
+  const std::function<void()>* runs[kinds] = {&all_reduce_staged, &all_reduce_nccl, &all_gather_staged,
+                                              &all_gather_nccl};
+  std::vector<double> per[kinds];
+  std::string name = "vulkan:0";
+  for (const DeviceInfo& d : Device::list())
+    if (d.device == dev) name = d.name;
+  std::printf("device %s\n", name.c_str());
+  std::printf("one rank, f32 tensor of %.2f MB on vulkan:0, %d calls per run, median of 5 runs; GB/s = the tensor's "
+              "bytes per call\n",
+              double(bytes) / 1e6, reps);
+  for (int r = 0; r < rounds; ++r) {
+    std::printf("round %d:", r + 1);
+    for (int k = 0; k < kinds; ++k) {
+      per[k].push_back(double(bytes) / seconds_per_call(dev, reps, *runs[k]) / 1e9);
+      std::printf(" %s %.2f%s", names[k], per[k].back(), k < kinds - 1 ? "," : " GB/s\n");
+    }
+    std::fflush(stdout);
+  }
+  std::printf("median:");
+  for (int k = 0; k < kinds; ++k) std::printf(" %s %.2f", names[k], median(per[k]));
+  std::printf(" GB/s\n");
+  for (int k = 0; k < kinds; ++k) {
+    std::printf("rounds %s", names[k]);
+    for (double v : per[k]) std::printf(" %.2f", v);
+    std::printf("\n");
+  }
+  const std::vector<float> check = t.narrow(0, 0, 4).cpu().to_vector<float>();
+  if (check[0] != 1.0f) {
+    std::fprintf(stderr, "bench_distributed --nccl: the tensor changed (%g)\n", check[0]);
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--nccl") == 0)
+    return nccl(argc > 2 ? std::atoi(argv[2]) : 3, argc > 3 ? std::atof(argv[3]) : 2.7);
   if (argc > 1 && std::strcmp(argv[1], "--ddp-overlap") == 0)
     return ddp_overlap(argc > 2 ? std::atoi(argv[2]) : 3, argc > 3 ? std::atof(argv[3]) : 2.0);
   if (argc > 1 && std::strcmp(argv[1], "--staging") == 0)

@@ -944,6 +944,118 @@ TEST(Staging, CollectivesInsideAVulkanCapture) {
   EXPECT_EQ(values(t), std::vector<double>(8, 1.0));
 }
 
+// ---- NcclGroup: NCCL on device memory that Vulkan shares with CUDA
+
+// Where NCCL cannot run (the CPU; no libnccl or libcudart; a driver that
+// exports nothing), no rank gets a NcclGroup: each learns which ranks cannot
+// and why, and keeps its group.
+TEST(NcclGroup, NotMadeUnlessEveryRankCanUseIt) {
+  std::string why;
+  EXPECT_FALSE(nccl_available(Device::cpu(), &why));
+  EXPECT_EQ(why, "NCCL runs on GPUs, got cpu");
+  if (have_vulkan() && !nccl_available(Device::vulkan(0), &why))
+    EXPECT_FALSE(why.empty()) << "an unusable GPU says why";
+  std::atomic<bool> rank0_usable{false};
+  run_threads(2, [&](ProcessGroup& pg) {
+    // Rank 1 offers the CPU: never usable, whatever rank 0 has.
+    const Device dev = pg.rank() == 0 && have_vulkan() ? Device::vulkan(0) : Device::cpu();
+    if (pg.rank() == 0) rank0_usable = nccl_available(dev);
+    pg.barrier();
+    std::string reason;
+    std::unique_ptr<ProcessGroup> nccl = make_nccl_group(pg, dev, &reason);
+    EXPECT_EQ(nccl, nullptr) << "rank " << pg.rank();
+    EXPECT_NE(reason.find(rank0_usable ? "NCCL is not usable on rank(s) 1" : "NCCL is not usable on rank(s) 0, 1"),
+              std::string::npos)
+        << reason;
+    if (pg.rank() == 1) EXPECT_NE(reason.find("; rank 1: NCCL runs on GPUs, got cpu"), std::string::npos) << reason;
+    Tensor t = ones({3});
+    pg.all_reduce(t);  // the bootstrap group still works
+    EXPECT_EQ(values(t), std::vector<double>(3, 2.0));
+  }, {}, {.threads_per_rank = 1});
+}
+
+// On a GPU with NCCL (a one-rank communicator): every collective of
+// collectives_on (sums and averages, strided views, i32 and i64, empty
+// tensors, every root, the async forms) gives ThreadGroup's values, with
+// no byte staged through the host; the same calls on ThreadGroup stage.
+TEST(NcclGroup, MatchesThreadGroupOnOneGpuWithoutHostStaging) {
+  const Device dev = Device::vulkan(0);
+  std::string why;
+  if (!have_vulkan() || !nccl_available(dev, &why)) GTEST_SKIP() << "NCCL is not usable here: " << why;
+  ThreadGroup bootstrap(1);
+  std::unique_ptr<ProcessGroup> nccl = make_nccl_group(bootstrap.rank(0), dev, &why);
+  ASSERT_NE(nccl, nullptr) << why;
+  EXPECT_EQ(nccl->name(), "NcclGroup");
+  EXPECT_EQ(nccl->size(), 1);
+  ThreadGroup reference(1, {.loopback = true});
+  const StagingStats s0 = staging_stats();
+  const std::vector<Tensor> got = collectives_on(*nccl, dev);
+  const StagingStats s1 = staging_stats();
+  const std::vector<Tensor> want = collectives_on(reference.rank(0), dev);
+  const StagingStats s2 = staging_stats();
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    EXPECT_EQ(got[k].device(), dev) << "result " << k;
+    EXPECT_EQ(got[k].shape(), want[k].shape()) << "result " << k;
+    EXPECT_EQ(values(got[k]), values(want[k])) << "result " << k;
+  }
+  EXPECT_EQ(s1.device_to_host_bytes - s0.device_to_host_bytes, 0u);
+  EXPECT_EQ(s1.host_to_device_bytes - s0.host_to_device_bytes, 0u);
+  const std::uint64_t saved = (s2.device_to_host_bytes - s1.device_to_host_bytes) +
+                              (s2.host_to_device_bytes - s1.host_to_device_bytes);
+  EXPECT_GT(saved, 0u);
+  std::printf("NcclGroup: %llu bytes of host staging saved over ThreadGroup's %zu results\n",
+              static_cast<unsigned long long>(saved), got.size());
+}
+
+// Kernels before and after many NCCL collectives stay in order, while the
+// shared buffer grows from 1 MiB past 2.7 MB; f16, bf16 and f64 reduce too.
+TEST(NcclGroup, KernelsAroundRepeatedCollectivesStayInOrder) {
+  const Device dev = Device::vulkan(0);
+  std::string why;
+  if (!have_vulkan() || !nccl_available(dev, &why)) GTEST_SKIP() << "NCCL is not usable here: " << why;
+  ThreadGroup bootstrap(1);
+  std::unique_ptr<ProcessGroup> nccl = make_nccl_group(bootstrap.rank(0), dev, &why);
+  ASSERT_NE(nccl, nullptr) << why;
+  NoGradGuard no_grad;
+  for (std::int64_t n : {50, 300000, 700000}) {
+    Tensor t = arange(double(n)).to(dev), acc = zeros({n}, {.device = dev});
+    for (int i = 0; i < 10; ++i) {
+      t.add_(1.0);        // written just before: NCCL must see it
+      nccl->all_reduce(t, Reduce::average);
+      acc.add_(t);        // read just after: must see NCCL's result
+      Tensor g = nccl->all_gather(t);
+      acc.add_(g);
+    }
+    const std::vector<double> a = values(acc);
+    for (std::int64_t k : {std::int64_t(0), n / 2, n - 1}) {
+      double want = 0;
+      for (int i = 1; i <= 10; ++i) want += 2 * (double(k) + i);
+      EXPECT_DOUBLE_EQ(a[std::size_t(k)], want) << n << " elements, element " << k;
+    }
+  }
+  for (DType dt : {DType::f16, DType::bf16, DType::f64}) {
+    Tensor t = arange(6.0).to(dt).to(dev);
+    nccl->all_reduce(t);
+    EXPECT_EQ(t.dtype(), dt);
+    EXPECT_EQ(values(t), values(arange(6.0))) << dtype_name(dt);
+  }
+}
+
+// A collective through NCCL runs outside any captured work: refused inside a capture.
+TEST(NcclGroup, RefusedInsideACapture) {
+  const Device dev = Device::vulkan(0);
+  std::string why;
+  if (!have_vulkan() || !nccl_available(dev, &why)) GTEST_SKIP() << "NCCL is not usable here: " << why;
+  ThreadGroup bootstrap(1);
+  std::unique_ptr<ProcessGroup> nccl = make_nccl_group(bootstrap.rank(0), dev, &why);
+  ASSERT_NE(nccl, nullptr) << why;
+  Tensor t = ones({8}, {.device = dev});
+  expect_error<CaptureError>([&] { capture(dev, [&] { nccl->all_reduce(t); }); }, "copy_to_shared: a collective through NCCL");
+  nccl->all_reduce(t);
+  EXPECT_EQ(values(t), std::vector<double>(8, 1.0));
+}
+
 // The CPU answers the staging calls with plain memory.
 TEST(Staging, CpuHostBuffersArePlainMemory) {
   DeviceBackend& be = device_backend(Device::cpu());

@@ -203,6 +203,7 @@ Tensor ProcessGroup::run_all_reduce(const Tensor& tensor, Reduce op) {
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
+  if (Tensor done = device_collective(req, tensor); done.defined()) return done;
   if (size() == 1 && !loopback()) return tensor;  // one rank: the sum and the average are the tensor itself
   staging::HostCopy h = staged([&] { return staging::to_host(tensor); });
   exchanged([&] { exchange(req, h.data, h.data, std::size_t(tensor.numel())); });
@@ -217,6 +218,7 @@ Tensor ProcessGroup::run_reduce_scatter(const Tensor& input, Reduce op) {
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
+  if (Tensor done = device_collective(req, input); done.defined()) return done;
   if (size() == 1 && !loopback()) return input.detach().clone();  // stays on its device: nothing to exchange
   staging::HostCopy h = staged([&] { return staging::to_host(input); });
   Shape out_shape = input.shape();
@@ -233,6 +235,7 @@ Tensor ProcessGroup::run_all_gather(const Tensor& input) {
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
+  if (Tensor done = device_collective(req, input); done.defined()) return done;
   if (size() == 1 && !loopback())
     return input.detach().reshape(input.dim() == 0 ? Shape{1} : input.shape()).clone();
   staging::HostCopy h = staged([&] { return staging::to_host(input); });
@@ -251,6 +254,7 @@ Tensor ProcessGroup::run_broadcast(const Tensor& tensor, int root) {
     throw_kind(req.error_kind, req.error);
   }
   ++time_counters().calls;
+  if (Tensor done = device_collective(req, tensor); done.defined()) return done;
   if (size() == 1 && !loopback()) return tensor;  // the root's tensor is already everyone's
   staging::HostCopy h;
   if (rank() == root || (tensor.device().is_cpu() && tensor.is_contiguous()))

@@ -1,7 +1,8 @@
 #pragma once
-// Collectives across ranks: one interface, two transports. ThreadGroup runs
+// Collectives across ranks: one interface, three transports. ThreadGroup runs
 // the ranks as threads of one process; MpiGroup (mpi_group.hpp) runs one rank
-// per process under mpirun. Every collective takes tensors of any device:
+// per process under mpirun; NcclGroup (nccl_group.hpp), made over either,
+// runs device tensors through NCCL. Every collective takes tensors of any device:
 // device tensors travel through persistent mapped host buffers, copied on
 // the device's transfer queue (src/distributed/staging.cpp says what each
 // collective copies).
@@ -136,6 +137,13 @@ class ProcessGroup {
   // A group of one that still stages and exchanges as a rank of a larger
   // group would (ThreadGroupOptions::loopback); by default one rank moves nothing.
   virtual bool loopback() const { return false; }
+  // A transport that moves device memory itself (NcclGroup) runs the
+  // collectives whose tensor it can reach and returns the result (the tensor
+  // itself for the in-place ones); the host staging and exchange() are then
+  // skipped. Called once the arguments passed the local checks, even on a
+  // group of one. An undefined result (the default) leaves the collective to
+  // the host path.
+  virtual Tensor device_collective(const CollectiveRequest& request, const Tensor& input) { return {}; }
 
  private:
   // The whole collective (argument check, staging, exchange) on one thread.
@@ -146,6 +154,9 @@ class ProcessGroup {
   Tensor run_barrier();
 
   std::unique_ptr<detail::CommQueue> comm_;
+  // Runs its host-side collectives (CPU tensors, barriers, the error
+  // exchange) through the exchange() of the group it was made from.
+  friend class NcclGroup;
 };
 
 // Throws, identically on every rank, when the ranks' requests disagree or any

@@ -132,12 +132,15 @@ Context::Context(int index) {
     }
 
   bool has_push = false, has_atomic_float = false, has_coopmat = false, has_statistics = false;
+  bool has_memory_fd = false, has_semaphore_fd = false;
   for (auto& e : physical.enumerateDeviceExtensionProperties()) {
     std::string ext = e.extensionName.data();
     if (ext == VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) has_push = true;
     if (ext == VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) has_statistics = true;
     if (ext == VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME) has_atomic_float = true;
     if (ext == VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) has_coopmat = true;
+    if (ext == VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME) has_memory_fd = true;
+    if (ext == VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME) has_semaphore_fd = true;
   }
   if (!has_push) throw DeviceError("vulkan: " + name + " lacks " VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
 
@@ -209,6 +212,32 @@ Context::Context(int index) {
     pipeline_statistics = true;
     *chain_end = &want_statistics;
     extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  }
+  // Sharing with CUDA: opaque fds of buffer memory and of timeline semaphores.
+  if (has_memory_fd && has_semaphore_fd) {
+    const auto fd = vk::ExternalMemoryHandleTypeFlagBits::eOpaqueFd;
+    const auto memory_features = physical
+        .getExternalBufferProperties({.usage = vk::BufferUsageFlagBits::eTransferSrc | vk::BufferUsageFlagBits::eTransferDst,
+                                      .handleType = fd})
+        .externalMemoryProperties.externalMemoryFeatures;
+    vk::SemaphoreTypeCreateInfo timeline{.semaphoreType = vk::SemaphoreType::eTimeline};
+    const auto semaphore_features =
+        physical
+            .getExternalSemaphoreProperties(
+                {.pNext = &timeline, .handleType = vk::ExternalSemaphoreHandleTypeFlagBits::eOpaqueFd})
+            .externalSemaphoreFeatures;
+    external_sharing = (memory_features & vk::ExternalMemoryFeatureFlagBits::eExportable) &&
+                       (semaphore_features & vk::ExternalSemaphoreFeatureFlagBits::eExportable) &&
+                       (semaphore_features & vk::ExternalSemaphoreFeatureFlagBits::eImportable);
+  }
+  if (external_sharing) {
+    extensions.push_back(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
+    extensions.push_back(VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
+  }
+  {
+    auto ids = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceIDProperties>();
+    const auto& id = ids.get<vk::PhysicalDeviceIDProperties>().deviceUUID;
+    std::copy(id.begin(), id.end(), uuid.begin());
   }
   float priority = 1.0f;
   vk::DeviceQueueCreateInfo queue_infos[2] = {

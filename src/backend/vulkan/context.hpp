@@ -1,6 +1,7 @@
 #pragma once
 // One Vulkan instance per process; one Context (logical device + queue) per
 // physical device in use.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,6 +48,11 @@ class Context {
   bool float64_atomics = false;  // the same extension's shaderBufferFloat64AtomicAdd (f64 index_add)
   bool int64_atomics = false;    // shaderBufferInt64Atomics: f64 index_add by compare-and-swap otherwise
   bool float64 = false;          // shaderFloat64: double arithmetic in the kernels' f64 variants
+  // VK_KHR_external_memory_fd and VK_KHR_external_semaphore_fd, with device
+  // memory and timeline semaphores exportable as opaque fds: another API on
+  // the same GPU (CUDA, for NcclGroup) can import them (interop.cpp).
+  bool external_sharing = false;
+  std::array<std::uint8_t, 16> uuid{};  // VkPhysicalDeviceIDProperties::deviceUUID
   bool pipeline_statistics = false;  // RUMUS_VULKAN_PIPELINE_STATS=1 on a driver that reports them
   // VK_NV_cooperative_matrix (enabled with shaderFloat16 when present): the
   // shapes the device offers, and the tensor-core GEMM's tile if one fits.

@@ -31,6 +31,9 @@ Stream::Stream(Context& ctx) : ctx_(ctx) {
   pool_ = ctx_.device.createCommandPool(
       {.flags = vk::CommandPoolCreateFlagBits::eResetCommandBuffer, .queueFamilyIndex = ctx_.queue_family});
   vk::SemaphoreTypeCreateInfo type{.semaphoreType = vk::SemaphoreType::eTimeline, .initialValue = 0};
+  // Exportable where the device shares with other APIs: CUDA waits on it (interop.cpp).
+  vk::ExportSemaphoreCreateInfo exportable{.handleTypes = vk::ExternalSemaphoreHandleTypeFlagBits::eOpaqueFd};
+  if (ctx_.external_sharing) type.pNext = &exportable;
   timeline_ = ctx_.device.createSemaphore({.pNext = &type});
 }
 
@@ -159,21 +162,29 @@ void Stream::throttle() {
 }
 
 void Stream::wait_for(vk::Semaphore semaphore, std::uint64_t value) {
-  wait_semaphore_ = semaphore;  // one other queue (the transfer queue): its larger value covers the smaller
-  wait_value_ = std::max(wait_value_, value);
+  // A timeline's larger value covers the smaller.
+  for (std::size_t i = 0; i < wait_semaphores_.size(); ++i)
+    if (wait_semaphores_[i] == semaphore) {
+      wait_values_[i] = std::max(wait_values_[i], value);
+      return;
+    }
+  wait_semaphores_.push_back(semaphore);
+  wait_values_.push_back(value);
 }
 
 void Stream::queue_submit(vk::CommandBuffer cmd, vk::Fence fence, std::uint64_t serial) {
-  const std::uint64_t wait_value = std::exchange(wait_value_, 0);
-  const vk::PipelineStageFlags wait_stage = vk::PipelineStageFlagBits::eAllCommands;
-  vk::TimelineSemaphoreSubmitInfo values{.waitSemaphoreValueCount = wait_value ? 1u : 0u,
-                                         .pWaitSemaphoreValues = &wait_value,
-                                         .signalSemaphoreValueCount = 1,
-                                         .pSignalSemaphoreValues = &serial};
-  ctx_.queue.submit(vk::SubmitInfo{.pNext = &values,
-                                   .waitSemaphoreCount = wait_value ? 1u : 0u,
-                                   .pWaitSemaphores = &wait_semaphore_,
-                                   .pWaitDstStageMask = &wait_stage,
+  const std::vector<vk::Semaphore> semaphores = std::exchange(wait_semaphores_, {});
+  const std::vector<std::uint64_t> values = std::exchange(wait_values_, {});
+  const std::vector<vk::PipelineStageFlags> stages(semaphores.size(), vk::PipelineStageFlagBits::eAllCommands);
+  const auto waits = std::uint32_t(semaphores.size());
+  vk::TimelineSemaphoreSubmitInfo timeline_values{.waitSemaphoreValueCount = waits,
+                                                  .pWaitSemaphoreValues = values.data(),
+                                                  .signalSemaphoreValueCount = 1,
+                                                  .pSignalSemaphoreValues = &serial};
+  ctx_.queue.submit(vk::SubmitInfo{.pNext = &timeline_values,
+                                   .waitSemaphoreCount = waits,
+                                   .pWaitSemaphores = semaphores.data(),
+                                   .pWaitDstStageMask = stages.data(),
                                    .commandBufferCount = 1,
                                    .pCommandBuffers = &cmd,
                                    .signalSemaphoreCount = 1,
@@ -268,9 +279,11 @@ void Stream::abort_capture() {
 }
 
 std::uint64_t Stream::replay(vk::CommandBuffer captured) {
-  const std::uint64_t pending_wait = wait_value_;
+  const std::vector<vk::Semaphore> pending = wait_semaphores_;
+  const std::vector<std::uint64_t> pending_values = wait_values_;
   submit();  // eager work recorded before the replay (new inputs) runs first
-  wait_value_ = std::max(wait_value_, pending_wait);  // the replay waits too, not only the batch before it
+  for (std::size_t i = 0; i < pending.size(); ++i)  // the replay waits too, not only the batch before it
+    wait_for(pending[i], pending_values[i]);
   throttle();
   completed_serial();
   Batch b;

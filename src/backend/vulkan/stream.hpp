@@ -53,7 +53,8 @@ class Stream {
   // Signalled with each submission's serial once it (and all before it) has finished.
   vk::Semaphore timeline() const { return timeline_; }
   // The next submission (the batch being recorded, or a replay) first waits
-  // until `semaphore` (another queue's timeline) reaches `value`.
+  // until `semaphore` (another queue's timeline, or one another API signals)
+  // reaches `value`.
   void wait_for(vk::Semaphore semaphore, std::uint64_t value);
   std::uint64_t submits() const { return submits_; }
   std::uint64_t drains() const { return drains_; }  // wait_all calls
@@ -103,8 +104,9 @@ class Stream {
   std::uint32_t commands_ = 0;
   std::uint64_t next_serial_ = 1, completed_ = 0, submits_ = 0, commands_total_ = 0, drains_ = 0;
   vk::Semaphore timeline_;
-  vk::Semaphore wait_semaphore_;
-  std::uint64_t wait_value_ = 0;  // 0: no wait pending
+  // The waits of the next submission: the largest value per semaphore.
+  std::vector<vk::Semaphore> wait_semaphores_;
+  std::vector<std::uint64_t> wait_values_;
   std::unordered_set<std::uint64_t> read_, written_;
   bool profile_ = false;
   std::map<std::string, std::pair<double, std::uint64_t>> profile_totals_;  // label -> (ms, count)

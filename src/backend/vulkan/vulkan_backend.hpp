@@ -98,6 +98,7 @@ class VulkanBackend final : public Backend {
  private:
   friend class VulkanCapturedWork;
   friend class VulkanHostBuffer;
+  friend class VulkanInterop;  // memory and semaphores shared with CUDA (interop.cpp)
   // With mu_ held: the batch being recorded uses `a` (writes it if
   // `written`): it first waits for the staging copies it must follow.
   void touch(Allocation& a, bool written);
