@@ -2,6 +2,8 @@
 #include "transfer.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "rumus/core/error.hpp"
 
@@ -88,6 +90,17 @@ std::uint64_t TransferQueue::poll() {
 
 void TransferQueue::wait(std::uint64_t value) {
   if (value <= known_completed()) return;
+  // A staging copy takes tens of microseconds: polling the counter that long
+  // answers sooner than a blocking wait wakes up. Longer waits block.
+  const auto until = std::chrono::steady_clock::now() + kPoll;
+  do {
+    const std::uint64_t done = ctx_.device.getSemaphoreCounterValue(timeline_);
+    if (done >= value) {
+      note_completed(done);
+      return;
+    }
+    std::this_thread::yield();
+  } while (std::chrono::steady_clock::now() < until);
   auto r = ctx_.device.waitSemaphores(vk::SemaphoreWaitInfo{.semaphoreCount = 1, .pSemaphores = &timeline_,
                                                             .pValues = &value},
                                       UINT64_MAX);

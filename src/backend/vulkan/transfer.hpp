@@ -11,6 +11,7 @@
 // waits for the other's whole queue. Every wait is for a value already
 // submitted, so a shared queue cannot deadlock.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -36,8 +37,10 @@ class TransferQueue {
   std::uint64_t known_completed() const { return known_.load(std::memory_order_acquire); }
   // Asks the device (one query), recycles finished command buffers.
   std::uint64_t poll();
-  // Blocks until `value` is signalled. Thread-safe without the owner's lock.
+  // Blocks until `value` is signalled (polling for up to kPoll first).
+  // Thread-safe without the owner's lock.
   void wait(std::uint64_t value);
+  static constexpr std::chrono::microseconds kPoll{200};
   std::uint64_t submitted() const { return next_ - 1; }
 
  private:
