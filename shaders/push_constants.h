@@ -154,6 +154,14 @@ RUMUS_PUSH_BLOCK(BatchNormPush) {
 #endif
 
 // index_select and index_add.
+// nll.comp: ignore_index as the two halves of an i64.
+#ifdef PUSH_NLL
+RUMUS_PUSH_BLOCK(NllPush) {
+  uint rows, cols, ignore_lo, ignore_hi;
+  int off[5];  // bindings 0-4 (binding 3 of the forward is the fault record)
+} RUMUS_PUSH_END
+#endif
+
 #ifdef PUSH_INDEX
 RUMUS_PUSH_BLOCK(IndexPush) {
   uint outer, n, m, inner, index_outer;

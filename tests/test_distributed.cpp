@@ -1513,7 +1513,7 @@ TEST(FsdpUnits, GatheredMemoryStaysWithinTwoUnits) {
       EXPECT_LE(u.peak_gathered_bytes, 2 * u.largest_unit_bytes);
       EXPECT_EQ(single.peak_gathered_bytes, single.largest_unit_bytes);  // one unit at a time
       EXPECT_GE(w.peak_gathered_bytes, model);  // one unit: the whole model at once
-      for (const auto* s : {&u, &single, &w}) EXPECT_EQ(s->gathered_bytes, 0);  // nothing full between steps
+      for (const auto* s : {&u, &single, &w}) EXPECT_EQ(s->gathered_bytes, 0) << (s == &u ? "prefetching" : s == &single ? "one at a time" : "whole");  // nothing full between steps
     }
   }
 }

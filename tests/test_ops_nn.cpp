@@ -1238,6 +1238,65 @@ TEST(NnErrors, Lstm) {
                            "lstm: expected hx = {h0, c0} (or none), got 1 tensors");
 }
 
+RUMUS_DEVICE_SUITE(NllKernelsOnEveryDevice);
+
+// cross_entropy and nll_loss without class weights or smoothing, as a mean or
+// a sum, run the nll kernels; class weights of ones take the composition.
+// Both give the same values and gradients, in f32 and f64, with ignored
+// targets and with every target ignored (a NaN mean, zero gradients).
+TEST_P(NllKernelsOnEveryDevice, MatchTheComposition) {
+  const Device dev = GetParam();
+  Generator gen(5);
+  const Tensor x0 = randn({7, 5}, {}, &gen) * 2.0;
+  const std::vector<std::vector<std::int64_t>> targets = {{2, -100, 0, 4, 1, -100, 3}, std::vector<std::int64_t>(7, -100)};
+  for (DType dt : {DType::f32, DType::f64})
+    for (const auto& labels : targets)
+      for (bool through_nll : {false, true})
+        for (Reduction r : {Reduction::mean, Reduction::sum}) {
+          auto run = [&](bool composition) {
+            Tensor x = x0.to(dt).to(dev).detach().requires_grad_();
+            Tensor t = i64(labels).to(dev);
+            Tensor w = composition ? ones({5}, {.dtype = dt, .device = dev}) : Tensor();
+            Tensor loss = through_nll ? nll_loss(log_softmax(x, 1), t, {.weight = w, .reduction = r})
+                                      : cross_entropy(x, t, {.reduction = r, .weight = w});
+            GradientStore g = backward(loss);
+            return std::pair{loss.detach().cpu().to(DType::f64).item(), g.get(x).cpu().to(DType::f64)};
+          };
+          const std::string what = std::string(dtype_name(dt)) + (through_nll ? " nll_loss " : " cross_entropy ") +
+                                   r.name() + (labels[0] == -100 ? ", every target ignored" : "");
+          auto [loss, grad] = run(false);
+          auto [want_loss, want_grad] = run(true);
+          const double tol = dt == DType::f32 ? 1e-5 : 1e-12;
+          if (std::isnan(want_loss)) EXPECT_TRUE(std::isnan(loss)) << what;
+          else EXPECT_NEAR(loss, want_loss, tol * (1 + std::abs(want_loss))) << what;
+          rumus::testing::expect_matches(grad, want_grad, tol, what + " gradient");
+        }
+}
+
+// On a GPU, cross_entropy's forward and backward by the nll kernels take
+// four kernels (log_softmax, the loss, the seed of backward, the gradient);
+// the composition takes more than a dozen.
+TEST(NllKernels, CrossEntropyTakesFourKernelsOnTheGpu) {
+  REQUIRE_VULKAN();
+  const Device dev = Device::vulkan(0);
+  Tensor x = randn({64, 10}).to(dev).detach().requires_grad_();
+  Tensor t = randint(0, 10, {64}, {.dtype = DType::i64}).to(dev);
+  Tensor w = ones({10}, {.device = dev});
+  auto kernels = [&](const CrossEntropyOptions& o) {
+    synchronize(dev);
+    const std::uint64_t before = device_stats(dev).commands;
+    GradientStore g = backward(cross_entropy(x, t, o));
+    return device_stats(dev).commands - before;
+  };
+  kernels({});  // pipelines built
+  kernels({.weight = w});
+  const std::uint64_t fused = kernels({}), composition = kernels({.weight = w});
+  std::printf("cross_entropy forward and backward on %s: %llu kernels, the composition %llu\n", dev.str().c_str(),
+              static_cast<unsigned long long>(fused), static_cast<unsigned long long>(composition));
+  EXPECT_EQ(fused, 4u);
+  EXPECT_GE(composition, fused + 10);
+}
+
 RUMUS_DEVICE_SUITE(LayerNormOnEveryDevice);
 
 // layer_norm's kernels against f64 on the CPU: rows over several gradient

@@ -707,7 +707,11 @@ TEST(VulkanIndices, OutOfRangeIsAnErrorAtTheNextWait) {
                            "index_select: index 7 is out of range for a dim of size 5");
   Tensor negative = tensor({-1.0, 0.0}).to(DType::i64).to(kGpu);
   expect_error<ShapeError>([&] { cross_entropy(zeros({2, 4}, {.device = kGpu}), negative).item(); },
-                           "index_select: index -1 is out of range for a dim of size 4");
+                           "nll_loss: index -1 is out of range for a dim of size 4");
+  // The composition (class weights) gathers with index_select, which checks too.
+  expect_error<ShapeError>(
+      [&] { cross_entropy(zeros({2, 4}, {.device = kGpu}), negative, {.weight = ones({4}, {.device = kGpu})}).item(); },
+      "index_select: index -1 is out of range for a dim of size 4");
   // The gradient's scatter checks too.
   Tensor loss = sum(embedding(tensor({2.0, 9.0}).to(DType::i64).to(kGpu), weight));
   expect_error<ShapeError>([&] { backward(loss); synchronize(kGpu); }, "is out of range for a dim of size 5");

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_set>
 
 #include "rumus/autograd/function.hpp"
@@ -291,6 +292,12 @@ std::vector<Tensor> take_gathered(Shared& s, Unit& u) {
   u.prefetch.clear();
   u.prefetch_bytes = 0;
   for (auto& w : works) out.push_back(w->result());
+  // The communication thread lets go of a Work (and so of its result) just
+  // after finishing it; wait for that, so the gathered tensors are held here
+  // alone and their memory goes when the unit frees them, not when that
+  // thread next runs.
+  for (auto& w : works)
+    while (w.use_count() > 1) std::this_thread::yield();
   for (auto& t : out) s.gathered.push_back(t.storage_ptr());
   return out;
 }

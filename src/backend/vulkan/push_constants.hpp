@@ -24,6 +24,7 @@ using uint = std::uint32_t;
 #define PUSH_LAYER_NORM
 #define PUSH_BATCH_NORM
 #define PUSH_INDEX
+#define PUSH_NLL
 #define PUSH_SCAN
 #define PUSH_LSTM
 #define PUSH_SORT

@@ -68,6 +68,7 @@ const char* index_kernel_name(std::uint32_t code) {
     case VulkanBackend::IndexKernel::index_add: return "index_add";
     case VulkanBackend::IndexKernel::gather: return "gather";
     case VulkanBackend::IndexKernel::scatter_add: return "scatter_add";
+    case VulkanBackend::IndexKernel::nll_loss: return "nll_loss";  // cross_entropy's target too
   }
   return "an indexing op";
 }

@@ -76,7 +76,7 @@ class VulkanBackend final : public Backend {
   // The device's features (float atomics, f64, subgroups).
   const Context& context() const { return *ctx_; }
   // Gather kernels' fault codes (binding 3 of their shaders).
-  enum class IndexKernel : std::uint32_t { index_select = 1, index_add = 2, gather = 3, scatter_add = 4 };
+  enum class IndexKernel : std::uint32_t { index_select = 1, index_add = 2, gather = 3, scatter_add = 4, nll_loss = 5 };
   // The fault record as a kernel operand; marks that a check is due at the next wait.
   TensorArg index_fault_operand();
   // Whether a capture is recording: the GEMM tuner cannot time tiles then.
