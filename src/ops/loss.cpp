@@ -1,7 +1,11 @@
 // Losses on classes and probabilities, and the reduction every loss shares.
-// Cross-entropy is log_softmax + nll_loss; nll_loss picks one log-probability
-// per row with the index_select kernel and scatters its gradient back with
-// index_add (scatter_add, differentiable, under create_graph).
+// Cross-entropy is log_softmax + nll_loss. Their common case (class indices,
+// no class weights, no label smoothing, a mean or a sum, [N, C] scores) runs
+// the nll kernels: one pass forward, one backward (for cross_entropy through
+// log_softmax too). Otherwise nll_loss picks one log-probability per row with
+// the index_select kernel and scatters its gradient back with index_add
+// (scatter_add, differentiable, under create_graph), and the weights, the
+// smoothing and the reduction are ops of their own.
 #include "rumus/ops/loss.hpp"
 
 #include <limits>
@@ -11,6 +15,7 @@
 #include "autocast.hpp"
 #include "op_util.hpp"
 #include "../backend/gather.hpp"
+#include "../backend/nll.hpp"
 #include "rumus/ops/activation.hpp"
 #include "rumus/ops/compare.hpp"
 #include "rumus/ops/creation.hpp"
@@ -99,7 +104,8 @@ struct ClassRows {
   Shape target_shape;
 };
 
-ClassRows class_rows(const char* op, const Tensor& scores, const Tensor& target, std::int64_t ignore_index) {
+// The checks of class scores and their targets; the targets' shape.
+Shape check_class_target(const char* op, const Tensor& scores, const Tensor& target) {
   detail::check_same_device(op, scores, target);
   detail::check_floating(op, scores);
   if (is_floating(target.dtype()))
@@ -114,6 +120,11 @@ ClassRows class_rows(const char* op, const Tensor& scores, const Tensor& target,
   if (target.shape() != expected)
     throw ShapeError(fmt::format("{}: expected target of shape {} for input {}, got {}", op, shape_str(expected),
                                  shape_str(scores.shape()), shape_str(target.shape())));
+  return expected;
+}
+
+ClassRows class_rows(const char* op, const Tensor& scores, const Tensor& target, std::int64_t ignore_index) {
+  const Shape expected = check_class_target(op, scores, target);
   const std::int64_t c = scores.dim() == 1 ? scores.shape()[0] : scores.shape()[1];
   ClassRows r;
   r.target_shape = expected;
@@ -188,9 +199,72 @@ Tensor row_weights(const char* op, const ClassRows& r, const Tensor& weight) {
   return mul(gather(weight.detach().to(r.rows.dtype()), 0, r.target), r.valid);
 }
 
+// Whether the nll kernels take this call (after check_class_target).
+bool takes_nll_kernels(const Tensor& scores, const Reduction& reduction, double smoothing, const Tensor& weight) {
+  return smoothing == 0.0 && !weight.defined() && reduction != Reduction::none && scores.dim() == 2 &&
+         detail::has_kernels<NllForwardKernel, NllBackwardKernel>(scores);
+}
+
+// The targets' range on the CPU (as the composition's check_indices, with
+// ignore_index allowed); the GPU kernel records them for the next wait.
+void check_targets(const char* op, const Tensor& target, std::int64_t c, std::int64_t ignore_index) {
+  if (!target.device().is_cpu()) return;
+  const auto* t = static_cast<const std::int64_t*>(target.storage().data()) + target.offset();
+  for (std::int64_t i = 0; i < target.numel(); ++i)
+    if (t[i] != ignore_index && (t[i] < 0 || t[i] >= c))
+      throw ShapeError(fmt::format("{}: target index {} is out of range for a dim of size {}", op, t[i], c));
+}
+
+// nll_loss of log-probabilities, or cross_entropy of logits (`logits`), by
+// the nll kernels. The gradient is one kernel; under create_graph it is
+// written with ops on the saved scores, so the loss differentiates twice.
+Tensor nll_by_kernels(const char* op, const Tensor& scores, const Tensor& target_in, bool mean,
+                      std::int64_t ignore_index, bool logits) {
+  const std::int64_t c = scores.shape()[1];
+  const Tensor target = target_in.to(DType::i64).contiguous();
+  check_targets(op, target, c, ignore_index);
+  Tensor log_probs;
+  {
+    NoGradGuard no_grad;
+    log_probs = logits ? log_softmax(scores.detach(), 1) : scores.detach().contiguous();
+  }
+  Tensor loss = detail::alloc({}, scores.dtype(), scores.device());
+  Tensor count = detail::alloc({}, scores.dtype(), scores.device());
+  detail::kernel<NllForwardKernel>(op, log_probs)(arg(loss), arg(count), arg(log_probs), arg(target), ignore_index,
+                                                  mean);
+  if (autograd::needs_grad({&scores}))
+    autograd::record(
+        op, {scores}, loss,
+        [op, mean, ignore_index, logits, c, ss = SavedTensor(scores), log_probs, count, target](const Tensor& g) {
+          if (grad_enabled()) {
+            // s_i (softmax(x)_i - onehot_i), or -s_i onehot_i: ops, taped.
+            const Tensor& x = ss.get();
+            Tensor valid =
+                ne(target, full({}, double(ignore_index), {.dtype = DType::i64, .device = target.device()})).to(x.dtype());
+            Tensor s = mul(valid, g);
+            if (mean) s = div(s, count);
+            Tensor onehot = eq(arange(double(c), {.dtype = DType::i64, .device = target.device()}).reshape({1, c}),
+                               target.reshape({-1, 1}))
+                                .to(x.dtype());
+            Tensor per = logits ? sub(softmax(x, 1), onehot) : neg(onehot);
+            return std::vector<Tensor>{mul(per, s.reshape({-1, 1}))};
+          }
+          Tensor grad = detail::alloc(log_probs.shape(), log_probs.dtype(), log_probs.device());
+          const Tensor gc = g.contiguous();
+          detail::kernel<NllBackwardKernel>(op, log_probs)(arg(grad), arg(gc), arg(count), arg(log_probs),
+                                                           arg(target), ignore_index, mean, logits);
+          return std::vector<Tensor>{grad};
+        },
+        {}, autograd::Backward::differentiable);
+  return loss;
+}
+
 Tensor nll_impl(const char* op, const Tensor& log_probs, const Tensor& target, const Reduction& reduction,
                 std::int64_t ignore_index, double smoothing, const Tensor& weight) {
   detail::check_reduction(op, reduction);
+  check_class_target(op, log_probs, target);
+  if (takes_nll_kernels(log_probs, reduction, smoothing, weight))
+    return nll_by_kernels(op, log_probs, target, reduction == Reduction::mean, ignore_index, false);
   ClassRows r = class_rows(op, log_probs, target, ignore_index);
   Tensor picked = pick(op, r.rows, r.target);
   Tensor w = row_weights(op, r, weight);
@@ -228,6 +302,9 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
     throw ShapeError(fmt::format("cross_entropy: expected input of shape [N, C] or [N, C, d...], got {}",
                                  shape_str(logits.shape())));
   detail::check_reduction(op, o.reduction);
+  check_class_target(op, logits, target);
+  if (takes_nll_kernels(logits, o.reduction, o.label_smoothing, o.weight))
+    return nll_by_kernels(op, logits, target, o.reduction == Reduction::mean, o.ignore_index, true);
   return nll_impl(op, log_softmax(logits, logits.dim() == 1 ? 0 : 1), target, o.reduction, o.ignore_index,
                   o.label_smoothing, o.weight);
 }
