@@ -31,6 +31,8 @@ layout(constant_id = 9) const bool HAS_BIAS = false;
 // Groups of invocations splitting each K-slice (BK % KSLICES == 0; the host
 // keeps BM * BK / THREADS between 4 and 16).
 layout(constant_id = 10) const uint KSLICES = 1;
+// max(C, 0) last: linear_relu's ReLU in the epilogue (never with split-K slices).
+layout(constant_id = 11) const bool RELU = false;
 
 // Split-K: workgroup z = batch * splits + s sums K-range [s * k_chunk, (s + 1) * k_chunk)
 // and writes its own C slice (batch_c apart); the host adds the slices.
@@ -250,6 +252,7 @@ void main() {
           vec4 v = pc.alpha * acc[2 * r + 8 * h + q];
           if (pc.beta != 0.0) v += pc.beta * load_c4(at / 4);
           if (HAS_BIAS) v += load_bias4(n);
+          if (RELU) v = mix(vec4(0.0), v, greaterThan(v, vec4(0.0)));  // NaN -> 0, as the relu kernel
           store_c4(at / 4, v);
         }
       }
@@ -266,8 +269,11 @@ void main() {
         vec4 v = pc.alpha * acc[2 * r + 8 * h + q];
         uint at = base_c + m * pc.ldc + n;
         [[unroll]] for (uint j = 0; j < 4; ++j) {
-          if (n + j < pc.N)
-            store_c(at + j, (pc.beta != 0.0 ? v[j] + pc.beta * load_c(at + j) : v[j]) + load_bias(n + j));
+          if (n + j < pc.N) {
+            float x = (pc.beta != 0.0 ? v[j] + pc.beta * load_c(at + j) : v[j]) + load_bias(n + j);
+            if (RELU) x = x > 0.0 ? x : 0.0;
+            store_c(at + j, x);
+          }
         }
       }
     }

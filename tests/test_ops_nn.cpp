@@ -1297,6 +1297,44 @@ TEST(NllKernels, CrossEntropyTakesFourKernelsOnTheGpu) {
   EXPECT_GE(composition, fused + 10);
 }
 
+RUMUS_DEVICE_SUITE(LinearReluOnEveryDevice);
+
+// linear_relu's ReLU runs in the GEMM's epilogue where the device has one:
+// the same values and gradients as relu(linear(...)), at shapes that fill
+// whole GPU tiles (the vec4 epilogue) and ragged ones, with and without a
+// bias; on a GPU the forward is one kernel.
+TEST_P(LinearReluOnEveryDevice, EpilogueMatchesTheComposition) {
+  const Device dev = GetParam();
+  Generator gen(31);
+  struct Case {
+    std::int64_t m, n, k;
+    bool bias;
+  };
+  for (const Case& c : {Case{64, 128, 64, true}, Case{64, 128, 64, false}, Case{5, 7, 3, true}, Case{5, 7, 3, false}}) {
+    const std::string what = fmt::format("{}x{}x{}{}", c.m, c.n, c.k, c.bias ? " with bias" : "");
+    const Tensor x0 = randn({c.m, c.k}, {}, &gen), w0 = randn({c.n, c.k}, {}, &gen), b0 = randn({c.n}, {}, &gen);
+    const Tensor r0 = randn({c.m, c.n}, {}, &gen);
+    auto run = [&](bool fused) {
+      Tensor x = x0.to(dev).detach().requires_grad_(), w = w0.to(dev).detach().requires_grad_();
+      Tensor b = c.bias ? b0.to(dev).detach().requires_grad_() : Tensor();
+      Tensor y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
+      GradientStore g = backward(sum(mul(y, r0.to(dev))));
+      std::vector<Tensor> out{y.cpu(), g.get(x).cpu(), g.get(w).cpu()};
+      if (c.bias) out.push_back(g.get(b).cpu());
+      return out;
+    };
+    const std::vector<Tensor> fused = run(true), composed = run(false);
+    for (std::size_t i = 0; i < fused.size(); ++i)
+      rumus::testing::expect_matches(fused[i], composed[i], 1e-5, what + " output " + std::to_string(i));
+    if (dev.is_cpu()) continue;
+    const Tensor x = x0.to(dev), w = w0.to(dev), b = c.bias ? b0.to(dev) : Tensor();
+    synchronize(dev);
+    const std::uint64_t before = device_stats(dev).commands;
+    Tensor y = linear_relu(x, w, b);
+    EXPECT_EQ(device_stats(dev).commands - before, 1u) << what;
+  }
+}
+
 RUMUS_DEVICE_SUITE(LayerNormOnEveryDevice);
 
 // layer_norm's kernels against f64 on the CPU: rows over several gradient

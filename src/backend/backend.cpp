@@ -55,6 +55,13 @@ void detail::list_kernel(RegisteredKernel kernel) {
   kernel_list().push_back(kernel);
 }
 
+void gemm_relu_after(Backend& be, const GemmArgs& g) {
+  GemmArgs product = g;
+  product.relu = false;
+  run_kernel<GemmKernel>(be, product);
+  run_kernel<UnaryKernel>(be, UnaryOp::relu, g.c, g.c, 0.0, 0.0);
+}
+
 void gemm_bias_by_copy(Backend& be, const GemmArgs& g) {
   GemmArgs product = g;
   product.bias = {nullptr, DType::f32, nullptr};
@@ -65,10 +72,12 @@ void gemm_bias_by_copy(Backend& be, const GemmArgs& g) {
   if (g.beta == 0) {
     run_kernel<CopyKernel>(be, g.c, bias);
     product.beta = 1;
-    run_kernel<GemmKernel>(be, product);
+    run_kernel<GemmKernel>(be, product);  // a ReLU comes after the whole sum
   } else {
+    product.relu = false;
     run_kernel<GemmKernel>(be, product);
     run_kernel<BinaryKernel>(be, BinaryOp::add, g.c, g.c, bias, 0.0, 0.0);
+    if (g.relu) run_kernel<UnaryKernel>(be, UnaryOp::relu, g.c, g.c, 0.0, 0.0);
   }
 }
 

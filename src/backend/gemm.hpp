@@ -43,6 +43,8 @@ struct GemmArgs {
   // Optional [n] vector (C's dtype) added to every row of C after the product:
   // linear's bias, in the GEMM's epilogue where the backend has one.
   TensorArg bias{nullptr, DType::f32, nullptr};
+  // C = max(C, 0) last (linear_relu), in the epilogue where the backend has one.
+  bool relu = false;
 };
 
 struct GemmKernel {
@@ -54,5 +56,9 @@ struct GemmKernel {
 // epilogue: the bias is copied into C and the product added with beta = 1
 // (beta = 0), or added after the product (otherwise).
 void gemm_bias_by_copy(Backend& be, const GemmArgs& g);
+
+// The product with `relu` for a backend (or a path) without a ReLU epilogue:
+// the product, then the ReLU in place on C.
+void gemm_relu_after(Backend& be, const GemmArgs& g);
 
 }  // namespace rumus

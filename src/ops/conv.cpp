@@ -392,9 +392,8 @@ Tensor linear_impl(const char* op, const Tensor& input_in, const Tensor& weight_
   for (std::int64_t d = 0; d + 1 < input.dim(); ++d) m *= input.shape()[std::size_t(d)];
   Tensor x2 = input.detach().reshape({m, in_f});
   Tensor out2 = detail::alloc({m, out_f}, input.dtype(), input.device());
-  // The bias is added by the GEMM (in its epilogue where the backend has one).
-  detail::gemm_into(out2, x2, weight.detach().t(), 0.0, bias.defined() ? bias.detach() : Tensor());
-  if (relu && out2.numel() > 0) detail::kernel<UnaryKernel>(op, out2)(UnaryOp::relu, arg(out2), arg(out2), 0, 0);
+  // The bias and the ReLU are applied by the GEMM (in its epilogue where the backend has one).
+  detail::gemm_into(out2, x2, weight.detach().t(), 0.0, bias.defined() ? bias.detach() : Tensor(), relu);
   Shape out_shape = input.shape();
   out_shape.back() = out_f;
   Tensor out(out2.storage_ptr(), Layout::contiguous(out_shape), out2.dtype());

@@ -36,13 +36,14 @@ Operand gemm_operand(const Tensor& x) {
 
 namespace detail {
 
-void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta, const Tensor& bias) {
+void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta, const Tensor& bias, bool relu) {
   const bool batched = a.dim() == 3;
   const auto m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
   if (c.numel() == 0) return;
   if (k == 0) {  // no product: C becomes the bias, zeros (beta = 0), or stays as it is
     if (bias.defined()) kernel<CopyKernel>("matmul", c)(arg(c), arg(bias, broadcast_layout(bias, c.shape())));
     else if (beta == 0) kernel<FillKernel>("matmul", c)(arg(c), 0.0);
+    if (relu) kernel<UnaryKernel>("matmul", c)(UnaryOp::relu, arg(c), arg(c), 0, 0);
     return;
   }
   Operand oa = gemm_operand(a), ob = gemm_operand(b);
@@ -61,6 +62,7 @@ void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta, c
   g.stride_c = m * n;
   g.beta = beta;
   if (bias.defined()) g.bias = arg(bias);
+  g.relu = relu;
   kernel<GemmKernel>("matmul", c)(g);
 }
 

@@ -81,7 +81,8 @@ Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tenso
 // c = a @ b (+ beta * c) for 2-D or 3-D (batched) operands of one dtype, any
 // strides (copied only when GEMM cannot read them). c is contiguous. A bias
 // ([n], with beta = 0) is added to every row by the backend's GEMM. No autograd.
-void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta, const Tensor& bias = Tensor());
+void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, double beta, const Tensor& bias = Tensor(),
+               bool relu = false);
 Tensor gemm(const Tensor& a, const Tensor& b);
 
 // out = op(x), same shape and dtype. No autograd.

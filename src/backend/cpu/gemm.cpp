@@ -94,6 +94,7 @@ void openblas_single_threaded() {
 }
 
 void gemm(Backend& be, const GemmArgs& g) {
+  if (g.relu) return gemm_relu_after(be, g);
   if (g.bias.storage) return gemm_bias_by_copy(be, g);
   openblas_single_threaded();
   // Pointers are at the operands' offsets.

@@ -56,6 +56,7 @@ void gemm(Backend& be, const GemmArgs& g) {
                coopmat_gemm_applies(ctx, g)))
     return gemm_bias_by_copy(vk, g);
   if (g.a.dtype == DType::f64) {
+    if (g.relu) return gemm_relu_after(vk, g);  // gemm_f64.comp has no ReLU epilogue
     push::GemmF64Push pc;
     push_f64_gemm(g, pc);
     Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}};
@@ -63,7 +64,7 @@ void gemm(Backend& be, const GemmArgs& g) {
               std::uint32_t((g.n + 31) / 32), std::uint32_t((g.m + 31) / 32), std::uint32_t(g.batch));
     return;
   }
-  if (coopmat_gemm_applies(ctx, g)) return coopmat_gemm(vk, g);  // f16 on the matrix units
+  if (coopmat_gemm_applies(ctx, g)) return g.relu ? gemm_relu_after(vk, g) : coopmat_gemm(vk, g);  // f16 on the matrix units
   GemmPush pc{std::uint32_t(g.m), std::uint32_t(g.n), std::uint32_t(g.k), std::uint32_t(g.lda),
               std::uint32_t(g.ldb), std::uint32_t(g.ldc), std::uint32_t(g.a.layout->offset),
               std::uint32_t(g.b.layout->offset), std::uint32_t(g.c.layout->offset), std::uint32_t(g.stride_a),
@@ -112,7 +113,8 @@ void gemm(Backend& be, const GemmArgs& g) {
       bk = fk;
     }
   }
-  if (bias && splits > 1) return gemm_bias_by_copy(vk, g);  // the slices' sum has no epilogue
+  if (g.relu && splits > 1) return gemm_relu_after(vk, g);  // the slices' sum has no epilogue
+  if (bias && splits > 1) return gemm_bias_by_copy(vk, g);
   bool aligned = g.m % bm == 0 && g.n % bn == 0 && g.k % bk == 0 && pc.k_chunk % bk == 0 && g.k > 0;
   for (std::uint32_t v : {pc.lda, pc.ldb, pc.ldc, pc.offset_a, pc.offset_b, pc.offset_c, pc.batch_a, pc.batch_b,
                           pc.batch_c, pc.offset_bias})
@@ -121,7 +123,7 @@ void gemm(Backend& be, const GemmArgs& g) {
   if (auto forced = gemm_kslices_override(); forced && kslices > 1) kslices = *forced;
   std::vector<std::uint32_t> spec = {(bm / 8) * (bn / 8) * kslices, bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
                                      aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype), bias ? 1u : 0u,
-                                     kslices};
+                                     kslices, g.relu ? 1u : 0u};
   const std::uint32_t gx = std::uint32_t((g.n + bn - 1) / bn), gy = std::uint32_t((g.m + bm - 1) / bm);
   if (splits == 1) {
     Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}, {bias ? g.bias : g.a, false}};
