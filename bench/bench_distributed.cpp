@@ -241,6 +241,39 @@ double seconds_per_call(Device dev, int reps, const std::function<void()>& once)
   return median(runs);
 }
 
+// One timed kind of call: its name in the output, and the call.
+struct Kind {
+  const char* name;
+  std::function<void()> run;
+};
+
+// Prints the device, then `rounds` rounds of GB/s (`bytes` per call) for
+// every kind, their medians and each kind's rounds, as bench/staging.sh and
+// bench/nccl.sh read them.
+void time_kinds(Device dev, const std::vector<Kind>& kinds, int rounds, std::size_t bytes, int reps) {
+  std::vector<std::vector<double>> per(kinds.size());
+  std::string name = dev.str();
+  for (const DeviceInfo& d : Device::list())
+    if (d.device == dev) name = d.name;
+  std::printf("device %s\n", name.c_str());
+  for (int r = 0; r < rounds; ++r) {
+    std::printf("round %d:", r + 1);
+    for (std::size_t k = 0; k < kinds.size(); ++k) {
+      per[k].push_back(double(bytes) / seconds_per_call(dev, reps, kinds[k].run) / 1e9);
+      std::printf(" %s %.2f%s", kinds[k].name, per[k].back(), k + 1 < kinds.size() ? "," : " GB/s\n");
+    }
+    std::fflush(stdout);
+  }
+  std::printf("median:");
+  for (std::size_t k = 0; k < kinds.size(); ++k) std::printf(" %s %.2f", kinds[k].name, median(per[k]));
+  std::printf(" GB/s\n");
+  for (std::size_t k = 0; k < kinds.size(); ++k) {
+    std::printf("rounds %s", kinds[k].name);
+    for (double v : per[k]) std::printf(" %.2f", v);
+    std::printf("\n");
+  }
+}
+
 int staging(int rounds, double mb) {
   const Device dev = Device::vulkan(0);
   if (!have_vulkan()) {
@@ -297,35 +330,14 @@ int staging(int rounds, double mb) {
   };
   const std::function<void()> all_gather_new = [&] { pg.all_gather(t); };
 
-  constexpr int kinds = 8;
-  const char* names[kinds] = {"read_old",       "read_new",       "trip_old",       "trip_new",
-                              "all_reduce_old", "all_reduce_new", "all_gather_old", "all_gather_new"};
-  const std::function<void()>* runs[kinds] = {&read_old,       &read_new,       &trip_old,       &trip_new,
-                                              &all_reduce_old, &all_reduce_new, &all_gather_old, &all_gather_new};
-  std::vector<double> per[kinds];
-  std::string name = "vulkan:0";
-  for (const DeviceInfo& d : Device::list())
-    if (d.device == dev) name = d.name;
-  std::printf("device %s\n", name.c_str());
   std::printf("one rank, f32 tensor of %.2f MB on vulkan:0, %d calls per run, median of 5 runs; GB/s = the tensor's bytes "
               "per call (a round trip or a collective stages them twice)\n",
               double(bytes) / 1e6, reps);
-  for (int r = 0; r < rounds; ++r) {
-    std::printf("round %d:", r + 1);
-    for (int k = 0; k < kinds; ++k) {
-      per[k].push_back(double(bytes) / seconds_per_call(dev, reps, *runs[k]) / 1e9);
-      std::printf(" %s %.2f%s", names[k], per[k].back(), k < kinds - 1 ? "," : " GB/s\n");
-    }
-    std::fflush(stdout);
-  }
-  std::printf("median:");
-  for (int k = 0; k < kinds; ++k) std::printf(" %s %.2f", names[k], median(per[k]));
-  std::printf(" GB/s\n");
-  for (int k = 0; k < kinds; ++k) {
-    std::printf("rounds %s", names[k]);
-    for (double v : per[k]) std::printf(" %.2f", v);
-    std::printf("\n");
-  }
+  time_kinds(dev,
+             {{"read_old", read_old}, {"read_new", read_new}, {"trip_old", trip_old}, {"trip_new", trip_new},
+              {"all_reduce_old", all_reduce_old}, {"all_reduce_new", all_reduce_new},
+              {"all_gather_old", all_gather_old}, {"all_gather_new", all_gather_new}},
+             rounds, bytes, reps);
   const std::vector<float> check = t.narrow(0, 0, 4).cpu().to_vector<float>();
   if (check[0] != 1.0f) {
     std::fprintf(stderr, "bench_distributed --staging: the tensor changed (%g): staging lost its bytes\n", check[0]);
@@ -359,38 +371,13 @@ int nccl(int rounds, double mb) {
   }
   ProcessGroup& staged = loop.rank(0);
   const int reps = 50;
-  const std::function<void()> all_reduce_staged = [&] { staged.all_reduce(t); };
-  const std::function<void()> all_reduce_nccl = [&] { nccl->all_reduce(t); };
-  const std::function<void()> all_gather_staged = [&] { staged.all_gather(t); };
-  const std::function<void()> all_gather_nccl = [&] { nccl->all_gather(t); };
-  constexpr int kinds = 4;
-  const char* names[kinds] = {"all_reduce_staged", "all_reduce_nccl", "all_gather_staged", "all_gather_nccl"};
-  const std::function<void()>* runs[kinds] = {&all_reduce_staged, &all_reduce_nccl, &all_gather_staged,
-                                              &all_gather_nccl};
-  std::vector<double> per[kinds];
-  std::string name = "vulkan:0";
-  for (const DeviceInfo& d : Device::list())
-    if (d.device == dev) name = d.name;
-  std::printf("device %s\n", name.c_str());
   std::printf("one rank, f32 tensor of %.2f MB on vulkan:0, %d calls per run, median of 5 runs; GB/s = the tensor's "
               "bytes per call\n",
               double(bytes) / 1e6, reps);
-  for (int r = 0; r < rounds; ++r) {
-    std::printf("round %d:", r + 1);
-    for (int k = 0; k < kinds; ++k) {
-      per[k].push_back(double(bytes) / seconds_per_call(dev, reps, *runs[k]) / 1e9);
-      std::printf(" %s %.2f%s", names[k], per[k].back(), k < kinds - 1 ? "," : " GB/s\n");
-    }
-    std::fflush(stdout);
-  }
-  std::printf("median:");
-  for (int k = 0; k < kinds; ++k) std::printf(" %s %.2f", names[k], median(per[k]));
-  std::printf(" GB/s\n");
-  for (int k = 0; k < kinds; ++k) {
-    std::printf("rounds %s", names[k]);
-    for (double v : per[k]) std::printf(" %.2f", v);
-    std::printf("\n");
-  }
+  time_kinds(dev,
+             {{"all_reduce_staged", [&] { staged.all_reduce(t); }}, {"all_reduce_nccl", [&] { nccl->all_reduce(t); }},
+              {"all_gather_staged", [&] { staged.all_gather(t); }}, {"all_gather_nccl", [&] { nccl->all_gather(t); }}},
+             rounds, bytes, reps);
   const std::vector<float> check = t.narrow(0, 0, 4).cpu().to_vector<float>();
   if (check[0] != 1.0f) {
     std::fprintf(stderr, "bench_distributed --nccl: the tensor changed (%g)\n", check[0]);

@@ -974,17 +974,25 @@ TEST(NcclGroup, NotMadeUnlessEveryRankCanUseIt) {
   }, {}, {.threads_per_rank = 1});
 }
 
+// A one-rank NcclGroup on vulkan:0, where this machine has NCCL and a GPU that shares memory.
+class NcclOneGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!have_vulkan() || !nccl_available(dev, &why)) GTEST_SKIP() << "NCCL is not usable here: " << why;
+    nccl = make_nccl_group(bootstrap.rank(0), dev, &why);
+    ASSERT_NE(nccl, nullptr) << why;
+  }
+  const Device dev = Device::vulkan(0);
+  ThreadGroup bootstrap{1};
+  std::unique_ptr<ProcessGroup> nccl;
+};
+
 // On a GPU with NCCL (a one-rank communicator): every collective of
 // collectives_on (sums and averages, strided views, i32 and i64, empty
 // tensors, every root, the async forms) gives ThreadGroup's values, with
 // no byte staged through the host; the same calls on ThreadGroup stage.
-TEST(NcclGroup, MatchesThreadGroupOnOneGpuWithoutHostStaging) {
-  const Device dev = Device::vulkan(0);
-  std::string why;
-  if (!have_vulkan() || !nccl_available(dev, &why)) GTEST_SKIP() << "NCCL is not usable here: " << why;
-  ThreadGroup bootstrap(1);
-  std::unique_ptr<ProcessGroup> nccl = make_nccl_group(bootstrap.rank(0), dev, &why);
-  ASSERT_NE(nccl, nullptr) << why;
+TEST_F(NcclOneGpu, MatchesThreadGroupOnOneGpuWithoutHostStaging) {
   EXPECT_EQ(nccl->name(), "NcclGroup");
   EXPECT_EQ(nccl->size(), 1);
   ThreadGroup reference(1, {.loopback = true});
@@ -1010,13 +1018,7 @@ TEST(NcclGroup, MatchesThreadGroupOnOneGpuWithoutHostStaging) {
 
 // Kernels before and after many NCCL collectives stay in order, while the
 // shared buffer grows from 1 MiB past 2.7 MB; f16, bf16 and f64 reduce too.
-TEST(NcclGroup, KernelsAroundRepeatedCollectivesStayInOrder) {
-  const Device dev = Device::vulkan(0);
-  std::string why;
-  if (!have_vulkan() || !nccl_available(dev, &why)) GTEST_SKIP() << "NCCL is not usable here: " << why;
-  ThreadGroup bootstrap(1);
-  std::unique_ptr<ProcessGroup> nccl = make_nccl_group(bootstrap.rank(0), dev, &why);
-  ASSERT_NE(nccl, nullptr) << why;
+TEST_F(NcclOneGpu, KernelsAroundRepeatedCollectivesStayInOrder) {
   NoGradGuard no_grad;
   for (std::int64_t n : {50, 300000, 700000}) {
     Tensor t = arange(double(n)).to(dev), acc = zeros({n}, {.device = dev});
@@ -1043,13 +1045,7 @@ TEST(NcclGroup, KernelsAroundRepeatedCollectivesStayInOrder) {
 }
 
 // A collective through NCCL runs outside any captured work: refused inside a capture.
-TEST(NcclGroup, RefusedInsideACapture) {
-  const Device dev = Device::vulkan(0);
-  std::string why;
-  if (!have_vulkan() || !nccl_available(dev, &why)) GTEST_SKIP() << "NCCL is not usable here: " << why;
-  ThreadGroup bootstrap(1);
-  std::unique_ptr<ProcessGroup> nccl = make_nccl_group(bootstrap.rank(0), dev, &why);
-  ASSERT_NE(nccl, nullptr) << why;
+TEST_F(NcclOneGpu, RefusedInsideACapture) {
   Tensor t = ones({8}, {.device = dev});
   expect_error<CaptureError>([&] { capture(dev, [&] { nccl->all_reduce(t); }); }, "copy_to_shared: a collective through NCCL");
   nccl->all_reduce(t);

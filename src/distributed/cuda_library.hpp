@@ -14,15 +14,17 @@ using Stream = void*;
 using ExternalMemory = void*;
 using ExternalSemaphore = void*;
 
+// The handle of an external memory or semaphore: an fd here (the win32 pair sizes the union).
+union ExternalHandle {
+  int fd;
+  struct {
+    void* handle;
+    const void* name;
+  } win32;
+};
 struct ExternalMemoryHandleDesc {  // cudaExternalMemoryHandleDesc
   int type = 1;                    // cudaExternalMemoryHandleTypeOpaqueFd
-  union {
-    int fd;
-    struct {
-      void* handle;
-      const void* name;
-    } win32;
-  } handle{};
+  ExternalHandle handle{};
   unsigned long long size = 0;
   unsigned flags = 1;  // cudaExternalMemoryDedicated
   unsigned reserved[16] = {};  // zeros past the end of older layouts
@@ -34,13 +36,7 @@ struct ExternalMemoryBufferDesc {  // cudaExternalMemoryBufferDesc
 };
 struct ExternalSemaphoreHandleDesc {  // cudaExternalSemaphoreHandleDesc
   int type = 9;                       // cudaExternalSemaphoreHandleTypeTimelineSemaphoreFd
-  union {
-    int fd;
-    struct {
-      void* handle;
-      const void* name;
-    } win32;
-  } handle{};
+  ExternalHandle handle{};
   unsigned flags = 0;
   unsigned reserved[16] = {};
 };

@@ -205,16 +205,6 @@ bool takes_nll_kernels(const Tensor& scores, const Reduction& reduction, double 
          detail::has_kernels<NllForwardKernel, NllBackwardKernel>(scores);
 }
 
-// The targets' range on the CPU (as the composition's check_indices, with
-// ignore_index allowed); the GPU kernel records them for the next wait.
-void check_targets(const char* op, const Tensor& target, std::int64_t c, std::int64_t ignore_index) {
-  if (!target.device().is_cpu()) return;
-  const auto* t = static_cast<const std::int64_t*>(target.storage().data()) + target.offset();
-  for (std::int64_t i = 0; i < target.numel(); ++i)
-    if (t[i] != ignore_index && (t[i] < 0 || t[i] >= c))
-      throw ShapeError(fmt::format("{}: target index {} is out of range for a dim of size {}", op, t[i], c));
-}
-
 // nll_loss of log-probabilities, or cross_entropy of logits (`logits`), by
 // the nll kernels. The gradient is one kernel; under create_graph it is
 // written with ops on the saved scores, so the loss differentiates twice.
@@ -222,7 +212,7 @@ Tensor nll_by_kernels(const char* op, const Tensor& scores, const Tensor& target
                       std::int64_t ignore_index, bool logits) {
   const std::int64_t c = scores.shape()[1];
   const Tensor target = target_in.to(DType::i64).contiguous();
-  check_targets(op, target, c, ignore_index);
+  detail::check_indices(op, "target index", target, c, ignore_index);  // on a GPU: the kernel, at the next wait
   Tensor log_probs;
   {
     NoGradGuard no_grad;

@@ -31,7 +31,8 @@ void no_kernel(std::string_view op, std::string_view kernel, const Tensor& t) {
                                 dtype_name(t.dtype())));
 }
 
-void check_indices(const char* op, const char* what, const Tensor& index, std::int64_t n) {
+void check_indices(const char* op, const char* what, const Tensor& index, std::int64_t n,
+                   std::optional<std::int64_t> ignored) {
   const std::int64_t count = index.numel();
   if (count == 0) return;
   auto fail = [&](std::int64_t i) {
@@ -42,7 +43,7 @@ void check_indices(const char* op, const char* what, const Tensor& index, std::i
   if (!index.device().is_cpu()) return;
   const auto* ix = static_cast<const std::int64_t*>(index.storage().data()) + index.offset();
   for (std::int64_t i = 0; i < count; ++i)
-    if (ix[i] < 0 || ix[i] >= n) fail(ix[i]);
+    if ((ix[i] < 0 || ix[i] >= n) && ix[i] != ignored) fail(ix[i]);
 }
 
 namespace {

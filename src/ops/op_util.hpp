@@ -2,6 +2,8 @@
 // Helpers shared by the ops layer: argument checks, allocation, kernel arguments.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "rumus/autograd/tape.hpp"
 #include "../backend/backend.hpp"
 #include "../backend/kernel_registry.hpp"
@@ -48,7 +50,9 @@ void random_kernel(const char* op, RandomKind kind, const Tensor& out, double a,
 // ShapeError "{op}: {what} {i} is out of range for a dim of size {n}". Other
 // devices' gather kernels check and raise the ShapeError at the host's next
 // wait (docs/ARCHITECTURE.md, "Out-of-range indices").
-void check_indices(const char* op, const char* what, const Tensor& index, std::int64_t n);
+// `ignored` (a loss's ignore_index) passes whatever n is.
+void check_indices(const char* op, const char* what, const Tensor& index, std::int64_t n,
+                   std::optional<std::int64_t> ignored = std::nullopt);
 
 // A fresh contiguous tensor (no autograd metadata). Running out of memory is
 // an OutOfMemoryError naming the op, the shape and the dtype: the op is `op`,
