@@ -31,11 +31,18 @@ layout(constant_id = 9) const bool HAS_BIAS = false;
 // Groups of invocations splitting each K-slice (BK % KSLICES == 0; the host
 // keeps BM * BK / THREADS between 4 and 16).
 layout(constant_id = 10) const uint KSLICES = 1;
-// max(C, 0) last: linear_relu's ReLU in the epilogue (never with split-K slices).
+// max(C, 0) last: linear_relu's ReLU in the epilogue.
 layout(constant_id = 11) const bool RELU = false;
 
-// Split-K: workgroup z = batch * splits + s sums K-range [s * k_chunk, (s + 1) * k_chunk)
-// and writes its own C slice (batch_c apart); the host adds the slices.
+// Split-K: workgroup z = batch * splits + s sums K-range [s * k_chunk, (s + 1) * k_chunk).
+// - Without SLICES_MEET each slice writes its own C (batch_c apart) and the
+//   host adds the slices in another pass.
+// - With SLICES_MEET (gemm.cpp) each slice stores its sums in binding 4 and
+//   counts itself in its tile's counter (binding 5). The tile's last slice
+//   adds all of them in slice order (the bits do not depend on which finished
+//   last), runs the epilogue (beta, bias, ReLU, C's type) and sets the counter
+//   back to 0 for the next launch: one dispatch and no barrier for the sum.
+layout(constant_id = 12) const bool SLICES_MEET = false;
 #define PUSH_GEMM
 #include "push_constants.h"
 
@@ -55,6 +62,9 @@ layout(set = 0, binding = 3) readonly buffer Z1 { float z1[]; };
 layout(set = 0, binding = 3) readonly buffer Z4 { vec4 z4[]; };
 layout(set = 0, binding = 3) readonly buffer ZH { uint16_t zh[]; };
 layout(set = 0, binding = 3) readonly buffer ZH4 { uvec2 zh4[]; };
+layout(set = 0, binding = 4) coherent buffer Parts { vec4 parts[]; };
+layout(set = 0, binding = 5) coherent buffer Counters { uint counters[]; };
+shared bool last_slice;
 
 // 16-bit conversions: one element, or four packed in a uvec2 (element 4i in the low half of .x).
 float from16(uint type, uint h) { return type == 1u ? unpackHalf2x16(h).x : uintBitsToFloat(h << 16); }
@@ -239,10 +249,32 @@ void main() {
       if (group == 0u) [[unroll]] for (uint i = 0; i < 16; ++i) acc[i] += red[i * TILE_THREADS + tt];
       barrier();
     }
+    if (!SLICES_MEET && group != 0u) return;
+  }
+  uint c_index = gl_WorkGroupID.z;  // a slice's own C without SLICES_MEET
+  if (SLICES_MEET) {
+    c_index = z;
+    if (pc.splits > 1u) {
+      const uint tile = (z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+      const uint first = tile * pc.splits;  // slice s's vec4 i of invocation tt: ((first + s) * 16 + i) * TILE_THREADS + tt
+      if (group == 0u) [[unroll]] for (uint i = 0; i < 16; ++i) parts[((first + split) * 16u + i) * TILE_THREADS + tt] = acc[i];
+      memoryBarrierBuffer();  // the sums reach the device before the count does
+      barrier();
+      if (tid == 0u) last_slice = atomicAdd(counters[tile], 1u) == pc.splits - 1u;
+      barrier();
+      if (!last_slice) return;  // uniform: a shared flag
+      memoryBarrierBuffer();
+      if (group == 0u) {
+        [[unroll]] for (uint i = 0; i < 16; ++i) acc[i] = vec4(0.0);
+        for (uint s = 0; s < pc.splits; ++s)
+          [[unroll]] for (uint i = 0; i < 16; ++i) acc[i] += parts[((first + s) * 16u + i) * TILE_THREADS + tt];
+      }
+      if (tid == 0u) counters[tile] = 0u;
+    }
     if (group != 0u) return;
   }
 
-  const uint base_c = pc.offset_c + gl_WorkGroupID.z * pc.batch_c;
+  const uint base_c = pc.offset_c + c_index * pc.batch_c;
   if (ALIGNED) {
     for (uint h = 0; h < 2; ++h) {
       for (uint r = 0; r < 4; ++r) {

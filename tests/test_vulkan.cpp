@@ -22,6 +22,7 @@
 
 #include "backend/vulkan/kernels.hpp"  // vulkan::gemm
 #include "backend/vulkan/vulkan_backend.hpp"  // the tensor-core GEMM's choice, the GEMM tuner
+#include "backend/vulkan/gemm_coopmat.hpp"  // which products run on the matrix units
 #include "backend/vulkan/pipelines.hpp"  // the on-disk pipeline cache
 #include "devices.hpp"
 #include "expect_error.hpp"
@@ -297,6 +298,61 @@ TEST(VulkanGemm, SplitKWithAlphaAndBeta) {
     run_kernel<GemmKernel>(backend(t->device()), args);
   }
   expect_close(gc, c, 1e-4, "split-K gemm with alpha and beta");
+}
+
+// Split K (few output tiles, K >= 256): each tile's slices meet in the GEMM
+// kernel, whose last slice runs the epilogue. One kernel per product with
+// alpha, beta, a bias, the ReLU and f16, on whole and ragged tiles and
+// batches, against the CPU; the same bits at every launch and every replay
+// (the tile counters return to 0).
+TEST(VulkanGemm, SplitKSlicesMeetInOneKernel) {
+  REQUIRE_VULKAN();
+  Generator gen(9);
+  struct Case {
+    std::int64_t batch, m, n, k;
+    bool relu;
+    DType out;
+  };
+  for (const Case& c : {Case{1, 64, 64, 1024, true, DType::f32}, Case{2, 6, 9, 1200, false, DType::f32},
+                        Case{1, 64, 512, 512, true, DType::f32}, Case{1, 37, 70, 700, true, DType::f16}}) {
+    const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.m) + " x " + std::to_string(c.n) +
+                             " x " + std::to_string(c.k) + " " + std::string(dtype_name(c.out));
+    Tensor a = rand({c.batch, c.m, c.k}, {}, &gen) - 0.5, b = rand({c.batch, c.n, c.k}, {}, &gen) - 0.5;
+    Tensor c0 = rand({c.batch, c.m, c.n}, {}, &gen), bias = (rand({c.n}, {}, &gen) - 0.5).to(c.out).to(DType::f32);
+    a = a.to(c.out).to(DType::f32), b = b.to(c.out).to(DType::f32);  // what the GPU holds (f16 in, f16 out)
+    c0 = c0.to(c.out).to(DType::f32);
+    Tensor want = matmul(a, b.transpose(1, 2)) * 0.5 + c0 * 2.0 + bias;
+    if (c.relu) want = relu(want);
+    const Tensor ga = a.to(c.out).to(kGpu), gb = b.to(c.out).to(kGpu), gbias = bias.to(c.out).to(kGpu);
+    auto launch = [&] {
+      Tensor gc = c0.to(c.out).to(kGpu);
+      GemmArgs args = GemmArgs::packed(arg_of(ga), arg_of(gb), arg_of(gc), c.m, c.n, c.k,
+                                       {.trans_b = true, .batch = c.batch});
+      args.alpha = 0.5;
+      args.beta = 2.0;
+      args.bias = arg_of(gbias);
+      args.relu = c.relu;
+      synchronize(kGpu);
+      const std::uint64_t before = device_stats(kGpu).commands;
+      run_kernel<GemmKernel>(backend(kGpu), args);
+      // (f16 runs on the matrix units where the device has them: a ReLU pass after.)
+      const auto& vk = static_cast<vulkan::VulkanBackend&>(backend(kGpu));
+      if (!vulkan::coopmat_gemm_applies(vk.context(), args)) EXPECT_EQ(device_stats(kGpu).commands - before, 1u) << what;
+      return gc.cpu().to(DType::f32);
+    };
+    const Tensor first = launch();
+    expect_close(first, want, c.out == DType::f16 ? 1e-2 : 1e-4, "split-K gemm " + what);
+    expect_close(launch(), first, 0, "split-K gemm launched again " + what);
+  }
+  // Captured: replays reuse the counters the capture bound.
+  Tensor x = (rand({64, 1024}, {}, &gen) - 0.5).to(kGpu), w = (rand({48, 1024}, {}, &gen) - 0.5).to(kGpu);
+  Tensor bias = rand({48}, {}, &gen).to(kGpu), y;
+  const Tensor want = linear(x, w, bias).cpu();
+  CapturedStep step = capture(kGpu, [&] { y = linear(x, w, bias); });
+  for (int i = 0; i < 3; ++i) {
+    step.replay();
+    expect_close(y, want, 0, "split-K linear, replay " + std::to_string(i));
+  }
 }
 
 // A bias with alpha and beta, at the kernel level, on both backends against

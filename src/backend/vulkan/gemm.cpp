@@ -113,8 +113,6 @@ void gemm(Backend& be, const GemmArgs& g) {
       bk = fk;
     }
   }
-  if (g.relu && splits > 1) return gemm_relu_after(vk, g);  // the slices' sum has no epilogue
-  if (bias && splits > 1) return gemm_bias_by_copy(vk, g);
   bool aligned = g.m % bm == 0 && g.n % bn == 0 && g.k % bk == 0 && pc.k_chunk % bk == 0 && g.k > 0;
   for (std::uint32_t v : {pc.lda, pc.ldb, pc.ldc, pc.offset_a, pc.offset_b, pc.offset_c, pc.batch_a, pc.batch_b,
                           pc.batch_c, pc.offset_bias})
@@ -123,18 +121,23 @@ void gemm(Backend& be, const GemmArgs& g) {
   if (auto forced = gemm_kslices_override(); forced && kslices > 1) kslices = *forced;
   std::vector<std::uint32_t> spec = {(bm / 8) * (bn / 8) * kslices, bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
                                      aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype), bias ? 1u : 0u,
-                                     kslices, g.relu ? 1u : 0u};
+                                     kslices, g.relu ? 1u : 0u, splits > 1 ? 1u : 0u};
   const std::uint32_t gx = std::uint32_t((g.n + bn - 1) / bn), gy = std::uint32_t((g.m + bm - 1) / bm);
+  const Operand bias_op{bias ? g.bias : g.a, false};
   if (splits == 1) {
-    Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}, {bias ? g.bias : g.a, false}};
+    Operand ops[] = {{g.a, false}, {g.b, false}, {g.c, true}, bias_op, {g.a, false}, {g.a, false}};
     vk.launch(ShaderId::gemm, spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch));
     return;
   }
-  spec[8] = type_code(DType::f32);  // the slices are f32 whatever C's dtype
-  gemm_split_k(vk, g, pc, splits, [&](TensorArg parts, const GemmPush& slices) {
-    Operand ops[] = {{g.a, false}, {g.b, false}, {parts, true}};
-    vk.launch(ShaderId::gemm, spec, ops, &slices, sizeof slices, gx, gy, std::uint32_t(g.batch) * splits);
-  });
+  // The slices meet in the kernel (SLICES_MEET): each tile's last slice adds
+  // them and runs the epilogue, so split K costs no second pass.
+  pc.splits = splits;
+  const std::int64_t tile_count = tiles(bm, bn);
+  const Layout parts_layout = Layout::contiguous({tile_count * splits * bm * bn});
+  Storage parts(vk.device(), std::size_t(parts_layout.shape[0]) * 4);
+  Operand ops[] = {{g.a, false},  {g.b, false}, {g.c, true}, bias_op, {{&parts, DType::f32, &parts_layout}, true},
+                   {vk.split_k_counters(tile_count), true}};
+  vk.launch(ShaderId::gemm, spec, ops, &pc, sizeof pc, gx, gy, std::uint32_t(g.batch) * splits);
 }
 
 void gemm_split_k(VulkanBackend& vk, const GemmArgs& g, GemmPush pc, std::uint32_t splits,

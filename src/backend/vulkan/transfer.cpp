@@ -25,9 +25,8 @@ TransferQueue::~TransferQueue() {
   ctx_.device.destroySemaphore(timeline_);
 }
 
-std::uint64_t TransferQueue::copy(const Allocation& src, std::size_t src_offset, const Allocation& dst,
-                                  std::size_t dst_offset, std::size_t nbytes, vk::Semaphore after_semaphore,
-                                  std::uint64_t after_value) {
+template <class Record>
+std::uint64_t TransferQueue::submit(Record record, vk::Semaphore after_semaphore, std::uint64_t after_value) {
   poll();
   vk::CommandBuffer cmd;
   if (idle_.empty()) {
@@ -38,13 +37,12 @@ std::uint64_t TransferQueue::copy(const Allocation& src, std::size_t src_offset,
     idle_.pop_back();
   }
   cmd.begin(vk::CommandBufferBeginInfo{.flags = vk::CommandBufferUsageFlagBits::eOneTimeSubmit});
-  // Earlier copies on this queue may read what this one writes (a host
+  // Earlier commands on this queue may read what this one writes (a host
   // buffer reused), or write what it reads.
   const auto copies = vk::AccessFlagBits::eTransferRead | vk::AccessFlagBits::eTransferWrite;
   vk::MemoryBarrier before{.srcAccessMask = copies, .dstAccessMask = copies};
   cmd.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eTransfer, {}, before, {}, {});
-  cmd.copyBuffer(src.buffer, dst.buffer,
-                 vk::BufferCopy{.srcOffset = src.offset + src_offset, .dstOffset = dst.offset + dst_offset, .size = nbytes});
+  record(cmd);
   // A semaphore makes device writes available, not visible to the host: the
   // host reads a mapped buffer only after this barrier.
   vk::MemoryBarrier to_host{.srcAccessMask = vk::AccessFlagBits::eTransferWrite, .dstAccessMask = vk::AccessFlagBits::eHostRead};
@@ -68,6 +66,22 @@ std::uint64_t TransferQueue::copy(const Allocation& src, std::size_t src_offset,
   ++next_;
   in_flight_.push_back({cmd, value});
   return value;
+}
+
+std::uint64_t TransferQueue::copy(const Allocation& src, std::size_t src_offset, const Allocation& dst,
+                                  std::size_t dst_offset, std::size_t nbytes, vk::Semaphore after_semaphore,
+                                  std::uint64_t after_value) {
+  return submit(
+      [&](vk::CommandBuffer cmd) {
+        cmd.copyBuffer(src.buffer, dst.buffer,
+                       vk::BufferCopy{.srcOffset = src.offset + src_offset, .dstOffset = dst.offset + dst_offset,
+                                      .size = nbytes});
+      },
+      after_semaphore, after_value);
+}
+
+std::uint64_t TransferQueue::fill(const Allocation& dst, std::size_t offset, std::size_t nbytes, std::uint32_t value) {
+  return submit([&](vk::CommandBuffer cmd) { cmd.fillBuffer(dst.buffer, dst.offset + offset, nbytes, value); }, {}, 0);
 }
 
 void TransferQueue::note_completed(std::uint64_t value) {

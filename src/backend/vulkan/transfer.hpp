@@ -32,6 +32,9 @@ class TransferQueue {
   // (no wait when `after_value` is 0); returns the value it signals when done.
   std::uint64_t copy(const Allocation& src, std::size_t src_offset, const Allocation& dst, std::size_t dst_offset,
                      std::size_t nbytes, vk::Semaphore after_semaphore, std::uint64_t after_value);
+  // Submits a fill of `nbytes` of `dst` with the word `value`, ordered after
+  // nothing; returns the value it signals when done.
+  std::uint64_t fill(const Allocation& dst, std::size_t offset, std::size_t nbytes, std::uint32_t value);
   vk::Semaphore timeline() const { return timeline_; }
   // The largest value known to be signalled (cheap: no query).
   std::uint64_t known_completed() const { return known_.load(std::memory_order_acquire); }
@@ -45,6 +48,10 @@ class TransferQueue {
 
  private:
   void note_completed(std::uint64_t value);
+  // Records one command buffer with `record` and submits it (waiting on
+  // `after_semaphore` for `after_value` unless that is 0).
+  template <class Record>
+  std::uint64_t submit(Record record, vk::Semaphore after_semaphore, std::uint64_t after_value);
 
   Context& ctx_;
   vk::CommandPool pool_;

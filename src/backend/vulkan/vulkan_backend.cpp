@@ -403,6 +403,26 @@ void VulkanBackend::queue_copy_from_host(HostBuffer& src, std::size_t src_offset
   ++uploads_;
 }
 
+TensorArg VulkanBackend::split_k_counters(std::int64_t tiles) {
+  if (tiles > kSplitKCounters)
+    throw Error(fmt::format("gemm: split K over {} output tiles, more than the {} counters", tiles, kSplitKCounters));
+  std::unique_lock lk(mu_);
+  std::shared_ptr<Storage>& counters = split_k_counters_[next_split_k_counters_++ % std::size(split_k_counters_)];
+  if (!counters) {
+    lk.unlock();  // allocating may wait for the device
+    auto made = std::make_shared<Storage>(device(), std::size_t(kSplitKCounters) * 4);
+    lk.lock();
+    // Zeroed on the transfer queue and waited for: a capture may be recording
+    // (its kernels run only at replay), and the counters serve both.
+    if (!counters) {
+      const Allocation& a = *static_cast<const Allocation*>(made->data());
+      transfers_->wait(transfers_->fill(a, 0, std::size_t(kSplitKCounters) * 4, 0));
+      counters = std::move(made);
+    }
+  }
+  return {counters.get(), DType::i32, &kSplitKCountersLayout};
+}
+
 // Gather kernels cannot throw: one that meets an index outside [0, n) skips it
 // and records it in index_fault_. The host looks at the record whenever it
 // waits for the device anyway, and raises the error there (as CUDA reports

@@ -77,6 +77,11 @@ class VulkanBackend final : public Backend {
   const Context& context() const { return *ctx_; }
   // Gather kernels' fault codes (binding 3 of their shaders).
   enum class IndexKernel : std::uint32_t { index_select = 1, index_add = 2, gather = 3, scatter_add = 4, nll_loss = 5 };
+  // Counters for one split-K GEMM of up to `tiles` output tiles (gemm.comp's
+  // SLICES_MEET), all 0: each launch leaves them at 0 again. A few buffers
+  // taken in turn, so consecutive products need no barrier between them.
+  TensorArg split_k_counters(std::int64_t tiles);
+  static constexpr std::int64_t kSplitKCounters = 1024;
   // The fault record as a kernel operand; marks that a check is due at the next wait.
   TensorArg index_fault_operand();
   // Whether a capture is recording: the GEMM tuner cannot time tiles then.
@@ -146,6 +151,9 @@ class VulkanBackend final : public Backend {
   std::uint64_t uploads_ = 0, downloads_ = 0;
   bool profiling_ = false;  // RUMUS_VULKAN_PROFILE: label dispatches for the stream's timestamps
   std::shared_ptr<Storage> index_fault_;
+  std::shared_ptr<Storage> split_k_counters_[4];
+  unsigned next_split_k_counters_ = 0;
+  static inline const Layout kSplitKCountersLayout = Layout::contiguous({kSplitKCounters});
   bool index_kernels_pending_ = false;
   // Capture: the recording thread; allocations the capture binds or creates
   // (recording_used_), and how many live captures pin each allocation. A
