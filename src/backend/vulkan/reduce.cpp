@@ -147,10 +147,12 @@ bool reduce_down_columns(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorAr
   const std::int64_t ly = 256 / lx, column_groups = (units + lx - 1) / lx;
   if (column_groups > 65535) return false;
   pc.units = std::uint32_t(units);
-  // Row runs: about two workgroups per SM of a large GPU, at least 8 rows per
-  // invocation, and at most 64 runs, so the second launch is short.
+  // Row runs: about two workgroups per SM of a large GPU, at least 16 rows per
+  // invocation (two rounds of its eight loads: fewer rows cost less than the
+  // second launch and its barrier, as a bias gradient over a batch of 64), and
+  // at most 64 runs, so the second launch is short.
   std::int64_t runs = std::clamp<std::int64_t>(264 / (column_groups * batch), 1, 64);
-  runs = std::max<std::int64_t>(1, std::min(runs, rows / (8 * ly)));
+  runs = std::max<std::int64_t>(1, std::min(runs, rows / (16 * ly)));
   pc.run = std::uint32_t((rows + runs - 1) / runs);
   runs = (rows + pc.run - 1) / pc.run;
   const std::uint32_t divide_by = op == ReduceOp::mean ? std::uint32_t(rows) : 0u;
