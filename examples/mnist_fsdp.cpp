@@ -14,6 +14,10 @@
 // With --sharded-checkpoint DIR (FSDP) every rank writes its own shards of
 // the model and optimizer state there instead, nothing gathered, and
 // --resume DIR reshards them to this run's number of ranks.
+// FSDP builds its models under nn::DeferredInit: each rank draws only the rows
+// of its own shards, so no process holds the whole model's values (the
+// CPU copy that unsharded checkpoints go through fills when rank 0 first
+// writes one).
 // Run with --help for the options.
 #include <rumus/distributed/distributed.hpp>
 #include <rumus/rumus.hpp>
@@ -178,6 +182,8 @@ struct Run {
   io::TrainingState state{};  // epochs and steps completed; its settings go into every checkpoint
   bool resumed = false;
   std::vector<example::EpochMetrics> history{};
+  // FSDP: each rank's model, built deferred (by rank index; one under mpirun).
+  std::vector<std::unique_ptr<nn::Module>> deferred_nets{};
 };
 
 // One rank's whole run. Rank 0 prints and writes the files.
@@ -191,10 +197,16 @@ void run_rank(ProcessGroup& pg, Run& run) {
     throw Error(fmt::format("--batch-size {} does not split evenly over {} ranks", o.batch_size, n));
   const std::int64_t local = o.batch_size / n, steps = run.steps_per_epoch;
 
-  // Every rank starts from the same values (the rank threads share one
-  // random generator, so drawing them per rank would race).
-  std::unique_ptr<nn::Module> net = make_net(run.r.model);
-  net->load_state_dict(run.full.state_dict());
+  // Every rank starts from the same values: its deferred model, built after
+  // the same seed as every other, or a copy of the full model's (the rank
+  // threads share one random generator, so drawing them per rank would race).
+  std::unique_ptr<nn::Module> net;
+  if (!run.deferred_nets.empty()) {
+    net = std::move(run.deferred_nets.at(run.deferred_nets.size() == 1 ? 0 : std::size_t(rank)));
+  } else {
+    net = make_net(run.r.model);
+    net->load_state_dict(run.full.state_dict());
+  }
   std::unique_ptr<Trainer> trainer;
   if (run.r.mode == "fsdp") trainer = std::make_unique<FsdpTrainer>(std::move(net), pg, dev, run.r.wrap);
   else trainer = std::make_unique<DdpTrainer>(std::move(net), pg, dev);
@@ -220,9 +232,10 @@ void run_rank(ProcessGroup& pg, Run& run) {
 
   data::DataLoader order_of(run.train_set, {.batch_size = o.batch_size, .shuffle = true, .drop_last = true, .seed = o.seed});
   if (rank == 0)
-    std::printf("mnist_fsdp: %s %s, %d rank%s (%s), global batch %lld (%lld per rank), %lld steps per epoch, %s lr %g, "
-                "%s schedule\n",
-                run.r.mode.c_str(), run.r.model.c_str(), n, n > 1 ? "s" : "", pg.name().c_str(),
+    std::printf("mnist_fsdp: %s %s%s, %d rank%s (%s), global batch %lld (%lld per rank), %lld steps per epoch, %s lr "
+                "%g, %s schedule\n",
+                run.r.mode.c_str(), run.r.model.c_str(), run.deferred_nets.empty() ? "" : " (deferred init)", n,
+                n > 1 ? "s" : "", pg.name().c_str(),
                 (long long)o.batch_size, (long long)local, (long long)steps, o.optimizer.c_str(), run.lr,
                 o.schedule.c_str());
   std::fflush(stdout);  // before the progress lines on stderr
@@ -417,9 +430,23 @@ int main(int argc, char** argv) {
           fmt::format("--sharded-checkpoint needs --mode fsdp (it writes FSDP's shards), got --mode {}", r.mode));
     manual_seed(o.seed);  // initialisation and dropout
     const double lr = example::learning_rate(o);
+    // FSDP builds deferred unless an unsharded checkpoint is resumed (its
+    // values go through the full model below).
+    const bool deferred = r.mode == "fsdp" && (o.resume.empty() || r.resume_sharded);
+    auto build = [&] {
+      std::optional<nn::DeferredInit> scope;
+      if (deferred) scope.emplace();
+      return make_net(r.model);
+    };
     // The unsharded model and its optimizer, on the CPU: the values every rank
-    // starts from, and what a checkpoint is saved from and resumed into.
-    const std::unique_ptr<nn::Module> full = make_net(r.model);
+    // starts from (deferred: its recipe), and what a checkpoint is saved from
+    // and resumed into.
+    const std::unique_ptr<nn::Module> full = build();
+    std::vector<std::unique_ptr<nn::Module>> deferred_nets;
+    for (int i = 0; deferred && i < (launched_by_mpi() ? 1 : r.ranks); ++i) {
+      manual_seed(o.seed);  // each the same recipe; the generator ends where one build leaves it
+      deferred_nets.push_back(build());
+    }
     const auto full_opt = example::make_optimizer(o.optimizer, full->parameters(), lr, o.weight_decay, o.nesterov);
     auto train_set = std::make_shared<data::Mnist>(o.data, data::Split::Train);
     auto test_set = std::make_shared<data::Mnist>(o.data, data::Split::Test);
@@ -431,6 +458,7 @@ int main(int argc, char** argv) {
     test_set->set_normalize(norm);
     Run run{o, r, train_set, test_set, parse_devices(r.devices), steps, lr, *full, *full_opt};
     run.state.settings = example::run_settings(o, r.model, *full_opt, lr, train_set->size(), norm);
+    run.deferred_nets = std::move(deferred_nets);
     // Resuming: the checkpoint restores model, optimizer state, random
     // generator and counters; one of a run with other settings is refused.
     // The rank count and mode are free to change: they train the same model.
