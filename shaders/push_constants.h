@@ -87,6 +87,16 @@ RUMUS_PUSH_BLOCK(OptimPush) {
 } RUMUS_PUSH_END
 #endif
 
+#ifdef PUSH_OPTIM_FOREACH
+// optim_foreach.comp: slot k has n[k] elements and workgroups from first[k] on.
+#define OPTIM_FOREACH_SLOTS 6
+RUMUS_PUSH_BLOCK(OptimForeachPush) {
+  uint n[OPTIM_FOREACH_SLOTS];
+  uint first[OPTIM_FOREACH_SLOTS];
+  float lr, momentum, dampening, weight_decay;
+} RUMUS_PUSH_END
+#endif
+
 #ifdef PUSH_CONV
 RUMUS_PUSH_BLOCK(ConvPush) {
   uint batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w;

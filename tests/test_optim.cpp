@@ -861,6 +861,63 @@ TEST_P(OptimOnEveryDevice, FusedStepsMatchTheF64Steps) {
   }
 }
 
+// sgd_step_foreach_ (what SGD.step runs): the bits of sgd_step_ on each
+// update, for 8 parameters of mixed sizes (more than one kernel's 6 slots),
+// two kinds of hyper-parameters, a view at an offset and a strided gradient
+// (those run one by one). On a GPU an SGD step over 6 parameters is one kernel.
+TEST_P(OptimOnEveryDevice, ForeachSgdMatchesOneUpdateAtATime) {
+  const Device dev = GetParam();
+  Generator gen(21);
+  const std::vector<Shape> shapes = {{300, 70}, {7}, {3, 4, 5}, {}, {1000}, {2, 2}, {513}, {64, 9}};
+  std::vector<Tensor> params, grads;
+  for (const Shape& s : shapes) {
+    params.push_back(randn(s, {}, &gen).to(dev));
+    grads.push_back(randn(s, {}, &gen).to(dev));
+  }
+  Tensor storage = randn({40}, {}, &gen).to(dev);
+  params.push_back(storage.narrow(0, 3, 20));  // a view at an offset
+  grads.push_back(randn({20, 2}, {}, &gen).to(dev).select(1, 1));  // strided
+  for (bool nesterov : {false, true}) {
+    std::vector<Tensor> one = params, many = params, one_buf, many_buf;
+    for (Tensor& t : one) t = t.clone();
+    for (Tensor& t : many) t = t.clone();
+    one.back() = storage.clone().narrow(0, 3, 20);  // each its own storage, still a view at an offset
+    many.back() = storage.clone().narrow(0, 3, 20);
+    for (const Tensor& t : params) {
+      one_buf.push_back(zeros(t.shape(), {.device = dev}));
+      many_buf.push_back(zeros(t.shape(), {.device = dev}));
+    }
+    for (int step = 0; step < 3; ++step) {
+      std::vector<SgdUpdate> updates;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        // Every other parameter with other hyper-parameters: two kinds in one call.
+        const SgdStep o{.lr = i % 2 ? 0.1 : 0.05, .momentum = 0.9, .weight_decay = i % 2 ? 0.01 : 0.0,
+                        .nesterov = nesterov, .first = step == 0};
+        sgd_step_(one[i], grads[i], one_buf[i], o);
+        updates.push_back({many[i], grads[i], many_buf[i], o});
+      }
+      sgd_step_foreach_(updates);
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const std::string what = "parameter " + std::to_string(i) + (nesterov ? ", nesterov" : "");
+      rumus::testing::expect_matches(many[i], one[i], 0, what);
+      rumus::testing::expect_matches(many_buf[i], one_buf[i], 0, what + " momentum");
+    }
+  }
+  if (dev.is_cpu()) return;
+  // SGD.step over 6 parameters, after the momentum buffers exist: one kernel.
+  std::vector<Tensor> six(params.begin(), params.begin() + 6);
+  for (Tensor& t : six) t = t.clone();
+  optim::SGD opt(six, {.lr = 0.1, .momentum = 0.9});
+  GradientStore store;
+  for (std::size_t i = 0; i < six.size(); ++i) store.insert(six[i].grad_id(), grads[i]);
+  opt.step(store);
+  synchronize(dev);
+  const std::uint64_t before = device_stats(dev).commands;
+  opt.step(store);
+  EXPECT_EQ(device_stats(dev).commands - before, 1u);
+}
+
 namespace {
 // Gradients of mixed shapes (one spans several reduction workgroups) with
 // their norm on a device, after clipping.

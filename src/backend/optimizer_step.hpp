@@ -3,6 +3,8 @@
 // (all operands share its shape and are dense), the kernels of
 // src/ops/optimizer_step.cpp, which composes them from ops where a device
 // has none.
+#include <span>
+
 #include "kernel_registry.hpp"
 
 namespace rumus {
@@ -32,6 +34,19 @@ struct AdamKernelArgs {
 struct SgdStepKernel {
   static constexpr std::string_view name = "sgd_step";
   using Fn = void(Backend&, const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg momentum_buf);
+};
+
+// One SGD update of SgdForeachKernel: dense f32 operands that each start at
+// element 0 of their storage; `scalars` as SgdKernelArgs::scalars (null or
+// not, with 4 or 5 elements, alike in every update of one call).
+struct SgdOperands {
+  TensorArg param, grad, momentum_buf, scalars;
+};
+// Several SGD updates with the same hyper-parameters (`s`, whose scalars are
+// unused) in a few kernels: PyTorch's foreach SGD.
+struct SgdForeachKernel {
+  static constexpr std::string_view name = "sgd_step_foreach";
+  using Fn = void(Backend&, const SgdKernelArgs& s, std::span<const SgdOperands> updates);
 };
 
 // Adam/AdamW with bias correction; m and v updated in place.

@@ -1,6 +1,8 @@
 #include "rumus/ops/optimizer_step.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "op_util.hpp"
 #include "../backend/optimizer_step.hpp"
@@ -102,6 +104,65 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, const SgdStep& o)
       arg(param), arg(g), arg(b));
   param.storage().bump_version();
   if (uses_buffer) buf.storage().bump_version();
+}
+
+namespace {
+// Whether sgd_step_foreach_ may give `u` to the multi-tensor kernel: what the
+// kernel takes (SgdOperands), else sgd_step_ runs it and raises its errors.
+bool foreach_takes(const SgdUpdate& u) {
+  const Tensor& p = u.param;
+  auto at_zero = [&](const Tensor& t) {
+    return t.defined() && t.device() == p.device() && t.dtype() == DType::f32 && t.shape() == p.shape() &&
+           t.is_contiguous() && t.offset() == 0;
+  };
+  const Tensor& s = u.step.scalars;
+  return at_zero(p) && at_zero(u.grad) && (u.step.momentum == 0 || at_zero(u.momentum_buffer)) &&
+         (!s.defined() || (s.device() == p.device() && s.dtype() == DType::f32 && s.is_contiguous() &&
+                           s.offset() == 0 && (s.numel() == 4 || s.numel() == 5))) &&
+         supports<SgdForeachKernel>(backend(p.device()), DType::f32);
+}
+// Updates one kernel call can share: the same device and hyper-parameters,
+// scalars in all or none (of one size).
+bool alike(const SgdUpdate& a, const SgdUpdate& b) {
+  const SgdStep &x = a.step, &y = b.step;
+  return a.param.device() == b.param.device() && x.lr == y.lr && x.momentum == y.momentum &&
+         x.dampening == y.dampening && x.weight_decay == y.weight_decay && x.nesterov == y.nesterov &&
+         x.first == y.first && x.scalars.defined() == y.scalars.defined() &&
+         (!x.scalars.defined() || x.scalars.numel() == y.scalars.numel());
+}
+}  // namespace
+
+void sgd_step_foreach_(std::span<const SgdUpdate> updates) {
+  std::vector<std::vector<const SgdUpdate*>> kinds;  // updates the kernel takes, by alike()
+  for (const SgdUpdate& u : updates) {
+    if (!foreach_takes(u)) {
+      Tensor param = u.param, buf = u.momentum_buffer;
+      sgd_step_(param, u.grad, buf, u.step);
+      continue;
+    }
+    auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return alike(*k[0], u); });
+    if (kind == kinds.end()) kind = kinds.insert(kinds.end(), std::vector<const SgdUpdate*>{});
+    kind->push_back(&u);
+  }
+  for (const auto& kind : kinds) {
+    const SgdStep& o = kind[0]->step;
+    const bool uses_buffer = o.momentum != 0;
+    std::vector<Tensor> grads;  // dense, as sgd_step_ reads them
+    std::vector<SgdOperands> operands;
+    grads.reserve(kind.size());
+    for (const SgdUpdate* u : kind) {
+      grads.push_back(dense(u->grad));
+      operands.push_back({arg(u->param), arg(grads.back()), uses_buffer ? arg(u->momentum_buffer) : arg(u->param),
+                          scalars_arg(u->step.scalars)});
+    }
+    detail::kernel<SgdForeachKernel>("sgd_step_foreach_", kind[0]->param)(
+        SgdKernelArgs{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.first, {nullptr, DType::f32, nullptr}},
+        std::span<const SgdOperands>(operands));
+    for (const SgdUpdate* u : kind) {
+      u->param.storage().bump_version();
+      if (uses_buffer) u->momentum_buffer.storage().bump_version();
+    }
+  }
 }
 
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamStep& o) {

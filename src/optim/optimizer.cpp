@@ -136,6 +136,11 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
     Tensor grad;
   };
   std::vector<OnDevice> on_device;  // updates skipped on the device where `skip` is set
+  // Updates an optimizer queued do not outlive a step that fails.
+  struct DropQueued {
+    Optimizer& o;
+    ~DropQueued() { o.drop_updates(); }
+  } drop_queued{*this};
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];
     for (std::size_t i = 0; i < group.params.size(); ++i) {
@@ -175,6 +180,7 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
       else ++state.step;
     }
   }
+  if (on_device.empty()) finish_updates();
   if (!on_device.empty()) {
     // The device counts: written first where a capture made them and has not
     // replayed yet; one new count per group for the parameters that have
@@ -237,6 +243,7 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
       st.device_scalars = Tensor();
       if (capturing) stepped.emplace_back(u.g, u.i);
     }
+    finish_updates();  // they read this step's scalars; the counts advance after
     // Then each count advances, unless the step was skipped.
     const Tensor skipped = gt(skip, 0.0);
     for (auto [dc, g] : counts) {

@@ -46,15 +46,20 @@ void SGD::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& 
   SgdStep step{.lr = group.lr, .momentum = group.option("momentum"), .dampening = group.option("dampening"),
                .weight_decay = group.weight_decay, .nesterov = group.flag("nesterov"),
                .scalars = captured_scalars(state)};
-  Tensor unused;
-  Tensor* buffer = &unused;
+  Tensor buffer;
   if (step.momentum != 0) {
     step.first = first_update(state.buffers, state.step);
     auto it = state.buffers.find("momentum_buffer");
     if (it == state.buffers.end()) it = state.buffers.emplace("momentum_buffer", empty_like(p)).first;
-    buffer = &it->second;
+    buffer = it->second;
   }
-  sgd_step_(p, grad, *buffer, step);
+  pending_.push_back({p, grad, buffer, step});
+}
+
+void SGD::finish_updates() {
+  const std::vector<SgdUpdate> updates = std::move(pending_);
+  pending_.clear();
+  sgd_step_foreach_(updates);
 }
 
 }  // namespace rumus::optim

@@ -2,6 +2,7 @@
 // Fused in-place optimizer updates of one parameter: one kernel instead of a
 // chain of elementwise passes. Never recorded on the tape.
 #include <cstdint>
+#include <span>
 
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/export.hpp"
@@ -39,6 +40,17 @@ struct AdamStep {
 // SGD with momentum/dampening/nesterov/weight decay (PyTorch's formulation).
 // `momentum_buffer` is read unless options.first; ignored when momentum == 0.
 void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdStep& options);
+
+// One update of sgd_step_foreach_: sgd_step_(param, grad, momentum_buffer,
+// step) (the tensors share the optimizer's storage: the update is in place).
+struct SgdUpdate {
+  Tensor param, grad, momentum_buffer;
+  SgdStep step;
+};
+// Several SGD updates, as PyTorch's foreach SGD: the results of sgd_step_ on
+// each, in fewer kernels where the device has a multi-tensor kernel (updates
+// alike but for their scalars tensors, a few parameters per kernel).
+void sgd_step_foreach_(std::span<const SgdUpdate> updates);
 
 // Adam (options.decoupled = false) or AdamW (true); options.step counts from 1.
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamStep& options);

@@ -117,6 +117,12 @@ class Optimizer {
             std::map<std::string, double> defaults = {});
   // Updates `param` in place, with recording off; state.step counts earlier updates.
   virtual void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) = 0;
+  // An optimizer may queue the updates of one step and run them together
+  // (SGD: a few parameters per kernel, as PyTorch's foreach): step() calls
+  // finish_updates() once every update() of the step was made, and
+  // drop_updates() if the step fails before that.
+  virtual void finish_updates() {}
+  virtual void drop_updates() {}
   // The buffers update() keeps per parameter (with this group's options):
   // a loaded state with step > 0 must have all of them, and no others.
   virtual std::vector<std::string> buffer_names(const Group&) const { return {}; }

@@ -1,4 +1,7 @@
 #pragma once
+#include <vector>
+
+#include "rumus/ops/optimizer_step.hpp"
 #include "rumus/optim/optimizer.hpp"
 #include "rumus/core/export.hpp"
 
@@ -23,10 +26,16 @@ class SGD : public Optimizer {
   SGDOptions options;  // the defaults; each group's values are in param_groups()[g].options
 
  protected:
+  // Queued, and run by finish_updates() through sgd_step_foreach_.
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
+  void finish_updates() override;
+  void drop_updates() override { pending_.clear(); }
   std::vector<std::string> buffer_names(const Group& group) const override;
   std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
   Tensor advance_device_scalars(const Tensor& values, const Group& group) const override;
+
+ private:
+  std::vector<SgdUpdate> pending_;  // this step's updates, until finish_updates()
 };
 
 }  // namespace rumus::optim

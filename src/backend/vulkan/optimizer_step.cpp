@@ -42,6 +42,48 @@ void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg gr
             &pc, sizeof pc, groups_for(pc.n, kLocal));
 }
 
+// Up to kSlots updates a dispatch (optim_foreach.comp); a slot the call does
+// not use binds slot 0's tensors, read only, and gets no workgroups.
+void sgd_step_foreach(Backend& be, const SgdKernelArgs& s, std::span<const SgdOperands> updates) {
+  constexpr std::size_t kSlots = OPTIM_FOREACH_SLOTS;
+  VulkanBackend& vk = device_of(be);
+  if (updates.empty()) return;
+  const bool momentum = s.momentum != 0;
+  const bool scalars = updates[0].scalars.storage != nullptr;
+  const bool skip = skips(updates[0].scalars);
+  auto at_zero = [](TensorArg t) { return dense_f32(t) && t.layout->offset == 0; };
+  for (const SgdOperands& u : updates)
+    if (!at_zero(u.param) || !at_zero(u.grad) || (momentum && !at_zero(u.momentum_buf)) ||
+        (u.scalars.storage != nullptr) != scalars || (scalars && (!at_zero(u.scalars) || skips(u.scalars) != skip)))
+      throw DeviceError("sgd_step_foreach: the Vulkan kernel takes contiguous f32 operands from element 0, with "
+                        "scalars in every update or in none");
+  if (!scalars) check_not_capturing("sgd_step_foreach", "an SGD update without a scalars tensor (its lr would be frozen)");
+  for (std::size_t begin = 0; begin < updates.size(); begin += kSlots) {
+    const std::span<const SgdOperands> chunk = updates.subspan(begin, std::min(kSlots, updates.size() - begin));
+    push::OptimForeachPush pc{};
+    pc.lr = float(s.lr);
+    pc.momentum = float(s.momentum);
+    pc.dampening = float(s.dampening);
+    pc.weight_decay = float(s.weight_decay);
+    Operand ops[4 * kSlots];
+    std::uint32_t groups = 0;
+    for (std::size_t k = 0; k < kSlots; ++k) {
+      const SgdOperands& u = chunk[k < chunk.size() ? k : 0];
+      const bool used = k < chunk.size();
+      pc.n[k] = used ? std::uint32_t(u.param.layout->numel()) : 0u;
+      pc.first[k] = used ? groups : UINT32_MAX;
+      if (used) groups += std::min<std::uint32_t>(groups_for(pc.n[k], kLocal), 65535 / kSlots);
+      ops[4 * k] = {u.param, used};
+      ops[4 * k + 1] = {u.grad, false};
+      ops[4 * k + 2] = {momentum ? u.momentum_buf : u.param, used && momentum};
+      ops[4 * k + 3] = {scalars ? u.scalars : u.param, false};
+    }
+    vk.launch(ShaderId::optim_foreach,
+              {kLocal, std::uint32_t(chunk.size()), momentum, s.nesterov, !scalars && s.first, scalars, skip}, ops,
+              &pc, sizeof pc, groups);
+  }
+}
+
 void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
   VulkanBackend& vk = device_of(be);
   if (!dense_f32(param) || !dense_f32(grad) || !dense_f32(m) || !dense_f32(v))
@@ -79,6 +121,7 @@ namespace rumus {
 
 RUMUS_KERNEL_FAMILY(vulkan, optimizer_step) {
   register_kernel<SgdStepKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::sgd_step);
+  register_kernel<SgdForeachKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::sgd_step_foreach);
   register_kernel<AdamStepKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::adam_step);
   register_kernel<AmpUnscaleKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::amp_unscale);
 }

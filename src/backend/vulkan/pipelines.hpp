@@ -14,7 +14,8 @@
 
 namespace rumus::vulkan {
 
-constexpr std::uint32_t kMaxBindings = 10;
+// 24: Vulkan's least maxDescriptorSetStorageBuffers; optim_foreach.comp binds 6 x 4.
+constexpr std::uint32_t kMaxBindings = 24;
 // Bindings written on every dispatch (unused ones alias operand 0): the shaders
 // of the older kernels declare up to 4 whether or not a variant reads them.
 constexpr std::uint32_t kMinBindings = 4;

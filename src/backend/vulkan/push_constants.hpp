@@ -17,6 +17,7 @@ using uint = std::uint32_t;
 #define PUSH_GEMM_F64
 #define PUSH_RANDOM
 #define PUSH_OPTIM
+#define PUSH_OPTIM_FOREACH
 #define PUSH_CONV
 #define PUSH_CONV_IGEMM
 #define PUSH_POOL
