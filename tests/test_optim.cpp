@@ -101,6 +101,25 @@ TEST(Optimizer, ParametersWithoutGradientAreUntouched) {
   EXPECT_LT(a.to_vector<float>()[1], 1.0f);
 }
 
+// A parameter that fails the step (a gradient of the wrong shape) leaves the
+// updates before it applied, as one by one: SGD queues its updates and still
+// applies them, so the next step continues from a seeded momentum buffer.
+TEST(SGD, AFailedStepKeepsTheUpdatesBeforeTheFailure) {
+  Tensor a = ones({2}), b = ones({3});
+  optim::SGD opt({a, b}, {.lr = 0.1, .momentum = 0.9});
+  GradientStore bad, good;
+  bad.insert(a.grad_id(), ones({2}));
+  bad.insert(b.grad_id(), ones({2}));
+  expect_error<ShapeError>([&] { opt.step(bad); }, "SGD.step: gradient of shape [2] for a parameter of shape [3]");
+  EXPECT_FLOAT_EQ(a.to_vector<float>()[0], 0.9f);  // 1 - 0.1 * 1
+  EXPECT_FLOAT_EQ(b.to_vector<float>()[0], 1.0f);
+  good.insert(a.grad_id(), ones({2}));
+  good.insert(b.grad_id(), ones({3}));
+  opt.step(good);
+  EXPECT_FLOAT_EQ(a.to_vector<float>()[1], 0.71f);  // momentum 0.9 * 1 + 1, then 0.9 - 0.1 * 1.9
+  EXPECT_FLOAT_EQ(b.to_vector<float>()[1], 0.9f);   // its first update
+}
+
 TEST(Optimizer, StateDictRoundTripContinuesIdentically) {
   auto make = [] { return tensor({1.0, -2.0, 3.0}, {.dtype = DType::f64}).requires_grad_(); };
   Tensor g = tensor({0.3, -0.2, 0.1}, {.dtype = DType::f64});

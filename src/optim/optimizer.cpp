@@ -136,11 +136,17 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
     Tensor grad;
   };
   std::vector<OnDevice> on_device;  // updates skipped on the device where `skip` is set
-  // Updates an optimizer queued do not outlive a step that fails.
-  struct DropQueued {
+  // A later parameter that fails the step leaves the queued updates applied,
+  // as they would have been one by one (their step counts have moved).
+  struct FinishQueued {
     Optimizer& o;
-    ~DropQueued() { o.drop_updates(); }
-  } drop_queued{*this};
+    ~FinishQueued() {
+      try {
+        o.finish_updates();  // nothing left on success
+      } catch (...) {
+      }
+    }
+  } finish_queued{*this};
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];
     for (std::size_t i = 0; i < group.params.size(); ++i) {

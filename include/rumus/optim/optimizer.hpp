@@ -119,10 +119,9 @@ class Optimizer {
   virtual void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) = 0;
   // An optimizer may queue the updates of one step and run them together
   // (SGD: a few parameters per kernel, as PyTorch's foreach): step() calls
-  // finish_updates() once every update() of the step was made, and
-  // drop_updates() if the step fails before that.
+  // finish_updates() once every update() of the step was made, or once a
+  // parameter failed the step (the updates before it stand, as one by one).
   virtual void finish_updates() {}
-  virtual void drop_updates() {}
   // The buffers update() keeps per parameter (with this group's options):
   // a loaded state with step > 0 must have all of them, and no others.
   virtual std::vector<std::string> buffer_names(const Group&) const { return {}; }

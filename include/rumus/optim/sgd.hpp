@@ -29,7 +29,6 @@ class SGD : public Optimizer {
   // Queued, and run by finish_updates() through sgd_step_foreach_.
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
   void finish_updates() override;
-  void drop_updates() override { pending_.clear(); }
   std::vector<std::string> buffer_names(const Group& group) const override;
   std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
   Tensor advance_device_scalars(const Tensor& values, const Group& group) const override;
