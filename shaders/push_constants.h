@@ -88,12 +88,14 @@ RUMUS_PUSH_BLOCK(OptimPush) {
 #endif
 
 #ifdef PUSH_OPTIM_FOREACH
-// optim_foreach.comp: slot k has n[k] elements and workgroups from first[k] on.
+// optim_foreach.comp: slot k has n[k] elements and workgroups from first[k]
+// on. SGD takes 6 slots of 4 bindings, Adam 4 of 5.
 #define OPTIM_FOREACH_SLOTS 6
+#define OPTIM_FOREACH_ADAM_SLOTS 4
 RUMUS_PUSH_BLOCK(OptimForeachPush) {
   uint n[OPTIM_FOREACH_SLOTS];
   uint first[OPTIM_FOREACH_SLOTS];
-  float lr, momentum, dampening, weight_decay;
+  float lr, momentum, dampening, weight_decay, beta1, beta2, eps, c1, c2;  // c1, c2: bias corrections
 } RUMUS_PUSH_END
 #endif
 

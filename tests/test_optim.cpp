@@ -937,6 +937,58 @@ TEST_P(OptimOnEveryDevice, ForeachSgdMatchesOneUpdateAtATime) {
   EXPECT_EQ(device_stats(dev).commands - before, 1u);
 }
 
+// adam_step_foreach_ (what Adam and AdamW run): the bits of adam_step_ on
+// each update, for 6 parameters (more than one kernel's 4 slots), Adam and
+// AdamW in one call, and a view at an offset (run alone). On a GPU an AdamW
+// step over 6 parameters takes two kernels.
+TEST_P(OptimOnEveryDevice, ForeachAdamMatchesOneUpdateAtATime) {
+  const Device dev = GetParam();
+  Generator gen(22);
+  const std::vector<Shape> shapes = {{300, 70}, {7}, {}, {1000}, {513}, {64, 9}};
+  std::vector<Tensor> params, grads;
+  for (const Shape& s : shapes) {
+    params.push_back(randn(s, {}, &gen).to(dev));
+    grads.push_back(randn(s, {}, &gen).to(dev));
+  }
+  const Tensor storage = randn({40}, {}, &gen).to(dev);
+  grads.push_back(randn({20}, {}, &gen).to(dev));
+  std::vector<Tensor> one, many, one_m, one_v, many_m, many_v;
+  for (const Tensor& t : params) {
+    one.push_back(t.clone());
+    many.push_back(t.clone());
+  }
+  one.push_back(storage.clone().narrow(0, 3, 20));  // a view at an offset
+  many.push_back(storage.clone().narrow(0, 3, 20));
+  for (const Tensor& t : one)
+    for (auto* list : {&one_m, &one_v, &many_m, &many_v}) list->push_back(zeros(t.shape(), {.device = dev}));
+  for (int step = 1; step <= 3; ++step) {
+    std::vector<AdamUpdate> updates;
+    for (std::size_t i = 0; i < one.size(); ++i) {
+      const AdamStep o{.lr = 0.01, .weight_decay = 0.1, .decoupled = i % 2 == 1, .step = step};  // Adam and AdamW
+      adam_step_(one[i], grads[i], one_m[i], one_v[i], o);
+      updates.push_back({many[i], grads[i], many_m[i], many_v[i], o});
+    }
+    adam_step_foreach_(updates);
+  }
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    const std::string what = "parameter " + std::to_string(i);
+    rumus::testing::expect_matches(many[i], one[i], 0, what);
+    rumus::testing::expect_matches(many_m[i], one_m[i], 0, what + " exp_avg");
+    rumus::testing::expect_matches(many_v[i], one_v[i], 0, what + " exp_avg_sq");
+  }
+  if (dev.is_cpu()) return;
+  std::vector<Tensor> six = params;
+  for (Tensor& t : six) t = t.clone();
+  optim::AdamW opt(six, {.lr = 0.01});
+  GradientStore store;
+  for (std::size_t i = 0; i < six.size(); ++i) store.insert(six[i].grad_id(), grads[i]);
+  opt.step(store);
+  synchronize(dev);
+  const std::uint64_t before = device_stats(dev).commands;
+  opt.step(store);
+  EXPECT_EQ(device_stats(dev).commands - before, 2u);
+}
+
 namespace {
 // Gradients of mixed shapes (one spans several reduction workgroups) with
 // their norm on a device, after clipping.

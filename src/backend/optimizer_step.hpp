@@ -49,6 +49,17 @@ struct SgdForeachKernel {
   using Fn = void(Backend&, const SgdKernelArgs& s, std::span<const SgdOperands> updates);
 };
 
+// One Adam update of AdamForeachKernel, as SgdOperands.
+struct AdamOperands {
+  TensorArg param, grad, exp_avg, exp_avg_sq, scalars;
+};
+// Several Adam/AdamW updates with the same hyper-parameters and step (`s`,
+// whose scalars are unused) in a few kernels: PyTorch's foreach Adam.
+struct AdamForeachKernel {
+  static constexpr std::string_view name = "adam_step_foreach";
+  using Fn = void(Backend&, const AdamKernelArgs& s, std::span<const AdamOperands> updates);
+};
+
 // Adam/AdamW with bias correction; m and v updated in place.
 struct AdamStepKernel {
   static constexpr std::string_view name = "adam_step";

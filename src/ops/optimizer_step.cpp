@@ -107,54 +107,76 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, const SgdStep& o)
 }
 
 namespace {
-// Whether sgd_step_foreach_ may give `u` to the multi-tensor kernel: what the
-// kernel takes (SgdOperands), else sgd_step_ runs it and raises its errors.
-bool foreach_takes(const SgdUpdate& u) {
-  const Tensor& p = u.param;
+// Whether a foreach op may give an update to its multi-tensor kernel K: the
+// operands it takes (dense f32 on the parameter's device, each from element
+// 0 of its storage, scalars of 4 or 5 elements); others run one by one, which
+// also raises their errors.
+template <class K>
+bool foreach_takes(const Tensor& param, std::initializer_list<const Tensor*> state, const Tensor& scalars) {
   auto at_zero = [&](const Tensor& t) {
-    return t.defined() && t.device() == p.device() && t.dtype() == DType::f32 && t.shape() == p.shape() &&
+    return t.defined() && t.device() == param.device() && t.dtype() == DType::f32 && t.shape() == param.shape() &&
            t.is_contiguous() && t.offset() == 0;
   };
-  const Tensor& s = u.step.scalars;
-  return at_zero(p) && at_zero(u.grad) && (u.step.momentum == 0 || at_zero(u.momentum_buffer)) &&
-         (!s.defined() || (s.device() == p.device() && s.dtype() == DType::f32 && s.is_contiguous() &&
+  bool takes = at_zero(param);
+  for (const Tensor* t : state) takes = takes && at_zero(*t);
+  const Tensor& s = scalars;
+  return takes &&
+         (!s.defined() || (s.device() == param.device() && s.dtype() == DType::f32 && s.is_contiguous() &&
                            s.offset() == 0 && (s.numel() == 4 || s.numel() == 5))) &&
-         supports<SgdForeachKernel>(backend(p.device()), DType::f32);
+         supports<K>(backend(param.device()), DType::f32);
 }
-// Updates one kernel call can share: the same device and hyper-parameters,
-// scalars in all or none (of one size).
+bool alike_scalars(const Tensor& a, const Tensor& b) {
+  return a.defined() == b.defined() && (!a.defined() || a.numel() == b.numel());
+}
 bool alike(const SgdUpdate& a, const SgdUpdate& b) {
   const SgdStep &x = a.step, &y = b.step;
   return a.param.device() == b.param.device() && x.lr == y.lr && x.momentum == y.momentum &&
          x.dampening == y.dampening && x.weight_decay == y.weight_decay && x.nesterov == y.nesterov &&
-         x.first == y.first && x.scalars.defined() == y.scalars.defined() &&
-         (!x.scalars.defined() || x.scalars.numel() == y.scalars.numel());
+         x.first == y.first && alike_scalars(x.scalars, y.scalars);
+}
+bool alike(const AdamUpdate& a, const AdamUpdate& b) {
+  const AdamStep &x = a.step, &y = b.step;
+  return a.param.device() == b.param.device() && x.lr == y.lr && x.beta1 == y.beta1 && x.beta2 == y.beta2 &&
+         x.eps == y.eps && x.weight_decay == y.weight_decay && x.decoupled == y.decoupled && x.step == y.step &&
+         alike_scalars(x.scalars, y.scalars);
+}
+// The updates `takes` accepts, in kinds of alike() ones (first-seen order);
+// the others go to `one` right away.
+template <class U, class Takes, class One>
+std::vector<std::vector<const U*>> sort_updates(std::span<const U> updates, Takes takes, One one) {
+  std::vector<std::vector<const U*>> kinds;
+  for (const U& u : updates) {
+    if (!takes(u)) {
+      one(u);
+      continue;
+    }
+    auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return alike(*k[0], u); });
+    if (kind == kinds.end()) kind = kinds.insert(kinds.end(), std::vector<const U*>{});
+    kind->push_back(&u);
+  }
+  return kinds;
 }
 }  // namespace
 
 void sgd_step_foreach_(std::span<const SgdUpdate> updates) {
-  std::vector<std::vector<const SgdUpdate*>> kinds;  // updates the kernel takes, by alike()
-  for (const SgdUpdate& u : updates) {
-    if (!foreach_takes(u)) {
-      Tensor param = u.param, buf = u.momentum_buffer;
-      sgd_step_(param, u.grad, buf, u.step);
-      continue;
-    }
-    auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return alike(*k[0], u); });
-    if (kind == kinds.end()) kind = kinds.insert(kinds.end(), std::vector<const SgdUpdate*>{});
-    kind->push_back(&u);
-  }
+  const auto kinds = sort_updates(
+      updates,
+      [](const SgdUpdate& u) {
+        const bool buffered = u.step.momentum != 0;
+        return foreach_takes<SgdForeachKernel>(u.param, {&u.grad, buffered ? &u.momentum_buffer : &u.param},
+                                               u.step.scalars);
+      },
+      [](const SgdUpdate& u) {
+        Tensor param = u.param, buf = u.momentum_buffer;
+        sgd_step_(param, u.grad, buf, u.step);
+      });
   for (const auto& kind : kinds) {
     const SgdStep& o = kind[0]->step;
     const bool uses_buffer = o.momentum != 0;
-    std::vector<Tensor> grads;  // dense, as sgd_step_ reads them
     std::vector<SgdOperands> operands;
-    grads.reserve(kind.size());
-    for (const SgdUpdate* u : kind) {
-      grads.push_back(dense(u->grad));
-      operands.push_back({arg(u->param), arg(grads.back()), uses_buffer ? arg(u->momentum_buffer) : arg(u->param),
+    for (const SgdUpdate* u : kind)
+      operands.push_back({arg(u->param), arg(u->grad), uses_buffer ? arg(u->momentum_buffer) : arg(u->param),
                           scalars_arg(u->step.scalars)});
-    }
     detail::kernel<SgdForeachKernel>("sgd_step_foreach_", kind[0]->param)(
         SgdKernelArgs{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.first, {nullptr, DType::f32, nullptr}},
         std::span<const SgdOperands>(operands));
@@ -162,6 +184,30 @@ void sgd_step_foreach_(std::span<const SgdUpdate> updates) {
       u->param.storage().bump_version();
       if (uses_buffer) u->momentum_buffer.storage().bump_version();
     }
+  }
+}
+
+void adam_step_foreach_(std::span<const AdamUpdate> updates) {
+  const auto kinds = sort_updates(
+      updates,
+      [](const AdamUpdate& u) {
+        return u.step.step >= 1 &&
+               foreach_takes<AdamForeachKernel>(u.param, {&u.grad, &u.exp_avg, &u.exp_avg_sq}, u.step.scalars);
+      },
+      [](const AdamUpdate& u) {
+        Tensor param = u.param, m = u.exp_avg, v = u.exp_avg_sq;
+        adam_step_(param, u.grad, m, v, u.step);
+      });
+  for (const auto& kind : kinds) {
+    const AdamStep& o = kind[0]->step;
+    std::vector<AdamOperands> operands;
+    for (const AdamUpdate* u : kind)
+      operands.push_back({arg(u->param), arg(u->grad), arg(u->exp_avg), arg(u->exp_avg_sq), scalars_arg(u->step.scalars)});
+    detail::kernel<AdamForeachKernel>("adam_step_foreach_", kind[0]->param)(
+        AdamKernelArgs{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled, o.step, {nullptr, DType::f32, nullptr}},
+        std::span<const AdamOperands>(operands));
+    for (const AdamUpdate* u : kind)
+      for (const Tensor* t : {&u->param, &u->exp_avg, &u->exp_avg_sq}) t->storage().bump_version();
   }
 }
 

@@ -64,9 +64,9 @@ void Adam::update(Tensor& p, const Tensor& grad, ParamState& state, const Group&
   Tensor& m = buffer(state.buffers, "exp_avg", p);
   Tensor& v = buffer(state.buffers, "exp_avg_sq", p);
   if (!group.flag("amsgrad")) {
-    adam_step_(p, grad, m, v,
-               {.lr = group.lr, .beta1 = beta1, .beta2 = beta2, .eps = eps, .weight_decay = group.weight_decay,
-                .decoupled = decoupled_, .step = state.step + 1, .scalars = captured_scalars(state)});
+    pending_.push_back({p, grad, m, v,
+                        {.lr = group.lr, .beta1 = beta1, .beta2 = beta2, .eps = eps, .weight_decay = group.weight_decay,
+                         .decoupled = decoupled_, .step = state.step + 1, .scalars = captured_scalars(state)}});
     return;
   }
   // AMSGrad, composed as PyTorch's single-tensor path: the denominator uses
@@ -82,6 +82,12 @@ void Adam::update(Tensor& p, const Tensor& grad, ParamState& state, const Group&
   const double bias1 = 1.0 - std::pow(beta1, step), bias2 = 1.0 - std::pow(beta2, step);
   Tensor denom = add(div(sqrt(vmax), std::sqrt(bias2)), eps);
   p.add_(div(m, denom), -group.lr / bias1);
+}
+
+void Adam::finish_updates() {
+  const std::vector<AdamUpdate> updates = std::move(pending_);
+  pending_.clear();
+  adam_step_foreach_(updates);
 }
 
 }  // namespace rumus::optim

@@ -55,6 +55,15 @@ void sgd_step_foreach_(std::span<const SgdUpdate> updates);
 // Adam (options.decoupled = false) or AdamW (true); options.step counts from 1.
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamStep& options);
 
+// One update of adam_step_foreach_, as SgdUpdate.
+struct AdamUpdate {
+  Tensor param, grad, exp_avg, exp_avg_sq;
+  AdamStep step;
+};
+// Several Adam/AdamW updates, as PyTorch's foreach Adam: the results of
+// adam_step_ on each, in fewer kernels where the device has a multi-tensor kernel.
+void adam_step_foreach_(std::span<const AdamUpdate> updates);
+
 // Mixed precision's check of one gradient before the update (PyTorch's
 // _amp_foreach_non_finite_check_and_unscale_, per tensor): returns
 // grad * inv_scale, and sets `found_inf`, a one-element f32 tensor on grad's

@@ -1,4 +1,7 @@
 #pragma once
+#include <vector>
+
+#include "rumus/ops/optimizer_step.hpp"
 #include "rumus/optim/optimizer.hpp"
 #include "rumus/core/export.hpp"
 
@@ -24,13 +27,17 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
+  // Queued (AMSGrad's composed update runs at once), and run by
+  // finish_updates() through adam_step_foreach_.
   void update(Tensor& param, const Tensor& grad, ParamState& state, const Group& group) override;
+  void finish_updates() override;
   std::vector<std::string> buffer_names(const Group& group) const override;
   std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
   Tensor advance_device_scalars(const Tensor& values, const Group& group) const override;
 
  private:
   bool decoupled_;
+  std::vector<AdamUpdate> pending_;  // this step's updates, until finish_updates()
 };
 
 struct AdamWOptions {

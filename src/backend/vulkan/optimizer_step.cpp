@@ -4,6 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
 #include "rumus/core/capture.hpp"
 #include "rumus/core/error.hpp"
 #include "push_constants.hpp"
@@ -42,46 +47,96 @@ void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg gr
             &pc, sizeof pc, groups_for(pc.n, kLocal));
 }
 
-// Up to kSlots updates a dispatch (optim_foreach.comp); a slot the call does
-// not use binds slot 0's tensors, read only, and gets no workgroups.
+// optim_foreach.comp over `count` updates, `slots` a dispatch: bind(i, used,
+// out) writes update i's `per_slot` operands (a slot the dispatch does not
+// use binds update 0's tensors read only, and gets no workgroups).
+void launch_foreach(VulkanBackend& vk, ShaderId shader, std::vector<std::uint32_t> spec, push::OptimForeachPush pc,
+                    std::size_t count, std::size_t slots, std::size_t per_slot,
+                    const std::function<std::int64_t(std::size_t)>& numel,
+                    const std::function<void(std::size_t, bool, Operand*)>& bind) {
+  for (std::size_t begin = 0; begin < count; begin += slots) {
+    const std::size_t used = std::min(slots, count - begin);
+    spec[1] = std::uint32_t(used);
+    std::vector<Operand> ops(slots * per_slot, Operand{});
+    std::uint32_t groups = 0;
+    for (std::size_t k = 0; k < slots; ++k) {
+      const bool in_use = k < used;
+      pc.n[k] = in_use ? std::uint32_t(numel(begin + k)) : 0u;
+      pc.first[k] = in_use ? groups : UINT32_MAX;
+      if (in_use) groups += std::min<std::uint32_t>(groups_for(pc.n[k], kLocal), std::uint32_t(65535 / slots));
+      bind(in_use ? begin + k : begin, in_use, &ops[k * per_slot]);
+    }
+    vk.launch(shader, spec, ops, &pc, sizeof pc, groups);
+  }
+}
+
+bool at_zero(TensorArg t) { return dense_f32(t) && t.layout->offset == 0; }
+// Scalars in every update or in none, all of one size.
+bool alike_scalars(TensorArg s, TensorArg first) {
+  if ((s.storage != nullptr) != (first.storage != nullptr)) return false;
+  return s.storage == nullptr || (at_zero(s) && skips(s) == skips(first));
+}
+
 void sgd_step_foreach(Backend& be, const SgdKernelArgs& s, std::span<const SgdOperands> updates) {
-  constexpr std::size_t kSlots = OPTIM_FOREACH_SLOTS;
   VulkanBackend& vk = device_of(be);
   if (updates.empty()) return;
   const bool momentum = s.momentum != 0;
-  const bool scalars = updates[0].scalars.storage != nullptr;
-  const bool skip = skips(updates[0].scalars);
-  auto at_zero = [](TensorArg t) { return dense_f32(t) && t.layout->offset == 0; };
+  const TensorArg scalars = updates[0].scalars;
   for (const SgdOperands& u : updates)
     if (!at_zero(u.param) || !at_zero(u.grad) || (momentum && !at_zero(u.momentum_buf)) ||
-        (u.scalars.storage != nullptr) != scalars || (scalars && (!at_zero(u.scalars) || skips(u.scalars) != skip)))
+        !alike_scalars(u.scalars, scalars))
       throw DeviceError("sgd_step_foreach: the Vulkan kernel takes contiguous f32 operands from element 0, with "
                         "scalars in every update or in none");
-  if (!scalars) check_not_capturing("sgd_step_foreach", "an SGD update without a scalars tensor (its lr would be frozen)");
-  for (std::size_t begin = 0; begin < updates.size(); begin += kSlots) {
-    const std::span<const SgdOperands> chunk = updates.subspan(begin, std::min(kSlots, updates.size() - begin));
-    push::OptimForeachPush pc{};
-    pc.lr = float(s.lr);
-    pc.momentum = float(s.momentum);
-    pc.dampening = float(s.dampening);
-    pc.weight_decay = float(s.weight_decay);
-    Operand ops[4 * kSlots];
-    std::uint32_t groups = 0;
-    for (std::size_t k = 0; k < kSlots; ++k) {
-      const SgdOperands& u = chunk[k < chunk.size() ? k : 0];
-      const bool used = k < chunk.size();
-      pc.n[k] = used ? std::uint32_t(u.param.layout->numel()) : 0u;
-      pc.first[k] = used ? groups : UINT32_MAX;
-      if (used) groups += std::min<std::uint32_t>(groups_for(pc.n[k], kLocal), 65535 / kSlots);
-      ops[4 * k] = {u.param, used};
-      ops[4 * k + 1] = {u.grad, false};
-      ops[4 * k + 2] = {momentum ? u.momentum_buf : u.param, used && momentum};
-      ops[4 * k + 3] = {scalars ? u.scalars : u.param, false};
-    }
-    vk.launch(ShaderId::optim_foreach,
-              {kLocal, std::uint32_t(chunk.size()), momentum, s.nesterov, !scalars && s.first, scalars, skip}, ops,
-              &pc, sizeof pc, groups);
-  }
+  const bool on_device = scalars.storage != nullptr;
+  if (!on_device) check_not_capturing("sgd_step_foreach", "an SGD update without a scalars tensor (its lr would be frozen)");
+  push::OptimForeachPush pc{};
+  pc.lr = float(s.lr);
+  pc.momentum = float(s.momentum);
+  pc.dampening = float(s.dampening);
+  pc.weight_decay = float(s.weight_decay);
+  launch_foreach(vk, ShaderId::optim_foreach,
+                 {kLocal, 0, momentum, s.nesterov, !on_device && s.first, on_device, skips(scalars), 0}, pc,
+                 updates.size(), OPTIM_FOREACH_SLOTS, 4, [&](std::size_t i) { return updates[i].param.layout->numel(); },
+                 [&](std::size_t i, bool used, Operand* out) {
+                   const SgdOperands& u = updates[i];
+                   out[0] = {u.param, used};
+                   out[1] = {u.grad, false};
+                   out[2] = {momentum ? u.momentum_buf : u.param, used && momentum};
+                   out[3] = {on_device ? u.scalars : u.param, false};
+                 });
+}
+
+void adam_step_foreach(Backend& be, const AdamKernelArgs& s, std::span<const AdamOperands> updates) {
+  VulkanBackend& vk = device_of(be);
+  if (updates.empty()) return;
+  const TensorArg scalars = updates[0].scalars;
+  for (const AdamOperands& u : updates)
+    if (!at_zero(u.param) || !at_zero(u.grad) || !at_zero(u.exp_avg) || !at_zero(u.exp_avg_sq) ||
+        !alike_scalars(u.scalars, scalars))
+      throw DeviceError("adam_step_foreach: the Vulkan kernel takes contiguous f32 operands from element 0, with "
+                        "scalars in every update or in none");
+  const bool on_device = scalars.storage != nullptr;
+  if (!on_device)
+    check_not_capturing("adam_step_foreach", "an Adam update without a scalars tensor (its lr and step would be frozen)");
+  push::OptimForeachPush pc{};
+  pc.lr = float(s.lr);
+  pc.weight_decay = float(s.weight_decay);
+  pc.beta1 = float(s.beta1);
+  pc.beta2 = float(s.beta2);
+  pc.eps = float(s.eps);
+  pc.c1 = float(1.0 - std::pow(s.beta1, double(s.step)));
+  pc.c2 = float(1.0 - std::pow(s.beta2, double(s.step)));
+  launch_foreach(vk, ShaderId::optim_foreach_adam, {kLocal, 0, 0, 0, 0, on_device, skips(scalars), s.decoupled}, pc,
+                 updates.size(), OPTIM_FOREACH_ADAM_SLOTS, 5,
+                 [&](std::size_t i) { return updates[i].param.layout->numel(); },
+                 [&](std::size_t i, bool used, Operand* out) {
+                   const AdamOperands& u = updates[i];
+                   out[0] = {u.param, used};
+                   out[1] = {u.grad, false};
+                   out[2] = {u.exp_avg, used};
+                   out[3] = {u.exp_avg_sq, used};
+                   out[4] = {on_device ? u.scalars : u.param, false};
+                 });
 }
 
 void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
@@ -122,6 +177,7 @@ namespace rumus {
 RUMUS_KERNEL_FAMILY(vulkan, optimizer_step) {
   register_kernel<SgdStepKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::sgd_step);
   register_kernel<SgdForeachKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::sgd_step_foreach);
+  register_kernel<AdamForeachKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::adam_step_foreach);
   register_kernel<AdamStepKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::adam_step);
   register_kernel<AmpUnscaleKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::amp_unscale);
 }
