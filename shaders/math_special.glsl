@@ -82,7 +82,8 @@ double erfc_d(double x) {
 // Giles' approximation, then two Newton steps on erf(r) = y (as the CPU kernel).
 double erfinv_d(double y) {
   if (d_isnan(y) || y < -1.0lf || y > 1.0lf) return d_nan();
-  if (abs(y) == 1.0lf) return y * d_inf();
+  // The infinity's bits: a driver that assumes no infinities (NVIDIA's) may fold y * inf.
+  if (abs(y) == 1.0lf) return packDouble2x32(uvec2(0u, y > 0.0lf ? 0x7ff00000u : 0xfff00000u));
   double w = -log_d((1.0lf - y) * (1.0lf + y)), p;
   if (w < 5.0lf) {
     w -= 2.5lf;
@@ -240,7 +241,7 @@ float atanh_r(float x) {
 float erfc_r(float x) { return 1.0 - erf_of(x); }
 float erfinv_r(float y) {  // Giles' single-precision approximation
   if (y != y || y < -1.0 || y > 1.0) return uintBitsToFloat(0x7fc00000u);
-  if (abs(y) == 1.0) return y * uintBitsToFloat(0x7f800000u);
+  if (abs(y) == 1.0) return uintBitsToFloat(y > 0.0 ? 0x7f800000u : 0xff800000u);  // as erfinv_d
   float w = -log((1.0 - y) * (1.0 + y)), p;
   if (w < 5.0) {
     w -= 2.5;
