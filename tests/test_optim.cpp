@@ -451,6 +451,20 @@ TEST(FusedSteps, RejectMismatchedState) {
   EXPECT_THROW(adam_step_(p, g, v, v, {.lr = 0.1, .step = 0}), Error);
 }
 
+// The foreach forms name a bad update as the one-at-a-time ops do, on every device.
+TEST(FusedSteps, ForeachRejectTheBadUpdateByName) {
+  for (const Device dev : rumus::testing::test_devices()) {
+    Tensor p = zeros({3}, {.device = dev}), g = zeros({3}, {.device = dev}), buf = zeros({4}, {.device = dev});
+    const Tensor ok = zeros({3}, {.device = dev});
+    const std::vector<SgdUpdate> sgd = {{ok.clone(), g, ok.clone(), {.lr = 0.1, .momentum = 0.9}},
+                                        {p, g, buf, {.lr = 0.1, .momentum = 0.9}}};
+    expect_error<ShapeError>([&] { sgd_step_foreach_(sgd); },
+                             "sgd_step_: momentum buffer shape [4] differs from parameter shape [3]");
+    const std::vector<AdamUpdate> adam = {{p, g, ok.clone(), ok.clone(), {.lr = 0.1, .step = 0}}};
+    expect_error<Error>([&] { adam_step_foreach_(adam); }, "adam_step_: expected step >= 1, got 0");
+  }
+}
+
 }  // namespace
 
 // Trajectories and curves written by tests/torch_reference/make_reference.py
