@@ -1327,6 +1327,19 @@ TEST(VulkanReduce, DownTheColumnsMatchesCpu) {
   EXPECT_EQ(col_min[4], 1.0f);
 }
 
+// A bias gradient over a batch of 64 rows is one launch: 16 rows an
+// invocation cost less than a second launch and its barrier (vulkan/reduce.cpp).
+TEST(VulkanReduce, SixtyFourRowsTakeOneLaunch) {
+  REQUIRE_VULKAN();
+  Generator gen(7);
+  const Tensor x = randn({64, 512}, {}, &gen), xg = x.to(kGpu);
+  synchronize(kGpu);
+  const std::uint64_t before = device_stats(kGpu).commands;
+  const Tensor s = sum(xg, {0});
+  EXPECT_EQ(device_stats(kGpu).commands - before, 1u);
+  expect_close(s.cpu(), sum(x, {0}), 1e-4, "sum over 64 rows");
+}
+
 // The kernel down contiguous columns (column_reduce.comp): units of 4 and
 // single elements, one run of rows or partial rows and a second launch,
 // batches, more columns than one workgroup takes, views at odd offsets, and

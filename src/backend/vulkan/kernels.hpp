@@ -54,9 +54,10 @@ void reduce(Backend& be, ReduceOp op, TensorArg out, TensorArg in);
 
 // gemm.cpp
 void gemm(Backend& be, const GemmArgs& g);
-// Split-K, for either GEMM kernel: `launch_slices` runs the kernel with `pc`
-// set to write [batch, splits, m, n] f32 slices (alpha applied) into `parts`;
-// the slices are then summed into C with beta.
+// Split-K for the tensor-core GEMM (gemm.comp's slices meet in the kernel):
+// `launch_slices` runs the kernel with `pc` set to write [batch, splits, m, n]
+// f32 slices (alpha applied) into `parts`; the slices are then summed into C
+// with beta.
 void gemm_split_k(VulkanBackend& vk, const GemmArgs& g, push::GemmPush pc, std::uint32_t splits,
                   const std::function<void(TensorArg parts, const push::GemmPush& pc)>& launch_slices);
 
