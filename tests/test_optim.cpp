@@ -894,6 +894,21 @@ TEST_P(OptimOnEveryDevice, FusedStepsMatchTheF64Steps) {
   }
 }
 
+namespace {
+// The kernels `opt` records for its second step over `params` with grads[i]
+// for params[i] (the first makes the optimizer's state).
+std::uint64_t kernels_of_second_step(optim::Optimizer& opt, const std::vector<Tensor>& params,
+                                     const std::vector<Tensor>& grads, Device dev) {
+  GradientStore store;
+  for (std::size_t i = 0; i < params.size(); ++i) store.insert(params[i].grad_id(), grads[i]);
+  opt.step(store);
+  synchronize(dev);
+  const std::uint64_t before = device_stats(dev).commands;
+  opt.step(store);
+  return device_stats(dev).commands - before;
+}
+}  // namespace
+
 // sgd_step_foreach_ (what SGD.step runs): the bits of sgd_step_ on each
 // update, for 8 parameters of mixed sizes (more than one kernel's 6 slots),
 // two kinds of hyper-parameters, a view at an offset and a strided gradient
@@ -942,13 +957,7 @@ TEST_P(OptimOnEveryDevice, ForeachSgdMatchesOneUpdateAtATime) {
   std::vector<Tensor> six(params.begin(), params.begin() + 6);
   for (Tensor& t : six) t = t.clone();
   optim::SGD opt(six, {.lr = 0.1, .momentum = 0.9});
-  GradientStore store;
-  for (std::size_t i = 0; i < six.size(); ++i) store.insert(six[i].grad_id(), grads[i]);
-  opt.step(store);
-  synchronize(dev);
-  const std::uint64_t before = device_stats(dev).commands;
-  opt.step(store);
-  EXPECT_EQ(device_stats(dev).commands - before, 1u);
+  EXPECT_EQ(kernels_of_second_step(opt, six, grads, dev), 1u);
 }
 
 // adam_step_foreach_ (what Adam and AdamW run): the bits of adam_step_ on
@@ -994,13 +1003,7 @@ TEST_P(OptimOnEveryDevice, ForeachAdamMatchesOneUpdateAtATime) {
   std::vector<Tensor> six = params;
   for (Tensor& t : six) t = t.clone();
   optim::AdamW opt(six, {.lr = 0.01});
-  GradientStore store;
-  for (std::size_t i = 0; i < six.size(); ++i) store.insert(six[i].grad_id(), grads[i]);
-  opt.step(store);
-  synchronize(dev);
-  const std::uint64_t before = device_stats(dev).commands;
-  opt.step(store);
-  EXPECT_EQ(device_stats(dev).commands - before, 2u);
+  EXPECT_EQ(kernels_of_second_step(opt, six, grads, dev), 2u);
 }
 
 namespace {
