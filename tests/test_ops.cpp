@@ -1006,6 +1006,26 @@ TEST_P(MatmulOnEveryDevice, LargerShapesAndTransposes) {
   }
 }
 
+// The CPU GEMM's three ways to thread a product (src/backend/cpu/gemm.cpp):
+// below 4 MFLOP on the calling thread alone (the team's thread count comes
+// back afterwards), A B^T split by columns across the team (oneDNN threads
+// it badly), the rest threaded by oneDNN. Each against f64, ragged shapes too.
+TEST(CpuGemm, EachThreadingOfAProductMatchesF64AndKeepsTheTeam) {
+  const int threads = num_threads();
+  Generator gen(8);
+  for (auto [m, k, n] : {std::array<std::int64_t, 3>{64, 512, 10}, {64, 784, 512}, {70, 300, 250}, {200, 96, 130},
+                         {3, 5000, 700}}) {
+    const std::string what = std::to_string(m) + " x " + std::to_string(k) + " x " + std::to_string(n);
+    Tensor a = rand({m, k}, {}, &gen), b = rand({n, k}, {}, &gen);
+    // B transposed (a linear layer's forward), and B dense.
+    expect_matches(matmul(a, b.t()), matmul(a.to(DType::f64), b.t().to(DType::f64)), 1e-4, what + ", B transposed");
+    EXPECT_EQ(num_threads(), threads) << what;
+    Tensor bd = b.t().contiguous();
+    expect_matches(matmul(a, bd), matmul(a.to(DType::f64), bd.to(DType::f64)), 1e-4, what);
+    EXPECT_EQ(num_threads(), threads) << what;
+  }
+}
+
 // linear's bias (in the GPU's GEMM epilogue) against f64 on the CPU: tiles
 // that divide the shape (16-byte bias loads) and ragged ones, a bias at an odd
 // offset, a strided bias (copied into C instead), f16, a batched input, the

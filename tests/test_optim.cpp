@@ -895,14 +895,22 @@ TEST_P(OptimOnEveryDevice, FusedStepsMatchTheF64Steps) {
 }
 
 namespace {
-// The kernels `opt` records for its second step over `params` with grads[i]
-// for params[i] (the first makes the optimizer's state).
+// The kernels `opt` runs for its second step over `params` with grads[i] for
+// params[i] (the first makes the optimizer's state): on a GPU the commands it
+// records, on the CPU the kernel calls the profiler sees.
 std::uint64_t kernels_of_second_step(optim::Optimizer& opt, const std::vector<Tensor>& params,
                                      const std::vector<Tensor>& grads, Device dev) {
   GradientStore store;
   for (std::size_t i = 0; i < params.size(); ++i) store.insert(params[i].grad_id(), grads[i]);
   opt.step(store);
   synchronize(dev);
+  if (dev.is_cpu()) {
+    Profiler prof;
+    opt.step(store);
+    std::uint64_t calls = 0;
+    for (const ProfileRow& row : prof.rows()) calls += row.calls;
+    return calls;
+  }
   const std::uint64_t before = device_stats(dev).commands;
   opt.step(store);
   return device_stats(dev).commands - before;
@@ -910,13 +918,14 @@ std::uint64_t kernels_of_second_step(optim::Optimizer& opt, const std::vector<Te
 }  // namespace
 
 // sgd_step_foreach_ (what SGD.step runs): the bits of sgd_step_ on each
-// update, for 8 parameters of mixed sizes (more than one kernel's 6 slots),
-// two kinds of hyper-parameters, a view at an offset and a strided gradient
-// (those run one by one). On a GPU an SGD step over 6 parameters is one kernel.
+// update, for 9 parameters of mixed sizes (more than one kernel's 6 slots on
+// a GPU; enough elements for the CPU's threads to share them), two kinds of
+// hyper-parameters, a view at an offset and a strided gradient (those run one
+// by one). An SGD step over 6 parameters is one kernel.
 TEST_P(OptimOnEveryDevice, ForeachSgdMatchesOneUpdateAtATime) {
   const Device dev = GetParam();
   Generator gen(21);
-  const std::vector<Shape> shapes = {{300, 70}, {7}, {3, 4, 5}, {}, {1000}, {2, 2}, {513}, {64, 9}};
+  const std::vector<Shape> shapes = {{300, 70}, {7}, {3, 4, 5}, {}, {1000}, {2, 2}, {513}, {64, 9}, {400, 401}};
   std::vector<Tensor> params, grads;
   for (const Shape& s : shapes) {
     params.push_back(randn(s, {}, &gen).to(dev));
@@ -952,7 +961,6 @@ TEST_P(OptimOnEveryDevice, ForeachSgdMatchesOneUpdateAtATime) {
       rumus::testing::expect_matches(many_buf[i], one_buf[i], 0, what + " momentum");
     }
   }
-  if (dev.is_cpu()) return;
   // SGD.step over 6 parameters, after the momentum buffers exist: one kernel.
   std::vector<Tensor> six(params.begin(), params.begin() + 6);
   for (Tensor& t : six) t = t.clone();
@@ -961,13 +969,14 @@ TEST_P(OptimOnEveryDevice, ForeachSgdMatchesOneUpdateAtATime) {
 }
 
 // adam_step_foreach_ (what Adam and AdamW run): the bits of adam_step_ on
-// each update, for 6 parameters (more than one kernel's 4 slots), Adam and
-// AdamW in one call, and a view at an offset (run alone). On a GPU an AdamW
-// step over 6 parameters takes two kernels.
+// each update, for 7 parameters (more than one kernel's 4 slots on a GPU;
+// enough elements for the CPU's threads to share them), Adam and AdamW in one
+// call, and a view at an offset (run alone). An AdamW step over 7 parameters
+// takes two kernels on a GPU and one on the CPU.
 TEST_P(OptimOnEveryDevice, ForeachAdamMatchesOneUpdateAtATime) {
   const Device dev = GetParam();
   Generator gen(22);
-  const std::vector<Shape> shapes = {{300, 70}, {7}, {}, {1000}, {513}, {64, 9}};
+  const std::vector<Shape> shapes = {{300, 70}, {7}, {}, {1000}, {513}, {64, 9}, {400, 401}};
   std::vector<Tensor> params, grads;
   for (const Shape& s : shapes) {
     params.push_back(randn(s, {}, &gen).to(dev));
@@ -999,11 +1008,10 @@ TEST_P(OptimOnEveryDevice, ForeachAdamMatchesOneUpdateAtATime) {
     rumus::testing::expect_matches(many_m[i], one_m[i], 0, what + " exp_avg");
     rumus::testing::expect_matches(many_v[i], one_v[i], 0, what + " exp_avg_sq");
   }
-  if (dev.is_cpu()) return;
-  std::vector<Tensor> six = params;
-  for (Tensor& t : six) t = t.clone();
-  optim::AdamW opt(six, {.lr = 0.01});
-  EXPECT_EQ(kernels_of_second_step(opt, six, grads, dev), 2u);
+  std::vector<Tensor> seven = params;
+  for (Tensor& t : seven) t = t.clone();
+  optim::AdamW opt(seven, {.lr = 0.01});
+  EXPECT_EQ(kernels_of_second_step(opt, seven, grads, dev), dev.is_cpu() ? 1u : 2u);
 }
 
 namespace {

@@ -19,6 +19,20 @@ namespace {
 bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 constexpr std::int64_t kParallelConvert = std::int64_t(1) << 16;  // elements; fewer convert on one thread
+constexpr double kOneThreadFlops = 4e6;                            // smaller products run on one thread
+
+// Keeps oneDNN (which threads on the OpenMP team) to the calling thread while
+// it lives.
+class OnThisThreadOnly {
+ public:
+  OnThisThreadOnly() : threads_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OnThisThreadOnly() { omp_set_num_threads(threads_); }
+  OnThisThreadOnly(const OnThisThreadOnly&) = delete;
+  OnThisThreadOnly& operator=(const OnThisThreadOnly&) = delete;
+
+ private:
+  int threads_;
+};
 
 // Elements a batched, strided operand reaches from its offset.
 std::int64_t span(std::int64_t batch, std::int64_t stride, std::int64_t rows, std::int64_t ld, std::int64_t cols) {
@@ -73,7 +87,8 @@ void narrow(TensorArg t, const float* in, std::int64_t n) {
 // has and threads on the OpenMP team rumus's loops use. oneDNN has no f64 GEMM,
 // so f64 (gradient checks, references) stays on a single-threaded OpenBLAS
 // whose calls are split across the team here (by batch entry, else by column
-// or row blocks of C).
+// or row blocks of C), as are f32 products with B transposed. Products below
+// kOneThreadFlops run on the calling thread alone.
 void gemm_on_this_thread(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                          const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
                          std::int64_t ldc) {
@@ -110,30 +125,14 @@ void gemm(Backend& be, const GemmArgs& g) {
                           pc, g.ldc);
     };
     const int threads = omp_get_max_threads();
-    if constexpr (std::is_same_v<T, float>) {
-      // oneDNN splits one product over the team itself; inside a parallel loop it runs single-threaded.
-      if (threads > 1 && g.batch >= 2 * threads && g.stride_c != 0) {
-        _Pragma("omp parallel for schedule(dynamic, 1)")
-        for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
-      } else {
-        for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
-      }
-      return;
-    }
     const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch);
-    if (threads == 1 || flops < 4e6) {
-      for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
-    } else if (g.batch >= 2 * threads && g.stride_c != 0) {
-      _Pragma("omp parallel for schedule(dynamic, 1)")
-      for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
-    } else {
-      // Tasks of whole 16-column (or row) units keep each share aligned to the
-      // micro-kernels. Big products get several tasks per thread, taken
-      // dynamically, so a preempted thread does not stall the rest; small ones
-      // one per thread, as every task repacks the shared operand.
+    // Splits one product over the team: tasks of whole 16-column (or row)
+    // units keep each share aligned to the micro-kernels, `per_thread` tasks
+    // per thread, taken dynamically so that a preempted thread does not stall
+    // the rest.
+    auto split = [&](std::int64_t per_thread) {
       const bool by_cols = g.n >= g.m;
       const std::int64_t extent = by_cols ? g.n : g.m, units = (extent + 15) / 16;
-      const std::int64_t per_thread = std::clamp<std::int64_t>(std::int64_t(flops / 64e6), 1, 4);
       const std::int64_t tasks = std::min<std::int64_t>(units, per_thread * threads);
       _Pragma("omp parallel for schedule(dynamic, 1) collapse(2)")
       for (std::int64_t i = 0; i < g.batch; ++i)
@@ -143,7 +142,31 @@ void gemm(Backend& be, const GemmArgs& g) {
           if (by_cols) block(i, 0, g.m, lo, hi);
           else block(i, lo, hi, 0, g.n);
         }
+    };
+    if (threads == 1 || flops < kOneThreadFlops) {
+      // Waking the team costs more than a small product (~25 us against ~5 us
+      // for an MLP's 64x512x10 on a 2-core VM), and oneDNN would wake it.
+      OnThisThreadOnly serial;
+      for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
+      return;
     }
+    if (threads > 1 && g.batch >= 2 * threads && g.stride_c != 0) {
+      _Pragma("omp parallel for schedule(dynamic, 1)")
+      for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
+      return;
+    }
+    // Small products get one task per thread, as every task repacks the shared
+    // operand; big ones up to four.
+    const std::int64_t per_thread = std::clamp<std::int64_t>(std::int64_t(flops / 64e6), 1, 4);
+    if constexpr (std::is_same_v<T, float>) {
+      // oneDNN splits a product over the team itself, but op(A) op(B)^T badly
+      // (a linear layer's forward, 64x512x512, took as long on two threads as
+      // on one, and 1.2-2x longer than split here at 32-192 rows).
+      if (g.trans_b && !g.trans_a) return split(per_thread);
+      for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
+      return;
+    }
+    split(per_thread);
   };
   auto at = [](auto* base, TensorArg t) { return base + t.layout->offset; };
   if (is_16bit(g.a.dtype) || is_16bit(g.b.dtype) || is_16bit(g.c.dtype)) {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
+#include <vector>
 
 #include "cpu_backend.hpp"
 #include "cpu_loops.hpp"
@@ -30,6 +32,34 @@ void split_across_threads(std::int64_t n, F&& fn) {
     const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const std::int64_t begin = n * t / nt / 16 * 16, end = t + 1 == nt ? n : n * (t + 1) / nt / 16 * 16;
     fn(begin, end);
+  }
+}
+
+// fn(i, begin, end) over each of the lists' [0, sizes[i]), in one parallel
+// region when their sum is large: lists under kWholeOnOneThread elements go
+// whole to one thread (dealt in turn), larger ones in a share per thread.
+constexpr std::int64_t kWholeOnOneThread = 4096;
+template <class F>
+void foreach_across_threads(std::span<const std::int64_t> sizes, F&& fn) {
+  std::int64_t total = 0;
+  for (std::int64_t n : sizes) total += n;
+  if (total <= kParallelGrain || omp_get_max_threads() == 1) {
+    for (std::size_t i = 0; i < sizes.size(); ++i) fn(i, std::int64_t(0), sizes[i]);
+    return;
+  }
+#pragma omp parallel
+  {
+    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    std::int64_t dealt = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const std::int64_t n = sizes[i];
+      if (n < kWholeOnOneThread) {
+        if (dealt++ % nt == t) fn(i, std::int64_t(0), n);
+        continue;
+      }
+      const std::int64_t begin = n * t / nt / 16 * 16, end = t + 1 == nt ? n : n * (t + 1) / nt / 16 * 16;
+      fn(i, begin, end);
+    }
   }
 }
 
@@ -145,6 +175,36 @@ void dispatch_f32_f64(DType dt, F&& f) {
   else f(double{});
 }
 
+template <class T>
+SgdLoop<T> sgd_loop_of(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf, const float* d) {
+  return {at<T>(param), at<T>(grad), at<T>(buf), d ? T(d[0]) : T(s.lr), T(s.momentum),
+          T(1 - s.dampening), T(s.weight_decay), s.momentum != 0, d ? d[1] != 0 : s.first, s.nesterov};
+}
+
+// The Adam loop's values; with device scalars, also zeroes the moments on
+// their first update (they may never have been written).
+template <class T>
+AdamLoop<T> adam_loop_of(const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v,
+                         const float* d) {
+  double lr = s.lr, c1 = 1.0 - std::pow(s.beta1, double(s.step)), c2 = 1.0 - std::pow(s.beta2, double(s.step));
+  if (d) {
+    lr = d[0], c1 = d[1], c2 = d[2];
+    if (d[3] != 0)
+      for (TensorArg t : {m, v}) std::fill_n(at<T>(t), t.layout->numel(), T(0));
+  }
+  return {at<T>(param),
+          at<T>(grad),
+          at<T>(m),
+          at<T>(v),
+          T(s.beta1),
+          T(s.beta2),
+          T(s.eps),
+          T(lr / c1),
+          T(1 / std::sqrt(c2)),
+          s.decoupled ? T(0) : T(s.weight_decay),
+          s.decoupled ? T(1 - lr * s.weight_decay) : T(1)};
+}
+
 }  // namespace
 
 void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf) {
@@ -155,10 +215,22 @@ void sgd_step(Backend& be, const SgdKernelArgs& s, TensorArg param, TensorArg gr
   if (d && d[4] != 0) return;  // mixed precision found an inf or NaN: skipped
   dispatch_f32_f64(param.dtype, [&](auto zero) {
     using T = decltype(zero);
-    const SgdLoop<T> a{at<T>(param), at<T>(grad), at<T>(buf), d ? T(d[0]) : T(s.lr), T(s.momentum),
-                       T(1 - s.dampening), T(s.weight_decay), s.momentum != 0, d ? d[1] != 0 : s.first, s.nesterov};
-    sgd(a, param.layout->numel());
+    sgd(sgd_loop_of<T>(s, param, grad, buf, d), param.layout->numel());
   });
+}
+
+// Several SGD updates (dense f32, ops/optimizer_step.cpp checks) in one
+// parallel region: one wake-up of the team for the whole step.
+void sgd_step_foreach(Backend& be, const SgdKernelArgs& s, std::span<const SgdOperands> updates) {
+  std::vector<SgdLoop<float>> loops;
+  std::vector<std::int64_t> sizes;
+  for (const SgdOperands& u : updates) {
+    const float* d = device_scalars(u.scalars);
+    if (d && d[4] != 0) continue;  // skipped, as sgd_step
+    loops.push_back(sgd_loop_of<float>(s, u.param, u.grad, u.momentum_buf, d));
+    sizes.push_back(u.param.layout->numel());
+  }
+  foreach_across_threads(sizes, [&](std::size_t i, std::int64_t begin, std::int64_t end) { sgd_f32(loops[i], begin, end); });
 }
 
 void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg grad, TensorArg m, TensorArg v) {
@@ -168,26 +240,20 @@ void adam_step(Backend& be, const AdamKernelArgs& s, TensorArg param, TensorArg 
   if (d && d[4] != 0) return;  // mixed precision found an inf or NaN: skipped
   dispatch_f32_f64(param.dtype, [&](auto zero) {
     using T = decltype(zero);
-    double lr = s.lr, c1 = 1.0 - std::pow(s.beta1, double(s.step)), c2 = 1.0 - std::pow(s.beta2, double(s.step));
-    if (d) {
-      lr = d[0], c1 = d[1], c2 = d[2];
-      // The first update takes the moments as zero: they may never have been written.
-      if (d[3] != 0)
-        for (TensorArg t : {m, v}) std::fill_n(at<T>(t), t.layout->numel(), T(0));
-    }
-    const AdamLoop<T> a{at<T>(param),
-                        at<T>(grad),
-                        at<T>(m),
-                        at<T>(v),
-                        T(s.beta1),
-                        T(s.beta2),
-                        T(s.eps),
-                        T(lr / c1),
-                        T(1 / std::sqrt(c2)),
-                        s.decoupled ? T(0) : T(s.weight_decay),
-                        s.decoupled ? T(1 - lr * s.weight_decay) : T(1)};
-    adam(a, param.layout->numel());
+    adam(adam_loop_of<T>(s, param, grad, m, v, d), param.layout->numel());
   });
+}
+
+void adam_step_foreach(Backend& be, const AdamKernelArgs& s, std::span<const AdamOperands> updates) {
+  std::vector<AdamLoop<float>> loops;
+  std::vector<std::int64_t> sizes;
+  for (const AdamOperands& u : updates) {
+    const float* d = device_scalars(u.scalars);
+    if (d && d[4] != 0) continue;
+    loops.push_back(adam_loop_of<float>(s, u.param, u.grad, u.exp_avg, u.exp_avg_sq, d));
+    sizes.push_back(u.param.layout->numel());
+  }
+  foreach_across_threads(sizes, [&](std::size_t i, std::int64_t begin, std::int64_t end) { adam_f32(loops[i], begin, end); });
 }
 
 void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf, TensorArg inv_scale_t,
@@ -216,6 +282,8 @@ namespace rumus {
 RUMUS_KERNEL_FAMILY(cpu, optimizer_step) {
   register_kernel<SgdStepKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::sgd_step);
   register_kernel<AdamStepKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::adam_step);
+  register_kernel<SgdForeachKernel>(Device::Kind::cpu, DTypeSet{DType::f32}, &cpu::sgd_step_foreach);
+  register_kernel<AdamForeachKernel>(Device::Kind::cpu, DTypeSet{DType::f32}, &cpu::adam_step_foreach);
   register_kernel<AmpUnscaleKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::amp_unscale);
 }
 
