@@ -150,7 +150,7 @@ void gemm(Backend& be, const GemmArgs& g) {
       for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
       return;
     }
-    if (threads > 1 && g.batch >= 2 * threads && g.stride_c != 0) {
+    if (g.batch >= 2 * threads && g.stride_c != 0) {  // a product per task (oneDNN stays on its thread there)
       _Pragma("omp parallel for schedule(dynamic, 1)")
       for (std::int64_t i = 0; i < g.batch; ++i) block(i, 0, g.m, 0, g.n);
       return;
