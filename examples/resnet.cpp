@@ -78,7 +78,12 @@ int train(const example::Options& o, std::int64_t width) {
   // Optimizer (AdamW by default) and a learning-rate schedule stepped once per batch.
   const double lr = example::learning_rate(o);
   auto opt = example::make_optimizer(o.optimizer, net.parameters(), lr, o.weight_decay, o.nesterov);
-  auto sched = example::make_schedule(o.schedule, *opt, lr, steps_per_epoch * o.epochs);
+  // On a GPU the step is recorded once and replayed for every full batch
+  // (support/classifier.hpp); RMSprop, which cannot be captured, runs eagerly.
+  const bool capture_steps = !dev.is_cpu() && o.optimizer != "rmsprop";
+  // A captured step replays its momentum (beta1) as recorded: the one-cycle
+  // schedule cycles only the lr there.
+  auto sched = example::make_schedule(o.schedule, *opt, lr, steps_per_epoch * o.epochs, !capture_steps);
   // What this run trains; stored in its checkpoints, and a resume must match it.
   io::TrainingState state;  // epochs and steps completed
   state.settings = example::run_settings(o, "resnet18", *opt, lr, train_examples, norm);
@@ -92,9 +97,6 @@ int train(const example::Options& o, std::int64_t width) {
               o.schedule.c_str(), (long long)o.batch_size, o.threads, dev.str().c_str());
   std::fflush(stdout);
 
-  // On a GPU the step is recorded once and replayed for every full batch
-  // (support/classifier.hpp); RMSprop, which cannot be captured, runs eagerly.
-  const bool capture_steps = !dev.is_cpu() && o.optimizer != "rmsprop";
   // --amp: dynamic loss scaling for the 16-bit gradients; without it the scaler passes everything through.
   // Captured, the scaler keeps its inf/nan check, the skip and the scale on the device (no read back per step).
   optim::GradScaler scaler({.enabled = o.amp, .device_side = capture_steps});
@@ -117,23 +119,23 @@ int train(const example::Options& o, std::int64_t width) {
   for (std::int64_t epoch = state.epoch; epoch < o.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     example::Progress progress(fmt::format("epoch {}/{}", epoch + 1, o.epochs), steps_per_epoch);
-    double loss_sum = 0;
+    example::EpochLoss loss_sum;
     std::int64_t steps = 0, samples = 0;
     for (auto& [x, y] : train_loader) {
       if (steps == steps_per_epoch) break;  // --limit
       Tensor loss = run_step(x, y);
       sched->step();
       ++state.step;
-      const double l = loss.item();
-      loss_sum += l;
+      loss_sum.add(loss);
       samples += x.size(0);
-      progress.update(++steps, samples, l);
+      if (progress.due(++steps)) progress.advance(steps, samples, loss_sum.value() / double(steps));
     }
+    const double train_loss_sum = loss_sum.value();  // waits for the epoch's last step
     const double seconds = progress.seconds();
     progress.finish();
 
     // Evaluation, the report line, the checkpoint and the metrics files.
-    example::end_epoch("resnet", o, net, *opt, state, test_loader, dev, {epoch, loss_sum, steps, samples, seconds},
+    example::end_epoch("resnet", o, net, *opt, state, test_loader, dev, {epoch, train_loss_sum, steps, samples, seconds},
                        history);
   }
 

@@ -130,6 +130,26 @@ TEST(CaptureReplay, LrChangedBetweenReplaysIsHonoured) {
   }
 }
 
+// A captured step records every hyper-parameter but the lr: a schedule that
+// cycles the momentum (OneCycleLR's default) is refused at the replay after
+// the change, naming the option, rather than replayed with the old value.
+// Without the cycling, the one-cycle lr replays as eager steps run.
+TEST(CaptureReplay, AnOptionChangedSinceTheCaptureIsRefused) {
+  REQUIRE_VULKAN();
+  for (auto [kind, option] : {std::pair{Kind::sgd_momentum, "momentum"}, std::pair{Kind::adam, "beta1"}}) {
+    auto one_cycle = [&](bool captured, bool cycle_momentum) {
+      std::unique_ptr<optim::OneCycleLR> sched;
+      return train(kGpu, kind, captured, 4, [&](optim::Optimizer& opt) {
+        if (!sched) sched = std::make_unique<optim::OneCycleLR>(opt, 0.05, 8, optim::OneCycleLROptions{.cycle_momentum = cycle_momentum});
+        sched->step();
+      });
+    };
+    expect_error<CaptureError>([&] { one_cycle(true, true); },
+                               std::string("'s ") + option + " changed from");
+    expect_identical(one_cycle(true, false), one_cycle(false, false));
+  }
+}
+
 // Eager steps before and after replays share the optimizer's state.
 TEST(CaptureReplay, EagerAndReplayedStepsInterleave) {
   REQUIRE_VULKAN();

@@ -77,6 +77,23 @@ class StepRunner {
   rumus::CapturedStep captured_;
 };
 
+// The sum of an epoch's training losses, kept on the losses' device. Reading
+// each step's loss would make the host wait for that step before preparing
+// the next batch, so the GPU would idle while the host works (the PyTorch
+// twins read one every 50 steps); the sum is read when the progress line is
+// drawn and at the end of the epoch.
+class EpochLoss {
+ public:
+  void add(const rumus::Tensor& loss) {
+    // A captured step's loss is overwritten by the next replay: the first is copied.
+    sum_ = sum_.defined() ? sum_ + loss.detach() : loss.detach().clone();
+  }
+  double value() const { return sum_.defined() ? sum_.item() : 0.0; }
+
+ private:
+  rumus::Tensor sum_;
+};
+
 // What one epoch of training measured, for end_epoch.
 struct EpochTrained {
   std::int64_t epoch;  // 0-based

@@ -37,9 +37,11 @@ inline std::unique_ptr<rumus::optim::Optimizer> make_optimizer(const std::string
 // over `total_steps` calls of step().
 inline std::unique_ptr<rumus::optim::LRScheduler> make_schedule(const std::string& name,
                                                                 rumus::optim::Optimizer& opt, double lr,
-                                                                std::int64_t total_steps) {
+                                                                std::int64_t total_steps, bool cycle_momentum = true) {
   using namespace rumus::optim;
-  if (name == "onecycle") return std::make_unique<OneCycleLR>(opt, lr, std::max<std::int64_t>(total_steps, 2));
+  if (name == "onecycle")
+    return std::make_unique<OneCycleLR>(opt, lr, std::max<std::int64_t>(total_steps, 2),
+                                        OneCycleLROptions{.cycle_momentum = cycle_momentum});
   if (name == "cosine") return std::make_unique<CosineAnnealingLR>(opt, std::max<std::int64_t>(total_steps, 1));
   if (name == "constant") return std::make_unique<StepLR>(opt, std::max<std::int64_t>(total_steps, 1), 1.0);
   throw rumus::Error("schedule: expected onecycle, cosine or constant, got '" + name + "'");

@@ -99,6 +99,24 @@ std::array<float, 4> Optimizer::device_step_values(const ParamState& state, cons
   return v;
 }
 
+void Optimizer::check_baked_options(
+    const std::vector<std::pair<double, std::map<std::string, double>>>& baked) const {
+  for (std::size_t g = 0; g < baked.size() && g < groups_.size(); ++g) {
+    auto refuse = [&](const std::string& name, double then, double now) {
+      throw CaptureError(fmt::format("CapturedStep::replay: {} group {}'s {} changed from {} to {} since the capture, "
+                                     "and a captured step replays the value it was captured with (only the lr follows "
+                                     "a schedule): capture the step again, or keep it fixed (OneCycleLR and CyclicLR: "
+                                     ".cycle_momentum = false)",
+                                     type_name(), g, name, then, now));
+    };
+    if (groups_[g].weight_decay != baked[g].first) refuse("weight_decay", baked[g].first, groups_[g].weight_decay);
+    for (const auto& [name, then] : baked[g].second) {
+      const auto it = groups_[g].options.find(name);
+      if (it != groups_[g].options.end() && it->second != then) refuse(name, then, it->second);
+    }
+  }
+}
+
 void Optimizer::step(const GradientStore& grads) { run_step(grads, nullptr); }
 
 void Optimizer::step(const GradientStore& grads, const Tensor& found_inf) {
@@ -261,13 +279,18 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
   if (capturing && !stepped.empty()) {
     // Each replay is one step: the values of that moment (the lr a scheduler
     // set meanwhile, the step count), then the count advances, as in eager.
-    on_replay([this, alive = std::weak_ptr<int>(alive_), generation = state_generation_, stepped] {
+    // Every other hyper-parameter is part of the recorded kernels: a change
+    // (a schedule cycling the momentum) is refused rather than ignored.
+    std::vector<std::pair<double, std::map<std::string, double>>> baked;  // (weight_decay, options) per group
+    for (const Group& g : groups_) baked.emplace_back(g.weight_decay, g.options);
+    on_replay([this, alive = std::weak_ptr<int>(alive_), generation = state_generation_, stepped, baked] {
       if (alive.expired())
         throw CaptureError("CapturedStep::replay: an optimizer the captured step updates has been destroyed");
       if (generation != state_generation_)
         throw CaptureError(fmt::format("CapturedStep::replay: {}.load_state_dict replaced the state the captured step "
                                        "updates (capture the step again after loading)",
                                        type_name()));
+      check_baked_options(baked);
       for (auto [g, i] : stepped) {
         ParamState& state = state_[g][i];
         write_scalars(state, *step_scalars(state, groups_[g]));

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rumus/autograd/engine.hpp"
@@ -144,6 +145,9 @@ class Optimizer {
  private:
   static void write_scalars(ParamState& state, const std::array<float, 4>& values);
   void run_step(const GradientStore& grads, const Tensor* found_inf);
+  // Throws CaptureError where a group's weight decay or option differs from
+  // `baked` (per group, as a capture recorded them).
+  void check_baked_options(const std::vector<std::pair<double, std::map<std::string, double>>>& baked) const;
   // The count of applied updates as step(grads) keeps it, read back from the device where it lives.
   static std::int64_t host_step(const ParamState& state);
   // The first value of ParamState::device_step, from the host's count.
