@@ -62,9 +62,10 @@ int train(const example::Options& o) {
   // On a GPU the step is recorded once and replayed for every full batch
   // (support/classifier.hpp); RMSprop, which cannot be captured, runs eagerly.
   const bool capture_steps = !dev.is_cpu() && o.optimizer != "rmsprop";
-  // A captured step replays its momentum (beta1) as recorded: the one-cycle
-  // schedule cycles only the lr there.
-  auto sched = example::make_schedule(o.schedule, *opt, lr, steps_per_epoch * o.epochs, !capture_steps);
+  // The one-cycle schedule cycles the momentum too, unless the captured steps
+  // cannot follow it (Adam's beta1): then only the lr.
+  const bool cycle_momentum = !capture_steps || example::captured_steps_follow_momentum(o.optimizer, o.amp);
+  auto sched = example::make_schedule(o.schedule, *opt, lr, steps_per_epoch * o.epochs, cycle_momentum);
   // What this run trains; stored in its checkpoints, and a resume must match it.
   io::TrainingState state;  // epochs and steps completed
   state.settings = example::run_settings(o, "cnn", *opt, lr, train_examples, norm);

@@ -44,15 +44,18 @@ void main() {
   const float c2 = SCALARS ? s[pc.off_s + 2] : pc.c2;
   // SGD: the momentum buffer starts as the gradient; Adam: the moments start at zero (not read).
   const bool first = SCALARS ? s[pc.off_s + (KIND == OPTIMIZER_SGD ? 1 : 3)] != 0.0 : FIRST;
+  // SGD's momentum and dampening follow a schedule at each replay too.
+  const float momentum = SCALARS && KIND == OPTIMIZER_SGD ? s[pc.off_s + 2] : pc.momentum;
+  const float dampening = SCALARS && KIND == OPTIMIZER_SGD ? s[pc.off_s + 3] : pc.dampening;
   for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += step) {
     float w = p[pc.off_p + i];
     float d = g[pc.off_g + i];
     if (KIND == OPTIMIZER_SGD) {
       if (pc.weight_decay != 0.0) d += pc.weight_decay * w;
       if (MOMENTUM) {
-        float b = first ? d : pc.momentum * m[pc.off_m + i] + (1.0 - pc.dampening) * d;
+        float b = first ? d : momentum * m[pc.off_m + i] + (1.0 - dampening) * d;
         m[pc.off_m + i] = b;
-        d = NESTEROV ? d + pc.momentum * b : b;
+        d = NESTEROV ? d + momentum * b : b;
       }
       p[pc.off_p + i] = w - lr * d;
     } else {

@@ -72,14 +72,16 @@ SLOT(5)
     if (SKIP && s##k[4] != 0.0) return;                                                        \
     const float lr = SCALARS ? s##k[0] : pc.lr;                                                \
     const bool first = SCALARS ? s##k[1] != 0.0 : FIRST;                                       \
+    const float momentum = SCALARS ? s##k[2] : pc.momentum;                                    \
+    const float dampening = SCALARS ? s##k[3] : pc.dampening;                                  \
     for (uint i = begin; i < pc.n[k]; i += stride) {                                           \
       const float w = p##k[i];                                                                 \
       float d = g##k[i];                                                                       \
       if (pc.weight_decay != 0.0) d += pc.weight_decay * w;                                    \
       if (MOMENTUM) {                                                                          \
-        const float b = first ? d : pc.momentum * m##k[i] + (1.0 - pc.dampening) * d;          \
+        const float b = first ? d : momentum * m##k[i] + (1.0 - dampening) * d;                \
         m##k[i] = b;                                                                           \
-        d = NESTEROV ? d + pc.momentum * b : b;                                                \
+        d = NESTEROV ? d + momentum * b : b;                                                   \
       }                                                                                        \
       p##k[i] = w - lr * d;                                                                    \
     }                                                                                          \

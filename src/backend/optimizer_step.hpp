@@ -10,8 +10,8 @@
 namespace rumus {
 
 // `step` counts from 1. `scalars`, when its storage is not null, is a dense
-// f32[4] on the device holding the per-step values (SGD: lr, first; Adam: lr,
-// 1 - beta1^step, 1 - beta2^step, first) that a device may read at run time
+// f32[4] on the device holding the per-step values (SGD: lr, first, momentum,
+// dampening; Adam: lr, 1 - beta1^step, 1 - beta2^step, first) that a device may read at run time
 // instead of the fields, so a captured step replays with the values of each
 // replay. The fields hold the same values. An f32[5] adds mixed precision's
 // found-inf flag: where it is not 0 the kernel writes nothing. Its values

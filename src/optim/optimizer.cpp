@@ -99,20 +99,23 @@ std::array<float, 4> Optimizer::device_step_values(const ParamState& state, cons
   return v;
 }
 
-void Optimizer::check_baked_options(
-    const std::vector<std::pair<double, std::map<std::string, double>>>& baked) const {
+void Optimizer::check_baked_options(const std::vector<std::pair<double, std::map<std::string, double>>>& baked,
+                                    const std::vector<std::string>& replayed) const {
   for (std::size_t g = 0; g < baked.size() && g < groups_.size(); ++g) {
     auto refuse = [&](const std::string& name, double then, double now) {
       throw CaptureError(fmt::format("CapturedStep::replay: {} group {}'s {} changed from {} to {} since the capture, "
-                                     "and a captured step replays the value it was captured with (only the lr follows "
-                                     "a schedule): capture the step again, or keep it fixed (OneCycleLR and CyclicLR: "
+                                     "and a captured step replays the value it was captured with (only the lr, and SGD's "
+                                     "momentum between non-zero values without a device-side GradScaler, follow a "
+                                     "schedule): capture the step again, or keep it fixed (OneCycleLR and CyclicLR: "
                                      ".cycle_momentum = false)",
                                      type_name(), g, name, then, now));
     };
     if (groups_[g].weight_decay != baked[g].first) refuse("weight_decay", baked[g].first, groups_[g].weight_decay);
     for (const auto& [name, then] : baked[g].second) {
       const auto it = groups_[g].options.find(name);
-      if (it != groups_[g].options.end() && it->second != then) refuse(name, then, it->second);
+      if (it == groups_[g].options.end() || it->second == then) continue;
+      const bool follows = std::find(replayed.begin(), replayed.end(), name) != replayed.end();
+      if (!follows || (it->second == 0) != (then == 0)) refuse(name, then, it->second);
     }
   }
 }
@@ -283,14 +286,19 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
     // (a schedule cycling the momentum) is refused rather than ignored.
     std::vector<std::pair<double, std::map<std::string, double>>> baked;  // (weight_decay, options) per group
     for (const Group& g : groups_) baked.emplace_back(g.weight_decay, g.options);
-    on_replay([this, alive = std::weak_ptr<int>(alive_), generation = state_generation_, stepped, baked] {
+    // Step counts kept on the device (a device-side GradScaler) carry the
+    // replayed options as they were at the capture: none follows there.
+    bool counts_on_device = false;
+    for (auto [g, i] : stepped) counts_on_device = counts_on_device || state_[g][i].device_step != nullptr;
+    std::vector<std::string> replayed = counts_on_device ? std::vector<std::string>{} : replayed_options();
+    on_replay([this, alive = std::weak_ptr<int>(alive_), generation = state_generation_, stepped, baked, replayed] {
       if (alive.expired())
         throw CaptureError("CapturedStep::replay: an optimizer the captured step updates has been destroyed");
       if (generation != state_generation_)
         throw CaptureError(fmt::format("CapturedStep::replay: {}.load_state_dict replaced the state the captured step "
                                        "updates (capture the step again after loading)",
                                        type_name()));
-      check_baked_options(baked);
+      check_baked_options(baked, replayed);
       for (auto [g, i] : stepped) {
         ParamState& state = state_[g][i];
         write_scalars(state, *step_scalars(state, groups_[g]));

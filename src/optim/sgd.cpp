@@ -35,12 +35,16 @@ bool first_update(const std::map<std::string, Tensor>& buffers, std::int64_t ste
 
 std::optional<std::array<float, 4>> SGD::step_scalars(const ParamState& state, const Group& group) const {
   const bool first = group.option("momentum") != 0 && first_update(state.buffers, state.step);
-  return std::array<float, 4>{float(group.lr), first ? 1.0f : 0.0f, 0, 0};
+  return std::array<float, 4>{float(group.lr), first ? 1.0f : 0.0f, float(group.option("momentum")),
+                              float(group.option("dampening"))};
 }
 
 Tensor SGD::advance_device_scalars(const Tensor& values, const Group&) const {
-  return zeros({3}, {.device = values.device()});  // (first, 0, 0): not first once an update was applied
+  // (first, momentum, dampening): not first once an update was applied.
+  return cat({zeros({1}, {.device = values.device()}), values.narrow(0, 1, 2)});
 }
+
+std::vector<std::string> SGD::replayed_options() const { return {"momentum", "dampening"}; }
 
 void SGD::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {
   SgdStep step{.lr = group.lr, .momentum = group.option("momentum"), .dampening = group.option("dampening"),

@@ -15,7 +15,8 @@ namespace rumus {
 //
 // `scalars` (optional): a contiguous f32 tensor of 4 elements on the
 // parameter's device holding this update's per-step values, which a device
-// kernel then reads at run time: SGD (lr, first ? 1 : 0, 0, 0), Adam (lr,
+// kernel then reads at run time: SGD (lr, first ? 1 : 0, momentum,
+// dampening; a zero momentum stays zero: it takes another kernel), Adam (lr,
 // 1 - beta1^step, 1 - beta2^step, step == 1 ? 1 : 0; with first set the
 // moments are taken as zero, not read). A captured step (core/capture.hpp)
 // replays with whatever the tensor holds at each replay; the optimizers

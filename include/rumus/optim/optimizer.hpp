@@ -141,13 +141,21 @@ class Optimizer {
   // `values` (f32 [3] on the device), computed on the device. Optimizers with
   // step_scalars() define it.
   virtual Tensor advance_device_scalars(const Tensor& values, const Group&) const;
+  // The options (besides the lr) whose value of each step step_scalars()
+  // carries, so a captured step follows them as they change (SGD's momentum
+  // and dampening). Other options are recorded by a capture, which refuses a
+  // replay after one changed.
+  virtual std::vector<std::string> replayed_options() const { return {}; }
 
  private:
   static void write_scalars(ParamState& state, const std::array<float, 4>& values);
   void run_step(const GradientStore& grads, const Tensor* found_inf);
   // Throws CaptureError where a group's weight decay or option differs from
-  // `baked` (per group, as a capture recorded them).
-  void check_baked_options(const std::vector<std::pair<double, std::map<std::string, double>>>& baked) const;
+  // `baked` (per group, as a capture recorded them); those in `replayed` may
+  // change, but not between zero and not zero (a zero momentum records other
+  // kernels).
+  void check_baked_options(const std::vector<std::pair<double, std::map<std::string, double>>>& baked,
+                           const std::vector<std::string>& replayed) const;
   // The count of applied updates as step(grads) keeps it, read back from the device where it lives.
   static std::int64_t host_step(const ParamState& state);
   // The first value of ParamState::device_step, from the host's count.

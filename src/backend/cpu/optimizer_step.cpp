@@ -177,8 +177,10 @@ void dispatch_f32_f64(DType dt, F&& f) {
 
 template <class T>
 SgdLoop<T> sgd_loop_of(const SgdKernelArgs& s, TensorArg param, TensorArg grad, TensorArg buf, const float* d) {
-  return {at<T>(param), at<T>(grad), at<T>(buf), d ? T(d[0]) : T(s.lr), T(s.momentum),
-          T(1 - s.dampening), T(s.weight_decay), s.momentum != 0, d ? d[1] != 0 : s.first, s.nesterov};
+  // With device scalars, the lr, first, momentum and dampening of this step come from them.
+  return {at<T>(param), at<T>(grad), at<T>(buf), d ? T(d[0]) : T(s.lr), d ? T(d[2]) : T(s.momentum),
+          d ? T(1 - T(d[3])) : T(1 - s.dampening), T(s.weight_decay), s.momentum != 0, d ? d[1] != 0 : s.first,
+          s.nesterov};
 }
 
 // The Adam loop's values; with device scalars, also zeroes the moments on
