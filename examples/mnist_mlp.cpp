@@ -63,7 +63,7 @@ int train(const example::Options& o) {
   const bool capture_steps = !dev.is_cpu() && o.optimizer != "rmsprop";
   // The one-cycle schedule cycles the momentum too, unless the captured steps
   // cannot follow it (Adam's beta1): then only the lr.
-  const bool cycle_momentum = !capture_steps || example::captured_steps_follow_momentum(o.optimizer, o.amp);
+  const bool cycle_momentum = !capture_steps || example::captured_steps_follow_momentum(o.optimizer);
   auto sched = example::make_schedule(o.schedule, *opt, lr, steps_per_epoch * o.epochs, cycle_momentum);
   // What this run trains; stored in its checkpoints, and a resume must match it.
   io::TrainingState state;  // epochs and steps completed

@@ -527,6 +527,8 @@ ScalerRun scaler_run(Device dev, ScaledOpt kind, bool device_side) {
       for (int k = 0; k < 3; ++k) some.insert(p[k].grad_id(), grads.at(p[k]));
       grads = std::move(some);
     }
+    // SGD's momentum changes each step, as a one-cycle schedule changes it.
+    if (kind == ScaledOpt::sgd_momentum) opt->param_groups()[0].options["momentum"] = 0.9 - 0.02 * i;
     run.ran.push_back(scaler.step(*opt, grads));
     scaler.update();
     run.first.push_back(p[0].to_vector<float>());
@@ -547,7 +549,8 @@ ScalerRun scaler_run(Device dev, ScaledOpt kind, bool device_side) {
 // counts, parameters untouched by skipped steps, and skipped steps not counted
 // by the optimizer (SGD's momentum starts at the first step applied, Adam's
 // bias correction counts applied steps only), also where one parameter of
-// the group has no gradient in a step (the group's shared count splits).
+// the group has no gradient in a step (the group's shared count splits), and
+// with SGD's momentum changed at every step.
 TEST_P(DeviceSideScalerOnEveryDevice, MatchesTheHostScalerOverStepsWithInfs) {
   const Device dev = GetParam();
   const std::vector<double> scales{512, 512, 1024, 512, 256, 256, 512, 512};

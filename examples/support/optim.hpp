@@ -34,11 +34,8 @@ inline std::unique_ptr<rumus::optim::Optimizer> make_optimizer(const std::string
 }
 
 // Whether a schedule may cycle the momentum of steps that are captured: SGD's
-// captured steps follow a changed momentum, other optimizers' (and steps with
-// a device-side GradScaler, as --amp makes) refuse it.
-inline bool captured_steps_follow_momentum(const std::string& optimizer, bool amp) {
-  return optimizer == "sgd" && !amp;
-}
+// captured steps follow a changed momentum, other optimizers' refuse it.
+inline bool captured_steps_follow_momentum(const std::string& optimizer) { return optimizer == "sgd"; }
 
 // onecycle (up to `lr` and down again), cosine (down from `lr`) or constant,
 // over `total_steps` calls of step().

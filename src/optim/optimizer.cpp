@@ -105,9 +105,8 @@ void Optimizer::check_baked_options(const std::vector<std::pair<double, std::map
     auto refuse = [&](const std::string& name, double then, double now) {
       throw CaptureError(fmt::format("CapturedStep::replay: {} group {}'s {} changed from {} to {} since the capture, "
                                      "and a captured step replays the value it was captured with (only the lr, and SGD's "
-                                     "momentum between non-zero values without a device-side GradScaler, follow a "
-                                     "schedule): capture the step again, or keep it fixed (OneCycleLR and CyclicLR: "
-                                     ".cycle_momentum = false)",
+                                     "momentum between non-zero values, follow a schedule): capture the step again, or "
+                                     "keep it fixed (OneCycleLR and CyclicLR: .cycle_momentum = false)",
                                      type_name(), g, name, then, now));
     };
     if (groups_[g].weight_decay != baked[g].first) refuse("weight_decay", baked[g].first, groups_[g].weight_decay);
@@ -255,9 +254,15 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
       Tensor& p = group.params[u.i];
       Tensor& scalars = scalars_of[st.device_step.get()];
       if (!scalars.defined()) {
-        const Tensor lr = capturing ? st.scalars.narrow(0, 0, 1)
-                                    : full({1}, group.lr, {.dtype = DType::f32, .device = p.device()});
-        scalars = cat({lr, st.device_step->values.narrow(0, 1, 3), skip});
+        // The values the host knows (the lr, and those host_scalars() names)
+        // from this step's step_scalars(), the rest from the device's count.
+        const std::array<float, 4> now = *step_scalars(st, group);
+        const Tensor host = capturing ? st.scalars : from_blob(now.data(), {4}, DType::f32).to(p.device());
+        std::vector<Tensor> parts;
+        for (std::int64_t k = 0; k < 4; ++k)
+          parts.push_back((k == 0 || (host_scalars() >> k & 1u) ? host : st.device_step->values).narrow(0, k, 1));
+        parts.push_back(skip);
+        scalars = cat(parts);
         counts.emplace_back(st.device_step.get(), u.g);
       }
       st.device_scalars = scalars;
@@ -286,11 +291,7 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
     // (a schedule cycling the momentum) is refused rather than ignored.
     std::vector<std::pair<double, std::map<std::string, double>>> baked;  // (weight_decay, options) per group
     for (const Group& g : groups_) baked.emplace_back(g.weight_decay, g.options);
-    // Step counts kept on the device (a device-side GradScaler) carry the
-    // replayed options as they were at the capture: none follows there.
-    bool counts_on_device = false;
-    for (auto [g, i] : stepped) counts_on_device = counts_on_device || state_[g][i].device_step != nullptr;
-    std::vector<std::string> replayed = counts_on_device ? std::vector<std::string>{} : replayed_options();
+    const std::vector<std::string> replayed = replayed_options();
     on_replay([this, alive = std::weak_ptr<int>(alive_), generation = state_generation_, stepped, baked, replayed] {
       if (alive.expired())
         throw CaptureError("CapturedStep::replay: an optimizer the captured step updates has been destroyed");

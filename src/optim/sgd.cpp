@@ -40,7 +40,8 @@ std::optional<std::array<float, 4>> SGD::step_scalars(const ParamState& state, c
 }
 
 Tensor SGD::advance_device_scalars(const Tensor& values, const Group&) const {
-  // (first, momentum, dampening): not first once an update was applied.
+  // (first, momentum, dampening): not first once an update was applied; the
+  // host sets the momentum and dampening of each step (host_scalars).
   return cat({zeros({1}, {.device = values.device()}), values.narrow(0, 1, 2)});
 }
 

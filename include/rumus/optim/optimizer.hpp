@@ -146,6 +146,10 @@ class Optimizer {
   // and dampening). Other options are recorded by a capture, which refuses a
   // replay after one changed.
   virtual std::vector<std::string> replayed_options() const { return {}; }
+  // Which of step_scalars()'s values 1 to 3 the host sets at each step (bit
+  // k for value k; the lr, value 0, always) where the step counts live on the
+  // device; the others the device advances (advance_device_scalars).
+  virtual std::uint32_t host_scalars() const { return 0; }
 
  private:
   static void write_scalars(ParamState& state, const std::array<float, 4>& values);

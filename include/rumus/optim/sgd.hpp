@@ -33,6 +33,7 @@ class SGD : public Optimizer {
   std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
   Tensor advance_device_scalars(const Tensor& values, const Group& group) const override;
   std::vector<std::string> replayed_options() const override;
+  std::uint32_t host_scalars() const override { return 0b1100; }  // momentum and dampening
 
  private:
   std::vector<SgdUpdate> pending_;  // this step's updates, until finish_updates()
