@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "cpu_backend.hpp"
@@ -23,14 +24,18 @@ bool all_dense(std::initializer_list<TensorArg> args) {
 template <class T>
 T* at(TensorArg t) { return data_of<T>(t) + t.layout->offset; }
 
-// fn(begin, end) over [0, n), split into one 64-byte-aligned share per thread when n is large.
+// Thread t's share of [0, n) among nt: 64-byte aligned (16 floats) but the last.
+std::pair<std::int64_t, std::int64_t> share(std::int64_t n, std::int64_t t, std::int64_t nt) {
+  return {n * t / nt / 16 * 16, t + 1 == nt ? n : n * (t + 1) / nt / 16 * 16};
+}
+
+// fn(begin, end) over [0, n), split into one share per thread when n is large.
 template <class F>
 void split_across_threads(std::int64_t n, F&& fn) {
   if (n <= kParallelGrain || omp_get_max_threads() == 1) return fn(std::int64_t(0), n);
 #pragma omp parallel
   {
-    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const std::int64_t begin = n * t / nt / 16 * 16, end = t + 1 == nt ? n : n * (t + 1) / nt / 16 * 16;
+    const auto [begin, end] = share(n, omp_get_thread_num(), omp_get_num_threads());
     fn(begin, end);
   }
 }
@@ -57,7 +62,7 @@ void foreach_across_threads(std::span<const std::int64_t> sizes, F&& fn) {
         if (dealt++ % nt == t) fn(i, std::int64_t(0), n);
         continue;
       }
-      const std::int64_t begin = n * t / nt / 16 * 16, end = t + 1 == nt ? n : n * (t + 1) / nt / 16 * 16;
+      const auto [begin, end] = share(n, t, nt);
       fn(i, begin, end);
     }
   }
