@@ -100,7 +100,7 @@ std::array<float, 4> Optimizer::device_step_values(const ParamState& state, cons
 }
 
 void Optimizer::check_baked_options(const std::vector<std::pair<double, std::map<std::string, double>>>& baked,
-                                    const std::vector<std::string>& replayed) const {
+                                    const std::map<std::string, std::int64_t>& replayed) const {
   for (std::size_t g = 0; g < baked.size() && g < groups_.size(); ++g) {
     auto refuse = [&](const std::string& name, double then, double now) {
       throw CaptureError(fmt::format("CapturedStep::replay: {} group {}'s {} changed from {} to {} since the capture, "
@@ -113,8 +113,7 @@ void Optimizer::check_baked_options(const std::vector<std::pair<double, std::map
     for (const auto& [name, then] : baked[g].second) {
       const auto it = groups_[g].options.find(name);
       if (it == groups_[g].options.end() || it->second == then) continue;
-      const bool follows = std::find(replayed.begin(), replayed.end(), name) != replayed.end();
-      if (!follows || (it->second == 0) != (then == 0)) refuse(name, then, it->second);
+      if (!replayed.contains(name) || (it->second == 0) != (then == 0)) refuse(name, then, it->second);
     }
   }
 }
@@ -254,13 +253,15 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
       Tensor& p = group.params[u.i];
       Tensor& scalars = scalars_of[st.device_step.get()];
       if (!scalars.defined()) {
-        // The values the host knows (the lr, and those host_scalars() names)
-        // from this step's step_scalars(), the rest from the device's count.
+        // The values the host knows (the lr and the replayed options) from
+        // this step's step_scalars(), the rest from the device's count.
         const std::array<float, 4> now = *step_scalars(st, group);
         const Tensor host = capturing ? st.scalars : from_blob(now.data(), {4}, DType::f32).to(p.device());
+        std::array<bool, 4> from_host{true, false, false, false};
+        for (const auto& [name, place] : replayed_options()) from_host[std::size_t(place)] = true;
         std::vector<Tensor> parts;
         for (std::int64_t k = 0; k < 4; ++k)
-          parts.push_back((k == 0 || (host_scalars() >> k & 1u) ? host : st.device_step->values).narrow(0, k, 1));
+          parts.push_back((from_host[std::size_t(k)] ? host : st.device_step->values).narrow(0, k, 1));
         parts.push_back(skip);
         scalars = cat(parts);
         counts.emplace_back(st.device_step.get(), u.g);
@@ -291,7 +292,7 @@ void Optimizer::run_step(const GradientStore& grads, const Tensor* found_inf) {
     // (a schedule cycling the momentum) is refused rather than ignored.
     std::vector<std::pair<double, std::map<std::string, double>>> baked;  // (weight_decay, options) per group
     for (const Group& g : groups_) baked.emplace_back(g.weight_decay, g.options);
-    const std::vector<std::string> replayed = replayed_options();
+    const std::map<std::string, std::int64_t> replayed = replayed_options();
     on_replay([this, alive = std::weak_ptr<int>(alive_), generation = state_generation_, stepped, baked, replayed] {
       if (alive.expired())
         throw CaptureError("CapturedStep::replay: an optimizer the captured step updates has been destroyed");

@@ -41,11 +41,11 @@ std::optional<std::array<float, 4>> SGD::step_scalars(const ParamState& state, c
 
 Tensor SGD::advance_device_scalars(const Tensor& values, const Group&) const {
   // (first, momentum, dampening): not first once an update was applied; the
-  // host sets the momentum and dampening of each step (host_scalars).
+  // host sets the momentum and dampening of each step (replayed_options).
   return cat({zeros({1}, {.device = values.device()}), values.narrow(0, 1, 2)});
 }
 
-std::vector<std::string> SGD::replayed_options() const { return {"momentum", "dampening"}; }
+std::map<std::string, std::int64_t> SGD::replayed_options() const { return {{"momentum", 2}, {"dampening", 3}}; }
 
 void SGD::update(Tensor& p, const Tensor& grad, ParamState& state, const Group& group) {
   SgdStep step{.lr = group.lr, .momentum = group.option("momentum"), .dampening = group.option("dampening"),

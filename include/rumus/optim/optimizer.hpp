@@ -141,15 +141,13 @@ class Optimizer {
   // `values` (f32 [3] on the device), computed on the device. Optimizers with
   // step_scalars() define it.
   virtual Tensor advance_device_scalars(const Tensor& values, const Group&) const;
-  // The options (besides the lr) whose value of each step step_scalars()
-  // carries, so a captured step follows them as they change (SGD's momentum
-  // and dampening). Other options are recorded by a capture, which refuses a
-  // replay after one changed.
-  virtual std::vector<std::string> replayed_options() const { return {}; }
-  // Which of step_scalars()'s values 1 to 3 the host sets at each step (bit
-  // k for value k; the lr, value 0, always) where the step counts live on the
-  // device; the others the device advances (advance_device_scalars).
-  virtual std::uint32_t host_scalars() const { return 0; }
+  // The options (besides the lr) that step_scalars() carries, by name and
+  // place (1 to 3): a captured step follows them as they change (SGD's
+  // momentum and dampening), and where the step counts live on the device the
+  // host sets them at each step (the device advances the other values).
+  // Other options are recorded by a capture, which refuses a replay after one
+  // changed.
+  virtual std::map<std::string, std::int64_t> replayed_options() const { return {}; }
 
  private:
   static void write_scalars(ParamState& state, const std::array<float, 4>& values);
@@ -159,7 +157,7 @@ class Optimizer {
   // change, but not between zero and not zero (a zero momentum records other
   // kernels).
   void check_baked_options(const std::vector<std::pair<double, std::map<std::string, double>>>& baked,
-                           const std::vector<std::string>& replayed) const;
+                           const std::map<std::string, std::int64_t>& replayed) const;
   // The count of applied updates as step(grads) keeps it, read back from the device where it lives.
   static std::int64_t host_step(const ParamState& state);
   // The first value of ParamState::device_step, from the host's count.

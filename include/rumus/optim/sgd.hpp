@@ -32,8 +32,7 @@ class SGD : public Optimizer {
   std::vector<std::string> buffer_names(const Group& group) const override;
   std::optional<std::array<float, 4>> step_scalars(const ParamState& state, const Group& group) const override;
   Tensor advance_device_scalars(const Tensor& values, const Group& group) const override;
-  std::vector<std::string> replayed_options() const override;
-  std::uint32_t host_scalars() const override { return 0b1100; }  // momentum and dampening
+  std::map<std::string, std::int64_t> replayed_options() const override;
 
  private:
   std::vector<SgdUpdate> pending_;  // this step's updates, until finish_updates()
