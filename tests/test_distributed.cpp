@@ -923,6 +923,55 @@ TEST(Staging, VulkanKernelsAroundRepeatedCollectivesStayInOrder) {
   }, {}, {.threads_per_rank = 1});
 }
 
+// Large all_reduces, several in a row between kernels that write the tensor
+// and read it: a tensor whose last piece is short, a strided view and an f64
+// tensor (Staging.LargeAllReducesTravelInPiecesInOrder). The tensors' values
+// afterwards.
+const Shape kFlatShape{(3 << 18) + 17}, kBaseShape{640, 1100}, kWideShape{300001};
+constexpr int kLargeRounds = 3;
+std::vector<std::vector<double>> large_all_reduces(ProcessGroup& pg, Device d) {
+  NoGradGuard no_grad;
+  Tensor flat = rank_values(pg.rank(), kFlatShape).to(d);
+  Tensor base = rank_values(pg.rank(), kBaseShape).to(d);
+  Tensor wide = rank_values(pg.rank(), kWideShape, DType::f64).to(d);
+  Tensor acc = zeros(kFlatShape, {.device = d});
+  for (int i = 0; i < kLargeRounds; ++i) {
+    flat.add_(1.0);  // written just before, read just after
+    pg.all_reduce(flat, Reduce::average);
+    acc.add_(flat);
+    Tensor view = base.t();
+    pg.all_reduce(view);
+    base.mul_(0.5);
+    pg.all_reduce(wide);
+    wide.mul_(1.0 / pg.size());
+  }
+  std::vector<std::vector<double>> out;
+  for (const Tensor& t : {flat, acc, base, wide}) out.push_back(values(t));
+  return out;
+}
+
+// An all_reduce of two pieces' worth or more (1 MiB each) is staged in
+// pieces: each goes back to the device while the next ones still come to the
+// host, on a queue of its own where the device has two copy engines. It
+// gives the bits of the same steps on CPU tensors (cut the same way), and it
+// moves each tensor's bytes once each way.
+TEST(Staging, LargeAllReducesTravelInPiecesInOrder) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  const Device dev = Device::vulkan(0);
+  const std::uint64_t bytes = 4 * (numel_of(kFlatShape) + numel_of(kBaseShape)) + 8 * numel_of(kWideShape);
+  for (int n : {1, 3}) {
+    const StagingStats before = staging_stats();
+    run_threads(n, [&](ProcessGroup& pg) {
+      const auto on_gpu = large_all_reduces(pg, dev), on_cpu = large_all_reduces(pg, Device::cpu());
+      for (std::size_t k = 0; k < on_gpu.size(); ++k)
+        EXPECT_EQ(on_gpu[k], on_cpu[k]) << n << " ranks, rank " << pg.rank() << ", tensor " << k;
+    }, {.loopback = true}, {.threads_per_rank = 1});
+    const StagingStats after = staging_stats();
+    EXPECT_EQ(after.device_to_host_bytes - before.device_to_host_bytes, std::uint64_t(n) * kLargeRounds * bytes);
+    EXPECT_EQ(after.host_to_device_bytes - before.host_to_device_bytes, std::uint64_t(n) * kLargeRounds * bytes);
+  }
+}
+
 // A collective that would stage inside a capture is refused, as a host read
 // is; a group of one rank stages nothing and is captured like any op.
 TEST(Staging, CollectivesInsideAVulkanCapture) {
@@ -2380,6 +2429,15 @@ TEST_F(Mpi, VulkanTensorsMatchCpuWithoutDrainingTheQueue) {
   std::vector<Tensor> on_cpu = collectives_on(pg, Device::cpu());
   ASSERT_EQ(on_gpu.size(), on_cpu.size());
   for (std::size_t k = 0; k < on_gpu.size(); ++k) EXPECT_EQ(values(on_gpu[k]), values(on_cpu[k])) << "result " << k;
+}
+
+// MPI reduces the pieces of a large all_reduce one by one, on Vulkan tensors
+// as on CPU tensors, with the request exchange for each piece or without.
+TEST_F(Mpi, LargeAllReducesTravelInPieces) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  const auto on_gpu = large_all_reduces(mpi_world(), Device::vulkan(0));
+  const auto on_cpu = large_all_reduces(mpi_checked_world(), Device::cpu());
+  for (std::size_t k = 0; k < on_gpu.size(); ++k) EXPECT_EQ(on_gpu[k], on_cpu[k]) << "tensor " << k;
 }
 
 // The ranks of one host, as the launcher numbered them: under mpirun on

@@ -205,6 +205,18 @@ Tensor ProcessGroup::run_all_reduce(const Tensor& tensor, Reduce op) {
   ++time_counters().calls;
   if (Tensor done = device_collective(req, tensor); done.defined()) return done;
   if (size() == 1 && !loopback()) return tensor;  // one rank: the sum and the average are the tensor itself
+  if (staging::Pieces::count_for(tensor) > 1) {  // each piece goes back while the next ones come to the host
+    staging::Pieces pieces = staged([&] { return staging::Pieces(tensor); });
+    for (int k = 0; k < pieces.count(); ++k) {
+      void* data = staged([&] { return pieces.wait(k); });
+      CollectiveRequest piece = req;
+      piece.piece = k;
+      exchanged([&] { exchange(piece, data, data, pieces.elements(k)); });
+      staged([&] { pieces.write_back(k); });
+    }
+    staged([&] { pieces.finish(); });
+    return tensor;
+  }
   staging::HostCopy h = staged([&] { return staging::to_host(tensor); });
   exchanged([&] { exchange(req, h.data, h.data, std::size_t(tensor.numel())); });
   staged([&] { staging::write_back(tensor, h); });

@@ -5,6 +5,7 @@
 // that are already contiguous are used in place, device tensors are copied
 // into persistent mapped host buffers that the exchange reads in place.
 #include <cstdint>
+#include <vector>
 
 #include "rumus/distributed/process_group.hpp"
 
@@ -43,6 +44,33 @@ Tensor to_device(const HostCopy& out, const Shape& shape, DType dtype, Device de
 // Writes a host copy back into `dst` (in-place collectives): nothing when it
 // aliases; one host-to-device copy (queued) for a device tensor.
 void write_back(const Tensor& dst, const HostCopy& copy);
+
+// A tensor staged piece by piece for an in-place collective (all_reduce):
+// every piece's copy to the host is queued at once, and each piece goes
+// back as soon as its exchange is done, so the copies to the device overlap
+// the copies to the host still running (the two directions of the bus, two
+// copy engines). Every rank cuts a tensor the same way, whatever its device,
+// so the ranks' exchanges pair up piece by piece.
+class Pieces {
+ public:
+  // How many pieces `t` is cut into: 1 (no pipelining) below two pieces' worth.
+  static int count_for(const Tensor& t);
+  // Queues the copies to the host (nothing for a contiguous CPU tensor).
+  explicit Pieces(const Tensor& t);
+  int count() const { return int(offsets_.size()) - 1; }
+  std::size_t elements(int k) const { return offsets_[std::size_t(k) + 1] - offsets_[std::size_t(k)]; }
+  // Piece k's elements on the host, once its copy is done.
+  void* wait(int k);
+  // Queues piece k's copy back into the tensor.
+  void write_back(int k);
+  // After the last write_back: the tensor holds the result.
+  void finish();
+
+ private:
+  Tensor target_, dense_;             // the tensor, and its contiguous stand-in (itself when contiguous)
+  std::vector<std::size_t> offsets_;  // piece k is elements [offsets_[k], offsets_[k + 1])
+  std::vector<HostBuffer*> buffers_;  // device: this thread's buffer of each piece
+};
 
 // Outside the collectives: checkpoint loads and moves of shards.
 // dst.copy_(src) across devices (off the tape).

@@ -185,7 +185,7 @@ class ThreadRank final : public ProcessGroup {
     const std::size_t mine_bytes = request.op == Collective::all_reduce && n > 1 ? (end - begin) * esize : 0;
     if (scratch.size() < mine_bytes) scratch.resize(mine_bytes);
     char* mine = scratch.data();
-    if (s.delay.count() > 0 && request.op != Collective::barrier && !request.error_kind)
+    if (s.delay.count() > 0 && request.op != Collective::barrier && !request.error_kind && request.piece == 0)
       std::this_thread::sleep_for(s.delay);
 
     const std::vector<Slot>& bank = s.meet(rank_, Slot{request, in, out});

@@ -65,6 +65,8 @@ struct CollectiveRequest {
   std::int32_t root = 0;
   std::int32_t ndim = 0;
   std::int64_t shape[kMaxDims] = {};
+  // Which piece of a collective staged in pieces this exchange moves (0: the first, or the whole).
+  std::int32_t piece = 0;
   // A rank-local problem found before the exchange: 0 none, 1 Error, 2 ShapeError, 3 DTypeError.
   std::int32_t error_kind = 0;
   char error[240] = {};

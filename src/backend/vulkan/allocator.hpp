@@ -27,11 +27,13 @@ struct Allocation {
   std::uint32_t block = 0;
   // What a staging copy waits for, and what waits for it (VulkanBackend):
   // the compute serials of the last batch that used and that wrote this
-  // range, and the transfer values of the last staging copy that read it
-  // and that wrote it. Stale values from an earlier owner of the range are
-  // older, so at worst they order too much, never too little.
+  // range, and the values of the last staging copy to the host and to the
+  // device that touched it, each on its queue's timeline (a device range is
+  // read by downloads and written by uploads, a host buffer the reverse).
+  // Stale values from an earlier owner of the range are older, so at worst
+  // they order too much, never too little.
   std::uint64_t used_serial = 0, written_serial = 0;
-  std::uint64_t transfer_read = 0, transfer_written = 0;
+  std::uint64_t last_download = 0, last_upload = 0;
 };
 
 class Allocator {

@@ -239,10 +239,11 @@ Context::Context(int index) {
     const auto& id = ids.get<vk::PhysicalDeviceIDProperties>().deviceUUID;
     std::copy(id.begin(), id.end(), uuid.begin());
   }
-  float priority = 1.0f;
+  const float priorities[2] = {1.0f, 1.0f};
+  const std::uint32_t transfer_queues = separate_transfer() ? std::min(families[transfer_family].queueCount, 2u) : 1u;
   vk::DeviceQueueCreateInfo queue_infos[2] = {
-      {.queueFamilyIndex = queue_family, .queueCount = 1, .pQueuePriorities = &priority},
-      {.queueFamilyIndex = transfer_family, .queueCount = 1, .pQueuePriorities = &priority}};
+      {.queueFamilyIndex = queue_family, .queueCount = 1, .pQueuePriorities = priorities},
+      {.queueFamilyIndex = transfer_family, .queueCount = transfer_queues, .pQueuePriorities = priorities}};
   device = physical.createDevice(vk::DeviceCreateInfo{.pNext = &want10,
                                                       .queueCreateInfoCount = separate_transfer() ? 2u : 1u,
                                                       .pQueueCreateInfos = queue_infos,
@@ -250,6 +251,7 @@ Context::Context(int index) {
                                                       .ppEnabledExtensionNames = extensions.data()});
   queue = device.getQueue(queue_family, 0);
   transfer_queue = device.getQueue(transfer_family, 0);
+  upload_queue = device.getQueue(transfer_family, transfer_queues - 1);
   auto sub = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties>();
   const auto& subgroups = sub.get<vk::PhysicalDeviceSubgroupProperties>();
   subgroup_size = subgroups.subgroupSize;

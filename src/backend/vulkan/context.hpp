@@ -36,6 +36,10 @@ class Context {
   // else `queue` itself. Buffers are shared by both families (concurrent
   // sharing), so no ownership transfers are needed.
   vk::Queue transfer_queue;
+  // Copies to the device: a second queue of the transfer family where it has
+  // one (its own copy engine, so uploads overlap downloads in both directions
+  // of the bus), else `transfer_queue` itself.
+  vk::Queue upload_queue;
   std::uint32_t transfer_family = 0;
   bool separate_transfer() const { return transfer_family != queue_family; }
   vk::PhysicalDeviceProperties properties;

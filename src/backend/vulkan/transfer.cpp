@@ -9,7 +9,7 @@
 
 namespace rumus::vulkan {
 
-TransferQueue::TransferQueue(Context& ctx) : ctx_(ctx) {
+TransferQueue::TransferQueue(Context& ctx, vk::Queue queue) : ctx_(ctx), queue_(queue) {
   pool_ = ctx_.device.createCommandPool(
       {.flags = vk::CommandPoolCreateFlagBits::eResetCommandBuffer, .queueFamilyIndex = ctx_.transfer_family});
   vk::SemaphoreTypeCreateInfo type{.semaphoreType = vk::SemaphoreType::eTimeline, .initialValue = 0};
@@ -26,7 +26,7 @@ TransferQueue::~TransferQueue() {
 }
 
 template <class Record>
-std::uint64_t TransferQueue::submit(Record record, vk::Semaphore after_semaphore, std::uint64_t after_value) {
+std::uint64_t TransferQueue::submit(Record record, After after, After also_after) {
   poll();
   vk::CommandBuffer cmd;
   if (idle_.empty()) {
@@ -50,38 +50,43 @@ std::uint64_t TransferQueue::submit(Record record, vk::Semaphore after_semaphore
   cmd.end();
 
   const std::uint64_t value = next_;
-  const vk::PipelineStageFlags wait_stage = vk::PipelineStageFlagBits::eTransfer;
-  vk::TimelineSemaphoreSubmitInfo values{.waitSemaphoreValueCount = after_value ? 1u : 0u,
-                                         .pWaitSemaphoreValues = &after_value,
+  vk::Semaphore wait_semaphores[2];
+  std::uint64_t wait_values[2];
+  std::uint32_t waits = 0;
+  for (const After& a : {after, also_after})
+    if (a.value) wait_semaphores[waits] = a.semaphore, wait_values[waits++] = a.value;
+  const vk::PipelineStageFlags wait_stages[2] = {vk::PipelineStageFlagBits::eTransfer,
+                                                 vk::PipelineStageFlagBits::eTransfer};
+  vk::TimelineSemaphoreSubmitInfo values{.waitSemaphoreValueCount = waits,
+                                         .pWaitSemaphoreValues = wait_values,
                                          .signalSemaphoreValueCount = 1,
                                          .pSignalSemaphoreValues = &value};
-  ctx_.transfer_queue.submit(vk::SubmitInfo{.pNext = &values,
-                                            .waitSemaphoreCount = after_value ? 1u : 0u,
-                                            .pWaitSemaphores = &after_semaphore,
-                                            .pWaitDstStageMask = &wait_stage,
-                                            .commandBufferCount = 1,
-                                            .pCommandBuffers = &cmd,
-                                            .signalSemaphoreCount = 1,
-                                            .pSignalSemaphores = &timeline_});
+  queue_.submit(vk::SubmitInfo{.pNext = &values,
+                               .waitSemaphoreCount = waits,
+                               .pWaitSemaphores = wait_semaphores,
+                               .pWaitDstStageMask = wait_stages,
+                               .commandBufferCount = 1,
+                               .pCommandBuffers = &cmd,
+                               .signalSemaphoreCount = 1,
+                               .pSignalSemaphores = &timeline_});
   ++next_;
   in_flight_.push_back({cmd, value});
   return value;
 }
 
 std::uint64_t TransferQueue::copy(const Allocation& src, std::size_t src_offset, const Allocation& dst,
-                                  std::size_t dst_offset, std::size_t nbytes, vk::Semaphore after_semaphore,
-                                  std::uint64_t after_value) {
+                                  std::size_t dst_offset, std::size_t nbytes, After after, After also_after) {
   return submit(
       [&](vk::CommandBuffer cmd) {
         cmd.copyBuffer(src.buffer, dst.buffer,
                        vk::BufferCopy{.srcOffset = src.offset + src_offset, .dstOffset = dst.offset + dst_offset,
                                       .size = nbytes});
       },
-      after_semaphore, after_value);
+      after, also_after);
 }
 
 std::uint64_t TransferQueue::fill(const Allocation& dst, std::size_t offset, std::size_t nbytes, std::uint32_t value) {
-  return submit([&](vk::CommandBuffer cmd) { cmd.fillBuffer(dst.buffer, dst.offset + offset, nbytes, value); }, {}, 0);
+  return submit([&](vk::CommandBuffer cmd) { cmd.fillBuffer(dst.buffer, dst.offset + offset, nbytes, value); }, {}, {});
 }
 
 void TransferQueue::note_completed(std::uint64_t value) {

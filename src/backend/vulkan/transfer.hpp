@@ -1,15 +1,17 @@
 #pragma once
 // Staging copies between device memory and mapped host buffers, on the
-// device's transfer queue (Context::transfer_queue: the copy engines where
-// the device has a transfer-only family, else the compute queue itself).
+// device's transfer queues (Context::transfer_queue for copies to the host,
+// Context::upload_queue for copies to the device: copy engines of their own
+// where the device has a transfer-only family, else the compute queue).
 //
-// Each copy is one submission that waits on the compute stream's timeline
-// for the batch it depends on (the last write to its source, or the last use
-// of its destination) and signals a value of its own timeline, which the
-// host waits for (HostBuffer::wait) and which compute batches that touch the
-// same memory wait for on the device (Stream::wait_for). Neither side ever
-// waits for the other's whole queue. Every wait is for a value already
-// submitted, so a shared queue cannot deadlock.
+// Each copy is one submission that waits on the device for what it depends
+// on (the compute stream's batch that last wrote its source or used its
+// destination, and copies of the other direction on the same memory) and
+// signals a value of its queue's timeline, which the host waits for
+// (HostBuffer::wait) and which compute batches that touch the same memory
+// wait for on the device (Stream::wait_for). Neither side ever waits for the
+// other's whole queue. Every wait is for a value already submitted, so a
+// shared queue cannot deadlock.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -21,17 +23,24 @@
 
 namespace rumus::vulkan {
 
+// A point on another timeline that a staging copy starts after (none when `value` is 0).
+struct TransferAfter {
+  vk::Semaphore semaphore;
+  std::uint64_t value = 0;
+};
+
 class TransferQueue {
  public:
-  explicit TransferQueue(Context& ctx);
+  TransferQueue(Context& ctx, vk::Queue queue);
   ~TransferQueue();
   TransferQueue(const TransferQueue&) = delete;
   TransferQueue& operator=(const TransferQueue&) = delete;
 
-  // Submits one copy that starts once `after_semaphore` reaches `after_value`
-  // (no wait when `after_value` is 0); returns the value it signals when done.
+  using After = TransferAfter;
+  // Submits one copy that starts once both `after` points are reached;
+  // returns the value it signals when done.
   std::uint64_t copy(const Allocation& src, std::size_t src_offset, const Allocation& dst, std::size_t dst_offset,
-                     std::size_t nbytes, vk::Semaphore after_semaphore, std::uint64_t after_value);
+                     std::size_t nbytes, After after, After also_after = {});
   // Submits a fill of `nbytes` of `dst` with the word `value`, ordered after
   // nothing; returns the value it signals when done.
   std::uint64_t fill(const Allocation& dst, std::size_t offset, std::size_t nbytes, std::uint32_t value);
@@ -48,12 +57,13 @@ class TransferQueue {
 
  private:
   void note_completed(std::uint64_t value);
-  // Records one command buffer with `record` and submits it (waiting on
-  // `after_semaphore` for `after_value` unless that is 0).
+  // Records one command buffer with `record` and submits it, waiting for
+  // the `after` points.
   template <class Record>
-  std::uint64_t submit(Record record, vk::Semaphore after_semaphore, std::uint64_t after_value);
+  std::uint64_t submit(Record record, After after, After also_after);
 
   Context& ctx_;
+  vk::Queue queue_;
   vk::CommandPool pool_;
   vk::Semaphore timeline_;
   struct Pending {

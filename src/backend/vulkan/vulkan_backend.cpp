@@ -4,11 +4,12 @@
 // Two ways between device and host. read() and write() go through pooled
 // staging blocks on the compute stream (a read waits for the whole queue).
 // The staging calls (copy_to_host, copy_from_host) use persistent mapped
-// host buffers and the transfer queue: each copy waits on the device for
-// the batch it depends on, found from the serials every range remembers
-// (Allocation::used_serial, written_serial), and compute batches that touch
-// a range after a staging copy wait for that copy (transfer_read,
-// transfer_written). The host waits for one copy, never for the queue.
+// host buffers and two transfer queues, one per direction: each copy waits
+// on the device for the batch it depends on, found from the serials every
+// range remembers (Allocation::used_serial, written_serial), and for the
+// other direction's last copy on the same memory; compute batches that
+// touch a range after a staging copy wait for that copy (last_download,
+// last_upload). The host waits for one copy, never for a queue.
 #include "vulkan_backend.hpp"
 
 #include <algorithm>
@@ -122,7 +123,7 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
     auto reclaim = [this] {
       if (stream_->capturing()) return;
       stream_->wait_all();
-      transfers_->wait(transfers_->submitted());
+      wait_staging();
       release_finished();
     };
     memory_ = std::make_unique<Allocator>(*ctx_, false, kDeviceBlock, memory_limit(), reclaim);
@@ -130,7 +131,8 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
     pipelines_ = std::make_unique<Pipelines>(*ctx_, pipeline_cache_file(ctx_->properties));
     if (std::string why = pipelines_->cache().problem(); !why.empty()) std::fprintf(stderr, "rumus: vulkan: %s\n", why.c_str());
     stream_ = std::make_unique<Stream>(*ctx_);
-    transfers_ = std::make_unique<TransferQueue>(*ctx_);
+    to_host_ = std::make_unique<TransferQueue>(*ctx_, ctx_->transfer_queue);
+    to_device_ = std::make_unique<TransferQueue>(*ctx_, ctx_->upload_queue);
     tuner_ = make_gemm_tuner(*ctx_);
   } catch (const vk::SystemError& e) {
     throw DeviceError("vulkan:" + std::to_string(index) + ": device setup failed: " + e.what());
@@ -140,7 +142,8 @@ VulkanBackend::VulkanBackend(int index) : index_(index) {
 VulkanBackend::~VulkanBackend() {
   index_fault_.reset();
   tuner_.reset();
-  transfers_.reset();  // waits for its copies, which wait only for submitted batches
+  to_device_.reset();  // each waits for its copies, which wait only for submitted work
+  to_host_.reset();
   stream_.reset();
   pipelines_.reset();
   staging_.reset();
@@ -149,9 +152,10 @@ VulkanBackend::~VulkanBackend() {
 
 void VulkanBackend::release_finished() {
   if (!staged_releases_.empty()) {
-    const std::uint64_t copied = transfers_->poll();
+    to_host_->poll();
+    to_device_->poll();
     std::erase_if(staged_releases_, [&](const std::pair<Allocator*, Allocation*>& r) {
-      if (std::max(r.second->transfer_read, r.second->transfer_written) > copied) return false;
+      if (!staging_done(*r.second)) return false;
       r.first->release(r.second, stream_->recording_serial());
       return true;
     });
@@ -161,8 +165,17 @@ void VulkanBackend::release_finished() {
   staging_->collect(done);
 }
 
+bool VulkanBackend::staging_done(const Allocation& a) const {
+  return a.last_download <= to_host_->known_completed() && a.last_upload <= to_device_->known_completed();
+}
+
+void VulkanBackend::wait_staging() {
+  to_host_->wait(to_host_->submitted());
+  to_device_->wait(to_device_->submitted());
+}
+
 void VulkanBackend::release_to(Allocator& pool, Allocation* a) {
-  if (std::max(a->transfer_read, a->transfer_written) > transfers_->known_completed()) {
+  if (!staging_done(*a)) {
     staged_releases_.push_back({&pool, a});  // counted as in use until then
     return;
   }
@@ -314,7 +327,7 @@ void VulkanBackend::synchronize() {
   check_capture("synchronize", "a wait for the device (nothing recorded runs before replay())");
   Allocation* fault = queue_index_fault_read();
   stream_->wait_all();
-  transfers_->wait(transfers_->submitted());  // staging copies are queued work too
+  wait_staging();  // staging copies are queued work too
   release_finished();
   raise_index_fault(fault);
 }
@@ -322,9 +335,10 @@ void VulkanBackend::synchronize() {
 // Staging through host buffers (transfer.hpp).
 
 void VulkanBackend::after_staging_copies(const Allocation& a, bool written) {
-  // A write must follow the copies that read the range too; a read only those that wrote it.
-  const std::uint64_t copy = written ? std::max(a.transfer_read, a.transfer_written) : a.transfer_written;
-  if (copy > transfers_->known_completed()) stream_->wait_for(transfers_->timeline(), copy);
+  // A read follows the uploads that wrote the range; a write the downloads that read it too.
+  if (a.last_upload > to_device_->known_completed()) stream_->wait_for(to_device_->timeline(), a.last_upload);
+  if (written && a.last_download > to_host_->known_completed())
+    stream_->wait_for(to_host_->timeline(), a.last_download);
 }
 
 void VulkanBackend::touch(Allocation& a, bool written) {
@@ -354,12 +368,15 @@ class VulkanHostBuffer final : public HostBuffer {
     be_.release_to(*be_.staging_, allocation_);
   }
   void wait() override {
-    std::uint64_t copy;
+    std::uint64_t download, upload;
     {
       std::lock_guard lk(be_.mu_);
-      copy = std::max(allocation_->transfer_read, allocation_->transfer_written);
+      download = allocation_->last_download;
+      upload = allocation_->last_upload;
     }
-    be_.transfers_->wait(copy);  // not under the lock: other threads keep recording meanwhile
+    // Not under the lock: other threads keep recording meanwhile.
+    be_.to_host_->wait(download);
+    be_.to_device_->wait(upload);
   }
   Allocation& allocation() { return *allocation_; }
 
@@ -382,10 +399,13 @@ void VulkanBackend::queue_copy_to_host(const Storage& src, std::size_t src_offse
   std::lock_guard lk(mu_);
   check_capture("copy_to_host", fmt::format("a device-to-host copy of {} bytes (the values exist only after "
                                             "replay())", nbytes).c_str());
-  const std::uint64_t copy = transfers_->copy(a, src_offset, host, dst_offset, nbytes, stream_->timeline(),
-                                              staging_after(a.written_serial));
-  a.transfer_read = copy;
-  host.transfer_written = copy;
+  // After the kernels that wrote the source, the uploads that wrote it, and
+  // the uploads still reading the host buffer.
+  const std::uint64_t copy =
+      to_host_->copy(a, src_offset, host, dst_offset, nbytes, {stream_->timeline(), staging_after(a.written_serial)},
+                     {to_device_->timeline(), std::max(a.last_upload, host.last_upload)});
+  a.last_download = copy;
+  host.last_download = copy;
   ++downloads_;
 }
 
@@ -396,10 +416,13 @@ void VulkanBackend::queue_copy_from_host(HostBuffer& src, std::size_t src_offset
   std::lock_guard lk(mu_);
   check_capture("copy_from_host", fmt::format("a host-to-device copy of {} bytes (it would replay the same bytes: "
                                               "copy new inputs into static tensors before replay())", nbytes).c_str());
-  const std::uint64_t copy = transfers_->copy(host, src_offset, a, dst_offset, nbytes, stream_->timeline(),
-                                              staging_after(a.used_serial));
-  a.transfer_written = copy;
-  host.transfer_read = copy;
+  // After the kernels that use the destination, the downloads still reading
+  // it, and the downloads that wrote the host buffer.
+  const std::uint64_t copy =
+      to_device_->copy(host, src_offset, a, dst_offset, nbytes, {stream_->timeline(), staging_after(a.used_serial)},
+                       {to_host_->timeline(), std::max(a.last_download, host.last_download)});
+  a.last_upload = copy;
+  host.last_upload = copy;
   ++uploads_;
 }
 
@@ -416,7 +439,7 @@ TensorArg VulkanBackend::split_k_counters(std::int64_t tiles) {
     // (its kernels run only at replay), and the counters serve both.
     if (!counters) {
       const Allocation& a = *static_cast<const Allocation*>(made->data());
-      transfers_->wait(transfers_->fill(a, 0, std::size_t(kSplitKCounters) * 4, 0));
+      to_device_->wait(to_device_->fill(a, 0, std::size_t(kSplitKCounters) * 4, 0));
       counters = std::move(made);
     }
   }

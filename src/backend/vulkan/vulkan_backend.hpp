@@ -143,7 +143,12 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<Allocator> memory_, staging_;
   std::unique_ptr<Pipelines> pipelines_;
   std::unique_ptr<Stream> stream_;
-  std::unique_ptr<TransferQueue> transfers_;
+  // Staging copies to the host and to the device, each on its own queue.
+  std::unique_ptr<TransferQueue> to_host_, to_device_;
+  // With mu_ held: the staging copies' values are all known to be done.
+  bool staging_done(const Allocation& a) const;
+  // Waits for every staging copy submitted so far.
+  void wait_staging();
   // Released while a staging copy still used them: (pool, range).
   std::vector<std::pair<Allocator*, Allocation*>> staged_releases_;
   std::unique_ptr<GemmTuner> tuner_;
