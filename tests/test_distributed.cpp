@@ -972,6 +972,17 @@ TEST(Staging, LargeAllReducesTravelInPiecesInOrder) {
   }
 }
 
+// Under RUMUS_STAGING_PIECE_KIB=-1 (ctest staging_piece_size_refused) an
+// all_reduce that stages names the variable and what it expected.
+TEST(StagingKnob, NegativePieceSizeIsRefused) {
+  const char* kib = std::getenv("RUMUS_STAGING_PIECE_KIB");
+  if (!kib || std::string(kib) != "-1") GTEST_SKIP() << "runs as ctest staging_piece_size_refused";
+  run_threads(1, [](ProcessGroup& pg) {
+    Tensor t = ones({16});
+    expect_error<ValueError>([&] { pg.all_reduce(t); }, "RUMUS_STAGING_PIECE_KIB: expected a size in KiB >= 0, got -1");
+  }, {.loopback = true});
+}
+
 // A collective that would stage inside a capture is refused, as a host read
 // is; a group of one rank stages nothing and is captured like any op.
 TEST(Staging, CollectivesInsideAVulkanCapture) {
