@@ -250,12 +250,21 @@ Tensor ProcessGroup::run_all_gather(const Tensor& input) {
   if (Tensor done = device_collective(req, input); done.defined()) return done;
   if (size() == 1 && !loopback())
     return input.detach().reshape(input.dim() == 0 ? Shape{1} : input.shape()).clone();
-  staging::HostCopy h = staged([&] { return staging::to_host(input); });
   Shape out_shape = input.shape();
   if (out_shape.empty()) out_shape = {size()};
   else out_shape[0] *= size();
+  const std::size_t count = std::size_t(input.numel());
+  if (!input.device().is_cpu()) {  // this rank's block is copied to the host straight into its place
+    staging::HostCopy out = staged([&] { return staging::host_output(out_shape, input.dtype(), input.device()); });
+    const void* mine = staged([&] {
+      return staging::to_host_at(input, out, std::size_t(rank()) * count * dtype_size(input.dtype()));
+    });
+    exchanged([&] { exchange(req, mine, out.data, count); });
+    return staged([&] { return staging::to_device(out, out_shape, input.dtype(), input.device()); });
+  }
+  staging::HostCopy h = staged([&] { return staging::to_host(input); });
   staging::HostCopy out = staged([&] { return staging::host_output(out_shape, input.dtype(), input.device()); });
-  exchanged([&] { exchange(req, h.data, out.data, std::size_t(input.numel())); });
+  exchanged([&] { exchange(req, h.data, out.data, count); });
   return staged([&] { return staging::to_device(out, out_shape, input.dtype(), input.device()); });
 }
 

@@ -20,7 +20,8 @@
 //   all_reduce      D->H n, reduce on the host in place, H->D n (into the tensor),
 //                   in pieces of 1 MiB (Pieces) from 2 MiB on
 //   reduce_scatter  D->H n, H->D n / W (the rank's chunk, a new tensor)
-//   all_gather      D->H n, H->D W * n (a new tensor)
+//   all_gather      D->H n (straight into its block of the result's buffer),
+//                   H->D W * n (a new tensor)
 //   broadcast       root: D->H n, no write-back; others: no read, H->D n
 //   barrier         nothing
 //
@@ -143,6 +144,16 @@ HostCopy to_host(const Tensor& t) {
   counters().d2h++;
   counters().d2h_bytes += nbytes(t);
   return c;
+}
+
+void* to_host_at(const Tensor& t, const HostCopy& out, std::size_t offset) {
+  NoGradGuard no_grad;
+  const Tensor dense = t.contiguous();
+  dense.storage().backend().copy_to_host(dense.storage(), byte_offset(dense), *out.buffer, offset, nbytes(t));
+  out.buffer->wait();
+  counters().d2h++;
+  counters().d2h_bytes += nbytes(t);
+  return static_cast<char*>(out.data) + offset;
 }
 
 HostCopy host_output(const Shape& shape, DType dtype, Device device, Slot slot) {

@@ -34,6 +34,12 @@ struct HostCopy {
 // waited for: the host may read it).
 HostCopy to_host(const Tensor& t);
 
+// For all_gather of a device tensor: `t`'s elements copied straight into
+// `out` (a result's host buffer) at `offset` bytes, this rank's block, and
+// waited for; returns where they are. The exchange then leaves that block in
+// place (no copy to itself).
+void* to_host_at(const Tensor& t, const HostCopy& out, std::size_t offset);
+
 // Host memory for a result of `shape` and `dtype` that will end on `device`:
 // a new tensor for the CPU (it is the result), else this thread's buffer of
 // `slot`, once the copies still reading it are done (the host may write it).

@@ -216,8 +216,11 @@ class ThreadRank final : public ProcessGroup {
         return;
       }
       case Collective::all_gather: {
-        for (int k = 0; k < n; ++k)
-          if (count) std::memcpy(static_cast<char*>(out) + std::size_t(k) * count * esize, bank[std::size_t(k)].in, count * esize);
+        for (int k = 0; k < n; ++k) {
+          char* block = static_cast<char*>(out) + std::size_t(k) * count * esize;
+          // Staging may have put this rank's block in its place already.
+          if (count && block != bank[std::size_t(k)].in) std::memcpy(block, bank[std::size_t(k)].in, count * esize);
+        }
         s.phase(rank_);
         return;
       }

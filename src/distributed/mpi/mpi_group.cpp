@@ -246,7 +246,10 @@ void MpiGroup::exchange(const CollectiveRequest& request, const void* in, void* 
       return;
     case Collective::all_gather: {
       const int bytes = as_count(count * esize, op);
-      check(MPI_Iallgather(in, bytes, MPI_BYTE, out, bytes, MPI_BYTE, comm, &pending), "MPI_Iallgather");
+      // Staging may have put this rank's block in its place already.
+      const bool in_place = in == static_cast<const char*>(out) + std::size_t(impl_->rank) * count * esize;
+      check(MPI_Iallgather(in_place ? MPI_IN_PLACE : in, bytes, MPI_BYTE, out, bytes, MPI_BYTE, comm, &pending),
+            "MPI_Iallgather");
       impl_->wait(pending, op, "MPI_Iallgather");
       return;
     }
