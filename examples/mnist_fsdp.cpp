@@ -61,7 +61,7 @@ struct WideMlp : nn::Module {
 // The options of this program beyond the trainers' shared ones.
 struct RankOptions {
   int ranks = 2;
-  std::string mode = "fsdp", model = "mlp", devices = "cpu", wrap = "none";
+  std::string mode = "fsdp", model = "mlp", devices = "cpu", wrap = "none", backward_prefetch = "pre";
   std::string sharded_checkpoint;  // a directory of per-rank shards, written after every epoch (fsdp)
   bool resume_sharded = false;     // --resume names such a directory
 };
@@ -105,12 +105,13 @@ struct Trainer {
 };
 
 struct FsdpTrainer : Trainer {
-  FsdpTrainer(std::unique_ptr<nn::Module> net, ProcessGroup& pg, Device dev, const std::string& wrap)
+  FsdpTrainer(std::unique_ptr<nn::Module> net, ProcessGroup& pg, Device dev, const RankOptions& r)
       : net(std::move(net)), pg(pg) {
     for (const Tensor& p : this->net->parameters()) full_shapes.push_back(p.shape());  // before sharding empties them
     fsdp::ShardOptions options;
     // "layer": every Linear and Conv2d a unit, gathered only around its own forward and backward.
-    if (wrap == "layer") options.auto_wrap_policy = fsdp::module_wrap_policy({"Linear", "Conv2d"});
+    if (r.wrap == "layer") options.auto_wrap_policy = fsdp::module_wrap_policy({"Linear", "Conv2d"});
+    options.backward_prefetch = r.backward_prefetch == "pre";
     // Sharded where it was built, then moved: the device only ever holds shards
     // and the units being gathered, never the whole model.
     sharded = fsdp::shard(*this->net, pg, options);
@@ -208,7 +209,7 @@ void run_rank(ProcessGroup& pg, Run& run) {
     net->load_state_dict(run.full.state_dict());
   }
   std::unique_ptr<Trainer> trainer;
-  if (run.r.mode == "fsdp") trainer = std::make_unique<FsdpTrainer>(std::move(net), pg, dev, run.r.wrap);
+  if (run.r.mode == "fsdp") trainer = std::make_unique<FsdpTrainer>(std::move(net), pg, dev, run.r);
   else trainer = std::make_unique<DdpTrainer>(std::move(net), pg, dev);
   auto opt = example::make_optimizer(o.optimizer, trainer->parameters(), run.lr, o.weight_decay, o.nesterov);
   auto sched = example::make_schedule(o.schedule, *opt, run.lr, steps * o.epochs);
@@ -355,11 +356,13 @@ void run_rank(ProcessGroup& pg, Run& run) {
               dev.str().c_str(), double(device_stats(dev).peak_bytes_in_use) / 1048576.0,
               double(training_peak) / 1048576.0);
   if (auto* f = dynamic_cast<FsdpTrainer*>(trainer.get())) {
-    // FSDP's own count: full parameters alive at once, against the largest unit.
+    // FSDP's own count: full parameters alive at once, against the largest
+    // unit, and parameters with their gradients at their peak.
     const fsdp::FsdpMemoryStats m = f->sharded->memory_stats();
-    std::printf("  rank %d: shards %.1f MiB, full parameters at most %.1f MiB at once (largest unit %.1f MiB)\n", rank,
-                double(m.shard_bytes) / 1048576.0, double(m.peak_gathered_bytes) / 1048576.0,
-                double(m.largest_unit_bytes) / 1048576.0);
+    std::printf("  rank %d: shards %.1f MiB, full parameters at most %.1f MiB at once (largest unit %.1f MiB), "
+                "parameters and gradients at most %.1f MiB\n",
+                rank, double(m.shard_bytes) / 1048576.0, double(m.peak_gathered_bytes) / 1048576.0,
+                double(m.largest_unit_bytes) / 1048576.0, double(m.peak_param_grad_bytes) / 1048576.0);
   }
   trainer->save(o.save);
   const std::string& checkpoint = run.r.sharded_checkpoint.empty() ? o.checkpoint : run.r.sharded_checkpoint;
@@ -404,6 +407,12 @@ int main(int argc, char** argv) {
       ->type_name("POLICY")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "layer"}));
+  app.add_option("--backward-prefetch", r.backward_prefetch,
+                 "FSDP units: pre (gather the next unit while this one's backward runs, PyTorch's BACKWARD_PRE) or "
+                 "none (one unit's parameters at a time)")
+      ->type_name("WHEN")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"pre", "none"}));
   app.add_option("--devices", r.devices,
                  "comma-separated devices taken round-robin by the rank's place on its host: cpu, vulkan, vulkan:1")
       ->type_name("D,...")

@@ -1590,6 +1590,56 @@ TEST(FsdpUnits, GatheredMemoryStaysWithinTwoUnits) {
   }
 }
 
+// The memory goal for parameters and gradients together: per rank,
+// at most 1/W of one rank's (the model's parameters and gradients) plus two
+// units of full parameters when one unit runs at a time, and plus one unit
+// more with prefetch (the next unit's parameters arrive while the running
+// one's gradients exist), as PyTorch's FSDP with BACKWARD_PRE. One unit for
+// the whole module holds the whole model.
+TEST(FsdpUnits, ParametersAndGradientsStayWithinTheBound) {
+  const StateDict init = initial_state<DeepMlp>(80);
+  const Data d = make_data({16}, 81);
+  enum Config { whole, prefetching, one_at_a_time };
+  for (int n : {2, 4}) {
+    std::vector<std::vector<fsdp::FsdpMemoryStats>> stats(3, std::vector<fsdp::FsdpMemoryStats>(std::size_t(n)));
+    for (Config c : {whole, prefetching, one_at_a_time})
+      run_threads(n, [&](ProcessGroup& pg) {
+        DeepMlp m;
+        m.load_state_dict(init);
+        fsdp::ShardOptions o;
+        if (c != whole) o.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"});
+        o.backward_prefetch = c == prefetching;
+        auto sharded = fsdp::shard(m, pg, o);
+        auto opt = make_opt(Opt::sgd, sharded->parameters());
+        for (int s = 0; s < kSteps; ++s)
+          opt->step(backward(cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
+        stats[c][std::size_t(pg.rank())] = sharded->memory_stats();
+      }, {.timeout = 60s}, {.threads_per_rank = 1});
+    const std::int64_t model = 4 * (16 * 128 + 128 + 5 * (128 * 128 + 128) + 128 * 5 + 5);
+    const std::int64_t padding = 4 * 7 * 128 * (n - 1);  // at most: rows added so each splits evenly
+    for (int r = 0; r < n; ++r) {
+      SCOPED_TRACE(fmt::format("{} ranks, rank {}", n, r));
+      const auto& u = stats[prefetching][std::size_t(r)];
+      const auto& single = stats[one_at_a_time][std::size_t(r)];
+      const auto& w = stats[whole][std::size_t(r)];
+      const std::int64_t unit = single.largest_unit_bytes;  // a 128 x 128 layer
+      EXPECT_EQ(unit, 4 * (128 * 128 + 128));
+      EXPECT_LE(single.peak_param_grad_bytes, 2 * model / n + 2 * padding + 2 * unit);
+      EXPECT_LE(u.peak_param_grad_bytes, 2 * model / n + 2 * padding + 3 * unit);
+      // Where the peaks are: backward runs the head, then the five 128 x 128
+      // layers from the last. One at a time, at the last of those (the first
+      // layer is smaller): the shards, that unit's parameters and gradients,
+      // and the shard gradients the head and four layers left. Prefetching,
+      // one layer earlier: the next layer's parameters arrive beside it.
+      const std::int64_t head_grads = 4 * (128 + 1) * ((5 + n - 1) / n);  // its padded shard rows
+      EXPECT_EQ(single.peak_param_grad_bytes, single.shard_bytes + 2 * unit + 4 * unit / n + head_grads);
+      EXPECT_EQ(u.peak_param_grad_bytes, u.shard_bytes + 3 * unit + 3 * unit / n + head_grads);
+      EXPECT_GE(w.peak_param_grad_bytes, model + model / n);  // the gathered model and its shards
+      EXPECT_GE(w.peak_param_grad_bytes, w.peak_gathered_bytes + w.shard_bytes);
+    }
+  }
+}
+
 // PyTorch's MixedPrecision: bf16 gathers and compute, f32 shards and
 // optimizer; the reduce-scatter sums in bf16's float accumulation.
 TEST(FsdpUnits, MixedPrecisionGathersInBf16AndKeepsF32Shards) {

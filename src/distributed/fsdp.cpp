@@ -181,9 +181,13 @@ struct FullyShardedModule::Unit {
   // The storages its last forward gathered and freed, for backward prefetch.
   std::vector<std::weak_ptr<Storage>> freed;
   nn::ModuleHookHandle pre_hook, post_hook;
+  // From its backward's first reduce-scatter: the full gradients of its
+  // parameters not reduce-scattered yet, counted as made (memory_stats).
+  bool grads_started = false;
+  std::int64_t pending_grad_bytes = 0;
 };
 
-struct FullyShardedModule::Shared {
+struct FullyShardedModule::Shared : std::enable_shared_from_this<FullyShardedModule::Shared> {
   Shared(ProcessGroup& g, ShardOptions o) : group(g), options(std::move(o)) {}
   ProcessGroup& group;
   ShardOptions options;
@@ -191,19 +195,41 @@ struct FullyShardedModule::Shared {
   std::vector<Unit*> forward_order, this_forward;  // non-root units, in the order they ran
   // Gathered storages (for memory_stats), pruned as they die.
   std::vector<std::weak_ptr<Storage>> gathered;
-  std::int64_t peak_gathered = 0;
+  // Full-size gradients that reached their reduce-scatter, and the shards'
+  // gradients it made (kept by the caller's GradientStore), until they die.
+  std::vector<std::weak_ptr<Storage>> full_grads, shard_grads;
+  std::int64_t peak_gathered = 0, peak_param_grad = 0;
 
   std::int64_t gathered_bytes() {
-    std::int64_t bytes = 0;
-    std::erase_if(gathered, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
-    std::set<const Storage*> counted;  // a storage gathered again is listed again
-    for (auto& w : gathered)
-      if (auto st = w.lock(); st && !st->released() && counted.insert(st.get()).second)
-        bytes += std::int64_t(st->nbytes());
+    std::int64_t bytes = alive_bytes(gathered);
     for (auto& u : units) bytes += u->prefetch_bytes;
     return bytes;
   }
-  void sample() { peak_gathered = std::max(peak_gathered, gathered_bytes()); }
+  // Samples both peaks. Parameters and gradients: the shards, their
+  // gradients, the gathered parameters, and the full gradients made and not
+  // yet freed.
+  void sample() {
+    const std::int64_t full = gathered_bytes();
+    std::int64_t bytes = full + alive_bytes(full_grads) + alive_bytes(shard_grads);
+    for (auto& u : units) {
+      bytes += u->pending_grad_bytes;
+      for (auto& p : u->params) bytes += p->shard.numel() * std::int64_t(dtype_size(p->shard.dtype()));
+    }
+    peak_gathered = std::max(peak_gathered, full);
+    peak_param_grad = std::max(peak_param_grad, bytes);
+  }
+
+ private:
+  // Bytes of the listed storages still alive (each once), pruning the dead.
+  static std::int64_t alive_bytes(std::vector<std::weak_ptr<Storage>>& list) {
+    std::erase_if(list, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
+    std::set<const Storage*> counted;  // a storage listed again counts once
+    std::int64_t bytes = 0;
+    for (auto& w : list)
+      if (auto st = w.lock(); st && !st->released() && counted.insert(st.get()).second)
+        bytes += std::int64_t(st->nbytes());
+    return bytes;
+  }
 };
 
 namespace {
@@ -223,6 +249,7 @@ Tensor deferred_shard(const Tensor& t, int rank, int size) {
   if (end > start) out.narrow(0, 0, end - start).copy_(nn::deferred_rows(t, start, end));
   return out;
 }
+
 
 // Empties the module's parameter: an empty placeholder of shape [0].
 void release_full(Param& p) {
@@ -311,6 +338,27 @@ void drop_prefetches(Shared& s) {
   }
 }
 
+// A full gradient of one of the unit's parameters reached its reduce-scatter.
+// The unit's backward made all of its gradients by its first one (a unit of
+// one layer) or makes them soon after, so from then on those not yet here
+// count as made: the count is exact for a unit of one layer and an upper
+// bound otherwise.
+void count_full_grad(Shared& s, Unit& u, const Tensor& g, std::int64_t full_bytes) {
+  if (!u.grads_started) {
+    u.grads_started = true;
+    u.pending_grad_bytes = 0;
+    for (auto& p : u.params)
+      if (p->shard.requires_grad()) u.pending_grad_bytes += gathered_nbytes(*p, s.group.size(), s.options.mixed_precision);
+  }
+  u.pending_grad_bytes -= full_bytes;
+  s.full_grads.push_back(g.storage_ptr());
+  s.sample();
+  if (u.pending_grad_bytes <= 0) {  // the unit's last: its backward is over
+    u.grads_started = false;
+    u.pending_grad_bytes = 0;
+  }
+}
+
 // Gathers a unit's parameters into the module's parameter tensors. With grad
 // enabled, each trainable one goes through a gather node whose backward
 // reduce-scatters the gradient (in reduce_dtype) into the shard's, holding a
@@ -321,6 +369,8 @@ std::vector<std::shared_ptr<void>> install_unit(Shared& s, Unit& u) {
   const Reduce grad_reduce = s.options.grad_reduce;
   const MixedPrecision mp = s.options.mixed_precision;
   ProcessGroup& group = s.group;
+  u.grads_started = false;  // a backward that left a gradient out is over
+  u.pending_grad_bytes = 0;
   for (std::size_t i = 0; i < u.params.size(); ++i) {
     Param& p = *u.params[i];
     auto lease = std::make_shared<Lease>(u.params[i]);
@@ -328,13 +378,23 @@ std::vector<std::shared_ptr<void>> install_unit(Shared& s, Unit& u) {
     p.pinned = false;
     if (grad_enabled() && p.shard.requires_grad()) {
       const DType shard_dtype = p.shard.dtype();
+      const std::int64_t full_bytes = gathered_nbytes(p, group.size(), mp);
       autograd::CustomFunction fn{
           "fsdp_all_gather", [t = full[i]](const std::vector<Tensor>&) { return t; },
-          [&group, grad_reduce, mp, shard_dtype, lease](const Tensor& g, const std::vector<Tensor>&, const Tensor&) {
+          [&group, grad_reduce, mp, shard_dtype, lease, weak = s.weak_from_this(), unit = &u, full_bytes](
+              const Tensor& g, const std::vector<Tensor>&, const Tensor&) {
+            std::shared_ptr<Shared> sp = weak.lock();
+            if (sp) count_full_grad(*sp, *unit, g, full_bytes);
             const std::optional<DType> reduce_dtype = mp.reduce_dtype ? mp.reduce_dtype : mp.param_dtype;
-            Tensor r = group.reduce_scatter(reduce_dtype && g.dtype() != *reduce_dtype ? g.to(*reduce_dtype) : g,
-                                            grad_reduce);
-            return std::vector<Tensor>{r.dtype() == shard_dtype ? r : r.to(shard_dtype)};
+            const Tensor sent = reduce_dtype && g.dtype() != *reduce_dtype ? g.to(*reduce_dtype) : g;
+            if (sp && sent.storage_ptr() != g.storage_ptr()) {
+              sp->full_grads.push_back(sent.storage_ptr());
+              sp->sample();
+            }
+            Tensor r = group.reduce_scatter(sent, grad_reduce);
+            if (r.dtype() != shard_dtype) r = r.to(shard_dtype);
+            if (sp) sp->shard_grads.push_back(r.storage_ptr());
+            return std::vector<Tensor>{r};
           }};
       gathered = autograd::apply(fn, {p.shard});
     } else {
@@ -537,13 +597,18 @@ std::vector<std::string> FullyShardedModule::unit_names() const {
 FsdpMemoryStats FullyShardedModule::memory_stats() const {
   FsdpMemoryStats m;
   for (auto& p : params_) m.shard_bytes += p->shard.numel() * std::int64_t(dtype_size(p->shard.dtype()));
+  shared_->sample();
   m.gathered_bytes = shared_->gathered_bytes();
-  m.peak_gathered_bytes = std::max(shared_->peak_gathered, m.gathered_bytes);
+  m.peak_gathered_bytes = shared_->peak_gathered;
+  m.peak_param_grad_bytes = shared_->peak_param_grad;
   for (auto& u : shared_->units) m.largest_unit_bytes = std::max(m.largest_unit_bytes, u->full_bytes);
   return m;
 }
 
-void FullyShardedModule::reset_peak_memory_stats() { shared_->peak_gathered = shared_->gathered_bytes(); }
+void FullyShardedModule::reset_peak_memory_stats() {
+  shared_->peak_gathered = shared_->peak_param_grad = 0;
+  shared_->sample();
+}
 
 std::vector<Tensor> FullyShardedModule::parameters() const {
   std::vector<Tensor> out;

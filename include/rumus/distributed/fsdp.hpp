@@ -110,9 +110,15 @@ struct ShardOptions {
 // Memory of one rank's FullyShardedModule, in bytes: its shards, and the
 // gathered (full) parameters alive now and at their peak since the last
 // reset. A gathered parameter counts from its gather until it is freed.
+// peak_param_grad_bytes: parameters and gradients at their peak, sampled at
+// each gather and each gradient's reduce-scatter: the shards, the gathered
+// parameters, each full gradient from when its unit's backward made it
+// until it is freed (after its reduce-scatter), and the shards' gradients
+// while the caller holds them.
 struct FsdpMemoryStats {
   std::int64_t shard_bytes = 0;
   std::int64_t gathered_bytes = 0, peak_gathered_bytes = 0;
+  std::int64_t peak_param_grad_bytes = 0;
   // Of the units: the largest unit's full parameters.
   std::int64_t largest_unit_bytes = 0;
 };
