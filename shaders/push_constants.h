@@ -127,6 +127,24 @@ RUMUS_PUSH_BLOCK(ConvIgemmPush) {
 } RUMUS_PUSH_END
 #endif
 
+// Winograd F(2x2, 3x3) convolution (conv_winograd.comp). The product it
+// feeds: [16, rows, P] = U [16, rows, reduction] @ V [16, reduction, P] over
+// P = batch * tiles_h * tiles_w output tiles of 2 x 2. The image the input
+// transform reads is [batch, reduction, height, width]; the result the output
+// transform writes is [batch, rows, out_h, out_w]. The weight transform reads
+// [rows, reduction, 3, 3], or with flip [reduction, rows, 3, 3] turned 180
+// degrees (the data gradient's kernel). off_src, off_dst, off_bias: element
+// offsets of bindings 1, 0, 2; total: the items of this dispatch.
+#ifdef PUSH_CONV_WINOGRAD
+RUMUS_PUSH_BLOCK(ConvWinogradPush) {
+  uint batch, reduction, height, width;
+  int pad_h, pad_w;
+  uint rows, out_h, out_w, tiles_h, tiles_w, tiles;
+  uint off_src, off_dst, off_bias;
+  uint total, flip;
+} RUMUS_PUSH_END
+#endif
+
 #ifdef PUSH_POOL
 RUMUS_PUSH_BLOCK(PoolPush) {
   uint planes, height, width, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w;

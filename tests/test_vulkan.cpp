@@ -1437,6 +1437,40 @@ TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
   }
 }
 
+// Winograd F(2x2, 3x3) for the forward and data passes of 3x3 stride-1
+// convolutions, forced: paddings 0, 1 and 2 (the data pass pads by 2 - pad),
+// odd sizes (tiles past the edge), bias with the fused ReLU, a strided input
+// view, one channel, and a workspace that takes the batch in chunks of 2, 2
+// and 1; against the CPU, gradients included. The weight gradient and the
+// shapes it does not take (stride 2, 1x1) go the usual way in the same run.
+TEST(VulkanConv, WinogradMatchesCpu) {
+  REQUIRE_VULKAN();
+  struct Restore {
+    vulkan::ConvRoute route = vulkan::conv_route_override();
+    std::int64_t bytes = vulkan::conv_workspace_bytes();
+    ~Restore() {
+      vulkan::conv_route_override() = route;
+      vulkan::conv_workspace_bytes() = bytes;
+    }
+  } restore;
+  const ConvCase cases[] = {
+      {5, 8, 8, 8, 12, 3, 3, {.padding = {1, 1}}, false, 0},
+      {5, 6, 7, 9, 10, 3, 3, {.padding = {1, 1}}, true, 0, true},
+      {5, 4, 9, 7, 6, 3, 3, {}, true, 2},
+      {5, 3, 5, 6, 8, 3, 3, {.padding = {2, 2}}, false, 1},
+      {5, 1, 6, 6, 2, 3, 3, {.padding = {0, 2}}, true, 0},
+      {5, 8, 9, 9, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, true, 2},
+      {5, 12, 6, 7, 10, 1, 1, {}, true, 0},
+  };
+  vulkan::conv_route_override() = vulkan::ConvRoute::winograd;
+  // Two samples' transformed tiles of the largest case at a time.
+  vulkan::conv_workspace_bytes() = 2 * 16 * (8 + 12) * 16 * 4;
+  for (const ConvCase& k : cases) {
+    expect_conv_matches_cpu(k, 1e-4);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 // ---- f16 GEMM on cooperative matrices, and the f32 GEMM's tile tuner ----
 
 namespace {

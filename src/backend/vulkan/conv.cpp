@@ -117,6 +117,8 @@ void conv2d_forward(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::
   pc.off2 = std::uint32_t(weight.layout->offset);
   pc.off3 = has_bias ? std::uint32_t(bias.layout->offset) : 0;
   if (pc.M == 0 || pc.N == 0) return;
+  if (conv_takes_winograd(ConvPass::forward, g, groups))
+    return conv2d_forward_winograd(vk, g, oc, out, in, weight, bias, relu);
   if (conv_takes_columns(ConvPass::forward, g, oc, groups))
     return conv2d_forward_columns(vk, g, oc, out, in, weight, bias, relu);
   const Tile t = choose_tile(pc.M, pc.N, groups);
@@ -146,6 +148,8 @@ void conv2d_backward_data(Backend& be, const Conv2dGeometry& g, std::int64_t oc,
   pc.off1 = std::uint32_t(grad_out.layout->offset);
   pc.off2 = std::uint32_t(weight.layout->offset);
   if (pc.M == 0 || pc.N == 0) return;
+  if (conv_takes_winograd(ConvPass::backward_data, g, groups))
+    return conv2d_backward_data_winograd(vk, g, oc, grad_in, grad_out, weight);
   if (conv_takes_columns(ConvPass::backward_data, g, oc, groups))
     return conv2d_backward_data_columns(vk, g, oc, grad_in, grad_out, weight);
   const Tile t = choose_tile(pc.M, pc.N, groups);

@@ -20,6 +20,7 @@ using uint = std::uint32_t;
 #define PUSH_OPTIM_FOREACH
 #define PUSH_CONV
 #define PUSH_CONV_IGEMM
+#define PUSH_CONV_WINOGRAD
 #define PUSH_POOL
 #define PUSH_SOFTMAX
 #define PUSH_LAYER_NORM
@@ -34,7 +35,7 @@ using uint = std::uint32_t;
 
 static_assert(sizeof(PointwisePush) <= kPushBytes && sizeof(ReducePush) <= kPushBytes && sizeof(ColumnReducePush) <= kPushBytes &&
               sizeof(GemmPush) <= kPushBytes && sizeof(GemmF64Push) <= kPushBytes && sizeof(RandomPush) <= kPushBytes && sizeof(OptimPush) <= kPushBytes &&
-              sizeof(ConvPush) <= kPushBytes && sizeof(ConvIgemmPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes && sizeof(LayerNormPush) <= kPushBytes && sizeof(BatchNormPush) <= kPushBytes &&
+              sizeof(ConvPush) <= kPushBytes && sizeof(ConvIgemmPush) <= kPushBytes && sizeof(ConvWinogradPush) <= kPushBytes && sizeof(PoolPush) <= kPushBytes && sizeof(SoftmaxPush) <= kPushBytes && sizeof(LayerNormPush) <= kPushBytes && sizeof(BatchNormPush) <= kPushBytes &&
               sizeof(IndexPush) <= kPushBytes && sizeof(ScanPush) <= kPushBytes && sizeof(LstmPush) <= kPushBytes && sizeof(SortPush) <= kPushBytes && sizeof(AttentionPush) <= kPushBytes);
 
 // The two words of a double, for the f64 kernels' push constants.

@@ -1,0 +1,118 @@
+#version 450
+// Winograd F(2x2, 3x3) for 3x3 convolutions of stride 1 on contiguous f32
+// operands (Lavin and Gray, 2015): each 2 x 2 output tile is
+// A^T [(G g G^T) . (B^T d B)] A for its 4 x 4 input patch d, so the 36
+// multiplications of a tile's direct convolution become 16, which the host
+// runs as 16 products over the channels (gemm.comp). The three transforms:
+//   MODE 0, weights: one item per (row, reduction) pair, U[16][rows][reduction] = G g G^T;
+//   MODE 1, input:   one item per (channel, tile), V[16][reduction][tiles] = B^T d B, with zeros
+//                    in the padding;
+//   MODE 2, output:  one item per (row, tile), out = A^T m A from the products m[16][rows][tiles],
+//                    plus the bias, then the ReLU when RELU; rows and columns past the output
+//                    (an odd size) are not written.
+// Neighbouring items are neighbouring tiles, so the transforms' writes (and
+// MODE 2's reads) are contiguous.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint MODE = 0;
+layout(constant_id = 2) const bool HAS_BIAS = false;
+layout(constant_id = 3) const bool RELU = false;
+
+#define PUSH_CONV_WINOGRAD
+#include "push_constants.h"
+
+layout(set = 0, binding = 0) writeonly buffer Dst { float dst_[]; };
+layout(set = 0, binding = 1) readonly buffer Src { float src_[]; };
+layout(set = 0, binding = 2) readonly buffer Bias { float bias_[]; };
+
+void weights(uint i) {
+  const uint r = i / pc.reduction, c = i % pc.reduction;
+  float g[3][3];
+  for (uint a = 0; a < 3; ++a)
+    for (uint b = 0; b < 3; ++b)
+      g[a][b] = pc.flip != 0 ? src_[pc.off_src + (c * pc.rows + r) * 9 + (2 - a) * 3 + (2 - b)]
+                             : src_[pc.off_src + (r * pc.reduction + c) * 9 + a * 3 + b];
+  float t[4][3];  // G g
+  for (uint b = 0; b < 3; ++b) {
+    t[0][b] = g[0][b];
+    t[1][b] = 0.5 * (g[0][b] + g[1][b] + g[2][b]);
+    t[2][b] = 0.5 * (g[0][b] - g[1][b] + g[2][b]);
+    t[3][b] = g[2][b];
+  }
+  const uint plane = pc.rows * pc.reduction;
+  uint at = pc.off_dst + r * pc.reduction + c;
+  for (uint a = 0; a < 4; ++a) {  // (G g) G^T
+    dst_[at] = t[a][0];
+    dst_[at + plane] = 0.5 * (t[a][0] + t[a][1] + t[a][2]);
+    dst_[at + 2 * plane] = 0.5 * (t[a][0] - t[a][1] + t[a][2]);
+    dst_[at + 3 * plane] = t[a][2];
+    at += 4 * plane;
+  }
+}
+
+void input_tile(uint i) {
+  const uint c = i / pc.tiles, p = i % pc.tiles, per_sample = pc.tiles_h * pc.tiles_w;
+  const uint n = p / per_sample, ty = (p % per_sample) / pc.tiles_w, tx = p % pc.tiles_w;
+  const int y0 = int(2 * ty) - pc.pad_h, x0 = int(2 * tx) - pc.pad_w;
+  const uint base = pc.off_src + (n * pc.reduction + c) * pc.height * pc.width;
+  float d[4][4];
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b) {
+      const int y = y0 + a, x = x0 + b;
+      d[a][b] = y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width) ? src_[base + uint(y) * pc.width + uint(x)]
+                                                                            : 0.0;
+    }
+  float t[4][4];  // B^T d
+  for (uint b = 0; b < 4; ++b) {
+    t[0][b] = d[0][b] - d[2][b];
+    t[1][b] = d[1][b] + d[2][b];
+    t[2][b] = d[2][b] - d[1][b];
+    t[3][b] = d[1][b] - d[3][b];
+  }
+  const uint plane = pc.reduction * pc.tiles;
+  uint at = pc.off_dst + c * pc.tiles + p;
+  for (uint a = 0; a < 4; ++a) {  // (B^T d) B
+    dst_[at] = t[a][0] - t[a][2];
+    dst_[at + plane] = t[a][1] + t[a][2];
+    dst_[at + 2 * plane] = t[a][2] - t[a][1];
+    dst_[at + 3 * plane] = t[a][1] - t[a][3];
+    at += 4 * plane;
+  }
+}
+
+void output_tile(uint i) {
+  const uint r = i / pc.tiles, p = i % pc.tiles, per_sample = pc.tiles_h * pc.tiles_w;
+  const uint n = p / per_sample, ty = (p % per_sample) / pc.tiles_w, tx = p % pc.tiles_w;
+  const uint plane = pc.rows * pc.tiles;
+  float m[4][4];
+  uint at = pc.off_src + r * pc.tiles + p;
+  for (uint a = 0; a < 4; ++a)
+    for (uint b = 0; b < 4; ++b) {
+      m[a][b] = src_[at];
+      at += plane;
+    }
+  float t[2][4];  // A^T m
+  for (uint b = 0; b < 4; ++b) {
+    t[0][b] = m[0][b] + m[1][b] + m[2][b];
+    t[1][b] = m[1][b] - m[2][b] - m[3][b];
+  }
+  const float bias = HAS_BIAS ? bias_[pc.off_bias + r] : 0.0;
+  const uint y0 = 2 * ty, x0 = 2 * tx;
+  const uint base = pc.off_dst + (n * pc.rows + r) * pc.out_h * pc.out_w;
+  for (uint a = 0; a < 2; ++a) {  // (A^T m) A
+    if (y0 + a >= pc.out_h) break;
+    float y[2] = {t[a][0] + t[a][1] + t[a][2] + bias, t[a][1] - t[a][2] - t[a][3] + bias};
+    for (uint b = 0; b < 2; ++b) {
+      if (x0 + b >= pc.out_w) break;
+      dst_[base + (y0 + a) * pc.out_w + x0 + b] = RELU ? max(y[b], 0.0) : y[b];
+    }
+  }
+}
+
+void main() {
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < pc.total; i += step) {
+    if (MODE == 0) weights(i);
+    else if (MODE == 1) input_tile(i);
+    else output_tile(i);
+  }
+}

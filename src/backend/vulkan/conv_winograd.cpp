@@ -1,0 +1,121 @@
+// Host side of conv_winograd.comp: 3x3 convolutions of stride 1 as Winograd
+// F(2x2, 3x3), the forward pass and the data gradient (a 3x3 stride-1
+// convolution of the output gradient with the kernel turned and transposed).
+// Per call: the weights' transform once, then per chunk of the batch the
+// input transform into a workspace, 16 products (gemm.comp, batched), and the
+// output transform with the bias and the fused ReLU. A tile's 16
+// multiplications replace the direct convolution's 36, for four times the
+// input's size in transformed tiles; conv.cpp picks the way per shape.
+#include <algorithm>
+
+#include "kernels.hpp"
+#include "push_constants.hpp"
+#include "vulkan_backend.hpp"
+
+namespace rumus::vulkan {
+
+namespace {
+
+using push::ConvWinogradPush;
+using Operand = VulkanBackend::Operand;
+constexpr std::uint32_t kLocal = 256;
+enum Mode : std::uint32_t { kWeights = 0, kInput = 1, kOutput = 2 };
+
+std::int64_t tiles_of(std::int64_t extent) { return (extent + 1) / 2; }
+
+// One Winograd convolution: out [batch, rows, out_h, out_w] from image
+// [batch, reduction, height, width] and the 3x3 kernel `weight` (flip: the
+// data gradient's reading of a forward kernel [reduction, rows, 3, 3]).
+struct Problem {
+  std::int64_t batch, reduction, height, width, pad_h, pad_w, rows, out_h, out_w;
+  bool flip;
+};
+
+void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, TensorArg weight, TensorArg bias,
+         bool relu) {
+  const std::int64_t th = tiles_of(q.out_h), tw = tiles_of(q.out_w), per_sample = th * tw;
+  ConvWinogradPush pc{};
+  pc.reduction = std::uint32_t(q.reduction);
+  pc.height = std::uint32_t(q.height);
+  pc.width = std::uint32_t(q.width);
+  pc.pad_h = std::int32_t(q.pad_h);
+  pc.pad_w = std::int32_t(q.pad_w);
+  pc.rows = std::uint32_t(q.rows);
+  pc.out_h = std::uint32_t(q.out_h);
+  pc.out_w = std::uint32_t(q.out_w);
+  pc.tiles_h = std::uint32_t(th);
+  pc.tiles_w = std::uint32_t(tw);
+  pc.flip = q.flip ? 1u : 0u;
+
+  // U [16, rows, reduction]
+  Storage u(vk.device(), std::size_t(16 * q.rows * q.reduction) * 4);
+  const Layout u_l = Layout::contiguous({16, q.rows, q.reduction});
+  const TensorArg u_arg{&u, DType::f32, &u_l};
+  {
+    ConvWinogradPush w = pc;
+    w.off_src = std::uint32_t(weight.layout->offset);
+    w.total = std::uint32_t(q.rows * q.reduction);
+    Operand ops[] = {{u_arg, true}, {weight, false}, {weight, false}};
+    vk.launch(ShaderId::conv_winograd, {kLocal, kWeights, 0, 0}, ops, &w, sizeof w, groups_for(w.total, kLocal));
+  }
+
+  // Per chunk of samples: V [16, reduction, P] and the products [16, rows, P].
+  const std::int64_t per_sample_bytes = 16 * (q.reduction + q.rows) * per_sample * 4;
+  const std::int64_t nb =
+      std::clamp<std::int64_t>(conv_workspace_bytes() / std::max<std::int64_t>(1, per_sample_bytes), 1, q.batch);
+  Storage v(vk.device(), std::size_t(16 * q.reduction * nb * per_sample) * 4),
+      m(vk.device(), std::size_t(16 * q.rows * nb * per_sample) * 4);
+  const bool has_bias = bias.storage != nullptr;
+  for (std::int64_t b0 = 0; b0 < q.batch; b0 += nb) {
+    const std::int64_t n = std::min(nb, q.batch - b0), p = n * per_sample;
+    pc.batch = std::uint32_t(n);
+    pc.tiles = std::uint32_t(p);
+    const Layout v_l = Layout::contiguous({16, q.reduction, p}), m_l = Layout::contiguous({16, q.rows, p});
+    const TensorArg v_arg{&v, DType::f32, &v_l}, m_arg{&m, DType::f32, &m_l};
+    {
+      ConvWinogradPush in = pc;
+      in.off_src = std::uint32_t(image.layout->offset + b0 * q.reduction * q.height * q.width);
+      in.total = std::uint32_t(q.reduction * p);
+      Operand ops[] = {{v_arg, true}, {image, false}, {image, false}};
+      vk.launch(ShaderId::conv_winograd, {kLocal, kInput, 0, 0}, ops, &in, sizeof in, groups_for(in.total, kLocal));
+    }
+    gemm(vk, GemmArgs::packed(u_arg, v_arg, m_arg, q.rows, p, q.reduction, {.batch = 16}));
+    {
+      ConvWinogradPush o = pc;
+      o.off_src = 0;
+      o.off_dst = std::uint32_t(out.layout->offset + b0 * q.rows * q.out_h * q.out_w);
+      o.off_bias = has_bias ? std::uint32_t(bias.layout->offset) : 0;
+      o.total = std::uint32_t(q.rows * p);
+      Operand ops[] = {{out, true}, {m_arg, false}, {has_bias ? bias : m_arg, false}};
+      vk.launch(ShaderId::conv_winograd, {kLocal, kOutput, has_bias ? 1u : 0u, relu ? 1u : 0u}, ops, &o, sizeof o,
+                groups_for(o.total, kLocal));
+    }
+  }
+}
+
+}  // namespace
+
+bool conv_takes_winograd(ConvPass pass, const Conv2dGeometry& g, std::int64_t groups) {
+  // Chosen on request only (RUMUS_VULKAN_CONV=winograd) until measured against
+  // the other ways shape by shape.
+  if (conv_route_override() != ConvRoute::winograd || pass == ConvPass::backward_weight) return false;
+  return groups == 1 && g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 && g.stride_w == 1 &&
+         g.dilation_h == 1 && g.dilation_w == 1 && g.pad_h >= 0 && g.pad_h <= 2 && g.pad_w >= 0 && g.pad_w <= 2;
+}
+
+void conv2d_forward_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
+                             TensorArg weight, TensorArg bias, bool relu) {
+  run(vk, {g.batch, g.channels, g.height, g.width, g.pad_h, g.pad_w, oc, g.out_h, g.out_w, false}, out, in, weight,
+      bias, relu);
+}
+
+void conv2d_backward_data_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg grad_in,
+                                   TensorArg grad_out, TensorArg weight) {
+  // Stride 1: each input pixel's gradient is the 3x3 correlation of the output
+  // gradient, padded by 2 - pad, with the kernel turned 180 degrees and its
+  // channels swapped.
+  run(vk, {g.batch, oc, g.out_h, g.out_w, 2 - g.pad_h, 2 - g.pad_w, g.channels, g.height, g.width, true}, grad_in,
+      grad_out, weight, TensorArg{nullptr, DType::f32, nullptr}, false);
+}
+
+}  // namespace rumus::vulkan
