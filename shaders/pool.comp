@@ -88,6 +88,15 @@ void backward(uint i) {
         avg_window(oh, ow, h0, h1, w0, w1, divisor);
         if (ih >= h0 && ih < h1 && iw >= w0 && iw < w1) acc += load1(DT, go + oh * int(pc.out_w) + ow) / divisor;
       }
+  } else if (KIND == POOL_MAX && pc.stride_h == pc.kernel_h && pc.stride_w == pc.kernel_w && pc.pad_h == 0 &&
+             pc.pad_w == 0 && pc.dilation_h == 1 && pc.dilation_w == 1) {
+    // Windows that tile the input (the usual 2x2 pool): a pixel lies in one
+    // window at most, found by one division, with no loop over the window.
+    const int oh = ih / int(pc.stride_h), ow = iw / int(pc.stride_w);
+    if (oh < int(pc.out_h) && ow < int(pc.out_w)) {
+      const int o = oh * int(pc.out_w) + ow, at = pc.off2 + plane * int(pc.out_h * pc.out_w) + o;
+      if (int(t2u.v[2 * at]) == ih * int(pc.width) + iw) acc = load1(DT, go + o);
+    }
   } else {
     const uint dh = KIND == POOL_MAX ? pc.dilation_h : 1u, dw = KIND == POOL_MAX ? pc.dilation_w : 1u;
     for (uint kh = 0; kh < pc.kernel_h; ++kh) {
