@@ -1552,28 +1552,41 @@ TEST(FsdpUnits, ParametersAreFreedAfterTheirForwardAndGatheredAgainInBackward) {
   }, {.timeout = 60s}, {.threads_per_rank = 1});
 }
 
+namespace {
+
+// FSDP's memory stats of each rank after kSteps SGD steps of DeepMlp, per
+// configuration: one unit for the whole module, every Linear a unit with
+// prefetch (backward, and forward too when asked), and one unit at a time.
+enum UnitConfig { whole, prefetching, one_at_a_time };
+std::vector<std::vector<fsdp::FsdpMemoryStats>> unit_memory_stats(int n, std::uint64_t seed, bool forward_prefetch) {
+  const StateDict init = initial_state<DeepMlp>(seed);
+  const Data d = make_data({16}, seed + 1);
+  std::vector<std::vector<fsdp::FsdpMemoryStats>> stats(3, std::vector<fsdp::FsdpMemoryStats>(std::size_t(n)));
+  for (UnitConfig c : {whole, prefetching, one_at_a_time})
+    run_threads(n, [&](ProcessGroup& pg) {
+      DeepMlp m;
+      m.load_state_dict(init);
+      fsdp::ShardOptions o;
+      if (c != whole) o.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"});
+      o.backward_prefetch = c == prefetching;
+      o.forward_prefetch = forward_prefetch && c == prefetching;
+      auto sharded = fsdp::shard(m, pg, o);
+      auto opt = make_opt(Opt::sgd, sharded->parameters());
+      for (int s = 0; s < kSteps; ++s)
+        opt->step(backward(cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
+      stats[c][std::size_t(pg.rank())] = sharded->memory_stats();
+    }, {.timeout = 60s}, {.threads_per_rank = 1});
+  return stats;
+}
+
+}  // namespace
+
 // The memory goal, on thread ranks: the full parameters alive at once
 // never exceed two units (the running one and the one prefetched), where one
 // unit for the whole module holds them all; without prefetching, one unit.
 TEST(FsdpUnits, GatheredMemoryStaysWithinTwoUnits) {
-  const StateDict init = initial_state<DeepMlp>(76);
-  const Data d = make_data({16}, 77);
-  enum Config { whole, prefetching, one_at_a_time };
   for (int n : {2, 4}) {
-    std::vector<std::vector<fsdp::FsdpMemoryStats>> stats(3, std::vector<fsdp::FsdpMemoryStats>(std::size_t(n)));
-    for (Config c : {whole, prefetching, one_at_a_time})
-      run_threads(n, [&](ProcessGroup& pg) {
-        DeepMlp m;
-        m.load_state_dict(init);
-        fsdp::ShardOptions o;
-        if (c != whole) o.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"});
-        o.forward_prefetch = o.backward_prefetch = c == prefetching;
-        auto sharded = fsdp::shard(m, pg, o);
-        auto opt = make_opt(Opt::sgd, sharded->parameters());
-        for (int s = 0; s < kSteps; ++s)
-          opt->step(backward(cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
-        stats[c][std::size_t(pg.rank())] = sharded->memory_stats();
-      }, {.timeout = 60s}, {.threads_per_rank = 1});
+    const auto stats = unit_memory_stats(n, 76, /*forward_prefetch=*/true);
     const std::int64_t model = 4 * (16 * 128 + 128 + 5 * (128 * 128 + 128) + 128 * 5 + 5);
     for (int r = 0; r < n; ++r) {
       SCOPED_TRACE(fmt::format("{} ranks, rank {}", n, r));
@@ -1597,24 +1610,8 @@ TEST(FsdpUnits, GatheredMemoryStaysWithinTwoUnits) {
 // one's gradients exist), as PyTorch's FSDP with BACKWARD_PRE. One unit for
 // the whole module holds the whole model.
 TEST(FsdpUnits, ParametersAndGradientsStayWithinTheBound) {
-  const StateDict init = initial_state<DeepMlp>(80);
-  const Data d = make_data({16}, 81);
-  enum Config { whole, prefetching, one_at_a_time };
   for (int n : {2, 4}) {
-    std::vector<std::vector<fsdp::FsdpMemoryStats>> stats(3, std::vector<fsdp::FsdpMemoryStats>(std::size_t(n)));
-    for (Config c : {whole, prefetching, one_at_a_time})
-      run_threads(n, [&](ProcessGroup& pg) {
-        DeepMlp m;
-        m.load_state_dict(init);
-        fsdp::ShardOptions o;
-        if (c != whole) o.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"});
-        o.backward_prefetch = c == prefetching;
-        auto sharded = fsdp::shard(m, pg, o);
-        auto opt = make_opt(Opt::sgd, sharded->parameters());
-        for (int s = 0; s < kSteps; ++s)
-          opt->step(backward(cross_entropy((*sharded)(my_slice(d.x[std::size_t(s)], pg)), my_slice(d.y[std::size_t(s)], pg))));
-        stats[c][std::size_t(pg.rank())] = sharded->memory_stats();
-      }, {.timeout = 60s}, {.threads_per_rank = 1});
+    const auto stats = unit_memory_stats(n, 80, /*forward_prefetch=*/false);
     const std::int64_t model = 4 * (16 * 128 + 128 + 5 * (128 * 128 + 128) + 128 * 5 + 5);
     const std::int64_t padding = 4 * 7 * 128 * (n - 1);  // at most: rows added so each splits evenly
     for (int r = 0; r < n; ++r) {

@@ -1401,6 +1401,18 @@ TEST(VulkanConv, LongReductionMatchesCpu) {
   expect_conv_matches_cpu({1, 8000, 3, 3, 1, 3, 3, {}, true, 0}, 1e-3);
 }
 
+namespace {
+// Puts the convolution route and workspace size back as they were.
+struct ConvRouteRestore {
+  vulkan::ConvRoute route = vulkan::conv_route_override();
+  std::int64_t bytes = vulkan::conv_workspace_bytes();
+  ~ConvRouteRestore() {
+    vulkan::conv_route_override() = route;
+    vulkan::conv_workspace_bytes() = bytes;
+  }
+};
+}  // namespace
+
 // Both ways of an f32 convolution, forced in turn: the implicit GEMM and the
 // columns (im2col, or the input itself for 1x1 stride 1, then gemm) with a
 // workspace small enough that the batch goes in several chunks, one of them
@@ -1410,14 +1422,7 @@ TEST(VulkanConv, LongReductionMatchesCpu) {
 // the last would fail here.
 TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
   REQUIRE_VULKAN();
-  struct Restore {
-    vulkan::ConvRoute route = vulkan::conv_route_override();
-    std::int64_t bytes = vulkan::conv_workspace_bytes();
-    ~Restore() {
-      vulkan::conv_route_override() = route;
-      vulkan::conv_workspace_bytes() = bytes;
-    }
-  } restore;
+  ConvRouteRestore restore;
   const ConvCase cases[] = {
       {5, 8, 8, 8, 12, 3, 3, {.padding = {1, 1}}, false, 0},
       {5, 8, 9, 9, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, true, 2},
@@ -1445,14 +1450,7 @@ TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
 // shapes it does not take (stride 2, 1x1) go the usual way in the same run.
 TEST(VulkanConv, WinogradMatchesCpu) {
   REQUIRE_VULKAN();
-  struct Restore {
-    vulkan::ConvRoute route = vulkan::conv_route_override();
-    std::int64_t bytes = vulkan::conv_workspace_bytes();
-    ~Restore() {
-      vulkan::conv_route_override() = route;
-      vulkan::conv_workspace_bytes() = bytes;
-    }
-  } restore;
+  ConvRouteRestore restore;
   const ConvCase cases[] = {
       {5, 8, 8, 8, 12, 3, 3, {.padding = {1, 1}}, false, 0},
       {5, 6, 7, 9, 10, 3, 3, {.padding = {1, 1}}, true, 0, true},
