@@ -111,7 +111,9 @@ struct FsdpTrainer : Trainer {
     fsdp::ShardOptions options;
     // "layer": every Linear and Conv2d a unit, gathered only around its own forward and backward.
     if (r.wrap == "layer") options.auto_wrap_policy = fsdp::module_wrap_policy({"Linear", "Conv2d"});
-    options.backward_prefetch = r.backward_prefetch == "pre";
+    options.backward_prefetch = r.backward_prefetch == "pre"    ? fsdp::BackwardPrefetch::backward_pre
+                                : r.backward_prefetch == "post" ? fsdp::BackwardPrefetch::backward_post
+                                                                : fsdp::BackwardPrefetch::none;
     // Sharded where it was built, then moved: the device only ever holds shards
     // and the units being gathered, never the whole model.
     sharded = fsdp::shard(*this->net, pg, options);
@@ -408,11 +410,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "layer"}));
   app.add_option("--backward-prefetch", r.backward_prefetch,
-                 "FSDP units: pre (gather the next unit while this one's backward runs, PyTorch's BACKWARD_PRE) or "
-                 "none (one unit's parameters at a time)")
+                 "FSDP units: pre (gather the next unit while this one's backward runs, PyTorch's BACKWARD_PRE), "
+                 "post (gather it once this one's gradients are made, BACKWARD_POST) or none (one unit's "
+                 "parameters at a time)")
       ->type_name("WHEN")
       ->capture_default_str()
-      ->check(CLI::IsMember({"pre", "none"}));
+      ->check(CLI::IsMember({"pre", "post", "none"}));
   app.add_option("--devices", r.devices,
                  "comma-separated devices taken round-robin by the rank's place on its host: cpu, vulkan, vulkan:1")
       ->type_name("D,...")

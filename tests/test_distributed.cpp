@@ -1450,14 +1450,16 @@ TEST(FsdpUnits, TrainingGivesTheBitsOfTheWholeModuleUnit) {
     for (const fsdp::ShardOptions& o :
          {fsdp::ShardOptions{.auto_wrap_policy = per_linear},
           fsdp::ShardOptions{.auto_wrap_policy = per_linear, .reshard_after_forward = false},
-          fsdp::ShardOptions{.auto_wrap_policy = per_linear, .forward_prefetch = true, .backward_prefetch = false},
+          fsdp::ShardOptions{.auto_wrap_policy = per_linear, .forward_prefetch = true,
+                             .backward_prefetch = fsdp::BackwardPrefetch::none},
+          fsdp::ShardOptions{.auto_wrap_policy = per_linear, .backward_prefetch = fsdp::BackwardPrefetch::backward_post},
           fsdp::ShardOptions{.auto_wrap_policy = fsdp::size_based_wrap_policy(16'000), .forward_prefetch = true}}) {
       const std::vector<StateDict> got = train_fsdp(n, init, d, Opt::adamw, o);
       for (int r = 0; r < n; ++r)
         for (auto& [name, t] : whole[0])
           EXPECT_EQ(values(got[std::size_t(r)].at(name)), values(t))
               << n << " ranks, rank " << r << ", " << name << ", reshard " << o.reshard_after_forward << ", prefetch "
-              << o.forward_prefetch << o.backward_prefetch;
+              << o.forward_prefetch << int(o.backward_prefetch);
     }
   }
 }
@@ -1552,23 +1554,65 @@ TEST(FsdpUnits, ParametersAreFreedAfterTheirForwardAndGatheredAgainInBackward) {
   }, {.timeout = 60s}, {.threads_per_rank = 1});
 }
 
+// Where backward starts the previous unit's gather, seen from the gradient
+// of each ReLU between two body layers (ready once the layer after it has
+// run its backward, and, as the engine runs the parameters' branch first,
+// once that layer's gradients are reduce-scattered and its parameters freed):
+// with either prefetch the layer before is already being gathered there,
+// without prefetch nothing is gathered.
+TEST(FsdpUnits, BackwardPrefetchGathersTheUnitBeforeAheadOfItsBackward) {
+  manual_seed(81);
+  const Tensor x = randn({8, 16});
+  for (auto mode : {fsdp::BackwardPrefetch::none, fsdp::BackwardPrefetch::backward_pre,
+                    fsdp::BackwardPrefetch::backward_post})
+    run_threads(2, [&](ProcessGroup& pg) {
+      SCOPED_TRACE(fmt::format("mode {}, rank {}", int(mode), pg.rank()));
+      DeepMlp m;
+      auto sharded = fsdp::shard(m, pg, {.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"}), .backward_prefetch = mode});
+      (void)backward((*sharded)(x).sum());  // the first step learns the units' order
+      std::vector<std::int64_t> seen;  // gathered bytes at each ReLU's gradient, last layer first
+      std::vector<Tensor> outs;  // a tensor's hooks live as long as it does
+      std::vector<nn::ModuleHookHandle> probes;
+      for (auto& child : m.body.children())
+        if (child->type_name() == "ReLU")
+          probes.push_back(child->register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& out) {
+            outs.push_back(out);
+            autograd::register_hook(out, [&](const Tensor&) {
+              seen.push_back(sharded->memory_stats().gathered_bytes);
+              return Tensor();
+            });
+            return Tensor();
+          }));
+      (void)backward((*sharded)(x).sum());
+      const std::int64_t first = 4 * (128 * 16 + 128), layer = 4 * (128 * 128 + 128);  // no padding at 2 ranks
+      const std::vector<std::int64_t> want = mode == fsdp::BackwardPrefetch::none
+                                                 ? std::vector<std::int64_t>(5, 0)
+                                                 : std::vector<std::int64_t>{layer, layer, layer, layer, first};
+      EXPECT_EQ(seen, want);
+      for (auto& h : probes) h.remove();
+    }, {.timeout = 60s}, {.threads_per_rank = 1});
+}
+
 namespace {
 
 // FSDP's memory stats of each rank after kSteps SGD steps of DeepMlp, per
 // configuration: one unit for the whole module, every Linear a unit with
-// prefetch (backward, and forward too when asked), and one unit at a time.
-enum UnitConfig { whole, prefetching, one_at_a_time };
+// prefetch (BACKWARD_PRE, and forward too when asked), with BACKWARD_POST,
+// and one unit at a time.
+enum UnitConfig { whole, prefetching, prefetching_post, one_at_a_time };
 std::vector<std::vector<fsdp::FsdpMemoryStats>> unit_memory_stats(int n, std::uint64_t seed, bool forward_prefetch) {
   const StateDict init = initial_state<DeepMlp>(seed);
   const Data d = make_data({16}, seed + 1);
-  std::vector<std::vector<fsdp::FsdpMemoryStats>> stats(3, std::vector<fsdp::FsdpMemoryStats>(std::size_t(n)));
-  for (UnitConfig c : {whole, prefetching, one_at_a_time})
+  std::vector<std::vector<fsdp::FsdpMemoryStats>> stats(4, std::vector<fsdp::FsdpMemoryStats>(std::size_t(n)));
+  for (UnitConfig c : {whole, prefetching, prefetching_post, one_at_a_time})
     run_threads(n, [&](ProcessGroup& pg) {
       DeepMlp m;
       m.load_state_dict(init);
       fsdp::ShardOptions o;
       if (c != whole) o.auto_wrap_policy = fsdp::module_wrap_policy({"Linear"});
-      o.backward_prefetch = c == prefetching;
+      o.backward_prefetch = c == prefetching        ? fsdp::BackwardPrefetch::backward_pre
+                            : c == prefetching_post ? fsdp::BackwardPrefetch::backward_post
+                                                    : fsdp::BackwardPrefetch::none;
       o.forward_prefetch = forward_prefetch && c == prefetching;
       auto sharded = fsdp::shard(m, pg, o);
       auto opt = make_opt(Opt::sgd, sharded->parameters());
@@ -1606,9 +1650,9 @@ TEST(FsdpUnits, GatheredMemoryStaysWithinTwoUnits) {
 // The memory goal for parameters and gradients together: per rank,
 // at most 1/W of one rank's (the model's parameters and gradients) plus two
 // units of full parameters when one unit runs at a time, and plus one unit
-// more with prefetch (the next unit's parameters arrive while the running
-// one's gradients exist), as PyTorch's FSDP with BACKWARD_PRE. One unit for
-// the whole module holds the whole model.
+// more with BACKWARD_PRE (the next unit's parameters arrive while the
+// running one's exist); BACKWARD_POST stays within two. One unit for the
+// whole module holds the whole model.
 TEST(FsdpUnits, ParametersAndGradientsStayWithinTheBound) {
   for (int n : {2, 4}) {
     const auto stats = unit_memory_stats(n, 80, /*forward_prefetch=*/false);
@@ -1617,12 +1661,14 @@ TEST(FsdpUnits, ParametersAndGradientsStayWithinTheBound) {
     for (int r = 0; r < n; ++r) {
       SCOPED_TRACE(fmt::format("{} ranks, rank {}", n, r));
       const auto& u = stats[prefetching][std::size_t(r)];
+      const auto& post = stats[prefetching_post][std::size_t(r)];
       const auto& single = stats[one_at_a_time][std::size_t(r)];
       const auto& w = stats[whole][std::size_t(r)];
       const std::int64_t unit = single.largest_unit_bytes;  // a 128 x 128 layer
       EXPECT_EQ(unit, 4 * (128 * 128 + 128));
       EXPECT_LE(single.peak_param_grad_bytes, 2 * model / n + 2 * padding + 2 * unit);
       EXPECT_LE(u.peak_param_grad_bytes, 2 * model / n + 2 * padding + 3 * unit);
+      EXPECT_LE(post.peak_param_grad_bytes, 2 * model / n + 2 * padding + 2 * unit);
       // Where the peaks are: backward runs the head, then the five 128 x 128
       // layers from the last. One at a time, at the last of those (the first
       // layer is smaller): the shards, that unit's parameters and gradients,
@@ -1631,6 +1677,9 @@ TEST(FsdpUnits, ParametersAndGradientsStayWithinTheBound) {
       const std::int64_t head_grads = 4 * (128 + 1) * ((5 + n - 1) / n);  // its padded shard rows
       EXPECT_EQ(single.peak_param_grad_bytes, single.shard_bytes + 2 * unit + 4 * unit / n + head_grads);
       EXPECT_EQ(u.peak_param_grad_bytes, u.shard_bytes + 3 * unit + 3 * unit / n + head_grads);
+      // BACKWARD_POST: a unit's parameters are freed once its gradients are
+      // made, before the unit before it is gathered: the peak of one at a time.
+      EXPECT_EQ(post.peak_param_grad_bytes, single.peak_param_grad_bytes);
       EXPECT_GE(w.peak_param_grad_bytes, model + model / n);  // the gathered model and its shards
       EXPECT_GE(w.peak_param_grad_bytes, w.peak_gathered_bytes + w.shard_bytes);
     }

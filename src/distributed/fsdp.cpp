@@ -338,6 +338,20 @@ void drop_prefetches(Shared& s) {
   }
 }
 
+// Backward prefetch: starts the gather of the unit that ran before `u` in
+// forward, when that one freed its parameters.
+void prefetch_unit_before(Shared& s, const Unit& u) {
+  auto it = std::find(s.forward_order.begin(), s.forward_order.end(), &u);
+  if (it == s.forward_order.end() || it == s.forward_order.begin()) return;
+  Unit& prev = **(it - 1);
+  for (auto& w : prev.freed)
+    if (auto st = w.lock(); st && st->released()) {
+      start_gathers(s, prev);
+      s.sample();
+      return;
+    }
+}
+
 // A full gradient of one of the unit's parameters reached its reduce-scatter.
 // The unit's backward made all of its gradients by its first one (a unit of
 // one layer) or makes them soon after, so from then on those not yet here
@@ -356,6 +370,13 @@ void count_full_grad(Shared& s, Unit& u, const Tensor& g, std::int64_t full_byte
   if (u.pending_grad_bytes <= 0) {  // the unit's last: its backward is over
     u.grads_started = false;
     u.pending_grad_bytes = 0;
+    // Every op of the unit has run its backward, so its parameters gathered
+    // again are freed now rather than when the graph's closures die; not
+    // under create_graph, whose recorded gradient ops may still read them.
+    if (!grad_enabled())
+      for (auto& w : u.freed)
+        if (auto st = w.lock(); st && !st->released()) st->release_bytes();
+    if (s.options.backward_prefetch == BackwardPrefetch::backward_post) prefetch_unit_before(s, u);
   }
 }
 
@@ -426,16 +447,7 @@ void regather_unit(Shared& s, Unit& u, const std::vector<std::weak_ptr<Storage>>
       s.gathered.push_back(targets[i]);
     }
   s.sample();
-  if (!s.options.backward_prefetch) return;
-  auto it = std::find(s.forward_order.begin(), s.forward_order.end(), &u);
-  if (it == s.forward_order.end() || it == s.forward_order.begin()) return;
-  Unit& prev = **(it - 1);
-  for (auto& w : prev.freed)
-    if (auto st = w.lock(); st && st->released()) {
-      start_gathers(s, prev);
-      s.sample();
-      return;
-    }
+  if (s.options.backward_prefetch == BackwardPrefetch::backward_pre) prefetch_unit_before(s, u);
 }
 
 // The forward hooks that make a submodule a unit.

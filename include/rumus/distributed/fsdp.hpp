@@ -87,6 +87,18 @@ WrapPolicy module_wrap_policy(std::vector<std::string> type_names);
 // `min_num_params` parameter elements not yet in a unit.
 WrapPolicy size_based_wrap_policy(std::int64_t min_num_params = 100'000'000);
 
+// When backward starts gathering the unit before the running one (PyTorch's
+// BackwardPrefetch, None spelled `none`):
+// - backward_pre: when the running unit is gathered, before its gradients are
+//   computed. Most overlap; the next unit's parameters arrive while the
+//   running unit's parameters and gradients exist (three units at the peak).
+// - backward_post: when the running unit's last gradient reaches its
+//   reduce-scatter. The gather overlaps the reduce-scatters and the ops
+//   between the units; the running unit's parameters are already freed
+//   (two units at the peak).
+// - none: each unit is gathered when backward reaches it.
+enum class BackwardPrefetch { none, backward_pre, backward_post };
+
 struct ShardOptions {
   Reduce grad_reduce = Reduce::average;
   // Start every rank from rank 0's parameters (one broadcast per parameter);
@@ -99,11 +111,11 @@ struct ShardOptions {
   // forward and gathers them again when backward reaches it.
   bool reshard_after_forward = true;
   // Start the next unit's gather while this unit computes: in forward
-  // (PyTorch's forward_prefetch, off by default) and in backward (PyTorch's
-  // BackwardPrefetch.BACKWARD_PRE, its default). The order is the one the
-  // units ran in during the last forward, so the first forward has none.
+  // (PyTorch's forward_prefetch, off by default) and in backward (see
+  // BackwardPrefetch; PyTorch's default is BACKWARD_PRE). The order is the
+  // one the units ran in during the last forward, so the first forward has none.
   bool forward_prefetch = false;
-  bool backward_prefetch = true;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::backward_pre;
   MixedPrecision mixed_precision;
 };
 
