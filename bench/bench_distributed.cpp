@@ -329,6 +329,17 @@ int staging(int rounds, double mb) {
     be.write(out.storage(), 0, mine.data(), bytes);
   };
   const std::function<void()> all_gather_new = [&] { pg.all_gather(t); };
+  // The bus's directions: a copy to the device alone, and one each way at
+  // once on other memory (as fast as a read alone if the directions overlap).
+  Tensor other = ones({n}).to(dev);
+  auto buf2 = be.allocate_host(bytes);
+  std::memset(buf2->data(), 0, bytes);
+  const std::function<void()> write_new = [&] { be.copy_from_host(*buf2, 0, other.storage(), 0, bytes); };
+  const std::function<void()> duplex = [&] {
+    be.copy_to_host(s, 0, *buf, 0, bytes);
+    be.copy_from_host(*buf2, 0, other.storage(), 0, bytes);
+    buf->wait();
+  };
 
   std::printf("one rank, f32 tensor of %.2f MB on vulkan:0, %d calls per run, median of 5 runs; GB/s = the tensor's bytes "
               "per call (a round trip or a collective stages them twice)\n",
@@ -336,7 +347,8 @@ int staging(int rounds, double mb) {
   time_kinds(dev,
              {{"read_old", read_old}, {"read_new", read_new}, {"trip_old", trip_old}, {"trip_new", trip_new},
               {"all_reduce_old", all_reduce_old}, {"all_reduce_new", all_reduce_new},
-              {"all_gather_old", all_gather_old}, {"all_gather_new", all_gather_new}},
+              {"all_gather_old", all_gather_old}, {"all_gather_new", all_gather_new}, {"write_new", write_new},
+              {"duplex", duplex}},
              rounds, bytes, reps);
   const std::vector<float> check = t.narrow(0, 0, 4).cpu().to_vector<float>();
   if (check[0] != 1.0f) {

@@ -34,6 +34,15 @@ struct Allocation {
   // they order too much, never too little.
   std::uint64_t used_serial = 0, written_serial = 0;
   std::uint64_t last_download = 0, last_upload = 0;
+  // A device range's staging copies not known done, by the bytes they
+  // cover, so a copy of the other direction waits only for those it
+  // overlaps: a tensor's first piece goes back while its later pieces still
+  // come to the host.
+  struct StagingCopy {
+    std::size_t begin, end;
+    std::uint64_t value;
+  };
+  std::vector<StagingCopy> downloads, uploads;
 };
 
 class Allocator {

@@ -392,6 +392,19 @@ std::unique_ptr<HostBuffer> VulkanBackend::make_host_buffer(std::size_t nbytes) 
   return std::make_unique<VulkanHostBuffer>(*this, a);
 }
 
+namespace {
+// The last of `copies` that overlaps bytes [begin, end) (0: none), dropping
+// those at or below `done`.
+std::uint64_t last_overlapping(std::vector<Allocation::StagingCopy>& copies, std::size_t begin, std::size_t end,
+                               std::uint64_t done) {
+  std::erase_if(copies, [done](const Allocation::StagingCopy& c) { return c.value <= done; });
+  std::uint64_t last = 0;
+  for (const Allocation::StagingCopy& c : copies)
+    if (c.begin < end && begin < c.end) last = std::max(last, c.value);
+  return last;
+}
+}  // namespace
+
 void VulkanBackend::queue_copy_to_host(const Storage& src, std::size_t src_offset, HostBuffer& dst,
                                        std::size_t dst_offset, std::size_t nbytes) {
   Allocation& host = static_cast<VulkanHostBuffer&>(dst).allocation();
@@ -399,11 +412,14 @@ void VulkanBackend::queue_copy_to_host(const Storage& src, std::size_t src_offse
   std::lock_guard lk(mu_);
   check_capture("copy_to_host", fmt::format("a device-to-host copy of {} bytes (the values exist only after "
                                             "replay())", nbytes).c_str());
-  // After the kernels that wrote the source, the uploads that wrote it, and
-  // the uploads still reading the host buffer.
+  // After the kernels that wrote the source, the uploads that wrote its
+  // bytes, and the uploads still reading the host buffer.
+  const std::uint64_t uploads =
+      last_overlapping(a.uploads, src_offset, src_offset + nbytes, to_device_->known_completed());
   const std::uint64_t copy =
       to_host_->copy(a, src_offset, host, dst_offset, nbytes, {stream_->timeline(), staging_after(a.written_serial)},
-                     {to_device_->timeline(), std::max(a.last_upload, host.last_upload)});
+                     {to_device_->timeline(), std::max(uploads, host.last_upload)});
+  a.downloads.push_back({src_offset, src_offset + nbytes, copy});
   a.last_download = copy;
   host.last_download = copy;
   ++downloads_;
@@ -417,10 +433,13 @@ void VulkanBackend::queue_copy_from_host(HostBuffer& src, std::size_t src_offset
   check_capture("copy_from_host", fmt::format("a host-to-device copy of {} bytes (it would replay the same bytes: "
                                               "copy new inputs into static tensors before replay())", nbytes).c_str());
   // After the kernels that use the destination, the downloads still reading
-  // it, and the downloads that wrote the host buffer.
+  // its bytes, and the downloads that wrote the host buffer.
+  const std::uint64_t downloads =
+      last_overlapping(a.downloads, dst_offset, dst_offset + nbytes, to_host_->known_completed());
   const std::uint64_t copy =
       to_device_->copy(host, src_offset, a, dst_offset, nbytes, {stream_->timeline(), staging_after(a.used_serial)},
-                       {to_host_->timeline(), std::max(a.last_download, host.last_download)});
+                       {to_host_->timeline(), std::max(downloads, host.last_download)});
+  a.uploads.push_back({dst_offset, dst_offset + nbytes, copy});
   a.last_upload = copy;
   host.last_upload = copy;
   ++uploads_;
