@@ -99,12 +99,6 @@ void gemm(Backend& be, const GemmArgs& g) {
     // 1024, bench/RESULTS.md at cf1fd47): its three weight-gradient products with their
     // slice sums 1.15x faster in 17-22 slices than in 5-6, slower in 32-43.
     if (g.k >= 8192 && want < 16) want = std::min<std::int64_t>(16, (1056 + tiles(bm, bn) - 1) / tiles(bm, bn));
-    // A K of 65,536 or more (a convolution's weight gradient over a batch of
-    // positions) on a handful of tiles: about 1,056 workgroups, slices of
-    // 1,024 or more, so each multiprocessor holds enough of them to hide
-    // its loads.
-    if (g.k >= 65536)
-      want = std::max(want, std::min<std::int64_t>((1056 + tiles(bm, bn) - 1) / tiles(bm, bn), g.k / 1024));
     want = std::min<std::int64_t>(want, g.k / (gemm_split_k_min() / 4));
     pc.k_chunk = split_k_chunk(g.k, want, bk);
     splits = std::uint32_t((g.k + pc.k_chunk - 1) / pc.k_chunk);
