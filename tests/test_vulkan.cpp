@@ -149,6 +149,21 @@ TEST(VulkanStaging, CopiesAndKernelsStayInOrderWithoutQueueDrains) {
   EXPECT_EQ(base.narrow(0, 0, 8).cpu().to_vector<float>(), std::vector<float>(8, 0.0f)) << "bytes before the view";
 }
 
+// A staging copy waits for the copies of the other direction over its own
+// bytes only: a tensor's first piece goes back while its last piece still
+// comes to the host (one queue, as lavapipe has, orders them anyway; two
+// copy engines do not). Copies known done are dropped.
+TEST(VulkanStaging, CopiesWaitOnlyForTheOtherDirectionOverTheirBytes) {
+  const std::size_t mib = 1 << 20;
+  std::vector<vulkan::Allocation::StagingCopy> downloads = {{0, mib, 5}, {mib, 2 * mib, 6}, {2 * mib, 2 * mib + 100, 7}};
+  EXPECT_EQ(vulkan::last_overlapping(downloads, 0, mib, 0), 5u);             // piece 0 back: its own download
+  EXPECT_EQ(vulkan::last_overlapping(downloads, mib - 1, mib + 1, 0), 6u);   // straddling two pieces: the later
+  EXPECT_EQ(vulkan::last_overlapping(downloads, 0, 3 * mib, 0), 7u);         // the whole tensor: every piece
+  EXPECT_EQ(vulkan::last_overlapping(downloads, 3 * mib, 4 * mib, 0), 0u);   // other bytes: nothing
+  EXPECT_EQ(vulkan::last_overlapping(downloads, 0, 3 * mib, 6), 7u);         // 5 and 6 known done
+  EXPECT_EQ(downloads.size(), 1u);
+}
+
 // A host buffer dropped while its copy is queued, and a tensor freed while a
 // copy reads it, keep their memory until the copy is done.
 TEST(VulkanStaging, MemoryOfAQueuedCopyIsNotReusedEarly) {

@@ -74,6 +74,15 @@ std::uint64_t TransferQueue::submit(Record record, After after, After also_after
   return value;
 }
 
+std::uint64_t last_overlapping(std::vector<Allocation::StagingCopy>& copies, std::size_t begin, std::size_t end,
+                               std::uint64_t done) {
+  std::erase_if(copies, [done](const Allocation::StagingCopy& c) { return c.value <= done; });
+  std::uint64_t last = 0;
+  for (const Allocation::StagingCopy& c : copies)
+    if (c.begin < end && begin < c.end) last = std::max(last, c.value);
+  return last;
+}
+
 std::uint64_t TransferQueue::copy(const Allocation& src, std::size_t src_offset, const Allocation& dst,
                                   std::size_t dst_offset, std::size_t nbytes, After after, After also_after) {
   return submit(

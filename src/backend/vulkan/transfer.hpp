@@ -29,6 +29,12 @@ struct TransferAfter {
   std::uint64_t value = 0;
 };
 
+// The last of a range's staging copies in flight that overlaps bytes
+// [begin, end) (0: none), dropping those at or below `done`: what a copy of
+// the other direction over those bytes waits for.
+std::uint64_t last_overlapping(std::vector<Allocation::StagingCopy>& copies, std::size_t begin, std::size_t end,
+                               std::uint64_t done);
+
 class TransferQueue {
  public:
   TransferQueue(Context& ctx, vk::Queue queue);

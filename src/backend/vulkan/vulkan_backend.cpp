@@ -392,19 +392,6 @@ std::unique_ptr<HostBuffer> VulkanBackend::make_host_buffer(std::size_t nbytes) 
   return std::make_unique<VulkanHostBuffer>(*this, a);
 }
 
-namespace {
-// The last of `copies` that overlaps bytes [begin, end) (0: none), dropping
-// those at or below `done`.
-std::uint64_t last_overlapping(std::vector<Allocation::StagingCopy>& copies, std::size_t begin, std::size_t end,
-                               std::uint64_t done) {
-  std::erase_if(copies, [done](const Allocation::StagingCopy& c) { return c.value <= done; });
-  std::uint64_t last = 0;
-  for (const Allocation::StagingCopy& c : copies)
-    if (c.begin < end && begin < c.end) last = std::max(last, c.value);
-  return last;
-}
-}  // namespace
-
 void VulkanBackend::queue_copy_to_host(const Storage& src, std::size_t src_offset, HostBuffer& dst,
                                        std::size_t dst_offset, std::size_t nbytes) {
   Allocation& host = static_cast<VulkanHostBuffer&>(dst).allocation();
