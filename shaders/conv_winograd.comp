@@ -10,6 +10,13 @@
 //   MODE 2, output:  one item per (row, tile), out = A^T m A from the products m[16][rows][tiles],
 //                    plus the bias, then the ReLU when RELU; rows and columns past the output
 //                    (an odd size) are not written.
+// The weight gradient runs the forward's transforms backwards: each output
+// gradient tile dy gives A dy A^T, 16 products sum (A dy A^T) . (B^T d B)
+// over the tiles, and the sum s gives the kernel's gradient G^T s G:
+//   MODE 3, output gradient: one item per (row, tile), D[16][rows][tiles] = A dy A^T, with
+//                    zeros past the output (an odd size);
+//   MODE 4, weight gradient: one item per (row, reduction) pair, the 3 x 3 gradient G^T s G
+//                    from the sums s[16][rows][reduction].
 // Neighbouring items are neighbouring tiles, so the transforms' writes (and
 // MODE 2's reads) are contiguous.
 layout(local_size_x_id = 0) in;
@@ -108,11 +115,63 @@ void output_tile(uint i) {
   }
 }
 
+void output_gradient_tile(uint i) {
+  const uint r = i / pc.tiles, p = i % pc.tiles, per_sample = pc.tiles_h * pc.tiles_w;
+  const uint n = p / per_sample, ty = (p % per_sample) / pc.tiles_w, tx = p % pc.tiles_w;
+  const uint y0 = 2 * ty, x0 = 2 * tx;
+  const uint base = pc.off_src + (n * pc.rows + r) * pc.out_h * pc.out_w;
+  float dy[2][2];
+  for (uint a = 0; a < 2; ++a)
+    for (uint b = 0; b < 2; ++b)
+      dy[a][b] = y0 + a < pc.out_h && x0 + b < pc.out_w ? src_[base + (y0 + a) * pc.out_w + x0 + b] : 0.0;
+  float t[4][2];  // A dy
+  for (uint b = 0; b < 2; ++b) {
+    t[0][b] = dy[0][b];
+    t[1][b] = dy[0][b] + dy[1][b];
+    t[2][b] = dy[0][b] - dy[1][b];
+    t[3][b] = -dy[1][b];
+  }
+  const uint plane = pc.rows * pc.tiles;
+  uint at = pc.off_dst + r * pc.tiles + p;
+  for (uint a = 0; a < 4; ++a) {  // (A dy) A^T
+    dst_[at] = t[a][0];
+    dst_[at + plane] = t[a][0] + t[a][1];
+    dst_[at + 2 * plane] = t[a][0] - t[a][1];
+    dst_[at + 3 * plane] = -t[a][1];
+    at += 4 * plane;
+  }
+}
+
+void weight_gradient(uint i) {
+  const uint r = i / pc.reduction, c = i % pc.reduction, plane = pc.rows * pc.reduction;
+  float s[4][4];
+  uint at = pc.off_src + r * pc.reduction + c;
+  for (uint a = 0; a < 4; ++a)
+    for (uint b = 0; b < 4; ++b) {
+      s[a][b] = src_[at];
+      at += plane;
+    }
+  float t[3][4];  // G^T s
+  for (uint b = 0; b < 4; ++b) {
+    t[0][b] = s[0][b] + 0.5 * (s[1][b] + s[2][b]);
+    t[1][b] = 0.5 * (s[1][b] - s[2][b]);
+    t[2][b] = 0.5 * (s[1][b] + s[2][b]) + s[3][b];
+  }
+  const uint at_w = pc.off_dst + (r * pc.reduction + c) * 9;
+  for (uint a = 0; a < 3; ++a) {  // (G^T s) G
+    dst_[at_w + a * 3] = t[a][0] + 0.5 * (t[a][1] + t[a][2]);
+    dst_[at_w + a * 3 + 1] = 0.5 * (t[a][1] - t[a][2]);
+    dst_[at_w + a * 3 + 2] = 0.5 * (t[a][1] + t[a][2]) + t[a][3];
+  }
+}
+
 void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint i = gl_GlobalInvocationID.x; i < pc.total; i += step) {
     if (MODE == 0) weights(i);
     else if (MODE == 1) input_tile(i);
-    else output_tile(i);
+    else if (MODE == 2) output_tile(i);
+    else if (MODE == 3) output_gradient_tile(i);
+    else weight_gradient(i);
   }
 }

@@ -1458,12 +1458,13 @@ TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
   }
 }
 
-// Winograd F(2x2, 3x3) for the forward and data passes of 3x3 stride-1
-// convolutions, forced: paddings 0, 1 and 2 (the data pass pads by 2 - pad),
-// odd sizes (tiles past the edge), bias with the fused ReLU, a strided input
-// view, one channel, and a workspace that takes the batch in chunks of 2, 2
-// and 1; against the CPU, gradients included. The weight gradient and the
-// shapes it does not take (stride 2, 1x1) go the usual way in the same run.
+// Winograd F(2x2, 3x3) for the forward, data and weight passes of 3x3
+// stride-1 convolutions, forced: paddings 0, 1 and 2 (the data pass pads by
+// 2 - pad), odd sizes (tiles past the edge, whose output gradient is zero),
+// bias with the fused ReLU, a strided input view, one channel, and a
+// workspace that takes the batch in chunks of 2, 2 and 1 (the weight
+// gradient's sums gather every chunk); against the CPU, gradients included.
+// The shapes it does not take (stride 2, 1x1) go the usual way in the same run.
 TEST(VulkanConv, WinogradMatchesCpu) {
   REQUIRE_VULKAN();
   ConvRouteRestore restore;

@@ -181,6 +181,8 @@ void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t o
   pc.off1 = std::uint32_t(in.layout->offset);
   pc.off2 = std::uint32_t(grad_out.layout->offset);
   if (m == 0 || n == 0) return;
+  if (conv_takes_winograd(ConvPass::backward_weight, g, groups))
+    return conv2d_backward_weight_winograd(vk, g, oc, grad_weight, grad_bias, grad_out, in);
   if (conv_takes_columns(ConvPass::backward_weight, g, oc, groups))
     return conv2d_backward_weight_columns(vk, g, oc, grad_weight, grad_bias, grad_out, in);
   const Tile t = choose_tile(m, n, groups);

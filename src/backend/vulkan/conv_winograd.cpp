@@ -1,11 +1,15 @@
 // Host side of conv_winograd.comp: 3x3 convolutions of stride 1 as Winograd
-// F(2x2, 3x3), the forward pass and the data gradient (a 3x3 stride-1
-// convolution of the output gradient with the kernel turned and transposed).
-// Per call: the weights' transform once, then per chunk of the batch the
-// input transform into a workspace, 16 products (gemm.comp, batched), and the
-// output transform with the bias and the fused ReLU. A tile's 16
-// multiplications replace the direct convolution's 36, for four times the
-// input's size in transformed tiles; conv.cpp picks the way per shape.
+// F(2x2, 3x3), the forward pass, the data gradient (a 3x3 stride-1
+// convolution of the output gradient with the kernel turned and transposed)
+// and the weight gradient.
+// Forward and data: the weights' transform once, then per chunk of the batch
+// the input transform into a workspace, 16 products (gemm.comp, batched), and
+// the output transform with the bias and the fused ReLU.
+// Weight: per chunk the input's and the output gradient's transforms, 16
+// products summed over the chunks' tiles, then the sums' transform into the
+// 3x3 gradient.
+// A tile's 16 multiplications replace the direct convolution's 36, for four
+// times the input's size in transformed tiles; conv.cpp picks the way per shape.
 #include <algorithm>
 
 #include "kernels.hpp"
@@ -19,7 +23,7 @@ namespace {
 using push::ConvWinogradPush;
 using Operand = VulkanBackend::Operand;
 constexpr std::uint32_t kLocal = 256;
-enum Mode : std::uint32_t { kWeights = 0, kInput = 1, kOutput = 2 };
+enum Mode : std::uint32_t { kWeights = 0, kInput = 1, kOutput = 2, kOutputGradient = 3, kWeightGradient = 4 };
 
 std::int64_t tiles_of(std::int64_t extent) { return (extent + 1) / 2; }
 
@@ -31,9 +35,9 @@ struct Problem {
   bool flip;
 };
 
-void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, TensorArg weight, TensorArg bias,
-         bool relu) {
-  const std::int64_t th = tiles_of(q.out_h), tw = tiles_of(q.out_w), per_sample = th * tw;
+std::int64_t tiles_per_sample(const Problem& q) { return tiles_of(q.out_h) * tiles_of(q.out_w); }
+
+ConvWinogradPush push_of(const Problem& q) {
   ConvWinogradPush pc{};
   pc.reduction = std::uint32_t(q.reduction);
   pc.height = std::uint32_t(q.height);
@@ -43,9 +47,33 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
   pc.rows = std::uint32_t(q.rows);
   pc.out_h = std::uint32_t(q.out_h);
   pc.out_w = std::uint32_t(q.out_w);
-  pc.tiles_h = std::uint32_t(th);
-  pc.tiles_w = std::uint32_t(tw);
+  pc.tiles_h = std::uint32_t(tiles_of(q.out_h));
+  pc.tiles_w = std::uint32_t(tiles_of(q.out_w));
   pc.flip = q.flip ? 1u : 0u;
+  return pc;
+}
+
+// Samples per chunk: as many as fit their transformed tiles (the image's and
+// the rows') into the workspace.
+std::int64_t chunk_of(const Problem& q) {
+  const std::int64_t per_sample_bytes = 16 * (q.reduction + q.rows) * tiles_per_sample(q) * 4;
+  return std::clamp<std::int64_t>(conv_workspace_bytes() / std::max<std::int64_t>(1, per_sample_bytes), 1, q.batch);
+}
+
+// V [16, reduction, tiles] of samples [b0, b0 + pc.batch) of `image`.
+void transform_input(VulkanBackend& vk, ConvWinogradPush pc, const Problem& q, TensorArg image, std::int64_t b0,
+                     TensorArg v) {
+  pc.off_src = std::uint32_t(image.layout->offset + b0 * q.reduction * q.height * q.width);
+  pc.off_dst = 0;
+  pc.total = std::uint32_t(q.reduction * pc.tiles);
+  Operand ops[] = {{v, true}, {image, false}, {image, false}};
+  vk.launch(ShaderId::conv_winograd, {kLocal, kInput, 0, 0}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
+}
+
+void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, TensorArg weight, TensorArg bias,
+         bool relu) {
+  const std::int64_t per_sample = tiles_per_sample(q);
+  ConvWinogradPush pc = push_of(q);
 
   // U [16, rows, reduction]
   Storage u(vk.device(), std::size_t(16 * q.rows * q.reduction) * 4);
@@ -60,9 +88,7 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
   }
 
   // Per chunk of samples: V [16, reduction, P] and the products [16, rows, P].
-  const std::int64_t per_sample_bytes = 16 * (q.reduction + q.rows) * per_sample * 4;
-  const std::int64_t nb =
-      std::clamp<std::int64_t>(conv_workspace_bytes() / std::max<std::int64_t>(1, per_sample_bytes), 1, q.batch);
+  const std::int64_t nb = chunk_of(q);
   Storage v(vk.device(), std::size_t(16 * q.reduction * nb * per_sample) * 4),
       m(vk.device(), std::size_t(16 * q.rows * nb * per_sample) * 4);
   const bool has_bias = bias.storage != nullptr;
@@ -72,13 +98,7 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
     pc.tiles = std::uint32_t(p);
     const Layout v_l = Layout::contiguous({16, q.reduction, p}), m_l = Layout::contiguous({16, q.rows, p});
     const TensorArg v_arg{&v, DType::f32, &v_l}, m_arg{&m, DType::f32, &m_l};
-    {
-      ConvWinogradPush in = pc;
-      in.off_src = std::uint32_t(image.layout->offset + b0 * q.reduction * q.height * q.width);
-      in.total = std::uint32_t(q.reduction * p);
-      Operand ops[] = {{v_arg, true}, {image, false}, {image, false}};
-      vk.launch(ShaderId::conv_winograd, {kLocal, kInput, 0, 0}, ops, &in, sizeof in, groups_for(in.total, kLocal));
-    }
+    transform_input(vk, pc, q, image, b0, v_arg);
     gemm(vk, GemmArgs::packed(u_arg, v_arg, m_arg, q.rows, p, q.reduction, {.batch = 16}));
     {
       ConvWinogradPush o = pc;
@@ -96,7 +116,6 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
 }  // namespace
 
 bool conv_takes_winograd(ConvPass pass, const Conv2dGeometry& g, std::int64_t groups) {
-  if (pass == ConvPass::backward_weight) return false;
   const ConvRoute route = conv_route_override();
   if (route != ConvRoute::winograd && route != ConvRoute::automatic) return false;
   // Measured at ResNet-18's shapes on an H100 (bench_vulkan_conv vulkan:0
@@ -106,6 +125,9 @@ bool conv_takes_winograd(ConvPass pass, const Conv2dGeometry& g, std::int64_t gr
   // are too few to pay for the transforms (3.3x slower), so automatic takes
   // 8 channels or more.
   if (route == ConvRoute::automatic && g.channels < 8) return false;
+  // The weight pass goes this way only when Winograd is asked for: the
+  // columns' one wide product is the measured default.
+  if (route == ConvRoute::automatic && pass == ConvPass::backward_weight) return false;
   return groups == 1 && g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 && g.stride_w == 1 &&
          g.dilation_h == 1 && g.dilation_w == 1 && g.pad_h >= 0 && g.pad_h <= 2 && g.pad_w >= 0 && g.pad_w <= 2;
 }
@@ -123,6 +145,47 @@ void conv2d_backward_data_winograd(VulkanBackend& vk, const Conv2dGeometry& g, s
   // channels swapped.
   run(vk, {g.batch, oc, g.out_h, g.out_w, 2 - g.pad_h, 2 - g.pad_w, g.channels, g.height, g.width, true}, grad_in,
       grad_out, weight, TensorArg{nullptr, DType::f32, nullptr}, false);
+}
+
+void conv2d_backward_weight_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
+                                     TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in) {
+  const Problem q{g.batch, g.channels, g.height, g.width, g.pad_h, g.pad_w, oc, g.out_h, g.out_w, false};
+  const std::int64_t per_sample = tiles_per_sample(q), nb = chunk_of(q);
+  ConvWinogradPush pc = push_of(q);
+  // Per chunk: V [16, reduction, P] and D [16, rows, P]; the sums S [16, rows,
+  // reduction] = D V^T gather every chunk's tiles.
+  Storage v(vk.device(), std::size_t(16 * q.reduction * nb * per_sample) * 4),
+      d(vk.device(), std::size_t(16 * q.rows * nb * per_sample) * 4),
+      s(vk.device(), std::size_t(16 * q.rows * q.reduction) * 4);
+  const Layout s_l = Layout::contiguous({16, q.rows, q.reduction});
+  const TensorArg s_arg{&s, DType::f32, &s_l};
+  for (std::int64_t b0 = 0; b0 < q.batch; b0 += nb) {
+    const std::int64_t n = std::min(nb, q.batch - b0), p = n * per_sample;
+    pc.batch = std::uint32_t(n);
+    pc.tiles = std::uint32_t(p);
+    const Layout v_l = Layout::contiguous({16, q.reduction, p}), d_l = Layout::contiguous({16, q.rows, p});
+    const TensorArg v_arg{&v, DType::f32, &v_l}, d_arg{&d, DType::f32, &d_l};
+    transform_input(vk, pc, q, in, b0, v_arg);
+    {
+      ConvWinogradPush o = pc;
+      o.off_src = std::uint32_t(grad_out.layout->offset + b0 * q.rows * q.out_h * q.out_w);
+      o.off_dst = 0;
+      o.total = std::uint32_t(q.rows * p);
+      Operand ops[] = {{d_arg, true}, {grad_out, false}, {grad_out, false}};
+      vk.launch(ShaderId::conv_winograd, {kLocal, kOutputGradient, 0, 0}, ops, &o, sizeof o,
+                groups_for(o.total, kLocal));
+    }
+    GemmArgs ga = GemmArgs::packed(d_arg, v_arg, s_arg, q.rows, q.reduction, p, {.trans_b = true, .batch = 16});
+    ga.beta = b0 == 0 ? 0.0 : 1.0;
+    gemm(vk, ga);
+  }
+  ConvWinogradPush w = pc;
+  w.off_src = 0;
+  w.off_dst = std::uint32_t(grad_weight.layout->offset);
+  w.total = std::uint32_t(q.rows * q.reduction);
+  Operand ops[] = {{grad_weight, true}, {s_arg, false}, {s_arg, false}};
+  vk.launch(ShaderId::conv_winograd, {kLocal, kWeightGradient, 0, 0}, ops, &w, sizeof w, groups_for(w.total, kLocal));
+  if (grad_bias.storage) conv2d_backward_bias(vk, g, oc, grad_bias, grad_out);
 }
 
 }  // namespace rumus::vulkan

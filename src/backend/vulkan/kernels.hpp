@@ -37,7 +37,7 @@ enum class ConvPass { forward, backward_data, backward_weight };
 // Which way every convolution goes: automatic per shape, or one way for all
 // (tests and benchmarks; RUMUS_VULKAN_CONV=columns|implicit_gemm|weight_columns|winograd
 // sets it at start), or the columns for the weight gradient alone, or
-// Winograd for the forward and data passes where it applies (the rest automatic).
+// Winograd for every pass where it applies (the rest automatic).
 enum class ConvRoute { automatic, implicit_gemm, columns, weight_columns, winograd };
 ConvRoute& conv_route_override();
 // The column workspace's size, a chunk of the batch at a time (256 MiB; tests make it small).
@@ -49,13 +49,19 @@ void conv2d_backward_data_columns(VulkanBackend& vk, const Conv2dGeometry& g, st
                                   TensorArg grad_out, TensorArg weight);
 void conv2d_backward_weight_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
                                     TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in);
+// The bias gradient (grad_out's sums over samples and positions) of the
+// columns' and Winograd's weight passes.
+void conv2d_backward_bias(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg grad_bias,
+                          TensorArg grad_out);
 // conv_winograd.cpp: 3x3 stride-1 f32 convolutions (groups 1, padding up to
-// 2) as Winograd F(2x2, 3x3), forward and data gradient.
+// 2) as Winograd F(2x2, 3x3): forward, data and weight gradients.
 bool conv_takes_winograd(ConvPass pass, const Conv2dGeometry& g, std::int64_t groups);
 void conv2d_forward_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
                              TensorArg weight, TensorArg bias, bool relu);
 void conv2d_backward_data_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg grad_in,
                                    TensorArg grad_out, TensorArg weight);
+void conv2d_backward_weight_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
+                                     TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in);
 
 // reduce.cpp
 void reduce(Backend& be, ReduceOp op, TensorArg out, TensorArg in);
