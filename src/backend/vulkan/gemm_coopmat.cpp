@@ -90,7 +90,7 @@ void coopmat_gemm(VulkanBackend& vk, const GemmArgs& g) {
                     std::uint32_t(g.ldb), std::uint32_t(g.ldc), std::uint32_t(g.a.layout->offset),
                     std::uint32_t(g.b.layout->offset), std::uint32_t(g.c.layout->offset), std::uint32_t(g.stride_a),
                     std::uint32_t(g.stride_b), std::uint32_t(g.stride_c), float(g.alpha), float(g.beta), 1,
-                    std::uint32_t(g.k)};
+                    std::uint32_t(g.k), 0u};  // no bias operand: gemm copies a bias into C first
   // 16-byte loads need every row start of A and B on a multiple of 8 halves;
   // whole-tile stores of C need the same of its rows.
   bool aligned = true;
