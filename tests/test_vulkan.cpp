@@ -1484,6 +1484,11 @@ TEST(VulkanConv, WinogradMatchesCpu) {
     expect_conv_matches_cpu(k, 1e-4);
     if (::testing::Test::HasFatalFailure()) return;
   }
+  // A reduction long enough to split: chunks of 3 samples (300 tiles, whose
+  // products split K) and 1, so the weight gradient's split slices meet and
+  // the second chunk adds onto the first's sums.
+  vulkan::conv_workspace_bytes() = 3 * 16 * (8 + 12) * 100 * 4;
+  expect_conv_matches_cpu({4, 8, 20, 20, 12, 3, 3, {.padding = {1, 1}}, true, 0}, 1e-4);
 }
 
 // ---- f16 GEMM on cooperative matrices, and the f32 GEMM's tile tuner ----
