@@ -125,8 +125,9 @@ bool conv_takes_winograd(ConvPass pass, const Conv2dGeometry& g, std::int64_t gr
   // are too few to pay for the transforms (3.3x slower), so automatic takes
   // 8 channels or more.
   if (route == ConvRoute::automatic && g.channels < 8) return false;
-  // The weight pass goes this way only when Winograd is asked for: the
-  // columns' one wide product is the measured default.
+  // The weight pass goes this way only when Winograd is asked for: until it
+  // is timed on a GPU against the columns' one wide product (the weight
+  // pass's measured default), the automatic choice keeps the columns.
   if (route == ConvRoute::automatic && pass == ConvPass::backward_weight) return false;
   return groups == 1 && g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 && g.stride_w == 1 &&
          g.dilation_h == 1 && g.dilation_w == 1 && g.pad_h >= 0 && g.pad_h <= 2 && g.pad_w >= 0 && g.pad_w <= 2;
