@@ -1491,6 +1491,40 @@ TEST(VulkanConv, WinogradMatchesCpu) {
   expect_conv_matches_cpu({4, 8, 20, 20, 12, 3, 3, {.padding = {1, 1}}, true, 0}, 1e-4);
 }
 
+// The benchmark knob's ways for Winograd: the automatic choice keeps the
+// weight pass on the columns; `winograd` takes every pass of a 3x3 stride-1
+// convolution, the stem's 3 channels included; `weight_winograd` is the
+// automatic choice with the weight pass where the forward goes Winograd.
+TEST(VulkanConv, WinogradRoutesPerPass) {
+  ConvRouteRestore restore;
+  Conv2dGeometry wide{8, 64, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, 16}, stem = wide, strided = wide;
+  stem.channels = 3;
+  strided.stride_h = strided.stride_w = 2;
+  strided.out_h = strided.out_w = 8;
+  using vulkan::ConvPass;
+  using vulkan::ConvRoute;
+  auto takes = [](ConvPass pass, const Conv2dGeometry& g) { return vulkan::conv_takes_winograd(pass, g, 1); };
+  const ConvPass passes[] = {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_weight};
+  struct Want {
+    ConvRoute route;
+    bool wide[3], stem[3];
+  };
+  const Want wants[] = {{ConvRoute::automatic, {true, true, false}, {false, false, false}},
+                        {ConvRoute::winograd, {true, true, true}, {true, true, true}},
+                        {ConvRoute::weight_winograd, {true, true, true}, {false, false, false}},
+                        {ConvRoute::weight_columns, {false, false, false}, {false, false, false}}};
+  for (const Want& w : wants) {
+    vulkan::conv_route_override() = w.route;
+    for (int p = 0; p < 3; ++p) {
+      SCOPED_TRACE("route " + std::to_string(int(w.route)) + " pass " + std::to_string(p));
+      EXPECT_EQ(takes(passes[p], wide), w.wide[p]);
+      EXPECT_EQ(takes(passes[p], stem), w.stem[p]);
+      EXPECT_FALSE(takes(passes[p], strided));
+      EXPECT_FALSE(vulkan::conv_takes_winograd(passes[p], wide, 2));  // grouped
+    }
+  }
+}
+
 // ---- f16 GEMM on cooperative matrices, and the f32 GEMM's tile tuner ----
 
 namespace {

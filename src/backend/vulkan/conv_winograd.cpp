@@ -117,14 +117,15 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
 
 bool conv_takes_winograd(ConvPass pass, const Conv2dGeometry& g, std::int64_t groups) {
   const ConvRoute route = conv_route_override();
-  if (route != ConvRoute::winograd && route != ConvRoute::automatic) return false;
+  const bool per_shape = route == ConvRoute::automatic || route == ConvRoute::weight_winograd;
+  if (route != ConvRoute::winograd && !per_shape) return false;
   // Measured at ResNet-18's shapes on an H100 (bench_vulkan_conv vulkan:0
   // resnet 128): against the implicit GEMM and the columns, the forward ran
   // 1.7x (32x32, 64 channels) to 2.3x (4x4, 512) faster, the data pass level
   // at 32x32 and 2.8x to 3.1x faster at 8x8 and 4x4. The stem's 3 channels
   // are too few to pay for the transforms (3.3x slower), so automatic takes
   // 8 channels or more.
-  if (route == ConvRoute::automatic && g.channels < 8) return false;
+  if (per_shape && g.channels < 8) return false;
   // The weight pass goes this way only when Winograd is asked for: until it
   // is timed on a GPU against the columns' one wide product (the weight
   // pass's measured default), the automatic choice keeps the columns.
