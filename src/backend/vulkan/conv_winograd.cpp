@@ -60,19 +60,32 @@ std::int64_t chunk_of(const Problem& q) {
   return std::clamp<std::int64_t>(conv_workspace_bytes() / std::max<std::int64_t>(1, per_sample_bytes), 1, q.batch);
 }
 
-// V [16, reduction, tiles] of samples [b0, b0 + pc.batch) of `image`.
-void transform_input(VulkanBackend& vk, ConvWinogradPush pc, const Problem& q, TensorArg image, std::int64_t b0,
-                     TensorArg v) {
-  pc.off_src = std::uint32_t(image.layout->offset + b0 * q.reduction * q.height * q.width);
-  pc.off_dst = 0;
-  pc.total = std::uint32_t(q.reduction * pc.tiles);
-  Operand ops[] = {{v, true}, {image, false}, {image, false}};
-  vk.launch(ShaderId::conv_winograd, {kLocal, kInput, 0, 0}, ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
+// The batch a chunk at a time: for samples [b0, b0 + n), with pc.batch and
+// pc.tiles set to them, the image's transform V [16, reduction, P] (P = n *
+// tiles per sample), then `step(b0, p, v, r)` with a workspace R [16, rows, P].
+template <class Step>
+void over_chunks(VulkanBackend& vk, const Problem& q, ConvWinogradPush& pc, TensorArg image, Step&& step) {
+  const std::int64_t per_sample = tiles_per_sample(q), nb = chunk_of(q);
+  Storage v(vk.device(), std::size_t(16 * q.reduction * nb * per_sample) * 4),
+      r(vk.device(), std::size_t(16 * q.rows * nb * per_sample) * 4);
+  for (std::int64_t b0 = 0; b0 < q.batch; b0 += nb) {
+    const std::int64_t n = std::min(nb, q.batch - b0), p = n * per_sample;
+    pc.batch = std::uint32_t(n);
+    pc.tiles = std::uint32_t(p);
+    const Layout v_l = Layout::contiguous({16, q.reduction, p}), r_l = Layout::contiguous({16, q.rows, p});
+    const TensorArg v_arg{&v, DType::f32, &v_l}, r_arg{&r, DType::f32, &r_l};
+    ConvWinogradPush in = pc;
+    in.off_src = std::uint32_t(image.layout->offset + b0 * q.reduction * q.height * q.width);
+    in.off_dst = 0;
+    in.total = std::uint32_t(q.reduction * p);
+    Operand ops[] = {{v_arg, true}, {image, false}, {image, false}};
+    vk.launch(ShaderId::conv_winograd, {kLocal, kInput, 0, 0}, ops, &in, sizeof in, groups_for(in.total, kLocal));
+    step(b0, p, v_arg, r_arg);
+  }
 }
 
 void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, TensorArg weight, TensorArg bias,
          bool relu) {
-  const std::int64_t per_sample = tiles_per_sample(q);
   ConvWinogradPush pc = push_of(q);
 
   // U [16, rows, reduction]
@@ -87,30 +100,19 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
     vk.launch(ShaderId::conv_winograd, {kLocal, kWeights, 0, 0}, ops, &w, sizeof w, groups_for(w.total, kLocal));
   }
 
-  // Per chunk of samples: V [16, reduction, P] and the products [16, rows, P].
-  const std::int64_t nb = chunk_of(q);
-  Storage v(vk.device(), std::size_t(16 * q.reduction * nb * per_sample) * 4),
-      m(vk.device(), std::size_t(16 * q.rows * nb * per_sample) * 4);
+  // Per chunk: the products M [16, rows, P] = U V, then the output's transform.
   const bool has_bias = bias.storage != nullptr;
-  for (std::int64_t b0 = 0; b0 < q.batch; b0 += nb) {
-    const std::int64_t n = std::min(nb, q.batch - b0), p = n * per_sample;
-    pc.batch = std::uint32_t(n);
-    pc.tiles = std::uint32_t(p);
-    const Layout v_l = Layout::contiguous({16, q.reduction, p}), m_l = Layout::contiguous({16, q.rows, p});
-    const TensorArg v_arg{&v, DType::f32, &v_l}, m_arg{&m, DType::f32, &m_l};
-    transform_input(vk, pc, q, image, b0, v_arg);
+  over_chunks(vk, q, pc, image, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg m_arg) {
     gemm(vk, GemmArgs::packed(u_arg, v_arg, m_arg, q.rows, p, q.reduction, {.batch = 16}));
-    {
-      ConvWinogradPush o = pc;
-      o.off_src = 0;
-      o.off_dst = std::uint32_t(out.layout->offset + b0 * q.rows * q.out_h * q.out_w);
-      o.off_bias = has_bias ? std::uint32_t(bias.layout->offset) : 0;
-      o.total = std::uint32_t(q.rows * p);
-      Operand ops[] = {{out, true}, {m_arg, false}, {has_bias ? bias : m_arg, false}};
-      vk.launch(ShaderId::conv_winograd, {kLocal, kOutput, has_bias ? 1u : 0u, relu ? 1u : 0u}, ops, &o, sizeof o,
-                groups_for(o.total, kLocal));
-    }
-  }
+    ConvWinogradPush o = pc;
+    o.off_src = 0;
+    o.off_dst = std::uint32_t(out.layout->offset + b0 * q.rows * q.out_h * q.out_w);
+    o.off_bias = has_bias ? std::uint32_t(bias.layout->offset) : 0;
+    o.total = std::uint32_t(q.rows * p);
+    Operand ops[] = {{out, true}, {m_arg, false}, {has_bias ? bias : m_arg, false}};
+    vk.launch(ShaderId::conv_winograd, {kLocal, kOutput, has_bias ? 1u : 0u, relu ? 1u : 0u}, ops, &o, sizeof o,
+              groups_for(o.total, kLocal));
+  });
 }
 
 }  // namespace
@@ -152,35 +154,23 @@ void conv2d_backward_data_winograd(VulkanBackend& vk, const Conv2dGeometry& g, s
 void conv2d_backward_weight_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
                                      TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in) {
   const Problem q{g.batch, g.channels, g.height, g.width, g.pad_h, g.pad_w, oc, g.out_h, g.out_w, false};
-  const std::int64_t per_sample = tiles_per_sample(q), nb = chunk_of(q);
   ConvWinogradPush pc = push_of(q);
-  // Per chunk: V [16, reduction, P] and D [16, rows, P]; the sums S [16, rows,
-  // reduction] = D V^T gather every chunk's tiles.
-  Storage v(vk.device(), std::size_t(16 * q.reduction * nb * per_sample) * 4),
-      d(vk.device(), std::size_t(16 * q.rows * nb * per_sample) * 4),
-      s(vk.device(), std::size_t(16 * q.rows * q.reduction) * 4);
+  // Per chunk: the output gradient's transform D [16, rows, P], then the sums
+  // S [16, rows, reduction] += D V^T gather every chunk's tiles.
+  Storage s(vk.device(), std::size_t(16 * q.rows * q.reduction) * 4);
   const Layout s_l = Layout::contiguous({16, q.rows, q.reduction});
   const TensorArg s_arg{&s, DType::f32, &s_l};
-  for (std::int64_t b0 = 0; b0 < q.batch; b0 += nb) {
-    const std::int64_t n = std::min(nb, q.batch - b0), p = n * per_sample;
-    pc.batch = std::uint32_t(n);
-    pc.tiles = std::uint32_t(p);
-    const Layout v_l = Layout::contiguous({16, q.reduction, p}), d_l = Layout::contiguous({16, q.rows, p});
-    const TensorArg v_arg{&v, DType::f32, &v_l}, d_arg{&d, DType::f32, &d_l};
-    transform_input(vk, pc, q, in, b0, v_arg);
-    {
-      ConvWinogradPush o = pc;
-      o.off_src = std::uint32_t(grad_out.layout->offset + b0 * q.rows * q.out_h * q.out_w);
-      o.off_dst = 0;
-      o.total = std::uint32_t(q.rows * p);
-      Operand ops[] = {{d_arg, true}, {grad_out, false}, {grad_out, false}};
-      vk.launch(ShaderId::conv_winograd, {kLocal, kOutputGradient, 0, 0}, ops, &o, sizeof o,
-                groups_for(o.total, kLocal));
-    }
+  over_chunks(vk, q, pc, in, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg d_arg) {
+    ConvWinogradPush o = pc;
+    o.off_src = std::uint32_t(grad_out.layout->offset + b0 * q.rows * q.out_h * q.out_w);
+    o.off_dst = 0;
+    o.total = std::uint32_t(q.rows * p);
+    Operand ops[] = {{d_arg, true}, {grad_out, false}, {grad_out, false}};
+    vk.launch(ShaderId::conv_winograd, {kLocal, kOutputGradient, 0, 0}, ops, &o, sizeof o, groups_for(o.total, kLocal));
     GemmArgs ga = GemmArgs::packed(d_arg, v_arg, s_arg, q.rows, q.reduction, p, {.trans_b = true, .batch = 16});
     ga.beta = b0 == 0 ? 0.0 : 1.0;
     gemm(vk, ga);
-  }
+  });
   ConvWinogradPush w = pc;
   w.off_src = 0;
   w.off_dst = std::uint32_t(grad_weight.layout->offset);
