@@ -1,6 +1,6 @@
 #version 450
-// Winograd F(2x2, 3x3) for 3x3 convolutions of stride 1 on contiguous f32
-// operands (Lavin and Gray, 2015): each 2 x 2 output tile is
+// Winograd F(2x2, 3x3) for 3x3 convolutions of stride 1 on contiguous f32,
+// f16 or bf16 operands (Lavin and Gray, 2015): each 2 x 2 output tile is
 // A^T [(G g G^T) . (B^T d B)] A for its 4 x 4 input patch d, so the 36
 // multiplications of a tile's direct convolution become 16, which the host
 // runs as 16 products over the channels (gemm.comp). The three transforms:
@@ -19,25 +19,36 @@
 //                    from the sums s[16][rows][reduction].
 // Neighbouring items are neighbouring tiles, so the transforms' writes (and
 // MODE 2's reads) are contiguous.
+// The arithmetic is f32 whatever the dtypes: DT_SRC is what binding 1 holds
+// (the tensor read, or the f32 products for MODES 2 and 4), DT_DST what
+// binding 0 gets (a transform's workspace, which the host gives the
+// products' input dtype, or the result tensor); the bias is the result's dtype.
+#include "common.glsl"
+
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint MODE = 0;
 layout(constant_id = 2) const bool HAS_BIAS = false;
 layout(constant_id = 3) const bool RELU = false;
+layout(constant_id = 4) const uint DT_SRC = 0;  // DT_F32
+layout(constant_id = 5) const uint DT_DST = 0;
 
 #define PUSH_CONV_WINOGRAD
 #include "push_constants.h"
 
-layout(set = 0, binding = 0) writeonly buffer Dst { float dst_[]; };
-layout(set = 0, binding = 1) readonly buffer Src { float src_[]; };
-layout(set = 0, binding = 2) readonly buffer Bias { float bias_[]; };
+TENSOR(0)  // dst
+TENSOR(1)  // src
+TENSOR(2)  // bias
+
+float load_src(uint i) { return load1(DT_SRC, i); }
+void store_dst(uint i, float v) { store0(DT_DST, i, v); }
 
 void weights(uint i) {
   const uint r = i / pc.reduction, c = i % pc.reduction;
   float g[3][3];
   for (uint a = 0; a < 3; ++a)
     for (uint b = 0; b < 3; ++b)
-      g[a][b] = pc.flip != 0 ? src_[pc.off_src + (c * pc.rows + r) * 9 + (2 - a) * 3 + (2 - b)]
-                             : src_[pc.off_src + (r * pc.reduction + c) * 9 + a * 3 + b];
+      g[a][b] = pc.flip != 0 ? load_src(pc.off_src + (c * pc.rows + r) * 9 + (2 - a) * 3 + (2 - b))
+                             : load_src(pc.off_src + (r * pc.reduction + c) * 9 + a * 3 + b);
   float t[4][3];  // G g
   for (uint b = 0; b < 3; ++b) {
     t[0][b] = g[0][b];
@@ -48,10 +59,10 @@ void weights(uint i) {
   const uint plane = pc.rows * pc.reduction;
   uint at = pc.off_dst + r * pc.reduction + c;
   for (uint a = 0; a < 4; ++a) {  // (G g) G^T
-    dst_[at] = t[a][0];
-    dst_[at + plane] = 0.5 * (t[a][0] + t[a][1] + t[a][2]);
-    dst_[at + 2 * plane] = 0.5 * (t[a][0] - t[a][1] + t[a][2]);
-    dst_[at + 3 * plane] = t[a][2];
+    store_dst(at, t[a][0]);
+    store_dst(at + plane, 0.5 * (t[a][0] + t[a][1] + t[a][2]));
+    store_dst(at + 2 * plane, 0.5 * (t[a][0] - t[a][1] + t[a][2]));
+    store_dst(at + 3 * plane, t[a][2]);
     at += 4 * plane;
   }
 }
@@ -65,7 +76,7 @@ void input_tile(uint i) {
   for (int a = 0; a < 4; ++a)
     for (int b = 0; b < 4; ++b) {
       const int y = y0 + a, x = x0 + b;
-      d[a][b] = y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width) ? src_[base + uint(y) * pc.width + uint(x)]
+      d[a][b] = y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width) ? load_src(base + uint(y) * pc.width + uint(x))
                                                                             : 0.0;
     }
   float t[4][4];  // B^T d
@@ -78,10 +89,10 @@ void input_tile(uint i) {
   const uint plane = pc.reduction * pc.tiles;
   uint at = pc.off_dst + c * pc.tiles + p;
   for (uint a = 0; a < 4; ++a) {  // (B^T d) B
-    dst_[at] = t[a][0] - t[a][2];
-    dst_[at + plane] = t[a][1] + t[a][2];
-    dst_[at + 2 * plane] = t[a][2] - t[a][1];
-    dst_[at + 3 * plane] = t[a][1] - t[a][3];
+    store_dst(at, t[a][0] - t[a][2]);
+    store_dst(at + plane, t[a][1] + t[a][2]);
+    store_dst(at + 2 * plane, t[a][2] - t[a][1]);
+    store_dst(at + 3 * plane, t[a][1] - t[a][3]);
     at += 4 * plane;
   }
 }
@@ -94,7 +105,7 @@ void output_tile(uint i) {
   uint at = pc.off_src + r * pc.tiles + p;
   for (uint a = 0; a < 4; ++a)
     for (uint b = 0; b < 4; ++b) {
-      m[a][b] = src_[at];
+      m[a][b] = load_src(at);
       at += plane;
     }
   float t[2][4];  // A^T m
@@ -102,7 +113,7 @@ void output_tile(uint i) {
     t[0][b] = m[0][b] + m[1][b] + m[2][b];
     t[1][b] = m[1][b] - m[2][b] - m[3][b];
   }
-  const float bias = HAS_BIAS ? bias_[pc.off_bias + r] : 0.0;
+  const float bias = HAS_BIAS ? load2(DT_DST, pc.off_bias + r) : 0.0;
   const uint y0 = 2 * ty, x0 = 2 * tx;
   const uint base = pc.off_dst + (n * pc.rows + r) * pc.out_h * pc.out_w;
   for (uint a = 0; a < 2; ++a) {  // (A^T m) A
@@ -110,7 +121,7 @@ void output_tile(uint i) {
     float y[2] = {t[a][0] + t[a][1] + t[a][2] + bias, t[a][1] - t[a][2] - t[a][3] + bias};
     for (uint b = 0; b < 2; ++b) {
       if (x0 + b >= pc.out_w) break;
-      dst_[base + (y0 + a) * pc.out_w + x0 + b] = RELU ? max(y[b], 0.0) : y[b];
+      store_dst(base + (y0 + a) * pc.out_w + x0 + b, RELU ? max(y[b], 0.0) : y[b]);
     }
   }
 }
@@ -123,7 +134,7 @@ void output_gradient_tile(uint i) {
   float dy[2][2];
   for (uint a = 0; a < 2; ++a)
     for (uint b = 0; b < 2; ++b)
-      dy[a][b] = y0 + a < pc.out_h && x0 + b < pc.out_w ? src_[base + (y0 + a) * pc.out_w + x0 + b] : 0.0;
+      dy[a][b] = y0 + a < pc.out_h && x0 + b < pc.out_w ? load_src(base + (y0 + a) * pc.out_w + x0 + b) : 0.0;
   float t[4][2];  // A dy
   for (uint b = 0; b < 2; ++b) {
     t[0][b] = dy[0][b];
@@ -134,10 +145,10 @@ void output_gradient_tile(uint i) {
   const uint plane = pc.rows * pc.tiles;
   uint at = pc.off_dst + r * pc.tiles + p;
   for (uint a = 0; a < 4; ++a) {  // (A dy) A^T
-    dst_[at] = t[a][0];
-    dst_[at + plane] = t[a][0] + t[a][1];
-    dst_[at + 2 * plane] = t[a][0] - t[a][1];
-    dst_[at + 3 * plane] = -t[a][1];
+    store_dst(at, t[a][0]);
+    store_dst(at + plane, t[a][0] + t[a][1]);
+    store_dst(at + 2 * plane, t[a][0] - t[a][1]);
+    store_dst(at + 3 * plane, -t[a][1]);
     at += 4 * plane;
   }
 }
@@ -148,7 +159,7 @@ void weight_gradient(uint i) {
   uint at = pc.off_src + r * pc.reduction + c;
   for (uint a = 0; a < 4; ++a)
     for (uint b = 0; b < 4; ++b) {
-      s[a][b] = src_[at];
+      s[a][b] = load_src(at);
       at += plane;
     }
   float t[3][4];  // G^T s
@@ -159,9 +170,9 @@ void weight_gradient(uint i) {
   }
   const uint at_w = pc.off_dst + (r * pc.reduction + c) * 9;
   for (uint a = 0; a < 3; ++a) {  // (G^T s) G
-    dst_[at_w + a * 3] = t[a][0] + 0.5 * (t[a][1] + t[a][2]);
-    dst_[at_w + a * 3 + 1] = 0.5 * (t[a][1] - t[a][2]);
-    dst_[at_w + a * 3 + 2] = 0.5 * (t[a][1] + t[a][2]) + t[a][3];
+    store_dst(at_w + a * 3, t[a][0] + 0.5 * (t[a][1] + t[a][2]));
+    store_dst(at_w + a * 3 + 1, 0.5 * (t[a][1] - t[a][2]));
+    store_dst(at_w + a * 3 + 2, 0.5 * (t[a][1] + t[a][2]) + t[a][3]);
   }
 }
 

@@ -1185,12 +1185,13 @@ TEST(VulkanConv, FusedReluInTheEpilogueMatchesCpu) {
   EXPECT_EQ(sum(ne(fused, composed)).item(), 0.0) << "the epilogue's ReLU is relu()'s";
 }
 
-TEST(VulkanConv, DirectKernelsForF32Only) {
+TEST(VulkanConv, DirectKernelsForF32And16Bit) {
   REQUIRE_VULKAN();
   Backend& be = backend(kGpu);
-  expect_supports<Conv2dForwardKernel, Conv2dBackwardDataKernel, Conv2dBackwardWeightKernel>(be, DType::f32, true);
-  // f16 lowers to im2col + GEMM.
-  expect_supports<Conv2dForwardKernel, Conv2dBackwardDataKernel, Conv2dBackwardWeightKernel>(be, DType::f16, false);
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    expect_supports<Conv2dForwardKernel, Conv2dBackwardDataKernel, Conv2dBackwardWeightKernel>(be, dt, true);
+  // f64 lowers to im2col + GEMM.
+  expect_supports<Conv2dForwardKernel, Conv2dBackwardDataKernel, Conv2dBackwardWeightKernel>(be, DType::f64, false);
 }
 
 // Stride, padding, dilation, groups (1, 2, depthwise), batch 1 and 3, odd
@@ -1489,6 +1490,64 @@ TEST(VulkanConv, WinogradMatchesCpu) {
   // the second chunk adds onto the first's sums.
   vulkan::conv_workspace_bytes() = 3 * 16 * (8 + 12) * 100 * 4;
   expect_conv_matches_cpu({4, 8, 20, 20, 12, 3, 3, {.padding = {1, 1}}, true, 0}, 1e-4);
+}
+
+// 16-bit convolutions (autocast's) on the device's own kernels: Winograd
+// (forward and data; the weight pass too under weight_winograd), the columns
+// (the stem's 3 channels, stride 2, 1x1) and f32 copies for grouped ones, in
+// f16 and bf16, against the CPU's f32 convolution of the same rounded
+// operands. The workspace holds two samples, so the weight sums add chunks.
+TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
+  REQUIRE_VULKAN();
+  ConvRouteRestore restore;
+  const ConvCase cases[] = {
+      {3, 8, 7, 9, 12, 3, 3, {.padding = {1, 1}}, true, 0, true},
+      {3, 8, 9, 7, 6, 3, 3, {}, true, 0},
+      {3, 3, 8, 8, 8, 3, 3, {.padding = {1, 1}}, true, 0},
+      {3, 8, 9, 9, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, false, 0},
+      {3, 12, 6, 7, 10, 1, 1, {}, true, 0},
+      {3, 6, 7, 7, 12, 3, 3, {.padding = {1, 1}, .groups = 3}, true, 0},
+  };
+  vulkan::conv_workspace_bytes() = 2 * 16 * (8 * 2 + 12 * 4) * 20;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (vulkan::ConvRoute route : {vulkan::ConvRoute::automatic, vulkan::ConvRoute::weight_winograd}) {
+      vulkan::conv_route_override() = route;
+      const double tol = dt == DType::f16 ? 1e-2 : 6e-2;
+      for (const ConvCase& k : cases) {
+        const std::string what = std::string(dtype_name(dt)) + " route " + std::to_string(int(route)) + " " +
+                                 conv_case_name(k);
+        Generator gen(7);
+        auto draw = [&](const Shape& shape) { return uniform(shape, -1, 1, {}, &gen).to(dt).to(DType::f32); };
+        const Tensor x = draw({k.n, k.c, k.h, k.w}), w = draw({k.oc, k.c / k.o.groups, k.kh, k.kw});
+        const Tensor b = k.bias ? draw({k.oc}) : Tensor();
+        // The CPU's ReLU takes the GPU's mask: an output near 0 may round to
+        // either side in 16 bits, and the gradient passes where it is positive.
+        auto run = [&](Device dev, DType as, const Tensor& gpu_out) {
+          auto leaf = [&](const Tensor& t) { return t.to(as).to(dev).detach().requires_grad_(); };
+          Tensor xd = leaf(x), wd = leaf(w), bd = k.bias ? leaf(b) : Tensor();
+          ConvRun r;
+          Tensor pre = k.relu && !gpu_out.defined() ? conv2d_relu(xd, wd, bd, k.o) : conv2d(xd, wd, bd, k.o);
+          r.out = k.relu && gpu_out.defined() ? relu(pre) : pre;
+          Generator seed_gen(11);
+          Tensor s = uniform(pre.shape(), -1, 1, {}, &seed_gen).to(dt).to(as).to(dev);
+          if (k.relu && gpu_out.defined()) s = s * gt(gpu_out.to(dev).to(as), 0.0).to(as);
+          GradientStore g = backward(pre, s);
+          r.grad_x = g.get(xd);
+          r.grad_w = g.get(wd);
+          if (k.bias) r.grad_b = g.get(bd);
+          return r;
+        };
+        const ConvRun gpu = run(kGpu, dt, Tensor()), cpu = run(Device::cpu(), DType::f32, gpu.out);
+        ASSERT_EQ(gpu.out.dtype(), dt) << what;
+        ASSERT_EQ(gpu.grad_w.dtype(), dt) << what;
+        auto wide = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f32); };
+        expect_close(wide(gpu.out), cpu.out, tol, what + " output");
+        expect_close(wide(gpu.grad_x), cpu.grad_x, tol, what + " input gradient");
+        expect_close(wide(gpu.grad_w), cpu.grad_w, tol, what + " weight gradient");
+        if (k.bias) expect_close(wide(gpu.grad_b), cpu.grad_b, tol, what + " bias gradient");
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
 }
 
 // The benchmark knob's ways for Winograd: the automatic choice keeps the

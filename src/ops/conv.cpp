@@ -1,6 +1,6 @@
 // Convolution as im2col + one (grouped) GEMM for the whole batch; linear and channel bias.
-// Devices with direct convolution kernels (the CPU's oneDNN, Vulkan's
-// implicit GEMM for f32) take direct_conv2d instead; the lowering serves the rest.
+// Devices with direct convolution kernels (the CPU's oneDNN; Vulkan's for f32,
+// f16 and bf16) take direct_conv2d instead; the lowering serves the rest.
 //
 // Column layout: conv2d lowers the batch into cols [C*KH*KW, N*OH*OW] (K-major).
 // Then the forward is a single GEMM W[OC, K] @ cols[K, N*L] with a long N dim

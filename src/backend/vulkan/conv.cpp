@@ -1,7 +1,11 @@
 // Host side of conv_igemm.comp: direct f32 convolutions (forward with the
 // bias, backward data, backward weight with the bias gradient) as implicit
 // GEMMs, one dispatch per call (plus a slice sum when the weight gradient
-// splits its reduction), or through conv_columns.cpp where that is faster.
+// splits its reduction), or through conv_winograd.cpp and conv_columns.cpp
+// where those are faster.
+// 16-bit convolutions (f16 and bf16, as autocast makes them) take Winograd or
+// the columns, whose products run on the cooperative-matrix units; the
+// grouped ones, which neither takes, run the f32 kernels on widened copies.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -21,10 +25,14 @@ using Operand = VulkanBackend::Operand;
 
 enum Mode : std::uint32_t { kForward = 0, kBackwardData = 1, kBackwardWeight = 2 };
 
-void require_dense_f32(const char* op, TensorArg t, const char* what) {
-  if (t.dtype != DType::f32)
-    throw DTypeError(std::string(op) + ": the Vulkan kernel takes f32 operands, got " + what + " of " +
-                     std::string(dtype_name(t.dtype)));
+bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// Every operand of one call shares the dtype `dt` (f32, f16 or bf16), is
+// contiguous and fits 32-bit indices.
+void require_dense(const char* op, TensorArg t, DType dt, const char* what) {
+  if (t.dtype != dt)
+    throw DTypeError(std::string(op) + ": the Vulkan kernel takes operands of one dtype, " +
+                     std::string(dtype_name(dt)) + ", got " + what + " of " + std::string(dtype_name(t.dtype)));
   if (!t.layout->is_contiguous())
     throw Error(std::string(op) + ": the Vulkan kernel needs a contiguous " + what);
   // The shader indexes with 32-bit integers.
@@ -32,6 +40,25 @@ void require_dense_f32(const char* op, TensorArg t, const char* what) {
     throw ShapeError(std::string(op) + ": " + what + " of " + std::to_string(t.layout->numel()) +
                      " elements is past the Vulkan kernel's 32-bit indexing");
 }
+
+// An f32 copy of a 16-bit operand for conv_igemm.comp (f32 only), which
+// grouped 16-bit convolutions run on; write_back rounds a result into the operand.
+class Widened {
+ public:
+  Widened(VulkanBackend& vk, TensorArg narrow, bool read)
+      : vk_(vk), narrow_(narrow), layout_(Layout::contiguous(narrow.layout->shape)),
+        storage_(vk.device(), std::size_t(std::max<std::int64_t>(1, layout_.numel())) * 4) {
+    if (read) copy(vk, arg(), narrow);
+  }
+  TensorArg arg() { return {&storage_, DType::f32, &layout_}; }
+  void write_back() { copy(vk_, narrow_, arg()); }
+
+ private:
+  VulkanBackend& vk_;
+  TensorArg narrow_;
+  Layout layout_;
+  Storage storage_;
+};
 
 ConvIgemmPush igemm_push(const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups) {
   ConvIgemmPush pc{};
@@ -102,11 +129,11 @@ void conv2d_forward(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::
                     TensorArg in, TensorArg weight, TensorArg bias, bool relu) {
   VulkanBackend& vk = device_of(be);
   const char* op = "conv2d_forward";
-  require_dense_f32(op, out, "output");
-  require_dense_f32(op, in, "input");
-  require_dense_f32(op, weight, "weight");
+  require_dense(op, out, out.dtype, "output");
+  require_dense(op, in, out.dtype, "input");
+  require_dense(op, weight, out.dtype, "weight");
   const bool has_bias = bias.storage != nullptr;
-  if (has_bias) require_dense_f32(op, bias, "bias");
+  if (has_bias) require_dense(op, bias, out.dtype, "bias");
   ConvIgemmPush pc = igemm_push(g, oc, groups);
   pc.M = std::uint32_t(oc / groups);
   pc.N = std::uint32_t(g.batch * g.out_h * g.out_w);
@@ -119,8 +146,16 @@ void conv2d_forward(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::
   if (pc.M == 0 || pc.N == 0) return;
   if (conv_takes_winograd(ConvPass::forward, g, groups))
     return conv2d_forward_winograd(vk, g, oc, out, in, weight, bias, relu);
-  if (conv_takes_columns(ConvPass::forward, g, oc, groups))
+  const bool narrow = is_16bit(out.dtype);
+  if (narrow ? groups == 1 : conv_takes_columns(ConvPass::forward, g, oc, groups))
     return conv2d_forward_columns(vk, g, oc, out, in, weight, bias, relu);
+  if (narrow) {
+    Widened o(vk, out, false), x(vk, in, true), w(vk, weight, true);
+    std::optional<Widened> b;
+    if (has_bias) b.emplace(vk, bias, true);
+    conv2d_forward(be, g, oc, groups, o.arg(), x.arg(), w.arg(), b ? b->arg() : bias, relu);
+    return o.write_back();
+  }
   const Tile t = choose_tile(pc.M, pc.N, groups);
   Operand ops[] = {{out, true}, {in, false}, {weight, false}, {has_bias ? bias : weight, false}};
   // conv2d_relu: the ReLU is applied in the kernel's epilogue, with the bias.
@@ -136,9 +171,9 @@ void conv2d_backward_data(Backend& be, const Conv2dGeometry& g, std::int64_t oc,
                           TensorArg grad_in, TensorArg grad_out, TensorArg weight) {
   VulkanBackend& vk = device_of(be);
   const char* op = "conv2d_backward_data";
-  require_dense_f32(op, grad_in, "input gradient");
-  require_dense_f32(op, grad_out, "output gradient");
-  require_dense_f32(op, weight, "weight");
+  require_dense(op, grad_in, grad_in.dtype, "input gradient");
+  require_dense(op, grad_out, grad_in.dtype, "output gradient");
+  require_dense(op, weight, grad_in.dtype, "weight");
   ConvIgemmPush pc = igemm_push(g, oc, groups);
   pc.M = std::uint32_t(g.channels / groups);
   pc.N = std::uint32_t(g.batch * g.height * g.width);
@@ -150,8 +185,14 @@ void conv2d_backward_data(Backend& be, const Conv2dGeometry& g, std::int64_t oc,
   if (pc.M == 0 || pc.N == 0) return;
   if (conv_takes_winograd(ConvPass::backward_data, g, groups))
     return conv2d_backward_data_winograd(vk, g, oc, grad_in, grad_out, weight);
-  if (conv_takes_columns(ConvPass::backward_data, g, oc, groups))
+  const bool narrow = is_16bit(grad_in.dtype);
+  if (narrow ? groups == 1 : conv_takes_columns(ConvPass::backward_data, g, oc, groups))
     return conv2d_backward_data_columns(vk, g, oc, grad_in, grad_out, weight);
+  if (narrow) {
+    Widened gi(vk, grad_in, false), go(vk, grad_out, true), w(vk, weight, true);
+    conv2d_backward_data(be, g, oc, groups, gi.arg(), go.arg(), w.arg());
+    return gi.write_back();
+  }
   const Tile t = choose_tile(pc.M, pc.N, groups);
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {weight, false}};
   const auto spec = igemm_spec(t, kBackwardData, false, g);
@@ -166,11 +207,11 @@ void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t o
                             TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in) {
   VulkanBackend& vk = device_of(be);
   const char* op = "conv2d_backward_weight";
-  require_dense_f32(op, grad_weight, "weight gradient");
-  require_dense_f32(op, grad_out, "output gradient");
-  require_dense_f32(op, in, "input");
+  require_dense(op, grad_weight, grad_weight.dtype, "weight gradient");
+  require_dense(op, grad_out, grad_weight.dtype, "output gradient");
+  require_dense(op, in, grad_weight.dtype, "input");
   const bool has_bias = grad_bias.storage != nullptr;
-  if (has_bias) require_dense_f32(op, grad_bias, "bias gradient");
+  if (has_bias) require_dense(op, grad_bias, grad_weight.dtype, "bias gradient");
   ConvIgemmPush pc = igemm_push(g, oc, groups);
   const std::int64_t m = oc / groups, n = g.channels / groups * g.kernel_h * g.kernel_w,
                      k = g.batch * g.out_h * g.out_w;
@@ -183,8 +224,18 @@ void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t o
   if (m == 0 || n == 0) return;
   if (conv_takes_winograd(ConvPass::backward_weight, g, groups))
     return conv2d_backward_weight_winograd(vk, g, oc, grad_weight, grad_bias, grad_out, in);
-  if (conv_takes_columns(ConvPass::backward_weight, g, oc, groups))
+  const bool narrow = is_16bit(grad_weight.dtype);
+  if (narrow ? groups == 1 : conv_takes_columns(ConvPass::backward_weight, g, oc, groups))
     return conv2d_backward_weight_columns(vk, g, oc, grad_weight, grad_bias, grad_out, in);
+  if (narrow) {
+    Widened gw(vk, grad_weight, false), go(vk, grad_out, true), x(vk, in, true);
+    std::optional<Widened> gb;
+    if (has_bias) gb.emplace(vk, grad_bias, false);
+    conv2d_backward_weight(be, g, oc, groups, gw.arg(), gb ? gb->arg() : grad_bias, go.arg(), x.arg());
+    gw.write_back();
+    if (gb) gb->write_back();
+    return;
+  }
   const Tile t = choose_tile(m, n, groups);
   // Few output tiles but a long reduction (the usual case: a small weight
   // summed over batch and positions): split it so the whole GPU works, then
@@ -242,10 +293,10 @@ void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t o
 namespace rumus {
 
 RUMUS_KERNEL_FAMILY(vulkan, conv) {
-  register_kernel<Conv2dForwardKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::conv2d_forward);
-  register_kernel<Conv2dBackwardDataKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::conv2d_backward_data);
-  register_kernel<Conv2dBackwardWeightKernel>(Device::Kind::vulkan, DTypeSet{DType::f32},
-                                              &vulkan::conv2d_backward_weight);
+  const DTypeSet dtypes{DType::f32, DType::f16, DType::bf16};
+  register_kernel<Conv2dForwardKernel>(Device::Kind::vulkan, dtypes, &vulkan::conv2d_forward);
+  register_kernel<Conv2dBackwardDataKernel>(Device::Kind::vulkan, dtypes, &vulkan::conv2d_backward_data);
+  register_kernel<Conv2dBackwardWeightKernel>(Device::Kind::vulkan, dtypes, &vulkan::conv2d_backward_weight);
 }
 
 }  // namespace rumus

@@ -1,7 +1,7 @@
 // Host side of conv_winograd.comp: 3x3 convolutions of stride 1 as Winograd
 // F(2x2, 3x3), the forward pass, the data gradient (a 3x3 stride-1
 // convolution of the output gradient with the kernel turned and transposed)
-// and the weight gradient.
+// and the weight gradient, in f32, f16 or bf16.
 // Forward and data: the weights' transform once, then per chunk of the batch
 // the input transform into a workspace, 16 products (gemm.comp, batched), and
 // the output transform with the bias and the fused ReLU.
@@ -10,7 +10,11 @@
 // 3x3 gradient.
 // A tile's 16 multiplications replace the direct convolution's 36, for four
 // times the input's size in transformed tiles; conv.cpp picks the way per shape.
+// The transforms write the operands' dtype, so 16-bit convolutions (autocast)
+// multiply f16 tiles on the cooperative-matrix units; the products' sums are
+// f32 (f32 accumulation), rounded to 16 bits only in the result.
 #include <algorithm>
+#include <vector>
 
 #include "kernels.hpp"
 #include "push_constants.hpp"
@@ -33,7 +37,16 @@ std::int64_t tiles_of(std::int64_t extent) { return (extent + 1) / 2; }
 struct Problem {
   std::int64_t batch, reduction, height, width, pad_h, pad_w, rows, out_h, out_w;
   bool flip;
+  DType dtype;  // the tensors' and the transformed tiles'
 };
+
+std::int64_t element_bytes(const Problem& q) { return std::int64_t(dtype_size(q.dtype)); }
+
+// conv_winograd.comp's specialisation: the pass, the bias and ReLU, and the
+// dtypes of what it reads and writes.
+std::vector<std::uint32_t> spec(Mode mode, DType src, DType dst, bool bias = false, bool relu = false) {
+  return {kLocal, mode, bias ? 1u : 0u, relu ? 1u : 0u, std::uint32_t(src), std::uint32_t(dst)};
+}
 
 std::int64_t tiles_per_sample(const Problem& q) { return tiles_of(q.out_h) * tiles_of(q.out_w); }
 
@@ -53,33 +66,36 @@ ConvWinogradPush push_of(const Problem& q) {
   return pc;
 }
 
-// Samples per chunk: as many as fit their transformed tiles (the image's and
-// the rows') into the workspace.
+// Samples per chunk: as many as fit their transformed tiles (the image's, and
+// the rows' products or transforms, f32 at most) into the workspace.
 std::int64_t chunk_of(const Problem& q) {
-  const std::int64_t per_sample_bytes = 16 * (q.reduction + q.rows) * tiles_per_sample(q) * 4;
+  const std::int64_t per_sample_bytes = 16 * (q.reduction * element_bytes(q) + q.rows * 4) * tiles_per_sample(q);
   return std::clamp<std::int64_t>(conv_workspace_bytes() / std::max<std::int64_t>(1, per_sample_bytes), 1, q.batch);
 }
 
 // The batch a chunk at a time: for samples [b0, b0 + n), with pc.batch and
 // pc.tiles set to them, the image's transform V [16, reduction, P] (P = n *
-// tiles per sample), then `step(b0, p, v, r)` with a workspace R [16, rows, P].
+// tiles per sample, q.dtype), then `step(b0, p, v, r)` with a workspace
+// R [16, rows, P] of 4-byte elements (the f32 products, or 16-bit transforms in
+// part of it).
 template <class Step>
 void over_chunks(VulkanBackend& vk, const Problem& q, ConvWinogradPush& pc, TensorArg image, Step&& step) {
   const std::int64_t per_sample = tiles_per_sample(q), nb = chunk_of(q);
-  Storage v(vk.device(), std::size_t(16 * q.reduction * nb * per_sample) * 4),
+  Storage v(vk.device(), std::size_t(16 * q.reduction * nb * per_sample * element_bytes(q))),
       r(vk.device(), std::size_t(16 * q.rows * nb * per_sample) * 4);
   for (std::int64_t b0 = 0; b0 < q.batch; b0 += nb) {
     const std::int64_t n = std::min(nb, q.batch - b0), p = n * per_sample;
     pc.batch = std::uint32_t(n);
     pc.tiles = std::uint32_t(p);
     const Layout v_l = Layout::contiguous({16, q.reduction, p}), r_l = Layout::contiguous({16, q.rows, p});
-    const TensorArg v_arg{&v, DType::f32, &v_l}, r_arg{&r, DType::f32, &r_l};
+    const TensorArg v_arg{&v, q.dtype, &v_l}, r_arg{&r, DType::f32, &r_l};
     ConvWinogradPush in = pc;
     in.off_src = std::uint32_t(image.layout->offset + b0 * q.reduction * q.height * q.width);
     in.off_dst = 0;
     in.total = std::uint32_t(q.reduction * p);
     Operand ops[] = {{v_arg, true}, {image, false}, {image, false}};
-    vk.launch(ShaderId::conv_winograd, {kLocal, kInput, 0, 0}, ops, &in, sizeof in, groups_for(in.total, kLocal));
+    vk.launch(ShaderId::conv_winograd, spec(kInput, q.dtype, q.dtype), ops, &in, sizeof in,
+              groups_for(in.total, kLocal));
     step(b0, p, v_arg, r_arg);
   }
 }
@@ -89,18 +105,19 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
   ConvWinogradPush pc = push_of(q);
 
   // U [16, rows, reduction]
-  Storage u(vk.device(), std::size_t(16 * q.rows * q.reduction) * 4);
+  Storage u(vk.device(), std::size_t(16 * q.rows * q.reduction * element_bytes(q)));
   const Layout u_l = Layout::contiguous({16, q.rows, q.reduction});
-  const TensorArg u_arg{&u, DType::f32, &u_l};
+  const TensorArg u_arg{&u, q.dtype, &u_l};
   {
     ConvWinogradPush w = pc;
     w.off_src = std::uint32_t(weight.layout->offset);
     w.total = std::uint32_t(q.rows * q.reduction);
     Operand ops[] = {{u_arg, true}, {weight, false}, {weight, false}};
-    vk.launch(ShaderId::conv_winograd, {kLocal, kWeights, 0, 0}, ops, &w, sizeof w, groups_for(w.total, kLocal));
+    vk.launch(ShaderId::conv_winograd, spec(kWeights, q.dtype, q.dtype), ops, &w, sizeof w,
+              groups_for(w.total, kLocal));
   }
 
-  // Per chunk: the products M [16, rows, P] = U V, then the output's transform.
+  // Per chunk: the products M [16, rows, P] = U V (f32), then the output's transform.
   const bool has_bias = bias.storage != nullptr;
   over_chunks(vk, q, pc, image, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg m_arg) {
     gemm(vk, GemmArgs::packed(u_arg, v_arg, m_arg, q.rows, p, q.reduction, {.batch = 16}));
@@ -110,7 +127,7 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
     o.off_bias = has_bias ? std::uint32_t(bias.layout->offset) : 0;
     o.total = std::uint32_t(q.rows * p);
     Operand ops[] = {{out, true}, {m_arg, false}, {has_bias ? bias : m_arg, false}};
-    vk.launch(ShaderId::conv_winograd, {kLocal, kOutput, has_bias ? 1u : 0u, relu ? 1u : 0u}, ops, &o, sizeof o,
+    vk.launch(ShaderId::conv_winograd, spec(kOutput, DType::f32, q.dtype, has_bias, relu), ops, &o, sizeof o,
               groups_for(o.total, kLocal));
   });
 }
@@ -138,8 +155,8 @@ bool conv_takes_winograd(ConvPass pass, const Conv2dGeometry& g, std::int64_t gr
 
 void conv2d_forward_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
                              TensorArg weight, TensorArg bias, bool relu) {
-  run(vk, {g.batch, g.channels, g.height, g.width, g.pad_h, g.pad_w, oc, g.out_h, g.out_w, false}, out, in, weight,
-      bias, relu);
+  run(vk, {g.batch, g.channels, g.height, g.width, g.pad_h, g.pad_w, oc, g.out_h, g.out_w, false, out.dtype}, out, in,
+      weight, bias, relu);
 }
 
 void conv2d_backward_data_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg grad_in,
@@ -147,26 +164,29 @@ void conv2d_backward_data_winograd(VulkanBackend& vk, const Conv2dGeometry& g, s
   // Stride 1: each input pixel's gradient is the 3x3 correlation of the output
   // gradient, padded by 2 - pad, with the kernel turned 180 degrees and its
   // channels swapped.
-  run(vk, {g.batch, oc, g.out_h, g.out_w, 2 - g.pad_h, 2 - g.pad_w, g.channels, g.height, g.width, true}, grad_in,
-      grad_out, weight, TensorArg{nullptr, DType::f32, nullptr}, false);
+  run(vk, {g.batch, oc, g.out_h, g.out_w, 2 - g.pad_h, 2 - g.pad_w, g.channels, g.height, g.width, true, grad_in.dtype},
+      grad_in, grad_out, weight, TensorArg{nullptr, grad_in.dtype, nullptr}, false);
 }
 
 void conv2d_backward_weight_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
                                      TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in) {
-  const Problem q{g.batch, g.channels, g.height, g.width, g.pad_h, g.pad_w, oc, g.out_h, g.out_w, false};
+  const Problem q{g.batch, g.channels, g.height, g.width, g.pad_h, g.pad_w, oc, g.out_h, g.out_w, false,
+                  grad_weight.dtype};
   ConvWinogradPush pc = push_of(q);
-  // Per chunk: the output gradient's transform D [16, rows, P], then the sums
-  // S [16, rows, reduction] += D V^T gather every chunk's tiles.
+  // Per chunk: the output gradient's transform D [16, rows, P] (q.dtype), then
+  // the f32 sums S [16, rows, reduction] += D V^T gather every chunk's tiles.
   Storage s(vk.device(), std::size_t(16 * q.rows * q.reduction) * 4);
   const Layout s_l = Layout::contiguous({16, q.rows, q.reduction});
   const TensorArg s_arg{&s, DType::f32, &s_l};
-  over_chunks(vk, q, pc, in, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg d_arg) {
+  over_chunks(vk, q, pc, in, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg r_arg) {
+    const TensorArg d_arg{r_arg.storage, q.dtype, r_arg.layout};
     ConvWinogradPush o = pc;
     o.off_src = std::uint32_t(grad_out.layout->offset + b0 * q.rows * q.out_h * q.out_w);
     o.off_dst = 0;
     o.total = std::uint32_t(q.rows * p);
     Operand ops[] = {{d_arg, true}, {grad_out, false}, {grad_out, false}};
-    vk.launch(ShaderId::conv_winograd, {kLocal, kOutputGradient, 0, 0}, ops, &o, sizeof o, groups_for(o.total, kLocal));
+    vk.launch(ShaderId::conv_winograd, spec(kOutputGradient, q.dtype, q.dtype), ops, &o, sizeof o,
+              groups_for(o.total, kLocal));
     GemmArgs ga = GemmArgs::packed(d_arg, v_arg, s_arg, q.rows, q.reduction, p, {.trans_b = true, .batch = 16});
     ga.beta = b0 == 0 ? 0.0 : 1.0;
     gemm(vk, ga);
@@ -176,7 +196,8 @@ void conv2d_backward_weight_winograd(VulkanBackend& vk, const Conv2dGeometry& g,
   w.off_dst = std::uint32_t(grad_weight.layout->offset);
   w.total = std::uint32_t(q.rows * q.reduction);
   Operand ops[] = {{grad_weight, true}, {s_arg, false}, {s_arg, false}};
-  vk.launch(ShaderId::conv_winograd, {kLocal, kWeightGradient, 0, 0}, ops, &w, sizeof w, groups_for(w.total, kLocal));
+  vk.launch(ShaderId::conv_winograd, spec(kWeightGradient, DType::f32, q.dtype), ops, &w, sizeof w,
+            groups_for(w.total, kLocal));
   if (grad_bias.storage) conv2d_backward_bias(vk, g, oc, grad_bias, grad_out);
 }
 

@@ -54,7 +54,7 @@ void conv2d_backward_weight_columns(VulkanBackend& vk, const Conv2dGeometry& g, 
 // columns' and Winograd's weight passes.
 void conv2d_backward_bias(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg grad_bias,
                           TensorArg grad_out);
-// conv_winograd.cpp: 3x3 stride-1 f32 convolutions (groups 1, padding up to
+// conv_winograd.cpp: 3x3 stride-1 convolutions, f32 or 16-bit (groups 1, padding up to
 // 2) as Winograd F(2x2, 3x3): forward, data and weight gradients.
 bool conv_takes_winograd(ConvPass pass, const Conv2dGeometry& g, std::int64_t groups);
 void conv2d_forward_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
