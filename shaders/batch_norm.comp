@@ -17,6 +17,9 @@
 //   MODE 4: one invocation per channel adds its chunks in order: sum_dy and
 //           sum_dy_xhat (the latter times invstd).
 //   MODE 5: grad_x = w * invstd * (g - sum_dy / m - xhat * sum_dy_xhat / m), per element.
+// DT is the dtype of x, out, grad_out and grad_x; DT_C that of the [c]
+// operands and the partials: f32 for 16-bit x (PyTorch's mixed batch norm
+// under autocast: 16-bit activations, f32 parameters and statistics), else DT.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -24,6 +27,7 @@ layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint DT = 0;
 layout(constant_id = 2) const bool HAS_W = false;  // MODE 2, 5: weight given
 layout(constant_id = 3) const bool HAS_B = false;  // MODE 2: bias given; MODE 1: running statistics given
+layout(constant_id = 4) const uint DT_C = 0;
 
 #define PUSH_BATCH_NORM
 #include "push_constants.h"
@@ -84,7 +88,7 @@ void main() {
         b = max(b - a * a * cnt, REAL(0.0));
       }
     } else {
-      const REAL mu = load3(DT, at(3, ch));
+      const REAL mu = load3(DT_C, at(3, ch));
       for (uint j = first + lid; j < last; j += local) {
         const uint e = x_index(ch, j);
         const REAL g = load2(DT, at(2, e));
@@ -114,8 +118,8 @@ void main() {
       barrier();
     }
     if (lid == 0u) {
-      store0(DT, at(0, (ch * pc.parts + part) * 2u), red_a[0]);
-      store0(DT, at(0, (ch * pc.parts + part) * 2u + 1u), red_b[0]);
+      store0(DT_C, at(0, (ch * pc.parts + part) * 2u), red_a[0]);
+      store0(DT_C, at(0, (ch * pc.parts + part) * 2u + 1u), red_b[0]);
     }
     return;
   }
@@ -125,7 +129,8 @@ void main() {
     if (ch >= pc.c) return;
     REAL cnt = 0.0, a = 0.0, b = 0.0;
     for (uint p = 0u; p < pc.parts; ++p) {
-      const REAL pa = load0(DT, at(0, (ch * pc.parts + p) * 2u)), pb = load0(DT, at(0, (ch * pc.parts + p) * 2u + 1u));
+      const REAL pa = load0(DT_C, at(0, (ch * pc.parts + p) * 2u)),
+                 pb = load0(DT_C, at(0, (ch * pc.parts + p) * 2u + 1u));
       if (MODE == 1u) {
         const REAL nb = chunk_count(p, m), nn = cnt + nb, delta = pa - a;
         a += delta * (nb / nn);
@@ -137,17 +142,17 @@ void main() {
       }
     }
     if (MODE == 4u) {
-      store1(DT, at(1, ch), a);
-      store2(DT, at(2, ch), b * load3(DT, at(3, ch)));
+      store1(DT_C, at(1, ch), a);
+      store2(DT_C, at(2, ch), b * load3(DT_C, at(3, ch)));
       return;
     }
     const REAL mean = load1(DT, at(1, ch * pc.hw)) + a, var = b / REAL(m);
-    store2(DT, at(2, ch), mean);
-    store3(DT, at(3, ch), REAL(1.0) / sqrt(var + scalar_param(pc.eps_lo, pc.eps_hi)));
+    store2(DT_C, at(2, ch), mean);
+    store3(DT_C, at(3, ch), REAL(1.0) / sqrt(var + scalar_param(pc.eps_lo, pc.eps_hi)));
     if (HAS_B) {
       const REAL mom = scalar_param(pc.momentum_lo, pc.momentum_hi);
-      store4(DT, at(4, ch), (REAL(1.0) - mom) * load4(DT, at(4, ch)) + mom * mean);
-      store5(DT, at(5, ch), (REAL(1.0) - mom) * load5(DT, at(5, ch)) + mom * (b / REAL(m - 1u)));
+      store4(DT_C, at(4, ch), (REAL(1.0) - mom) * load4(DT_C, at(4, ch)) + mom * mean);
+      store5(DT_C, at(5, ch), (REAL(1.0) - mom) * load5(DT_C, at(5, ch)) + mom * (b / REAL(m - 1u)));
     }
     return;
   }
@@ -156,15 +161,15 @@ void main() {
   for (uint e = gl_GlobalInvocationID.x; e < total; e += step) {
     const uint ch = (e / pc.hw) % pc.c;
     if (MODE == 2u) {
-      REAL y = (load1(DT, at(1, e)) - load2(DT, at(2, ch))) * load3(DT, at(3, ch));
-      if (HAS_W) y *= load4(DT, at(4, ch));
-      if (HAS_B) y += load5(DT, at(5, ch));
+      REAL y = (load1(DT, at(1, e)) - load2(DT_C, at(2, ch))) * load3(DT_C, at(3, ch));
+      if (HAS_W) y *= load4(DT_C, at(4, ch));
+      if (HAS_B) y += load5(DT_C, at(5, ch));
       store0(DT, at(0, e), y);
     } else {  // MODE 5
-      const REAL is = load4(DT, at(4, ch)), k = HAS_W ? is * load5(DT, at(5, ch)) : is;
-      const REAL xhat = (load1(DT, at(1, e)) - load3(DT, at(3, ch))) * is;
+      const REAL is = load4(DT_C, at(4, ch)), k = HAS_W ? is * load5(DT_C, at(5, ch)) : is;
+      const REAL xhat = (load1(DT, at(1, e)) - load3(DT_C, at(3, ch))) * is;
       store0(DT, at(0, e),
-             k * (load2(DT, at(2, e)) - (load6(DT, at(6, ch)) + xhat * load7(DT, at(7, ch))) / REAL(m)));
+             k * (load2(DT, at(2, e)) - (load6(DT_C, at(6, ch)) + xhat * load7(DT_C, at(7, ch))) / REAL(m)));
     }
   }
 }

@@ -128,6 +128,11 @@ TEST_P(AutocastPolicyOnEveryDevice, ProductsRunIn16BitsAndReductionsLossesNormsI
   EXPECT_EQ(sum(h).dtype(), DType::f32);
   EXPECT_EQ(mean(h).dtype(), DType::f32);
   EXPECT_EQ(layer_norm(h, {8}).dtype(), DType::f32);
+  // batch_norm2d is not listed, as in PyTorch: a 16-bit activation keeps its
+  // dtype with f32 parameters; an f32 one stays f32.
+  Tensor bn_w = rnd({3}, dev, 11), bn_b = rnd({3}, dev, 12);
+  EXPECT_EQ(batch_norm2d(img.to(low), {}, {}, bn_w, bn_b, true).dtype(), low);
+  EXPECT_EQ(batch_norm2d(img, {}, {}, bn_w, bn_b, true).dtype(), DType::f32);
   EXPECT_EQ(mse_loss(h, x).dtype(), DType::f32);
   Tensor target = tensor(std::vector<std::int64_t>{0, 1, 2, 3}, {4}).to(dev);
   EXPECT_EQ(cross_entropy(h, target).dtype(), DType::f32);

@@ -1473,3 +1473,78 @@ TEST_P(BatchNormOnEveryDevice, FusedKernelsMatchTheComposedF64Formula) {
     }
   }
 }
+
+// A 16-bit input with f32 parameters and running statistics (what autocast
+// leaves after a 16-bit convolution, PyTorch's mixed batch norm): the output
+// and the input's gradient keep the input's dtype, the statistics and the
+// parameters' gradients are f32; on a GPU through the batch-norm kernels, on
+// the CPU in f32 with the output cast back. Against the f64 formula on the
+// rounded input; 16-bit parameters are widened, and eval mode keeps the dtype.
+TEST_P(BatchNormOnEveryDevice, SixteenBitInputWithF32ParametersKeepsItsDtype) {
+  const Device dev = GetParam();
+  const std::vector<std::int64_t> dims{0, 2, 3};
+  const double momentum = 0.2, eps = 1e-5;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const Shape& shape : {Shape{8, 5, 6, 7}, Shape{64, 3, 20, 20}}) {
+      const std::string what = std::string(dtype_name(dt)) + " " + shape_str(shape);
+      SCOPED_TRACE(what);
+      Generator gen(5);
+      const std::int64_t c = shape[1];
+      const Tensor x0 = (randn(shape, {}, &gen) * 2.0 + 5.0).to(dt), seed = randn(shape, {}, &gen).to(dt);
+      const Tensor w0 = randn({c}, {}, &gen), b0 = randn({c}, {}, &gen), rm0 = randn({c}, {}, &gen),
+                   rv0 = rand({c}, {}, &gen) + 0.5;
+      Tensor rx = x0.to(DType::f64).requires_grad_();
+      Tensor rw = w0.to(DType::f64).requires_grad_(), rb = b0.to(DType::f64).requires_grad_();
+      Tensor mu = mean(rx, dims, true), var = mean(square(sub(rx, mu)), dims, true);
+      Tensor ry = add(mul(div(sub(rx, mu), sqrt(add(var, eps))), rw.reshape({1, c, 1, 1})), rb.reshape({1, c, 1, 1}));
+      GradientStore rg = backward(ry, seed.to(DType::f64));
+      const double m = double(shape[0] * shape[2] * shape[3]);
+
+      // Copies: to() of a tensor already on the device returns it.
+      Tensor x = x0.to(dev).clone().requires_grad_(), wt = w0.to(dev).clone().requires_grad_(),
+             bt = b0.to(dev).clone().requires_grad_();
+      Tensor rm = rm0.to(dev).clone(), rv = rv0.to(dev).clone();
+      Profiler prof;
+      Tensor y = batch_norm2d(x, rm, rv, wt, bt, true, momentum, eps);
+      GradientStore g = backward(y, seed.to(dev));
+      if (!dev.is_cpu()) EXPECT_NE(prof.table().find("batch_norm_stats"), std::string::npos) << prof.table();
+      ASSERT_EQ(y.dtype(), dt);
+      ASSERT_EQ(g.get(x).dtype(), dt);
+      ASSERT_EQ(g.get(wt).dtype(), DType::f32);
+      ASSERT_EQ(rm.dtype(), DType::f32);
+      const double tol = dt == DType::f16 ? 1e-2 : 5e-2;
+      auto wide = [](const Tensor& t) { return t.detach().cpu().to(DType::f64); };
+      rumus::testing::expect_matches(wide(y), ry.detach(), tol, what + " out");
+      rumus::testing::expect_matches(wide(g.get(x)), rg.get(rx), tol, what + " grad_x");
+      auto sums = [&](const Tensor& got, const Tensor& want, const char* name) {
+        const double scale = std::max(1.0, max(abs(want)).item());
+        rumus::testing::expect_matches(div(wide(got), scale), div(want, scale), 1e-3, what + " " + name);
+      };
+      sums(g.get(wt), rg.get(rw), "grad_weight");
+      sums(g.get(bt), rg.get(rb), "grad_bias");
+      rumus::testing::expect_matches(
+          wide(rm), add(mul(rm0.to(DType::f64), 1.0 - momentum), mul(mu.detach().reshape({c}), momentum)), 1e-4,
+          what + " running_mean");
+      rumus::testing::expect_matches(
+          wide(rv),
+          add(mul(rv0.to(DType::f64), 1.0 - momentum), mul(var.detach().reshape({c}), momentum * m / (m - 1.0))),
+          1e-4, what + " running_var");
+
+      // 16-bit parameters too: widened for the kernels, their gradients back in their dtype.
+      Tensor w16 = w0.to(dt).to(dev).requires_grad_();
+      Tensor y16 = batch_norm2d(x, Tensor(), Tensor(), w16, Tensor(), true, momentum, eps);
+      EXPECT_EQ(y16.dtype(), dt);
+      EXPECT_EQ(backward(sum(y16.to(DType::f32))).get(w16).dtype(), dt);
+      // Eval mode: the running statistics' f32 scale, the input's dtype out.
+      Tensor e = batch_norm2d(x.detach(), rm, rv, wt.detach(), bt.detach(), false);
+      EXPECT_EQ(e.dtype(), dt);
+      Tensor want_e = add(mul(sub(x0.to(DType::f64), rm.cpu().to(DType::f64).reshape({1, c, 1, 1})),
+                              mul(rsqrt(add(rv.cpu().to(DType::f64), eps)), w0.to(DType::f64)).reshape({1, c, 1, 1})),
+                          b0.to(DType::f64).reshape({1, c, 1, 1}));
+      rumus::testing::expect_matches(wide(e), want_e, tol, what + " eval");
+    }
+  // A 16-bit parameter with an f32 input is a mismatch, as in PyTorch.
+  expect_error<DTypeError>(
+      [&] { batch_norm2d(ones({2, 3, 4, 4}).to(dev), {}, {}, ones({3}, {.dtype = DType::f16}).to(dev), {}, true); },
+      "batch_norm2d: weight dtype f16 differs from input dtype f32");
+}

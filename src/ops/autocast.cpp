@@ -36,12 +36,13 @@ const Rule kRules[] = {
     {"conv_transpose2d", lower, &supports<GemmKernel>},
     {"scaled_dot_product_attention", lower, &supports<AttentionForwardKernel>},
     // Reductions, normalisations and losses: f32, where 16 bits lose range or precision.
+    // (batch_norm2d is not listed, as in PyTorch: a 16-bit input keeps its
+    // dtype, normalised with f32 statistics and parameters.)
     {"sum", f32},
     {"mean", f32},
     {"softmax", f32},
     {"log_softmax", f32},
     {"layer_norm", f32},
-    {"batch_norm2d", f32},  // running statistics are f32
     {"mse_loss", f32},
     {"cross_entropy", f32},
     {"nll_loss", f32},

@@ -46,10 +46,14 @@ std::vector<Tensor> composed_norm_grads(const Tensor& g, const Tensor& x, const 
           gw ? sum(mul(g, xhat), param_dims) : Tensor(), gb ? sum(g, param_dims) : Tensor()};
 }
 
-void check_param(const char* op, const char* what, const Tensor& x, const Tensor& p, const Shape& shape) {
+bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// `mixed`: a 16-bit x may come with f32 parameters (batch_norm2d's mixed form).
+void check_param(const char* op, const char* what, const Tensor& x, const Tensor& p, const Shape& shape,
+                 bool mixed = false) {
   if (!p.defined()) return;
   detail::check_same_device(op, x, p);
-  if (p.dtype() != x.dtype())
+  if (p.dtype() != x.dtype() && !(mixed && is_16bit(x.dtype()) && p.dtype() == DType::f32))
     throw DTypeError(fmt::format("{}: {} dtype {} differs from input dtype {}", op, what, dtype_name(p.dtype()),
                                  dtype_name(x.dtype())));
   if (p.shape() != shape)
@@ -115,16 +119,18 @@ TensorArg optional_arg(const Tensor& t, const Tensor& like) {
 // Training-mode batch_norm2d on the device's batch-norm kernels: two passes
 // over the input forward (statistics, output), two over it and the gradient
 // backward; saves the input, the channel means and inverse standard
-// deviations, and the weight.
+// deviations, and the weight. A 16-bit input's statistics are f32, and so
+// must its weight and bias be (running statistics are widened and written back).
 Tensor fused_batch_norm2d(const char* op, const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                           const Tensor& weight, const Tensor& bias, double momentum, double eps) {
   const std::int64_t n = input.size(0), c = input.size(1), hw = input.size(2) * input.size(3);
   const Tensor x = input.detach().contiguous().reshape({n, c, hw});
-  Tensor mean = detail::alloc({c}, x.dtype(), x.device(), op);
-  Tensor invstd = detail::alloc({c}, x.dtype(), x.device(), op);
+  const DType stats = is_16bit(x.dtype()) ? DType::f32 : x.dtype();
+  Tensor mean = detail::alloc({c}, stats, x.device(), op);
+  Tensor invstd = detail::alloc({c}, stats, x.device(), op);
   // The kernel updates the running statistics in place: strided ones through a contiguous copy.
-  Tensor rm = running_mean.defined() ? running_mean.detach().contiguous() : Tensor();
-  Tensor rv = running_var.defined() ? running_var.detach().contiguous() : Tensor();
+  Tensor rm = running_mean.defined() ? running_mean.detach().contiguous().to(stats) : Tensor();
+  Tensor rv = running_var.defined() ? running_var.detach().contiguous().to(stats) : Tensor();
   detail::kernel<BatchNormStatsKernel>(op, x)(detail::arg(mean), detail::arg(invstd), optional_arg(rm, mean),
                                               optional_arg(rv, mean), detail::arg(x), eps, momentum);
   for (auto [running, updated] : {std::pair{&running_mean, &rm}, {&running_var, &rv}}) {
@@ -151,13 +157,16 @@ Tensor fused_batch_norm2d(const char* op, const Tensor& input, const Tensor& run
                          auto grads = composed_norm_grads(grad, sin.get(),
                                                           swg.defined() ? swg.get().reshape(cshape) : Tensor(), eps,
                                                           dims, dims, gx, gw, gb);
-                         return std::vector<Tensor>{grads[0], gw ? grads[1].reshape({c}) : Tensor(),
-                                                    gb ? grads[2].reshape({c}) : Tensor()};
+                         // A 16-bit input's gradient in its dtype, the f32 weight's in f32.
+                         const DType in_dt = sin.get().dtype(), p_dt = swg.defined() ? swg.get().dtype() : in_dt;
+                         return std::vector<Tensor>{gx ? grads[0].to(in_dt) : Tensor(),
+                                                    gw ? grads[1].reshape({c}).to(p_dt) : Tensor(),
+                                                    gb ? grads[2].reshape({c}).to(p_dt) : Tensor()};
                        }
                        const Tensor &x = sx.get(), &mean = sm.get(), &invstd = si.get();
                        const Tensor g = grad.contiguous().reshape(x.shape());
-                       Tensor sum_dy = detail::alloc({c}, x.dtype(), x.device(), op);
-                       Tensor sum_dy_xhat = detail::alloc({c}, x.dtype(), x.device(), op);
+                       Tensor sum_dy = detail::alloc({c}, mean.dtype(), x.device(), op);
+                       Tensor sum_dy_xhat = detail::alloc({c}, mean.dtype(), x.device(), op);
                        detail::kernel<BatchNormBackwardReduceKernel>(op, x)(
                            detail::arg(sum_dy), detail::arg(sum_dy_xhat), detail::arg(g), detail::arg(x),
                            detail::arg(mean), detail::arg(invstd));
@@ -188,13 +197,20 @@ Tensor batch_norm2d(const Tensor& input_in, const Tensor& running_mean, const Te
   if (input.dim() != 4)
     throw ShapeError(fmt::format("batch_norm2d: expected input of 4 dims [N, C, H, W], got {}",
                                  shape_str(input.shape())));
+  // A 16-bit input may come with f32 parameters and running statistics, as
+  // autocast leaves them (PyTorch's mixed batch norm): the output keeps the
+  // input's dtype, the statistics are f32.
   const std::int64_t c = input.shape()[1];
-  check_param(op, "weight", input, weight, {c});
-  check_param(op, "bias", input, bias, {c});
-  check_param(op, "running_mean", input, running_mean, {c});
-  check_param(op, "running_var", input, running_var, {c});
+  check_param(op, "weight", input, weight, {c}, true);
+  check_param(op, "bias", input, bias, {c}, true);
+  check_param(op, "running_mean", input, running_mean, {c}, true);
+  check_param(op, "running_var", input, running_var, {c}, true);
   if (running_mean.defined() != running_var.defined())
     throw Error("batch_norm2d: running_mean and running_var must both be given or both be undefined");
+  bool mixed = false;
+  for (const Tensor* p : {&weight, &bias, &running_mean, &running_var})
+    if (p->defined() && p->dtype() != input.dtype()) mixed = true;
+  auto widened = [](const Tensor& p) { return p.defined() ? p.to(DType::f32) : p; };  // recorded casts
   const Shape cshape{1, c, 1, 1};
   const std::vector<std::int64_t> dims{0, 2, 3};
 
@@ -206,6 +222,10 @@ Tensor batch_norm2d(const Tensor& input_in, const Tensor& running_mean, const Te
     if (weight.defined()) scale = mul(scale, weight);
     Tensor shift = neg(mul(running_mean.detach(), scale));
     if (bias.defined()) shift = add(shift, bias);
+    if (mixed) {  // the output in the input's dtype
+      scale = scale.to(input.dtype());
+      shift = shift.to(input.dtype());
+    }
     return add(mul(input, scale.reshape(cshape)), shift.reshape(cshape));
   }
 
@@ -214,8 +234,16 @@ Tensor batch_norm2d(const Tensor& input_in, const Tensor& running_mean, const Te
     throw ShapeError(fmt::format("batch_norm2d: expected more than 1 value per channel in training, got input {}",
                                  shape_str(input.shape())));
   if (detail::has_kernels<BatchNormStatsKernel, BatchNormForwardKernel, BatchNormBackwardReduceKernel,
-                          BatchNormBackwardKernel>(input))
+                          BatchNormBackwardKernel>(input)) {
+    if (is_16bit(input.dtype()))  // f32 statistics, weight and bias
+      return fused_batch_norm2d(op, input, running_mean, running_var, widened(weight), widened(bias), momentum, eps);
     return fused_batch_norm2d(op, input, running_mean, running_var, weight, bias, momentum, eps);
+  }
+  // Mixed on a device without 16-bit kernels: in f32, the output cast back.
+  if (mixed)
+    return batch_norm2d(input.to(DType::f32), running_mean, running_var, widened(weight), widened(bias), true,
+                        momentum, eps)
+        .to(input.dtype());
   Tensor xhat, invstd, out;
   {
     NoGradGuard no_grad;
