@@ -1493,7 +1493,7 @@ TEST(VulkanConv, WinogradMatchesCpu) {
 }
 
 // 16-bit convolutions (autocast's) on the device's own kernels: Winograd
-// (forward and data; the weight pass too under weight_winograd), the columns
+// (forward and data; the weight pass too but under winograd_no_weight), the columns
 // (the stem's 3 channels, stride 2, 1x1) and f32 copies for grouped ones, in
 // f16 and bf16, against the CPU's f32 convolution of the same rounded
 // operands. The workspace holds two samples, so the weight sums add chunks.
@@ -1510,7 +1510,7 @@ TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
   };
   vulkan::conv_workspace_bytes() = 2 * 16 * (8 * 2 + 12 * 4) * 20;
   for (DType dt : {DType::f16, DType::bf16})
-    for (vulkan::ConvRoute route : {vulkan::ConvRoute::automatic, vulkan::ConvRoute::weight_winograd}) {
+    for (vulkan::ConvRoute route : {vulkan::ConvRoute::automatic, vulkan::ConvRoute::winograd_no_weight}) {
       vulkan::conv_route_override() = route;
       const double tol = dt == DType::f16 ? 1e-2 : 6e-2;
       for (const ConvCase& k : cases) {
@@ -1550,10 +1550,10 @@ TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
     }
 }
 
-// The benchmark knob's ways for Winograd: the automatic choice keeps the
-// weight pass on the columns; `winograd` takes every pass of a 3x3 stride-1
-// convolution, the stem's 3 channels included; `weight_winograd` is the
-// automatic choice with the weight pass where the forward goes Winograd.
+// The benchmark knob's ways for Winograd: the automatic choice takes every
+// pass of a 3x3 stride-1 convolution of 8 channels or more; `winograd` the
+// stem's 3 channels too; `winograd_no_weight` is the automatic choice with
+// the weight pass on the columns.
 TEST(VulkanConv, WinogradRoutesPerPass) {
   ConvRouteRestore restore;
   Conv2dGeometry wide{8, 64, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, 16}, stem = wide, strided = wide;
@@ -1568,9 +1568,9 @@ TEST(VulkanConv, WinogradRoutesPerPass) {
     ConvRoute route;
     bool wide[3], stem[3];
   };
-  const Want wants[] = {{ConvRoute::automatic, {true, true, false}, {false, false, false}},
+  const Want wants[] = {{ConvRoute::automatic, {true, true, true}, {false, false, false}},
                         {ConvRoute::winograd, {true, true, true}, {true, true, true}},
-                        {ConvRoute::weight_winograd, {true, true, true}, {false, false, false}},
+                        {ConvRoute::winograd_no_weight, {true, true, false}, {false, false, false}},
                         {ConvRoute::weight_columns, {false, false, false}, {false, false, false}}};
   for (const Want& w : wants) {
     vulkan::conv_route_override() = w.route;

@@ -68,7 +68,7 @@ ConvRoute route_from_environment() {
   if (v == "implicit_gemm") return ConvRoute::implicit_gemm;
   if (v == "weight_columns") return ConvRoute::weight_columns;
   if (v == "winograd") return ConvRoute::winograd;
-  if (v == "weight_winograd") return ConvRoute::weight_winograd;
+  if (v == "winograd_no_weight") return ConvRoute::winograd_no_weight;
   return ConvRoute::automatic;
 }
 
@@ -92,7 +92,7 @@ bool conv_takes_columns(ConvPass pass, const Conv2dGeometry& g, std::int64_t oc,
     case ConvRoute::weight_columns: return pass == ConvPass::backward_weight;
     case ConvRoute::automatic:
     case ConvRoute::winograd:
-    case ConvRoute::weight_winograd: break;  // the passes and shapes Winograd does not take
+    case ConvRoute::winograd_no_weight: break;  // the passes and shapes Winograd does not take
   }
   (void)oc;
   // Measured per pass at ResNet-18's shapes on an H100 (bench_vulkan_conv

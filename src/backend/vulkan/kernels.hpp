@@ -35,11 +35,11 @@ void col2im(Backend& be, const Conv2dGeometry& g, TensorArg out, TensorArg cols)
 // conv_takes_columns per pass.
 enum class ConvPass { forward, backward_data, backward_weight };
 // Which way every convolution goes: automatic per shape, or one way for all
-// (tests and benchmarks; RUMUS_VULKAN_CONV=columns|implicit_gemm|weight_columns|winograd|weight_winograd
+// (tests and benchmarks; RUMUS_VULKAN_CONV=columns|implicit_gemm|weight_columns|winograd|winograd_no_weight
 // sets it at start), or the columns for the weight gradient alone, or
 // Winograd for every pass where it applies (the rest automatic), or the
-// automatic choice with Winograd also for the weight passes it would take.
-enum class ConvRoute { automatic, implicit_gemm, columns, weight_columns, winograd, weight_winograd };
+// automatic choice with the weight passes on the columns instead of Winograd.
+enum class ConvRoute { automatic, implicit_gemm, columns, weight_columns, winograd, winograd_no_weight };
 ConvRoute& conv_route_override();
 // The column workspace's size, a chunk of the batch at a time (256 MiB; tests make it small).
 std::int64_t& conv_workspace_bytes();
