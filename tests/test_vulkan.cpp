@@ -1655,16 +1655,21 @@ TEST(VulkanCoopmat, SplitKSlicesFromTilesAndK) {
 
 // The capability check decides the path: without VK_NV_cooperative_matrix
 // (lavapipe) no f16 product takes the tensor-core kernel and f32 products run
-// on the plain kernel; with it, f16 products do and f32 ones still do not.
+// on the plain kernel; with it, f16 products of K >= kShortK do and f32 ones
+// and short-K ones still do not.
 TEST(VulkanCoopmat, CapabilityCheckPicksThePath) {
   REQUIRE_VULKAN();
   vulkan::Context ctx(0);
-  Tensor a16 = ones({8, 8}).to(DType::f16), b16 = ones({8, 8}).to(DType::f16);
+  const std::int64_t k = vulkan::kShortK;
+  Tensor a16 = ones({8, k}).to(DType::f16), b16 = ones({k, 8}).to(DType::f16);
   Tensor c32 = zeros({8, 8}), c16 = zeros({8, 8}).to(DType::f16);
-  Tensor a32 = ones({8, 8}), b32 = ones({8, 8});
-  auto args = [](const Tensor& a, const Tensor& b, const Tensor& c) {
-    return GemmArgs::packed(arg_of(a), arg_of(b), arg_of(c), 8, 8, 8);
+  Tensor a32 = ones({8, k}), b32 = ones({k, 8});
+  auto args = [k](const Tensor& a, const Tensor& b, const Tensor& c) {
+    return GemmArgs::packed(arg_of(a), arg_of(b), arg_of(c), 8, 8, k);
   };
+  GemmArgs short_k = args(a16, b16, c32);
+  short_k.k = k - 8;  // the first k - 8 columns of A and rows of B
+  EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, short_k));
   const bool has = ctx.coopmat_tile.has_value();
   if (ctx.coopmat_shapes.empty()) EXPECT_FALSE(has) << "a tile without any device shape";
   EXPECT_EQ(vulkan::coopmat_gemm_applies(ctx, args(a16, b16, c32)), has);

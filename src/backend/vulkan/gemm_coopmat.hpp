@@ -47,8 +47,9 @@ std::optional<CoopMatTile> choose_coopmat_tile(std::span<const CoopMatShape> sha
                                                const std::string& layout = "");
 
 // Whether a product takes the tensor-core kernel: the device has a tile, A and
-// B are f16, C is f16 or f32, and the grid fits the dispatch limits. Otherwise
-// the plain kernel (shaders/gemm.comp) runs it.
+// B are f16, C is f16 or f32, K is kShortK or more and the grid fits the
+// dispatch limits. Otherwise the plain kernel (shaders/gemm.comp) runs it.
+inline constexpr std::int64_t kShortK = 128;
 bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g);
 
 // How many slices along K the tensor-core kernel splits a product of `tiles`
