@@ -166,7 +166,7 @@ TensorArg mask_arg(const Plan& plan, DType dtype) {
 Tensor run_forward(const Plan& plan, const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v) {
   const AttentionParams& p = plan.p;
   // Row logsumexps stay f32 for 16-bit inputs: the backward's exp(s - lse) needs their precision.
-  const bool half = q.dtype() == DType::f16 || q.dtype() == DType::bf16;
+  const bool half = is_16bit_float(q.dtype());
   Tensor lse = detail::alloc({p.batch * p.heads, p.lq}, half ? DType::f32 : q.dtype(), q.device());
   if (out.numel() == 0) return lse;
   if (p.lk == 0)

@@ -110,7 +110,7 @@ Tensor autocast_cast(AutocastPolicy policy, std::string_view op, const Tensor& t
   if (policy == AutocastPolicy::none || !t.defined()) return t;
   const DType dt = t.dtype();
   if (policy == AutocastPolicy::f32)
-    return dt == DType::f16 || dt == DType::bf16 ? t.to(DType::f32) : t;
+    return is_16bit_float(dt) ? t.to(DType::f32) : t;
   // lower_precision: only f32 is cast down (f64 stays, as in PyTorch); an
   // input already in another 16-bit dtype is cast to the scope's.
   if (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16) return t;

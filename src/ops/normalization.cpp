@@ -46,14 +46,12 @@ std::vector<Tensor> composed_norm_grads(const Tensor& g, const Tensor& x, const 
           gw ? sum(mul(g, xhat), param_dims) : Tensor(), gb ? sum(g, param_dims) : Tensor()};
 }
 
-bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
-
 // `mixed`: a 16-bit x may come with f32 parameters (batch_norm2d's mixed form).
 void check_param(const char* op, const char* what, const Tensor& x, const Tensor& p, const Shape& shape,
                  bool mixed = false) {
   if (!p.defined()) return;
   detail::check_same_device(op, x, p);
-  if (p.dtype() != x.dtype() && !(mixed && is_16bit(x.dtype()) && p.dtype() == DType::f32))
+  if (p.dtype() != x.dtype() && !(mixed && is_16bit_float(x.dtype()) && p.dtype() == DType::f32))
     throw DTypeError(fmt::format("{}: {} dtype {} differs from input dtype {}", op, what, dtype_name(p.dtype()),
                                  dtype_name(x.dtype())));
   if (p.shape() != shape)
@@ -125,7 +123,7 @@ Tensor fused_batch_norm2d(const char* op, const Tensor& input, const Tensor& run
                           const Tensor& weight, const Tensor& bias, double momentum, double eps) {
   const std::int64_t n = input.size(0), c = input.size(1), hw = input.size(2) * input.size(3);
   const Tensor x = input.detach().contiguous().reshape({n, c, hw});
-  const DType stats = is_16bit(x.dtype()) ? DType::f32 : x.dtype();
+  const DType stats = is_16bit_float(x.dtype()) ? DType::f32 : x.dtype();
   Tensor mean = detail::alloc({c}, stats, x.device(), op);
   Tensor invstd = detail::alloc({c}, stats, x.device(), op);
   // The kernel updates the running statistics in place: strided ones through a contiguous copy.
@@ -235,7 +233,7 @@ Tensor batch_norm2d(const Tensor& input_in, const Tensor& running_mean, const Te
                                  shape_str(input.shape())));
   if (detail::has_kernels<BatchNormStatsKernel, BatchNormForwardKernel, BatchNormBackwardReduceKernel,
                           BatchNormBackwardKernel>(input)) {
-    if (is_16bit(input.dtype()))  // f32 statistics, weight and bias
+    if (is_16bit_float(input.dtype()))  // f32 statistics, weight and bias
       return fused_batch_norm2d(op, input, running_mean, running_var, widened(weight), widened(bias), momentum, eps);
     return fused_batch_norm2d(op, input, running_mean, running_var, weight, bias, momentum, eps);
   }

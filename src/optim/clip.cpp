@@ -35,7 +35,7 @@ double grad_norm_term(const GradientStore& grads, const std::vector<Tensor>& par
     Tensor g = grads.get(t);
     if (!g.defined() || g.numel() == 0) continue;
     // Half-precision |g|^p overflows early (65504 for f16): accumulate those in f32.
-    if (g.dtype() == DType::f16 || g.dtype() == DType::bf16) g = g.to(DType::f32);
+    if (is_16bit_float(g.dtype())) g = g.to(DType::f32);
     Tensor part = inf ? max(abs(g)) : p == 2 ? sum(square(g)) : p == 1 ? sum(abs(g)) : sum(pow(abs(g), p));
     auto it = std::find_if(partials.begin(), partials.end(),
                            [&](const Partial& s) { return s.device == g.device() && s.dtype == g.dtype(); });

@@ -89,7 +89,7 @@ Tensor GradScaler::scale(const Tensor& loss) {
                                  loss.defined() ? std::string(dtype_name(loss.dtype())) : "an undefined tensor"));
   ensure_state(loss.device(), "GradScaler.scale");
   // In f32 at least: 65536 times an f16 loss overflows it.
-  const Tensor l = loss.dtype() == DType::f16 || loss.dtype() == DType::bf16 ? loss.to(DType::f32) : loss;
+  const Tensor l = is_16bit_float(loss.dtype()) ? loss.to(DType::f32) : loss;
   Tensor s = scale_t_.reshape({});
   if (s.device() != l.device()) s = s.to(l.device());
   return mul(l, l.dtype() == DType::f32 ? s : s.to(l.dtype()));
@@ -109,7 +109,7 @@ void GradScaler::unscale_grads(GradientStore& grads, const std::vector<const Ten
   std::vector<std::pair<Tensor, Tensor>> flags;  // (flag, 1 / scale) per device
   for (Tensor* g : targets) {
     if (!g->defined() || g->numel() == 0) continue;
-    if (g->dtype() == DType::f16 || g->dtype() == DType::bf16)
+    if (is_16bit_float(g->dtype()))
       throw DTypeError(fmt::format("{}: a gradient is {}; keep the parameters in f32 (autocast casts them per op) so "
                                    "that unscaled gradients keep their range",
                                    op, dtype_name(g->dtype())));

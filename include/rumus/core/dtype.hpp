@@ -44,6 +44,8 @@ std::ostream& operator<<(std::ostream& os, DType t);
 constexpr bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }
+// f16 or bf16: stored in 16 bits, computed in f32.
+constexpr bool is_16bit_float(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 // 16-bit float storage types. Arithmetic happens in float; these only convert.
 struct Half {

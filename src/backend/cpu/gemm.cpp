@@ -16,8 +16,6 @@ namespace rumus::cpu {
 
 namespace {
 
-bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
-
 constexpr std::int64_t kParallelConvert = std::int64_t(1) << 16;  // elements; fewer convert on one thread
 constexpr double kOneThreadFlops = 4e6;                            // smaller products run on one thread
 
@@ -169,7 +167,7 @@ void gemm(Backend& be, const GemmArgs& g) {
     split(per_thread);
   };
   auto at = [](auto* base, TensorArg t) { return base + t.layout->offset; };
-  if (is_16bit(g.a.dtype) || is_16bit(g.b.dtype) || is_16bit(g.c.dtype)) {
+  if (is_16bit_float(g.a.dtype) || is_16bit_float(g.b.dtype) || is_16bit_float(g.c.dtype)) {
     // 16-bit operands are widened to f32, multiplied by the f32 kernel and the
     // result narrowed once: f32 accumulation, as the GPU kernels do.
     const std::int64_t rows[2] = {g.trans_a ? g.k : g.m, g.trans_b ? g.n : g.k};

@@ -48,7 +48,7 @@ void set_scalar(double v, DType dtype, std::uint32_t& lo, std::uint32_t& hi) {
 }
 
 // The dtype of the [C] operands and of the partial sums: f32 for 16-bit x.
-DType channel_dtype(DType x) { return x == DType::f16 || x == DType::bf16 ? DType::f32 : x; }
+DType channel_dtype(DType x) { return is_16bit_float(x) ? DType::f32 : x; }
 
 // `per_channel`: the [C] operands, of channel_dtype(x.dtype).
 void check(const char* op, TensorArg x, std::initializer_list<TensorArg> operands,

@@ -4,7 +4,7 @@
 // splits its reduction), or through conv_winograd.cpp and conv_columns.cpp
 // where those are faster.
 // 16-bit convolutions (f16 and bf16, as autocast makes them) take Winograd or
-// the columns, whose products run on the cooperative-matrix units; the
+// the columns, whose longer products run on the cooperative-matrix units; the
 // grouped ones, which neither takes, run the f32 kernels on widened copies.
 #include <algorithm>
 #include <limits>
@@ -24,8 +24,6 @@ using push::ConvIgemmPush;
 using Operand = VulkanBackend::Operand;
 
 enum Mode : std::uint32_t { kForward = 0, kBackwardData = 1, kBackwardWeight = 2 };
-
-bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 // Every operand of one call shares the dtype `dt` (f32, f16 or bf16), is
 // contiguous and fits 32-bit indices.
@@ -146,7 +144,7 @@ void conv2d_forward(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::
   if (pc.M == 0 || pc.N == 0) return;
   if (conv_takes_winograd(ConvPass::forward, g, groups))
     return conv2d_forward_winograd(vk, g, oc, out, in, weight, bias, relu);
-  const bool narrow = is_16bit(out.dtype);
+  const bool narrow = is_16bit_float(out.dtype);
   if (narrow ? groups == 1 : conv_takes_columns(ConvPass::forward, g, oc, groups))
     return conv2d_forward_columns(vk, g, oc, out, in, weight, bias, relu);
   if (narrow) {
@@ -185,7 +183,7 @@ void conv2d_backward_data(Backend& be, const Conv2dGeometry& g, std::int64_t oc,
   if (pc.M == 0 || pc.N == 0) return;
   if (conv_takes_winograd(ConvPass::backward_data, g, groups))
     return conv2d_backward_data_winograd(vk, g, oc, grad_in, grad_out, weight);
-  const bool narrow = is_16bit(grad_in.dtype);
+  const bool narrow = is_16bit_float(grad_in.dtype);
   if (narrow ? groups == 1 : conv_takes_columns(ConvPass::backward_data, g, oc, groups))
     return conv2d_backward_data_columns(vk, g, oc, grad_in, grad_out, weight);
   if (narrow) {
@@ -224,7 +222,7 @@ void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t o
   if (m == 0 || n == 0) return;
   if (conv_takes_winograd(ConvPass::backward_weight, g, groups))
     return conv2d_backward_weight_winograd(vk, g, oc, grad_weight, grad_bias, grad_out, in);
-  const bool narrow = is_16bit(grad_weight.dtype);
+  const bool narrow = is_16bit_float(grad_weight.dtype);
   if (narrow ? groups == 1 : conv_takes_columns(ConvPass::backward_weight, g, oc, groups))
     return conv2d_backward_weight_columns(vk, g, oc, grad_weight, grad_bias, grad_out, in);
   if (narrow) {

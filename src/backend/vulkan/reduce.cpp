@@ -89,7 +89,7 @@ void reduce_pass(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, Re
   const bool splits = op == ReduceOp::sum || op == ReduceOp::max || op == ReduceOp::min;
   if (n_out == 1 && n_red >= kChunkedFrom && splits) {
     // Partials in the output's dtype (f32 for 16-bit outputs), combined by a second reduce.
-    const DType pdt = out.dtype == DType::f16 || out.dtype == DType::bf16 ? DType::f32 : out.dtype;
+    const DType pdt = is_16bit_float(out.dtype) ? DType::f32 : out.dtype;
     const std::int64_t groups = std::min<std::int64_t>(256, n_red / kChunk);
     Layout partial_layout = Layout::contiguous({groups});
     Storage partials(vk.device(), std::size_t(groups) * dtype_size(pdt));
@@ -241,7 +241,7 @@ bool reduce_columns(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in,
     out_shape.push_back(dims.size[d]);
     out_strides.push_back(dims.stride[1][d]);
   }
-  const DType pdt = out.dtype == DType::f16 || out.dtype == DType::bf16 ? DType::f32 : out.dtype;
+  const DType pdt = is_16bit_float(out.dtype) ? DType::f32 : out.dtype;
   Layout in_view{split, split_strides, in.layout->offset};
   Layout partial_layout = Layout::contiguous(partial_shape);
   Storage partials(vk.device(), std::size_t(partial_layout.numel()) * dtype_size(pdt));

@@ -66,8 +66,6 @@ MPI_Datatype mpi_type(DType d) {
   }
 }
 
-bool is_16bit_float(DType d) { return d == DType::f16 || d == DType::bf16; }
-
 int as_count(std::size_t n, const char* op) {
   if (n > std::size_t(INT_MAX))
     throw DistributedError(fmt::format("{}: {} elements exceed what one MPI call moves ({}); split the tensor", op, n,
