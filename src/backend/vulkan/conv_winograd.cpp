@@ -14,7 +14,6 @@
 // multiply f16 tiles on the cooperative-matrix units; the products' sums are
 // f32 (f32 accumulation), rounded to 16 bits only in the result.
 #include <algorithm>
-#include <vector>
 
 #include "kernels.hpp"
 #include "push_constants.hpp"
@@ -42,10 +41,21 @@ struct Problem {
 
 std::int64_t element_bytes(const Problem& q) { return std::int64_t(dtype_size(q.dtype)); }
 
-// conv_winograd.comp's specialisation: the pass, the bias and ReLU, and the
-// dtypes of what it reads and writes.
-std::vector<std::uint32_t> spec(Mode mode, DType src, DType dst, bool bias = false, bool relu = false) {
-  return {kLocal, mode, bias ? 1u : 0u, relu ? 1u : 0u, std::uint32_t(src), std::uint32_t(dst)};
+// One pass of conv_winograd.comp: `total` items from src (from element
+// off_src) into dst (from off_dst), each read and written in its own dtype;
+// the output's transform also adds a bias (null storage: none) and the ReLU.
+void transform(VulkanBackend& vk, ConvWinogradPush pc, Mode mode, TensorArg dst, std::int64_t off_dst, TensorArg src,
+               std::int64_t off_src, std::int64_t total, TensorArg bias = {nullptr, DType::f32, nullptr},
+               bool relu = false) {
+  const bool has_bias = bias.storage != nullptr;
+  pc.off_src = std::uint32_t(off_src);
+  pc.off_dst = std::uint32_t(off_dst);
+  pc.off_bias = has_bias ? std::uint32_t(bias.layout->offset) : 0;
+  pc.total = std::uint32_t(total);
+  Operand ops[] = {{dst, true}, {src, false}, {has_bias ? bias : src, false}};
+  vk.launch(ShaderId::conv_winograd,
+            {kLocal, mode, has_bias ? 1u : 0u, relu ? 1u : 0u, std::uint32_t(src.dtype), std::uint32_t(dst.dtype)}, ops,
+            &pc, sizeof pc, groups_for(pc.total, kLocal));
 }
 
 std::int64_t tiles_per_sample(const Problem& q) { return tiles_of(q.out_h) * tiles_of(q.out_w); }
@@ -89,13 +99,8 @@ void over_chunks(VulkanBackend& vk, const Problem& q, ConvWinogradPush& pc, Tens
     pc.tiles = std::uint32_t(p);
     const Layout v_l = Layout::contiguous({16, q.reduction, p}), r_l = Layout::contiguous({16, q.rows, p});
     const TensorArg v_arg{&v, q.dtype, &v_l}, r_arg{&r, DType::f32, &r_l};
-    ConvWinogradPush in = pc;
-    in.off_src = std::uint32_t(image.layout->offset + b0 * q.reduction * q.height * q.width);
-    in.off_dst = 0;
-    in.total = std::uint32_t(q.reduction * p);
-    Operand ops[] = {{v_arg, true}, {image, false}, {image, false}};
-    vk.launch(ShaderId::conv_winograd, spec(kInput, q.dtype, q.dtype), ops, &in, sizeof in,
-              groups_for(in.total, kLocal));
+    transform(vk, pc, kInput, v_arg, 0, image, image.layout->offset + b0 * q.reduction * q.height * q.width,
+              q.reduction * p);
     step(b0, p, v_arg, r_arg);
   }
 }
@@ -108,27 +113,13 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
   Storage u(vk.device(), std::size_t(16 * q.rows * q.reduction * element_bytes(q)));
   const Layout u_l = Layout::contiguous({16, q.rows, q.reduction});
   const TensorArg u_arg{&u, q.dtype, &u_l};
-  {
-    ConvWinogradPush w = pc;
-    w.off_src = std::uint32_t(weight.layout->offset);
-    w.total = std::uint32_t(q.rows * q.reduction);
-    Operand ops[] = {{u_arg, true}, {weight, false}, {weight, false}};
-    vk.launch(ShaderId::conv_winograd, spec(kWeights, q.dtype, q.dtype), ops, &w, sizeof w,
-              groups_for(w.total, kLocal));
-  }
+  transform(vk, pc, kWeights, u_arg, 0, weight, weight.layout->offset, q.rows * q.reduction);
 
   // Per chunk: the products M [16, rows, P] = U V (f32), then the output's transform.
-  const bool has_bias = bias.storage != nullptr;
   over_chunks(vk, q, pc, image, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg m_arg) {
     gemm(vk, GemmArgs::packed(u_arg, v_arg, m_arg, q.rows, p, q.reduction, {.batch = 16}));
-    ConvWinogradPush o = pc;
-    o.off_src = 0;
-    o.off_dst = std::uint32_t(out.layout->offset + b0 * q.rows * q.out_h * q.out_w);
-    o.off_bias = has_bias ? std::uint32_t(bias.layout->offset) : 0;
-    o.total = std::uint32_t(q.rows * p);
-    Operand ops[] = {{out, true}, {m_arg, false}, {has_bias ? bias : m_arg, false}};
-    vk.launch(ShaderId::conv_winograd, spec(kOutput, DType::f32, q.dtype, has_bias, relu), ops, &o, sizeof o,
-              groups_for(o.total, kLocal));
+    transform(vk, pc, kOutput, out, out.layout->offset + b0 * q.rows * q.out_h * q.out_w, m_arg, 0, q.rows * p, bias,
+              relu);
   });
 }
 
@@ -181,24 +172,13 @@ void conv2d_backward_weight_winograd(VulkanBackend& vk, const Conv2dGeometry& g,
   const TensorArg s_arg{&s, DType::f32, &s_l};
   over_chunks(vk, q, pc, in, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg r_arg) {
     const TensorArg d_arg{r_arg.storage, q.dtype, r_arg.layout};
-    ConvWinogradPush o = pc;
-    o.off_src = std::uint32_t(grad_out.layout->offset + b0 * q.rows * q.out_h * q.out_w);
-    o.off_dst = 0;
-    o.total = std::uint32_t(q.rows * p);
-    Operand ops[] = {{d_arg, true}, {grad_out, false}, {grad_out, false}};
-    vk.launch(ShaderId::conv_winograd, spec(kOutputGradient, q.dtype, q.dtype), ops, &o, sizeof o,
-              groups_for(o.total, kLocal));
+    transform(vk, pc, kOutputGradient, d_arg, 0, grad_out, grad_out.layout->offset + b0 * q.rows * q.out_h * q.out_w,
+              q.rows * p);
     GemmArgs ga = GemmArgs::packed(d_arg, v_arg, s_arg, q.rows, q.reduction, p, {.trans_b = true, .batch = 16});
     ga.beta = b0 == 0 ? 0.0 : 1.0;
     gemm(vk, ga);
   });
-  ConvWinogradPush w = pc;
-  w.off_src = 0;
-  w.off_dst = std::uint32_t(grad_weight.layout->offset);
-  w.total = std::uint32_t(q.rows * q.reduction);
-  Operand ops[] = {{grad_weight, true}, {s_arg, false}, {s_arg, false}};
-  vk.launch(ShaderId::conv_winograd, spec(kWeightGradient, DType::f32, q.dtype), ops, &w, sizeof w,
-            groups_for(w.total, kLocal));
+  transform(vk, pc, kWeightGradient, grad_weight, grad_weight.layout->offset, s_arg, 0, q.rows * q.reduction);
   if (grad_bias.storage) conv2d_backward_bias(vk, g, oc, grad_bias, grad_out);
 }
 
