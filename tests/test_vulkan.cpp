@@ -1683,6 +1683,13 @@ TEST(VulkanCoopmat, CapabilityCheckPicksThePath) {
                           std::to_string(ctx.coopmat_tile->ln) + "x" + std::to_string(ctx.coopmat_tile->lk)
                     : std::string("plain kernel only"))
             << "\n";
+  // The K bound on any device: the context given a tile as an NVIDIA GPU's.
+  ctx.coopmat_tile =
+      vulkan::choose_coopmat_tile(std::vector<CoopMatShape>{{16, 16, 16, F16, F16, F32, F32, true}}, 32, kShared48K,
+                                  kThreads1K);
+  ASSERT_TRUE(ctx.coopmat_tile);
+  EXPECT_TRUE(vulkan::coopmat_gemm_applies(ctx, args(a16, b16, c32)));
+  EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, short_k));
   // The plain path: f32 products agree with the CPU.
   Generator gen(11);
   Tensor a = rand({37, 21}, {}, &gen), b = rand({21, 45}, {}, &gen);
