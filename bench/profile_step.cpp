@@ -3,7 +3,9 @@
 // (AdamW), under rumus::Profiler, after warm-up steps. mlp_fused and
 // cnn_fused are the MLP and CNN with their ReLUs fused into the layers before
 // them (nn::LinearReLU, nn::ConvReLU2d).
-// Run: build/release/bench/profile_step [mlp|cnn|mlp_fused|cnn_fused|gpt|both] [steps] [device]
+// On Vulkan, RUMUS_VULKAN_PROFILE=1 adds the GPU's own time per dispatch, each
+// dispatch named by the row (phase, op, kernel) that launched it.
+// Run: build/release/bench/profile_step [mlp|cnn|mlp_fused|cnn_fused|gpt|both] [steps] [device] [batch (MNIST nets, default 64)]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -36,9 +38,8 @@ double timed_steps(Step& step, int warmup, int steps, Device device, std::string
 }
 
 template <class Net>
-void profile(const char* name, int steps, Device device, double lr) {
+void profile(const char* name, int steps, Device device, double lr, std::int64_t batch) {
   manual_seed(0);
-  const std::int64_t batch = 64;
   Tensor images = rand({batch, 1, 28, 28}).to(device);
   Tensor labels = randint(0, 10, {batch}).to(device);
   Net net;
@@ -83,9 +84,10 @@ int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "both";
   const int steps = argc > 2 ? std::atoi(argv[2]) : 50;
   const Device device = argc > 3 ? Device::parse(argv[3]) : Device::cpu();
-  if (which == "mlp" || which == "both") profile<Mlp>("MLP", steps, device, 0.05);
-  if (which == "cnn" || which == "both") profile<Cnn>("CNN", steps, device, 0.02);
-  if (which == "mlp_fused") profile<MlpFused>("MLP, fused ReLUs", steps, device, 0.05);
-  if (which == "cnn_fused") profile<CnnFused>("CNN, fused ReLUs", steps, device, 0.02);
+  const std::int64_t batch = argc > 4 ? std::atoll(argv[4]) : 64;
+  if (which == "mlp" || which == "both") profile<Mlp>("MLP", steps, device, 0.05, batch);
+  if (which == "cnn" || which == "both") profile<Cnn>("CNN", steps, device, 0.02, batch);
+  if (which == "mlp_fused") profile<MlpFused>("MLP, fused ReLUs", steps, device, 0.05, batch);
+  if (which == "cnn_fused") profile<CnnFused>("CNN, fused ReLUs", steps, device, 0.02, batch);
   if (which == "gpt") profile_gpt(steps, device);
 }

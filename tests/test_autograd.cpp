@@ -658,6 +658,27 @@ TEST(Profiler, RecordsNothingWhenOffAndStartsAfreshOnReset) {
   EXPECT_TRUE(again.rows().empty());
 }
 
+// The row of the kernel running now, for a device's own per-dispatch timings
+// (RUMUS_VULKAN_PROFILE labels each dispatch with it): set while a kernel
+// runs, the outer one back after a nested one, empty between kernels.
+TEST(Profiler, NamesTheRunningKernel) {
+  Profiler prof;
+  EXPECT_EQ(detail::profile_kernel_row(), "");
+  {
+    detail::ProfilePhase phase("backward");
+    detail::ProfileKernel outer("conv2d", "conv2d_backward_weight", "");
+    EXPECT_EQ(detail::profile_kernel_row(), "backward conv2d conv2d_backward_weight");
+    {
+      detail::ProfileKernel inner("sum", "reduce", "sum");
+      EXPECT_EQ(detail::profile_kernel_row(), "backward sum reduce:sum");
+    }
+    EXPECT_EQ(detail::profile_kernel_row(), "backward conv2d conv2d_backward_weight");
+  }
+  EXPECT_EQ(detail::profile_kernel_row(), "");
+  (void)relu(randn({4, 4}));  // a kernel run through the registry leaves nothing behind
+  EXPECT_EQ(detail::profile_kernel_row(), "");
+}
+
 TEST(Profiler, OnePerThread) {
   Profiler prof;
   expect_error<Error>([] { Profiler second; }, "Profiler: one is already recording");

@@ -125,7 +125,10 @@ class BoundKernel {
     if (!profile_) return e.fn(be_, std::forward<Args>(args)...);
     const std::string_view variant = variant_of(args...);
     const auto start = std::chrono::steady_clock::now();
-    e.fn(be_, std::forward<Args>(args)...);
+    {
+      detail::ProfileKernel running(op_, K::name, variant);
+      e.fn(be_, std::forward<Args>(args)...);
+    }
     detail::profile_record(op_, K::name, variant, std::chrono::steady_clock::now() - start);
   }
 

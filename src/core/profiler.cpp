@@ -19,6 +19,7 @@ struct ThreadProfile {
   Clock::time_point start;
   std::unordered_map<std::string, ProfileRow> rows;
   std::string key;  // reused to build row names without a new allocation per kernel
+  std::string running;  // the row of the kernel running now (ProfileKernel)
 };
 
 ThreadProfile& this_thread_profile() {
@@ -90,12 +91,10 @@ namespace detail {
 
 bool profiling() { return this_thread_profile().on; }
 
-void profile_record(std::string_view op, std::string_view kernel, std::string_view variant,
-                    std::chrono::nanoseconds time) {
-  ThreadProfile& p = this_thread_profile();
-  if (!p.on) return;
-  std::string& key = p.key;
-  key.assign(p.phase);
+namespace {
+void row_name(std::string& key, const char* phase, std::string_view op, std::string_view kernel,
+              std::string_view variant) {
+  key.assign(phase);
   key += ' ';
   key += op;
   key += ' ';
@@ -104,11 +103,29 @@ void profile_record(std::string_view op, std::string_view kernel, std::string_vi
     key += ':';
     key += variant;
   }
+}
+}  // namespace
+
+void profile_record(std::string_view op, std::string_view kernel, std::string_view variant,
+                    std::chrono::nanoseconds time) {
+  ThreadProfile& p = this_thread_profile();
+  if (!p.on) return;
+  std::string& key = p.key;
+  row_name(key, p.phase, op, kernel, variant);
   auto it = p.rows.find(key);
   if (it == p.rows.end()) it = p.rows.emplace(key, ProfileRow{key, 0, 0}).first;
   ++it->second.calls;
   it->second.milliseconds += std::chrono::duration<double, std::milli>(time).count();
 }
+
+ProfileKernel::ProfileKernel(std::string_view op, std::string_view kernel, std::string_view variant)
+    : outer_(this_thread_profile().running) {
+  ThreadProfile& p = this_thread_profile();
+  row_name(p.running, p.phase, op, kernel, variant);
+}
+ProfileKernel::~ProfileKernel() { this_thread_profile().running = std::move(outer_); }
+
+std::string_view profile_kernel_row() { return this_thread_profile().running; }
 
 ProfilePhase::ProfilePhase(const char* phase) : outer_(this_thread_profile().phase) {
   this_thread_profile().phase = phase;

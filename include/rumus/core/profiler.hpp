@@ -51,6 +51,21 @@ namespace detail {
 bool profiling();
 void profile_record(std::string_view op, std::string_view kernel, std::string_view variant,
                     std::chrono::nanoseconds time);
+// Names the kernel this thread is running while it lives ("<phase> <op>
+// <kernel>[:<variant>]", a row's name), so that a device's own per-dispatch
+// timings (RUMUS_VULKAN_PROFILE) can say which op and pass launched them.
+class ProfileKernel {
+ public:
+  ProfileKernel(std::string_view op, std::string_view kernel, std::string_view variant);
+  ~ProfileKernel();
+  ProfileKernel(const ProfileKernel&) = delete;
+  ProfileKernel& operator=(const ProfileKernel&) = delete;
+
+ private:
+  std::string outer_;  // a kernel may run another op's kernel inside it
+};
+// The row of the kernel running now on this thread, empty outside one.
+std::string_view profile_kernel_row();
 // Names the phase of the kernels launched while it lives (nests; restores the outer one).
 class ProfilePhase {
  public:

@@ -240,7 +240,7 @@ void Stream::wait_all() {
     std::sort(rows.rbegin(), rows.rend());
     std::fprintf(stderr, "vulkan profile (%s): %.3f ms of kernels, %llu dispatches, %llu barriers between them\n",
                  ctx_.name.c_str(), total, (unsigned long long)profile_dispatches_, (unsigned long long)profile_barriers_);
-    for (std::size_t i = 0; i < rows.size() && i < 40; ++i)
+    for (std::size_t i = 0; i < rows.size() && i < 60; ++i)
       std::fprintf(stderr, "  %9.3f ms  %s\n", rows[i].first, rows[i].second.c_str());
     profile_totals_.clear();
     profile_dispatches_ = profile_barriers_ = 0;

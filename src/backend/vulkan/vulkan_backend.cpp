@@ -22,6 +22,7 @@
 #include "../../core/env.hpp"
 #include "rumus/core/capture.hpp"
 #include "rumus/core/error.hpp"
+#include "rumus/core/profiler.hpp"
 #include "kernels.hpp"
 
 namespace rumus::vulkan {
@@ -536,7 +537,9 @@ void VulkanBackend::launch(ShaderId shader, const std::vector<std::uint32_t>& sp
   for (const Operand& o : operands) touch(*static_cast<Allocation*>(o.arg.storage->data()), o.written);
   vk::Pipeline p = pipelines_->get(shader, spec);
   if (profiling_) {
-    std::string label = std::string(name) + "/" + std::to_string(spec.size() > 1 ? spec[1] : 0) + " grid " +
+    // Under a rumus::Profiler, the op and pass that launched it come first.
+    const std::string_view row = detail::profile_kernel_row();
+    std::string label = (row.empty() ? std::string() : std::string(row) + " | ") + std::string(name) + "/" + std::to_string(spec.size() > 1 ? spec[1] : 0) + " grid " +
                         std::to_string(gx) + "x" + std::to_string(gy) + "x" + std::to_string(gz);
     stream_->dispatch(p, pipelines_->layout(), std::span<const Binding>(bindings, used), push, push_bytes, gx, gy, gz, &label);
     return;
