@@ -43,6 +43,12 @@ layout(constant_id = 11) const bool RELU = false;
 //   last), runs the epilogue (beta, bias, ReLU, C's type) and sets the counter
 //   back to 0 for the next launch: one dispatch and no barrier for the sum.
 layout(constant_id = 12) const bool SLICES_MEET = false;
+// Ragged shapes whose rows are whole vec4s (each operand's contiguous extent,
+// its leading dim and offsets % 4 == 0, as the K-slices): the same vec4
+// fetches as ALIGNED, each bounds-checked, instead of checked scalars (the
+// MLP's 784-wide products; the edge tiles and the last K-step load zeros past
+// the matrices).
+layout(constant_id = 13) const bool VEC4 = false;
 #define PUSH_GEMM
 #include "push_constants.h"
 
@@ -159,19 +165,29 @@ uvec2 b_coord(uint idx) { return TRANS_B ? uvec2(idx % BK, idx / BK) : uvec2(idx
 
 void fetch(uint k0) {
   const uint tid = gl_LocalInvocationID.x;
-  if (ALIGNED) {
+  if (ALIGNED || VEC4) {
     for (uint p = 0; p < LA / 4; ++p) {
       uint idx = tid + p * THREADS;
-      vec4 v;
-      if (TRANS_A) { uint k = idx / (BM / 4), m = (idx % (BM / 4)) * 4; v = load_a4((base_a + (k0 + k) * pc.lda + bm + m) / 4); }
-      else { uint m = idx / (BK / 4), k = (idx % (BK / 4)) * 4; v = load_a4((base_a + (bm + m) * pc.lda + k0 + k) / 4); }
+      vec4 v = vec4(0.0);
+      if (TRANS_A) {
+        uint k = idx / (BM / 4), m = (idx % (BM / 4)) * 4;
+        if (ALIGNED || (k0 + k < k_end && bm + m < pc.M)) v = load_a4((base_a + (k0 + k) * pc.lda + bm + m) / 4);
+      } else {
+        uint m = idx / (BK / 4), k = (idx % (BK / 4)) * 4;
+        if (ALIGNED || (bm + m < pc.M && k0 + k < k_end)) v = load_a4((base_a + (bm + m) * pc.lda + k0 + k) / 4);
+      }
       ra[4 * p] = v.x; ra[4 * p + 1] = v.y; ra[4 * p + 2] = v.z; ra[4 * p + 3] = v.w;
     }
     for (uint p = 0; p < LB / 4; ++p) {
       uint idx = tid + p * THREADS;
-      vec4 v;
-      if (TRANS_B) { uint n = idx / (BK / 4), k = (idx % (BK / 4)) * 4; v = load_b4((base_b + (bn + n) * pc.ldb + k0 + k) / 4); }
-      else { uint k = idx / (BN / 4), n = (idx % (BN / 4)) * 4; v = load_b4((base_b + (k0 + k) * pc.ldb + bn + n) / 4); }
+      vec4 v = vec4(0.0);
+      if (TRANS_B) {
+        uint n = idx / (BK / 4), k = (idx % (BK / 4)) * 4;
+        if (ALIGNED || (bn + n < pc.N && k0 + k < k_end)) v = load_b4((base_b + (bn + n) * pc.ldb + k0 + k) / 4);
+      } else {
+        uint k = idx / (BN / 4), n = (idx % (BN / 4)) * 4;
+        if (ALIGNED || (k0 + k < k_end && bn + n < pc.N)) v = load_b4((base_b + (k0 + k) * pc.ldb + bn + n) / 4);
+      }
       rb[4 * p] = v.x; rb[4 * p + 1] = v.y; rb[4 * p + 2] = v.z; rb[4 * p + 3] = v.w;
     }
   } else {
@@ -184,7 +200,7 @@ void put_b(uint k, uint n, float v) { Bs[k * BS + n / 4][n % 4] = v; }
 
 void stash() {
   const uint tid = gl_LocalInvocationID.x;
-  if (ALIGNED) {
+  if (ALIGNED || VEC4) {
     for (uint p = 0; p < LA / 4; ++p) {
       uint idx = tid + p * THREADS;
       vec4 v = vec4(ra[4 * p], ra[4 * p + 1], ra[4 * p + 2], ra[4 * p + 3]);

@@ -372,6 +372,54 @@ TEST(VulkanGemm, SplitKSlicesMeetInOneKernel) {
   }
 }
 
+// Ragged shapes whose rows are whole vec4s (the MLP's 784-wide products) take
+// bounds-checked vec4 fetches: edge tiles in M and N, a last K-step past K,
+// both transposes of each operand, batches, split K, a bias and the ReLU,
+// against the CPU. Each operand sits in a NaN-filled buffer with 4 more
+// columns and 32 more rows than it uses: a fetch past K reads NaN.
+TEST(VulkanGemm, RaggedShapesOfWholeVec4sMatchTheCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(12);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // The operand in the top-left corner of a NaN buffer on the GPU, and its leading dim and batch stride.
+  auto padded = [&](const Tensor& t, std::int64_t& ld, std::int64_t& stride) {
+    const std::int64_t batch = t.shape()[0], rows = t.shape()[1], cols = t.shape()[2];
+    Tensor p = full({batch, rows + 32, cols + 4}, nan);
+    p.narrow(1, 0, rows).narrow(2, 0, cols).copy_(t);
+    ld = cols + 4;
+    stride = (rows + 32) * (cols + 4);
+    return p.to(kGpu);
+  };
+  struct Case {
+    std::int64_t batch, m, n, k;
+  };
+  for (const Case& c : {Case{1, 68, 132, 196}, Case{1, 512, 512, 784}, Case{1, 512, 784, 512}, Case{3, 20, 36, 44},
+                        Case{1, 60, 44, 2052}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.m) + " x " + std::to_string(c.n) +
+                               " x " + std::to_string(c.k) + (ta ? " A^T" : "") + (tb ? " B^T" : "");
+      Tensor a = rand(ta ? Shape{c.batch, c.k, c.m} : Shape{c.batch, c.m, c.k}, {}, &gen) - 0.5;
+      Tensor b = rand(tb ? Shape{c.batch, c.n, c.k} : Shape{c.batch, c.k, c.n}, {}, &gen) - 0.5;
+      Tensor bias = rand({c.n}, {}, &gen) - 0.5;
+      Tensor want = relu(matmul(ta ? a.transpose(1, 2) : a, tb ? b.transpose(1, 2) : b) + bias);
+      Tensor gc = zeros({c.batch, c.m, c.n}, {.device = kGpu});
+      std::int64_t lda = 0, ldb = 0, stride_a = 0, stride_b = 0;
+      const Tensor ga = padded(a, lda, stride_a), gb = padded(b, ldb, stride_b), gbias = bias.to(kGpu);
+      GemmArgs args = GemmArgs::packed(arg_of(ga), arg_of(gb), arg_of(gc), c.m, c.n, c.k,
+                                       {.trans_a = ta, .trans_b = tb, .batch = c.batch});
+      args.lda = lda;
+      args.ldb = ldb;
+      args.stride_a = stride_a;
+      args.stride_b = stride_b;
+      args.bias = arg_of(gbias);
+      args.relu = true;
+      run_kernel<GemmKernel>(backend(kGpu), args);
+      expect_close(gc.cpu(), want, 1e-4, "ragged vec4 gemm " + what);
+    }
+  }
+}
+
 // A bias with alpha and beta, at the kernel level, on both backends against
 // the formula: the epilogue (a shape whose tiles divide it) and the copy path
 // (split-K on Vulkan, and the CPU), where the bias is added after the product.

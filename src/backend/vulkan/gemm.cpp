@@ -124,11 +124,15 @@ void gemm(Backend& be, const GemmArgs& g) {
   for (std::uint32_t v : {pc.lda, pc.ldb, pc.ldc, pc.offset_a, pc.offset_b, pc.offset_c, pc.batch_a, pc.batch_b,
                           pc.batch_c, pc.offset_bias})
     if (v % 4) aligned = false;
+  // Ragged, but every operand's rows are whole vec4s: bounds-checked vec4 fetches.
+  bool vec4 = !aligned && g.k > 0 && (g.trans_a ? g.m : g.k) % 4 == 0 && (g.trans_b ? g.k : g.n) % 4 == 0 &&
+              pc.k_chunk % 4 == 0 && pc.lda % 4 == 0 && pc.ldb % 4 == 0 && pc.offset_a % 4 == 0 &&
+              pc.offset_b % 4 == 0 && pc.batch_a % 4 == 0 && pc.batch_b % 4 == 0;
   std::uint32_t kslices = gemm_tile_kslices(bm, bn, ctx.properties.limits.maxComputeWorkGroupInvocations);
   if (auto forced = gemm_kslices_override(); forced && kslices > 1) kslices = *forced;
   std::vector<std::uint32_t> spec = {(bm / 8) * (bn / 8) * kslices, bm, bn, bk, g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u,
                                      aligned ? 1u : 0u, type_code(g.a.dtype), type_code(g.c.dtype), bias ? 1u : 0u,
-                                     kslices, g.relu ? 1u : 0u, splits > 1 ? 1u : 0u};
+                                     kslices, g.relu ? 1u : 0u, splits > 1 ? 1u : 0u, vec4 ? 1u : 0u};
   const std::uint32_t gx = std::uint32_t((g.n + bn - 1) / bn), gy = std::uint32_t((g.m + bm - 1) / bm);
   const Operand bias_op{bias ? g.bias : g.a, false};
   if (splits == 1) {
