@@ -2,7 +2,10 @@
 // Fused optimizer updates over contiguous f32 tensors: one pass per parameter.
 // OPTIMIZER_UNSCALE is mixed precision's gradient check before the update:
 // p = g * lr (lr holding 1 / scale, or s[off_s] with SCALARS), and m[off_m] = 1
-// if any result is inf or NaN.
+// if any result is inf or NaN. OPTIMIZER_UPDATE_SCALE is its next scale, by
+// one invocation: p[off_p] the scale, m[off_m] the growth count, g[off_g] the
+// found-inf flag; lr, momentum and dampening hold the growth factor, the
+// backoff factor and the growth interval.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KIND = 0;  // OPTIMIZER_*
 layout(constant_id = 2) const bool MOMENTUM = false;
@@ -37,6 +40,21 @@ void main() {
       bad = bad || isinf(x) || isnan(x);
     }
     if (bad) m[pc.off_m] = 1.0;  // every writer stores the same value: no atomics needed
+    return;
+  }
+  if (KIND == OPTIMIZER_UPDATE_SCALE) {
+    if (gl_GlobalInvocationID.x != 0) return;
+    const float scale = p[pc.off_p];
+    if (g[pc.off_g] > 0.0) {
+      p[pc.off_p] = scale * pc.momentum;
+      m[pc.off_m] = 0.0;
+      return;
+    }
+    const float counted = m[pc.off_m] + 1.0;
+    const bool grow = counted == pc.dampening;
+    // Saturates at the largest finite f32: an inf scale would turn every scaled loss into inf.
+    if (grow) p[pc.off_p] = min(scale * pc.lr, uintBitsToFloat(0x7f7fffffu));
+    m[pc.off_m] = grow ? 0.0 : counted;
     return;
   }
   if (SKIP && s[pc.off_s + 4] != 0.0) return;

@@ -5,8 +5,11 @@
 // (4k + 3). ADAM: the parameter (5k), gradient (5k + 1), exp_avg (5k + 2),
 // exp_avg_sq (5k + 3) and scalars (5k + 4). All contiguous f32 from element 0;
 // the scalars are optim.comp's (lr, first / lr, c1, c2, first; with SKIP the
-// found-inf flag at 4). Workgroups [first[k], first[k + 1]) update slot k,
-// with optim.comp's arithmetic.
+// found-inf flag at 4). UNSCALE (mixed precision's check, optim.comp's
+// OPTIMIZER_UNSCALE): slot k writes out (4k) = grad (4k + 1) * the factor at
+// element 0 of 4k + 3, and sets element 0 of 4k + 2, the found-inf flag every
+// slot binds, to 1 where a result is inf or NaN. Workgroups
+// [first[k], first[k + 1]) update slot k, with optim.comp's arithmetic.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint SLOTS = 1;  // used slots; the host binds every slot
 layout(constant_id = 2) const bool MOMENTUM = false;
@@ -65,6 +68,18 @@ SLOT(5)
       v##k[i] = vi;                                                                            \
       p##k[i] = w - lr / c1 * mi / (sqrt(vi / c2) + pc.eps);                                   \
     }                                                                                          \
+  }
+#elif defined(UNSCALE)
+#define UPDATE(k)                                                                              \
+  {                                                                                            \
+    const float inv = s##k[0];                                                                 \
+    bool bad = false;                                                                          \
+    for (uint i = begin; i < pc.n[k]; i += stride) {                                           \
+      const float x = g##k[i] * inv;                                                           \
+      p##k[i] = x;                                                                             \
+      bad = bad || isinf(x) || isnan(x);                                                       \
+    }                                                                                          \
+    if (bad) m##k[0] = 1.0; /* every writer stores the same value */                          \
   }
 #else
 #define UPDATE(k)                                                                              \

@@ -2,11 +2,13 @@
 // accumulation on every device, and GradScaler's dynamic loss scaling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <rumus/rumus.hpp>
 
@@ -726,6 +728,149 @@ TEST(AmpUnscale, DevicesAgreeAndBadArgumentsAreErrors) {
   if (have_vulkan())
     expect_error<DeviceError>([&] { amp_unscale(g, flag, ones({1}, {.device = Device::vulkan(0)})); }, "amp_unscale");
   EXPECT_EQ(flag.item(), 0.0);
+}
+
+// ---- several gradients at once, and the scale's update ----
+
+RUMUS_DEVICE_SUITE(AmpForeachOnEveryDevice);
+
+// amp_unscale_foreach against amp_unscale one gradient at a time: the same
+// values and flag for more gradients than one kernel's slots, strided,
+// broadcast and offset views, an empty one, f16 (and f64 where the device has
+// it) through the per-tensor path; an inf, a NaN or an overflow in any one
+// gradient sets the flag; a flag inside a larger tensor gets it in place.
+TEST_P(AmpForeachOnEveryDevice, MatchesAmpUnscaleOneByOne) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const Device dev = GetParam();
+  std::vector<Tensor> grads;
+  for (int i = 0; i < 9; ++i) grads.push_back(rnd({100 + 37 * i}, dev, 20 + i));
+  grads.push_back(rnd({40, 30}, dev, 40).t());
+  grads.push_back(rnd({1, 50}, dev, 41).expand({20, 50}));
+  grads.push_back(rnd({300}, dev, 42).narrow(0, 7, 200));
+  grads.push_back(rnd({100003}, dev, 43));  // past the CPU's parallel grain and one workgroup
+  grads.push_back(zeros({0}, {.device = dev}));
+  grads.push_back(rnd({64}, dev, 44).to(DType::f16));
+  if (dev.is_cpu() || supports<UnaryKernel>(backend(dev), DType::f64)) grads.push_back(rnd({77}, dev, 45).to(DType::f64));
+  const Tensor inv = full({1}, 1.0 / 1024, {.device = dev});
+  Tensor flag = zeros({1}, {.device = dev});
+  const std::vector<Tensor> out = amp_unscale_foreach(grads, flag, inv);
+  ASSERT_EQ(out.size(), grads.size());
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    Tensor own = zeros({1}, {.device = dev});
+    EXPECT_EQ(out[i].dtype(), grads[i].dtype()) << i;
+    expect_close(out[i], amp_unscale(grads[i], own, inv), 0, 0, "gradient " + std::to_string(i));
+  }
+  EXPECT_EQ(flag.item(), 0.0);
+  for (std::size_t at : {std::size_t(0), std::size_t(7), std::size_t(9), std::size_t(12)}) {
+    for (double bad : {inf, nan, 1e30}) {  // 1e30 / 1024 is finite; times 1e10 below it overflows
+      std::vector<Tensor> with_bad = grads;
+      const Tensor g = grads[at].contiguous().to(DType::f32).cpu();
+      with_bad[at] = with_value_at(g, g.numel() - 1, bad).to(grads[at].dtype()).to(dev);
+      Tensor f = zeros({1}, {.device = dev});
+      amp_unscale_foreach(with_bad, f, bad == 1e30 ? full({1}, 1e10, {.device = dev}) : inv);
+      EXPECT_EQ(f.item(), 1.0) << "gradient " << at << " holding " << bad;
+    }
+  }
+  // A flag inside a larger tensor: set in place, its neighbours untouched.
+  Tensor flags = zeros({3}, {.device = dev}), middle = flags.narrow(0, 1, 1);
+  std::vector<Tensor> two = {grads[0], with_value_at(grads[1].cpu(), 3, inf).to(dev)};
+  const std::vector<Tensor> again = amp_unscale_foreach(two, middle, inv);
+  expect_close(again[0], out[0], 0, 0, "with a flag at an offset");
+  expect_close(flags, tensor(std::vector<float>{0, 1, 0}, {3}).to(dev), 0, 0, "the flag at an offset");
+}
+
+// Six dense f32 gradients (a kernel's slots) are checked in one kernel, nine in two.
+TEST(AmpForeach, OneKernelPerSixGradientsOnVulkan) {
+  if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  const Device gpu = Device::vulkan(0);
+  for (std::size_t count : {std::size_t(6), std::size_t(9)}) {
+    std::vector<Tensor> grads;
+    for (std::size_t i = 0; i < count; ++i) grads.push_back(rnd({std::int64_t(1000 + i)}, gpu, 50 + i));
+    Tensor flag = zeros({1}, {.device = gpu}), inv = full({1}, 0.5, {.device = gpu});
+    synchronize(gpu);
+    const std::uint64_t before = device_stats(gpu).commands;
+    amp_unscale_foreach(grads, flag, inv);
+    EXPECT_EQ(device_stats(gpu).commands - before, count == 6 ? 1u : 2u) << count;
+  }
+}
+
+TEST(AmpForeach, BadArgumentsAreErrors) {
+  const Tensor g = rnd({10}, Device::cpu(), 9), inv = ones({1});
+  Tensor flag = zeros({1}), two = zeros({2});
+  std::vector<Tensor> one = {g};
+  expect_error<ShapeError>([&] { amp_unscale_foreach(one, two, inv); },
+                           "amp_unscale_foreach: expected found_inf to be a one-element f32 tensor, got f32 [2]");
+  expect_error<ShapeError>([&] { amp_unscale_foreach(one, flag, zeros({1}, {.dtype = DType::f64})); },
+                           "amp_unscale_foreach: expected inv_scale to be a one-element f32 tensor, got f64 [1]");
+  expect_error<ValueError>([&] { amp_unscale_foreach(one, flag, Tensor()); },
+                           "amp_unscale_foreach: expected a defined inv_scale tensor");
+  std::vector<Tensor> with_undefined = {g, Tensor()};
+  expect_error<ValueError>([&] { amp_unscale_foreach(with_undefined, flag, inv); },
+                           "amp_unscale_foreach: gradient 1 is undefined");
+  std::vector<Tensor> ints = {zeros({3}, {.dtype = DType::i32})};
+  expect_error<DTypeError>([&] { amp_unscale_foreach(ints, flag, inv); },
+                           "amp_unscale_foreach: expected a floating-point tensor");
+  if (have_vulkan()) {
+    std::vector<Tensor> on_gpu = {g.to(Device::vulkan(0))};
+    expect_error<DeviceError>([&] { amp_unscale_foreach(on_gpu, flag, inv); },
+                              "amp_unscale_foreach: gradient 0 is on vulkan:0 but found_inf is on cpu");
+    expect_error<DeviceError>([&] { amp_unscale_foreach(one, flag, ones({1}, {.device = Device::vulkan(0)})); },
+                              "amp_unscale_foreach");
+  }
+  EXPECT_EQ(flag.item(), 0.0);
+}
+
+RUMUS_DEVICE_SUITE(AmpUpdateScaleOnEveryDevice);
+
+// amp_update_scale_ step by step against PyTorch's rule computed on the host:
+// growth after growth_interval clean steps in a row, backoff and a restarted
+// count on an inf, growth saturating at the largest finite f32.
+TEST_P(AmpUpdateScaleOnEveryDevice, FollowsPyTorchsRule) {
+  const Device dev = GetParam();
+  const float max = std::numeric_limits<float>::max();
+  for (float start : {65536.0f, max / 1.5f}) {
+    Tensor scale = full({1}, start, {.device = dev}), tracker = zeros({1}, {.device = dev});
+    float want_scale = start, want_count = 0;
+    bool saturated = false;
+    const int flags[] = {0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    for (int step = 0; step < int(std::size(flags)); ++step) {
+      const Tensor found = full({1}, flags[step] ? 1.0 : 0.0, {.device = dev});
+      Tensor& returned = amp_update_scale_(scale, tracker, found, 2.0, 0.5, 3);
+      EXPECT_EQ(&returned, &scale);
+      if (flags[step]) {
+        want_scale *= 0.5f;
+        want_count = 0;
+      } else if (++want_count == 3) {
+        saturated = saturated || want_scale * 2.0f > max;
+        want_scale = std::min(want_scale * 2.0f, max);
+        want_count = 0;
+      }
+      EXPECT_EQ(float(scale.item()), want_scale) << "step " << step << " from " << start;
+      EXPECT_EQ(float(tracker.item()), want_count) << "step " << step << " from " << start;
+    }
+    EXPECT_EQ(saturated, start > 65536.0f);  // the large start's first growth stops at the largest f32
+  }
+}
+
+TEST(AmpUpdateScale, BadArgumentsAreErrors) {
+  Tensor scale = ones({1}), tracker = zeros({1}), found = zeros({1});
+  expect_error<ShapeError>([&] { Tensor s = ones({2}); amp_update_scale_(s, tracker, found, 2, 0.5, 10); },
+                           "amp_update_scale_: expected scale to be a one-element f32 tensor, got f32 [2]");
+  expect_error<ShapeError>(
+      [&] { Tensor t = zeros({1}, {.dtype = DType::f64}); amp_update_scale_(scale, t, found, 2, 0.5, 10); },
+      "amp_update_scale_: expected growth_tracker to be a one-element f32 tensor, got f64 [1]");
+  expect_error<ValueError>([&] { amp_update_scale_(scale, tracker, Tensor(), 2, 0.5, 10); },
+                           "amp_update_scale_: expected a defined found_inf tensor");
+  expect_error<ValueError>([&] { amp_update_scale_(scale, tracker, found, 2, 0.5, 0); },
+                           "amp_update_scale_: expected growth_interval >= 1 and <= 2^24 (an f32 count), got 0");
+  expect_error<ValueError>([&] { amp_update_scale_(scale, tracker, found, std::nan(""), 0.5, 10); },
+                           "amp_update_scale_: expected finite growth and backoff factors > 0");
+  if (have_vulkan())
+    expect_error<DeviceError>(
+        [&] { amp_update_scale_(scale, tracker, zeros({1}, {.device = Device::vulkan(0)}), 2, 0.5, 10); },
+        "amp_update_scale_");
+  EXPECT_EQ(scale.item(), 1.0);
+  EXPECT_EQ(tracker.item(), 0.0);
 }
 
 TEST_P(AutocastPolicyOnEveryDevice, MathLibraryFunctionsThat16BitsHurtRunInF32) {

@@ -119,4 +119,5 @@
 #define RUMUS_OPTIMIZER_KINDS(X) \
   X(sgd)                         \
   X(adam)                        \
-  X(unscale)
+  X(unscale)                     \
+  X(update_scale)

@@ -78,4 +78,27 @@ struct AmpUnscaleKernel {
                   double inv_scale);
 };
 
+// One gradient of AmpUnscaleForeachKernel: out = grad * inv_scale, dense
+// tensors of one shape and dtype.
+struct AmpUnscaleOperands {
+  TensorArg out, grad;
+};
+// AmpUnscaleKernel over several gradients of one dtype in a few kernels, all
+// into one flag, the factor in `inv_scale` (a one-element f32 on the device):
+// PyTorch's _amp_foreach_non_finite_check_and_unscale_.
+struct AmpUnscaleForeachKernel {
+  static constexpr std::string_view name = "amp_unscale_foreach";
+  using Fn = void(Backend&, std::span<const AmpUnscaleOperands> grads, TensorArg found_inf, TensorArg inv_scale);
+};
+
+// Mixed precision's next scale, in place on one-element f32 tensors (PyTorch's
+// _amp_update_scale_): where found_inf > 0 the scale backs off and the growth
+// count restarts; else the count grows, and at growth_interval the scale grows
+// (saturating at the largest finite f32) and the count restarts.
+struct AmpUpdateScaleKernel {
+  static constexpr std::string_view name = "amp_update_scale";
+  using Fn = void(Backend&, TensorArg scale, TensorArg growth_tracker, TensorArg found_inf, double growth_factor,
+                  double backoff_factor, std::int64_t growth_interval);
+};
+
 }  // namespace rumus

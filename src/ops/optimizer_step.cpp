@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "op_util.hpp"
@@ -275,6 +276,78 @@ Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, double inv_scale) {
 Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, const Tensor& inv_scale) {
   if (!inv_scale.defined()) throw ValueError("amp_unscale: expected a defined inv_scale tensor");
   return unscale(grad, found_inf, inv_scale, 1.0);
+}
+
+namespace {
+void check_one_f32(const char* op, const char* what, const Tensor& t) {
+  if (!t.defined()) throw ValueError(fmt::format("{}: expected a defined {} tensor", op, what));
+  if (t.dtype() != DType::f32 || t.numel() != 1)
+    throw ShapeError(fmt::format("{}: expected {} to be a one-element f32 tensor, got {} {}", op, what,
+                                 dtype_name(t.dtype()), shape_str(t.shape())));
+}
+// The multi-tensor kernels read their operands from element 0.
+Tensor from_zero(const Tensor& t) {
+  Tensor d = dense(t);
+  return d.offset() == 0 ? d : d.clone();
+}
+}  // namespace
+
+std::vector<Tensor> amp_unscale_foreach(std::span<const Tensor> grads, Tensor& found_inf, const Tensor& inv_scale) {
+  constexpr const char* op = "amp_unscale_foreach";
+  check_one_f32(op, "found_inf", found_inf);
+  check_one_f32(op, "inv_scale", inv_scale);
+  detail::check_same_device(op, found_inf, inv_scale);
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) throw ValueError(fmt::format("{}: gradient {} is undefined", op, i));
+    detail::check_floating(op, grads[i]);
+    if (grads[i].device() != found_inf.device())
+      throw DeviceError(fmt::format("{}: gradient {} is on {} but found_inf is on {}", op, i,
+                                    grads[i].device().str(), found_inf.device().str()));
+  }
+  NoGradGuard no_grad;
+  std::vector<Tensor> out(grads.size());
+  // One kernel call per dtype the device's kernel takes; amp_unscale for the rest.
+  const bool foreach_flag = found_inf.is_contiguous() && found_inf.offset() == 0;
+  const Tensor inv = foreach_flag ? from_zero(inv_scale) : Tensor();
+  std::vector<Tensor> dense_grads(grads.size());
+  for (DType dt : {DType::f32, DType::f64}) {
+    std::vector<AmpUnscaleOperands> operands;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i].dtype() != dt || !foreach_flag || !detail::has_kernels<AmpUnscaleForeachKernel>(grads[i])) continue;
+      dense_grads[i] = from_zero(grads[i]);
+      out[i] = detail::alloc(grads[i].shape(), dt, grads[i].device());
+      if (out[i].numel() > 0) operands.push_back({arg(out[i]), arg(dense_grads[i])});
+    }
+    if (operands.empty()) continue;
+    detail::kernel<AmpUnscaleForeachKernel>(op, found_inf)(std::span<const AmpUnscaleOperands>(operands),
+                                                           arg(found_inf), arg(inv));
+    found_inf.storage().bump_version();
+  }
+  for (std::size_t i = 0; i < grads.size(); ++i)
+    if (!out[i].defined()) out[i] = unscale(grads[i], found_inf, inv_scale, 1.0);
+  return out;
+}
+
+Tensor& amp_update_scale_(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
+                          double backoff_factor, std::int64_t growth_interval) {
+  constexpr const char* op = "amp_update_scale_";
+  check_one_f32(op, "scale", scale);
+  check_one_f32(op, "growth_tracker", growth_tracker);
+  check_one_f32(op, "found_inf", found_inf);
+  detail::check_same_device(op, scale, growth_tracker);
+  detail::check_same_device(op, scale, found_inf);
+  if (!(growth_factor > 0) || !(backoff_factor > 0) || !std::isfinite(growth_factor) || !std::isfinite(backoff_factor))
+    throw ValueError(fmt::format("{}: expected finite growth and backoff factors > 0, got {} and {}", op,
+                                 growth_factor, backoff_factor));
+  if (growth_interval < 1 || growth_interval > (std::int64_t(1) << 24))
+    throw ValueError(fmt::format("{}: expected growth_interval >= 1 and <= 2^24 (an f32 count), got {}", op,
+                                 growth_interval));
+  NoGradGuard no_grad;
+  detail::kernel<AmpUpdateScaleKernel>(op, scale)(arg(scale), arg(growth_tracker), arg(found_inf), growth_factor,
+                                                   backoff_factor, growth_interval);
+  scale.storage().bump_version();
+  growth_tracker.storage().bump_version();
+  return scale;
 }
 
 }  // namespace rumus

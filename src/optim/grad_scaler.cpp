@@ -105,8 +105,13 @@ void GradScaler::unscale_grads(GradientStore& grads, const std::vector<const Ten
   } else {
     for (auto& [id, g] : grads.map()) targets.push_back(&g);
   }
-  // One flag per device; the scaler's device's is the record's.
-  std::vector<std::pair<Tensor, Tensor>> flags;  // (flag, 1 / scale) per device
+  // One flag per device, with the device's gradients unscaled into it
+  // together; the scaler's device's flag is the record's.
+  struct PerDevice {
+    Tensor flag, inv_scale;
+    std::vector<Tensor*> grads;
+  };
+  std::vector<PerDevice> flags;
   for (Tensor* g : targets) {
     if (!g->defined() || g->numel() == 0) continue;
     if (is_16bit_float(g->dtype()))
@@ -115,21 +120,27 @@ void GradScaler::unscale_grads(GradientStore& grads, const std::vector<const Ten
                                    op, dtype_name(g->dtype())));
     if (!is_floating(g->dtype())) continue;
     ensure_state(g->device(), op);
-    if (flags.empty()) flags.emplace_back(zeros({1}, {.device = scale_t_.device()}), reciprocal(scale_t_));
-    auto it = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return f.first.device() == g->device(); });
+    if (flags.empty()) flags.push_back({zeros({1}, {.device = scale_t_.device()}), reciprocal(scale_t_), {}});
+    auto it = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return f.flag.device() == g->device(); });
     if (it == flags.end())  // not device_side (ensure_state refused it): a copy of the factor
-      it = flags.insert(flags.end(), {zeros({1}, {.device = g->device()}), flags.front().second.to(g->device())});
-    *g = amp_unscale(*g, it->first, it->second);
+      it = flags.insert(flags.end(), {zeros({1}, {.device = g->device()}), flags.front().inv_scale.to(g->device()), {}});
+    it->grads.push_back(g);
+  }
+  for (PerDevice& d : flags) {
+    std::vector<Tensor> in;
+    for (Tensor* g : d.grads) in.push_back(*g);
+    std::vector<Tensor> out = amp_unscale_foreach(in, d.flag, d.inv_scale);
+    for (std::size_t i = 0; i < out.size(); ++i) *d.grads[i] = std::move(out[i]);
   }
   if (flags.empty()) {
     r.flag = scale_t_.defined() ? zeros({1}, {.device = scale_t_.device()}) : Tensor();
     r.found_inf = options_.device_side ? false : found_inf_anywhere(false);
     return;
   }
-  r.flag = flags.front().first;
+  r.flag = flags.front().flag;
   if (options_.device_side) return;
   bool found = false;
-  for (const auto& f : flags) found = found || f.first.item() != 0.0;
+  for (const auto& f : flags) found = found || f.flag.item() != 0.0;
   r.found_inf = found_inf_anywhere(found);
   if (r.found_inf && !found) r.flag.fill_(1.0);  // another rank's
 }
@@ -202,29 +213,23 @@ void GradScaler::update() {
   }
   NoGradGuard no_grad;
   const Device dev = scale_t_.device();
-  // Whether any optimizer's gradients had an inf or NaN, as a device boolean.
+  // Whether any optimizer's gradients had an inf or NaN, as a device flag.
   Tensor inf;
   if (options_.device_side) {
-    Tensor any;
     for (const auto& [key, r] : records_)
-      if (r.flag.defined()) any = any.defined() ? maximum(any, r.flag) : r.flag;
-    inf = any.defined() ? gt(any, 0.0) : gt(zeros({1}, {.device = dev}), 0.0);
+      if (r.flag.defined()) inf = inf.defined() ? maximum(inf, r.flag) : r.flag;
+    if (!inf.defined()) inf = zeros({1}, {.device = dev});
   } else {
     bool found = false;
     for (const auto& [key, r] : records_) found = found || r.found_inf;
-    inf = gt(full({1}, found ? 1.0 : 0.0, {.device = dev}), 0.0);
+    inf = full({1}, found ? 1.0 : 0.0, {.device = dev});
   }
   records_.clear();
-  // PyTorch's _amp_update_scale_: on inf, scale *= backoff and the count
-  // restarts; else the count grows, and at growth_interval the scale grows
-  // and the count restarts. Growth saturates at the largest finite f32: the
-  // scale multiplies f32 losses, and 2^128 would be inf and turn every
-  // scaled loss into inf/NaN.
-  const Tensor counted = where(inf, 0.0, add(tracker_t_, 1.0));
-  const Tensor grow = eq(counted, double(options_.growth_interval));
-  const Tensor grown = clamp(mul(scale_t_, options_.growth_factor), 0.0, double(std::numeric_limits<float>::max()));
-  scale_t_.copy_(where(inf, mul(scale_t_, options_.backoff_factor), where(grow, grown, scale_t_)));
-  tracker_t_.copy_(where(grow, 0.0, counted));
+  // PyTorch's _amp_update_scale_, with growth saturating at the largest
+  // finite f32: the scale multiplies f32 losses, and 2^128 would be inf and
+  // turn every scaled loss into inf/NaN.
+  amp_update_scale_(scale_t_, tracker_t_, inf, options_.growth_factor, options_.backoff_factor,
+                    options_.growth_interval);
 }
 
 void GradScaler::update(double new_scale) {

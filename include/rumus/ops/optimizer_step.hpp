@@ -3,6 +3,7 @@
 // chain of elementwise passes. Never recorded on the tape.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "rumus/core/tensor.hpp"
 #include "rumus/core/export.hpp"
@@ -76,6 +77,21 @@ Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, double inv_scale);
 // PyTorch's inv_scale), read by the kernel: no host read, and a captured step
 // reads the factor of each replay.
 Tensor amp_unscale(const Tensor& grad, Tensor& found_inf, const Tensor& inv_scale);
+// amp_unscale of several gradients into one flag, in one kernel per few
+// gradients where the device has it (PyTorch's
+// _amp_foreach_non_finite_check_and_unscale_). The results are new tensors,
+// as amp_unscale's: gradients may share storage, and unscaling in place
+// would divide a shared one twice. The gradients are on found_inf's device.
+std::vector<Tensor> amp_unscale_foreach(std::span<const Tensor> grads, Tensor& found_inf, const Tensor& inv_scale);
+
+// Mixed precision's next scale, in place on one-element f32 tensors of one
+// device (PyTorch's _amp_update_scale_): where found_inf > 0, scale *=
+// backoff_factor and growth_tracker restarts at 0; else growth_tracker
+// counts the clean step, and when it reaches growth_interval, scale *=
+// growth_factor (saturating at the largest finite f32) and the count
+// restarts. One kernel. Returns scale.
+Tensor& amp_update_scale_(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
+                          double backoff_factor, std::int64_t growth_interval);
 
 }  // namespace rumus
 

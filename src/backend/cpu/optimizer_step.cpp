@@ -282,6 +282,55 @@ void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf
   });
 }
 
+// All gradients in one parallel region; a thread's share of each is
+// checked on its own and the findings joined.
+void amp_unscale_foreach(Backend& be, std::span<const AmpUnscaleOperands> grads, TensorArg found_inf,
+                         TensorArg inv_scale) {
+  if (grads.empty()) return;
+  std::vector<std::int64_t> sizes;
+  for (const AmpUnscaleOperands& u : grads) sizes.push_back(u.grad.layout->numel());
+  const float inv = *at<float>(inv_scale);
+  int bad = 0;
+  dispatch_f32_f64(grads[0].grad.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    foreach_across_threads(sizes, [&](std::size_t i, std::int64_t begin, std::int64_t end) {
+      T* __restrict o = at<T>(grads[i].out);
+      const T* __restrict g = at<T>(grads[i].grad);
+      int here = 0;
+#pragma omp simd reduction(| : here)
+      for (std::int64_t j = begin; j < end; ++j) {
+        const T x = g[j] * T(inv);
+        o[j] = x;
+        here |= !std::isfinite(x);
+      }
+      if (here) {
+#pragma omp atomic write
+        bad = 1;
+      }
+    });
+  });
+  if (bad) *at<float>(found_inf) = 1.0f;
+}
+
+// In f32, as the device keeps the scale.
+void amp_update_scale(Backend& be, TensorArg scale, TensorArg growth_tracker, TensorArg found_inf,
+                      double growth_factor, double backoff_factor, std::int64_t growth_interval) {
+  float& s = *at<float>(scale);
+  float& count = *at<float>(growth_tracker);
+  if (*at<float>(found_inf) > 0) {
+    s *= float(backoff_factor);
+    count = 0;
+    return;
+  }
+  const float counted = count + 1;
+  if (counted == float(growth_interval)) {
+    s = std::min(s * float(growth_factor), std::numeric_limits<float>::max());
+    count = 0;
+  } else {
+    count = counted;
+  }
+}
+
 }  // namespace rumus::cpu
 
 namespace rumus {
@@ -292,6 +341,9 @@ RUMUS_KERNEL_FAMILY(cpu, optimizer_step) {
   register_kernel<SgdForeachKernel>(Device::Kind::cpu, DTypeSet{DType::f32}, &cpu::sgd_step_foreach);
   register_kernel<AdamForeachKernel>(Device::Kind::cpu, DTypeSet{DType::f32}, &cpu::adam_step_foreach);
   register_kernel<AmpUnscaleKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64}, &cpu::amp_unscale);
+  register_kernel<AmpUnscaleForeachKernel>(Device::Kind::cpu, DTypeSet{DType::f32, DType::f64},
+                                           &cpu::amp_unscale_foreach);
+  register_kernel<AmpUpdateScaleKernel>(Device::Kind::cpu, DTypeSet{DType::f32}, &cpu::amp_update_scale);
 }
 
 }  // namespace rumus

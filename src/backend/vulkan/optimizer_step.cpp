@@ -169,6 +169,37 @@ void amp_unscale(Backend& be, TensorArg out, TensorArg grad, TensorArg found_inf
             sizeof pc, groups_for(pc.n, kLocal));
 }
 
+void amp_unscale_foreach(Backend& be, std::span<const AmpUnscaleOperands> grads, TensorArg found_inf,
+                         TensorArg inv_scale) {
+  VulkanBackend& vk = device_of(be);
+  if (grads.empty()) return;
+  for (const AmpUnscaleOperands& u : grads)
+    if (!at_zero(u.out) || !at_zero(u.grad))
+      throw DeviceError("amp_unscale_foreach: the Vulkan kernel takes contiguous f32 gradients from element 0");
+  if (!at_zero(found_inf) || !at_zero(inv_scale))
+    throw DeviceError("amp_unscale_foreach: the Vulkan kernel takes found_inf and inv_scale at element 0");
+  launch_foreach(vk, ShaderId::optim_foreach_unscale, {kLocal, 0, 0, 0, 0, 0, 0, 0}, push::OptimForeachPush{},
+                 grads.size(), OPTIM_FOREACH_SLOTS, 4, [&](std::size_t i) { return grads[i].grad.layout->numel(); },
+                 [&](std::size_t i, bool used, Operand* out) {
+                   out[0] = {grads[i].out, used};
+                   out[1] = {grads[i].grad, false};
+                   out[2] = {found_inf, used};
+                   out[3] = {inv_scale, false};
+                 });
+}
+
+void amp_update_scale(Backend& be, TensorArg scale, TensorArg growth_tracker, TensorArg found_inf,
+                      double growth_factor, double backoff_factor, std::int64_t growth_interval) {
+  VulkanBackend& vk = device_of(be);
+  if (!dense_f32(scale) || !dense_f32(growth_tracker) || !dense_f32(found_inf))
+    throw Error("amp_update_scale: the Vulkan kernel needs dense f32 tensors");
+  OptimPush pc{1, std::int32_t(scale.layout->offset), std::int32_t(found_inf.layout->offset),
+               std::int32_t(growth_tracker.layout->offset), 0, 0, float(growth_factor), float(backoff_factor),
+               float(growth_interval), 0, 0, 0, 0, 1, 1};
+  Operand ops[] = {{scale, true}, {found_inf, false}, {growth_tracker, true}, {scale, false}, {scale, false}};
+  vk.launch(ShaderId::optim, {1, std::uint32_t(OptimizerKind::update_scale), 0, 0, 0, 0, 0, 0}, ops, &pc, sizeof pc, 1);
+}
+
 }  // namespace
 }  // namespace rumus::vulkan
 
@@ -180,6 +211,8 @@ RUMUS_KERNEL_FAMILY(vulkan, optimizer_step) {
   register_kernel<AdamForeachKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::adam_step_foreach);
   register_kernel<AdamStepKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::adam_step);
   register_kernel<AmpUnscaleKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::amp_unscale);
+  register_kernel<AmpUnscaleForeachKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::amp_unscale_foreach);
+  register_kernel<AmpUpdateScaleKernel>(Device::Kind::vulkan, DTypeSet{DType::f32}, &vulkan::amp_update_scale);
 }
 
 }  // namespace rumus
