@@ -240,7 +240,11 @@ void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t o
   // add the slices, as gemm does.
   std::int64_t splits = 1;
   if (t.count < 132 && k >= 1024) {
-    const std::int64_t want = std::min<std::int64_t>((264 + t.count - 1) / t.count, k / 256);
+    // About 264 workgroups; about 1,056 for a reduction of 65,536 or more (a
+    // first layer's weight summed over the batch's positions: the MNIST CNN's
+    // conv1 at batch 512 sums 346,112 in one tile), each slice still 256 or more.
+    const std::int64_t target = k >= 65536 ? 1056 : 264;
+    const std::int64_t want = std::min<std::int64_t>((target + t.count - 1) / t.count, k / 256);
     const std::int64_t chunk = ((k + want - 1) / want + t.bk - 1) / t.bk * t.bk;
     splits = (k + chunk - 1) / chunk;
     pc.k_chunk = std::uint32_t(chunk);
