@@ -1465,6 +1465,9 @@ TEST(VulkanReduce, DownContiguousColumnsMatchesCpu) {
 TEST(VulkanConv, LongReductionMatchesCpu) {
   REQUIRE_VULKAN();
   expect_conv_matches_cpu({1, 8000, 3, 3, 1, 3, 3, {}, true, 0}, 1e-3);
+  // A weight gradient summed over 67,600 positions (one channel: the
+  // implicit GEMM), in about 1,056 slices.
+  expect_conv_matches_cpu({100, 1, 28, 28, 4, 3, 3, {}, true, 0}, 1e-3);
 }
 
 namespace {
@@ -1472,9 +1475,11 @@ namespace {
 struct ConvRouteRestore {
   vulkan::ConvRoute route = vulkan::conv_route_override();
   std::int64_t bytes = vulkan::conv_workspace_bytes();
+  std::int64_t groups = vulkan::winograd_fused_max_groups();
   ~ConvRouteRestore() {
     vulkan::conv_route_override() = route;
     vulkan::conv_workspace_bytes() = bytes;
+    vulkan::winograd_fused_max_groups() = groups;
   }
 };
 }  // namespace
@@ -1515,6 +1520,10 @@ TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
 // workspace that takes the batch in chunks of 2, 2 and 1 (the weight
 // gradient's sums gather every chunk); against the CPU, gradients included.
 // The shapes it does not take (stride 2, 1x1) go the usual way in the same run.
+// f32 passes whose products are small run the one-pass kernel (72 x 8
+// channels: several blocks of 32 rows, a reduction not a whole number of
+// blocks; launches of 2 workgroups, so a batch takes several), larger ones the
+// products on workspaces (48 x 48 channels).
 TEST(VulkanConv, WinogradMatchesCpu) {
   REQUIRE_VULKAN();
   ConvRouteRestore restore;
@@ -1526,8 +1535,12 @@ TEST(VulkanConv, WinogradMatchesCpu) {
       {5, 1, 6, 6, 2, 3, 3, {.padding = {0, 2}}, true, 0},
       {5, 8, 9, 9, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, true, 2},
       {5, 12, 6, 7, 10, 1, 1, {}, true, 0},
+      {2, 72, 6, 6, 8, 3, 3, {.padding = {1, 1}}, true, 0, true},
+      {2, 8, 6, 7, 72, 3, 3, {.padding = {1, 1}}, true, 0},
+      {2, 48, 5, 6, 48, 3, 3, {.padding = {1, 1}}, true, 0},
   };
   vulkan::conv_route_override() = vulkan::ConvRoute::winograd;
+  vulkan::winograd_fused_max_groups() = 2;
   // Two samples' transformed tiles of the largest case at a time.
   vulkan::conv_workspace_bytes() = 2 * 16 * (8 + 12) * 16 * 4;
   for (const ConvCase& k : cases) {

@@ -43,6 +43,9 @@ enum class ConvRoute { automatic, implicit_gemm, columns, weight_columns, winogr
 ConvRoute& conv_route_override();
 // The column workspace's size, a chunk of the batch at a time (256 MiB; tests make it small).
 std::int64_t& conv_workspace_bytes();
+// The most workgroups of one launch of the one-pass Winograd kernel (65,535,
+// the grid's least limit; tests make it small so that launches follow each other).
+std::int64_t& winograd_fused_max_groups();
 bool conv_takes_columns(ConvPass pass, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups);
 void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
                             TensorArg weight, TensorArg bias, bool relu);

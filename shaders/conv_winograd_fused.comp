@@ -1,0 +1,140 @@
+#version 450
+// Winograd F(2x2, 3x3) in one pass, f32 (conv_winograd.comp's forward and
+// data passes without their workspaces): a workgroup takes 32 tiles and 32
+// rows; per block of 4 channels it transforms the tiles' input patches
+// (B^T d B) into shared memory beside the matching slice of U = G g G^T
+// (conv_winograd.comp's MODE 0, [16][rows][reduction]), and each invocation
+// adds one of the 16 points' products for 8 rows x 8 tiles. At the end the
+// products meet in shared memory, half the rows at a time, for the output
+// transform A^T m A, the bias and the ReLU. Where the reduction is short (32
+// or 64 channels) the unfused path's products are bound by writing and
+// reading its transformed tiles; here they never leave the chip.
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const bool HAS_BIAS = false;
+layout(constant_id = 1) const bool RELU = false;
+
+#define PUSH_CONV_WINOGRAD
+#include "push_constants.h"
+
+layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
+layout(set = 0, binding = 1) readonly buffer In { float in_[]; };
+layout(set = 0, binding = 2) readonly buffer U { float u_[]; };
+layout(set = 0, binding = 3) readonly buffer Bias { float bias_[]; };
+
+const uint TT = 32;  // tiles per workgroup
+const uint RB = 32;  // rows per workgroup
+const uint CK = 4;   // channels per block
+// The block's transformed tiles Vs[16][CK][TT] and weights Us[16][CK][RB],
+// then (reused) half the rows' products Ms[16][RB / 2][TT].
+shared float sh[16 * (RB / 2) * TT];
+const uint US = 16 * CK * TT;  // where Us starts
+
+// Tile p's sample and top-left input position.
+void locate(uint p, out uint n, out int y0, out int x0) {
+  const uint per_sample = pc.tiles_h * pc.tiles_w;
+  n = p / per_sample;
+  const uint q = p % per_sample;
+  y0 = int(2 * (q / pc.tiles_w)) - pc.pad_h;
+  x0 = int(2 * (q % pc.tiles_w)) - pc.pad_w;
+}
+
+// Vs[.][c][t] = B^T d B of tile t's patch in channel c0 + c (zeros past the image, the tiles or the channels).
+void input_tile(uint t, uint c, uint tile0, uint c0) {
+  const uint p = tile0 + t, ch = c0 + c;
+  float d[4][4];
+  if (p < pc.tiles && ch < pc.reduction) {
+    uint n;
+    int y0, x0;
+    locate(p, n, y0, x0);
+    const uint base = pc.off_src + (n * pc.reduction + ch) * pc.height * pc.width;
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b) {
+        const int y = y0 + a, x = x0 + b;
+        d[a][b] = y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width) ? in_[base + uint(y) * pc.width + uint(x)]
+                                                                              : 0.0;
+      }
+  } else {
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b) d[a][b] = 0.0;
+  }
+  float s[4][4];  // B^T d
+  for (uint b = 0; b < 4; ++b) {
+    s[0][b] = d[0][b] - d[2][b];
+    s[1][b] = d[1][b] + d[2][b];
+    s[2][b] = d[2][b] - d[1][b];
+    s[3][b] = d[1][b] - d[3][b];
+  }
+  for (uint a = 0; a < 4; ++a) {  // (B^T d) B
+    const uint at = ((4 * a) * CK + c) * TT + t;
+    sh[at] = s[a][0] - s[a][2];
+    sh[at + CK * TT] = s[a][1] + s[a][2];
+    sh[at + 2 * CK * TT] = s[a][2] - s[a][1];
+    sh[at + 3 * CK * TT] = s[a][1] - s[a][3];
+  }
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint tile0 = pc.total + gl_WorkGroupID.x * TT, row0 = gl_WorkGroupID.y * RB;
+  // This invocation's point and its 8 rows x 8 tiles of it.
+  const uint point = tid / 16, rb = (tid % 16) / 4, tb = tid % 4;
+  float acc[8][8];
+  for (uint i = 0; i < 8; ++i)
+    for (uint j = 0; j < 8; ++j) acc[i][j] = 0.0;
+
+  for (uint c0 = 0; c0 < pc.reduction; c0 += CK) {
+    if (tid < CK * TT) {
+      input_tile(tid % TT, tid / TT, tile0, c0);
+    } else {  // Us[p][c][r] = U[p][row0 + r][c0 + c]: 16 each, consecutive channels together
+      for (uint j = tid - CK * TT; j < 16 * CK * RB; j += 256 - CK * TT) {
+        const uint c = j % CK, r = (j / CK) % RB, p = j / (CK * RB);
+        const uint row = row0 + r, ch = c0 + c;
+        sh[US + (p * CK + c) * RB + r] = row < pc.rows && ch < pc.reduction ? u_[(p * pc.rows + row) * pc.reduction + ch] : 0.0;
+      }
+    }
+    barrier();
+    for (uint c = 0; c < CK; ++c) {
+      float a[8], v[8];
+      for (uint i = 0; i < 8; ++i) {
+        a[i] = sh[US + (point * CK + c) * RB + rb * 8 + i];
+        v[i] = sh[(point * CK + c) * TT + tb * 8 + i];
+      }
+      for (uint i = 0; i < 8; ++i)
+        for (uint j = 0; j < 8; ++j) acc[i][j] += a[i] * v[j];
+    }
+    barrier();
+  }
+
+  const uint per_sample = pc.tiles_h * pc.tiles_w;
+  for (uint half_ = 0; half_ < 2; ++half_) {
+    if (rb / 2 == half_)  // this invocation's rows are in this half
+      for (uint i = 0; i < 8; ++i)
+        for (uint j = 0; j < 8; ++j) sh[(point * (RB / 2) + (rb % 2) * 8 + i) * TT + tb * 8 + j] = acc[i][j];
+    barrier();
+    for (uint k = tid; k < (RB / 2) * TT; k += 256) {
+      const uint rl = k / TT, t = k % TT, r = row0 + half_ * (RB / 2) + rl, p = tile0 + t;
+      if (r >= pc.rows || p >= pc.tiles) continue;
+      float m[4][4];
+      for (uint a = 0; a < 4; ++a)
+        for (uint b = 0; b < 4; ++b) m[a][b] = sh[((4 * a + b) * (RB / 2) + rl) * TT + t];
+      float s[2][4];  // A^T m
+      for (uint b = 0; b < 4; ++b) {
+        s[0][b] = m[0][b] + m[1][b] + m[2][b];
+        s[1][b] = m[1][b] - m[2][b] - m[3][b];
+      }
+      const float bias = HAS_BIAS ? bias_[pc.off_bias + r] : 0.0;
+      const uint n = p / per_sample, q = p % per_sample;
+      const uint y0 = 2 * (q / pc.tiles_w), x0 = 2 * (q % pc.tiles_w);
+      const uint base = pc.off_dst + (n * pc.rows + r) * pc.out_h * pc.out_w;
+      for (uint a = 0; a < 2; ++a) {  // (A^T m) A
+        if (y0 + a >= pc.out_h) break;
+        const float y[2] = {s[a][0] + s[a][1] + s[a][2] + bias, s[a][1] - s[a][2] - s[a][3] + bias};
+        for (uint b = 0; b < 2; ++b) {
+          if (x0 + b >= pc.out_w) break;
+          out_[base + (y0 + a) * pc.out_w + x0 + b] = RELU ? max(y[b], 0.0) : y[b];
+        }
+      }
+    }
+    barrier();
+  }
+}
