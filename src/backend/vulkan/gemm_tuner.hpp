@@ -26,13 +26,17 @@ struct GemmTile {
 // context 128: 0.86-0.88M tokens/s with 4 x 4 blocks per invocation, 0.91-0.93M
 // with 8 x 8 blocks in four groups), or as many as the device's workgroup
 // limit allows (Vulkan promises 128 invocations, so at least 2); else 1.
+// 32 x 32 tiles (16 invocations) take 8 groups: 128 invocations, which every
+// device allows.
 constexpr std::uint32_t gemm_tile_kslices(std::uint32_t bm, std::uint32_t bn, std::uint32_t max_invocations) {
+  if (bm == 32 && bn == 32) return 8;
   if (bm != 64 || bn != 64) return 1;
   return max_invocations >= 256 ? 4 : 2;
 }
 
 // Every tile gemm.comp accepts: bm, bn in {64, 128} with bk in {8, 16}, but
-// 64 x 64 with bk 32 (its groups then take 8 or 16 of each slice).
+// 64 x 64 with bk 32 (its groups then take 8 or 16 of each slice), and
+// 32 x 32 with bk 32 (groups of 4).
 std::vector<GemmTile> gemm_tile_candidates();
 bool is_gemm_tile_candidate(const GemmTile& t);
 
