@@ -1726,8 +1726,10 @@ TEST(VulkanCoopmat, CapabilityCheckPicksThePath) {
   Tensor a16 = ones({8, k}).to(DType::f16), b16 = ones({k, 8}).to(DType::f16);
   Tensor c32 = zeros({8, 8}), c16 = zeros({8, 8}).to(DType::f16);
   Tensor a32 = ones({8, k}), b32 = ones({k, 8});
+  // The shape of a product large enough for the matrix units (the path is
+  // decided from the arguments; nothing runs).
   auto args = [k](const Tensor& a, const Tensor& b, const Tensor& c) {
-    return GemmArgs::packed(arg_of(a), arg_of(b), arg_of(c), 8, 8, k);
+    return GemmArgs::packed(arg_of(a), arg_of(b), arg_of(c), 1024, 1024, k);
   };
   GemmArgs short_k = args(a16, b16, c32);
   short_k.k = k - 8;  // the first k - 8 columns of A and rows of B
@@ -1752,6 +1754,15 @@ TEST(VulkanCoopmat, CapabilityCheckPicksThePath) {
   ASSERT_TRUE(ctx.coopmat_tile);
   EXPECT_TRUE(vulkan::coopmat_gemm_applies(ctx, args(a16, b16, c32)));
   EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, short_k));
+  // A small product (8 x 8 tiles of 64) stays on the plain kernel unless its K is long or it is batched.
+  GemmArgs small = args(a16, b16, c32);
+  small.m = small.n = 512;
+  EXPECT_FALSE(vulkan::coopmat_gemm_applies(ctx, small));
+  small.k = vulkan::kLongK;
+  EXPECT_TRUE(vulkan::coopmat_gemm_applies(ctx, small));
+  small.k = k;
+  small.batch = 16;
+  EXPECT_TRUE(vulkan::coopmat_gemm_applies(ctx, small));
   // The plain path: f32 products agree with the CPU.
   Generator gen(11);
   Tensor a = rand({37, 21}, {}, &gen), b = rand({21, 45}, {}, &gen);

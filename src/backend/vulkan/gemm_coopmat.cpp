@@ -74,6 +74,10 @@ bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g) {
   // amp step at batch 128 on an H100 1.20x faster, the MNIST CNN's 1.30x
   // (a bound of 256 gave ResNet-18 back 3-8 %).
   if (g.k < kShortK) return false;
+  // A small product (the MNIST MLP's 512 x 512 layers: fewer than 132 tiles
+  // of 64 x 64) over a K too short to split far: the plain kernel, whose 32 x 32
+  // tiles fill the GPU without splitting K.
+  if (g.batch == 1 && g.k < kLongK && ((g.m + 63) / 64) * ((g.n + 63) / 64) < 132) return false;
   // One workgroup per tile along x: the grid must fit the dispatch limits.
   const CoopMatTile& t = *ctx.coopmat_tile;
   const std::int64_t tiles = ((g.m + t.bm - 1) / t.bm) * ((g.n + t.bn - 1) / t.bn);

@@ -47,9 +47,13 @@ std::optional<CoopMatTile> choose_coopmat_tile(std::span<const CoopMatShape> sha
                                                const std::string& layout = "");
 
 // Whether a product takes the tensor-core kernel: the device has a tile, A and
-// B are f16, C is f16 or f32, K is kShortK or more and the grid fits the
-// dispatch limits. Otherwise the plain kernel (shaders/gemm.comp) runs it.
+// B are f16, C is f16 or f32, K is kShortK or more, the product is not a
+// small one (one matrix of fewer than 132 64 x 64 tiles over a K under kLongK)
+// and the grid fits the dispatch limits. Otherwise the plain kernel
+// (shaders/gemm.comp) runs it.
 inline constexpr std::int64_t kShortK = 128;
+// Small single products with a K under this go to the plain kernel too.
+inline constexpr std::int64_t kLongK = 8192;
 bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g);
 
 // How many slices along K the tensor-core kernel splits a product of `tiles`
