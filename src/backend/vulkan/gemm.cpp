@@ -86,11 +86,12 @@ void gemm(Backend& be, const GemmArgs& g) {
   // enough 32 x 32 ones: those, instead of splitting K. Measured on an H100:
   // the MNIST MLP at batch 512 1.29x faster (its 512 x 512 products over K =
   // 512 and 784); its batch-64 step 0.96x with the weight gradients' K = 64
-  // on them too, so a shorter K keeps the 64 x 64 tiles. A product 32 or
-  // fewer wide (a classifier's 10 outputs) splits K over 32 x 32 tiles, which
-  // pad it less.
+  // on them too, so a shorter K keeps the 64 x 64 tiles, as a K of kLongK
+  // or more does. A product 32 or fewer wide (a classifier's 10 outputs)
+  // splits K over 32 x 32 tiles, which pad it less.
   const bool thin = g.batch == 1 && std::min(g.m, g.n) <= 32;
-  if (bm == 64 && bn == 64 && gemm_splits_k(tiles(64, 64), g.k) && (tiles(32, 32) >= 132 || thin)) bm = bn = 32;
+  if (bm == 64 && bn == 64 && gemm_splits_k(tiles(64, 64), g.k) && g.k < kLongK && (tiles(32, 32) >= 132 || thin))
+    bm = bn = 32;
   // 128 x 128 x 8 measured fastest on an H200; 64 x 64 and 32 x 32 tiles take
   // 32, 8 (or 4) for each of their K groups.
   std::uint32_t bk = bm == bn && bm <= 64 ? 32 : 8;

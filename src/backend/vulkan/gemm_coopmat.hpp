@@ -52,8 +52,11 @@ std::optional<CoopMatTile> choose_coopmat_tile(std::span<const CoopMatShape> sha
 // and the grid fits the dispatch limits. Otherwise the plain kernel
 // (shaders/gemm.comp) runs it.
 inline constexpr std::int64_t kShortK = 128;
-// Small single products with a K under this go to the plain kernel too.
-inline constexpr std::int64_t kLongK = 8192;
+// Small single products with a K under this go to the plain kernel's 32 x 32
+// tiles too, f32 or f16 (gemm.cpp). Longer ones (char_lm's weight gradients
+// over 4,096 tokens) keep split K: on 32 x 32 tiles and the plain kernel they
+// ran 5 % (f32) and 19 % (amp) slower on an H100.
+inline constexpr std::int64_t kLongK = 2048;
 bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g);
 
 // How many slices along K the tensor-core kernel splits a product of `tiles`
