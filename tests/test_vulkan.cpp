@@ -1521,9 +1521,10 @@ TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
 // workspace that takes the batch in chunks of 2, 2 and 1 (the weight
 // gradient's sums gather every chunk); against the CPU, gradients included.
 // The shapes it does not take (stride 2, 1x1) go the usual way in the same run.
-// f32 passes whose products are small run the one-pass kernel (72 x 8
+// f32 passes whose products are small run the one-pass kernels (72 x 8
 // channels: several blocks of 32 rows, a reduction not a whole number of
-// blocks; launches of 2 workgroups, so a batch takes several), larger ones the
+// blocks; forward launches of 2 workgroups, so a batch takes several; the
+// weight pass's slices of tiles, 6 of them in the split case), larger ones the
 // products on workspaces (48 x 48 channels).
 TEST(VulkanConv, WinogradMatchesCpu) {
   REQUIRE_VULKAN();

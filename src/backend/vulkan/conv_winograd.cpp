@@ -10,8 +10,9 @@
 // 3x3 gradient.
 // A tile's 16 multiplications replace the direct convolution's 36, for four
 // times the input's size in transformed tiles; conv.cpp picks the way per shape.
-// f32 forward and data passes over few channels run in one kernel instead
-// (conv_winograd_fused.comp), with no workspace for the tiles.
+// f32 passes with small products run in one kernel instead, with no workspace
+// for the tiles: the forward and data passes in conv_winograd_fused.comp, the
+// weight pass in conv_winograd_weight_fused.comp.
 // The transforms write the operands' dtype, so 16-bit convolutions (autocast)
 // multiply f16 tiles on the cooperative-matrix units; the products' sums are
 // f32 (f32 accumulation), rounded to 16 bits only in the result.
@@ -136,6 +137,36 @@ void run_fused(VulkanBackend& vk, const Problem& q, ConvWinogradPush pc, TensorA
   }
 }
 
+// The weight gradient's sums S [16, rows, reduction] = sum over the tiles of
+// (A dy A^T) . (B^T d B) by conv_winograd_weight_fused.comp: workgroups of 32
+// rows x 32 channels, each over a slice of the tiles (about 512 workgroups in
+// all, slices of 64 tiles or more), then the slices added. Measured on an
+// H100: the MNIST CNN's conv2 weight pass 0.49 ms a step at batch 512, where
+// the transforms and products took 0.81 ms; its step 1.10x faster.
+void weight_sums_fused(VulkanBackend& vk, const Problem& q, ConvWinogradPush pc, TensorArg sums, TensorArg grad_out,
+                       TensorArg image) {
+  constexpr std::int64_t kBlock = 32, kTilesPerStep = 8, kMaxGroups = 65535;
+  const std::int64_t tiles = q.batch * tiles_per_sample(q);
+  const std::int64_t row_blocks = (q.rows + kBlock - 1) / kBlock, channel_blocks = (q.reduction + kBlock - 1) / kBlock;
+  std::int64_t slices = std::clamp<std::int64_t>(512 / (row_blocks * channel_blocks), 1, std::max<std::int64_t>(1, tiles / 64));
+  const std::int64_t per = ((tiles + slices - 1) / slices + kTilesPerStep - 1) / kTilesPerStep * kTilesPerStep;
+  slices = std::min((tiles + per - 1) / per, kMaxGroups);
+  const std::int64_t plane = 16 * q.rows * q.reduction;
+  const Layout parts_l = Layout::contiguous({1, slices, plane});
+  Storage parts(vk.device(), std::size_t(slices * plane) * 4);
+  const TensorArg parts_arg{&parts, DType::f32, &parts_l};
+  pc.batch = std::uint32_t(q.batch);
+  pc.tiles = std::uint32_t(tiles);
+  pc.total = std::uint32_t(per);
+  pc.off_src = std::uint32_t(image.layout->offset);
+  pc.off_bias = std::uint32_t(grad_out.layout->offset);
+  Operand ops[] = {{parts_arg, true}, {image, false}, {grad_out, false}};
+  vk.launch(ShaderId::conv_winograd_weight_fused, {}, ops, &pc, sizeof pc, std::uint32_t(slices),
+            std::uint32_t(row_blocks), std::uint32_t(channel_blocks));
+  const Layout sums_l{{1, 1, plane}, {plane, 0, 1}, sums.layout->offset};
+  reduce(vk, ReduceOp::sum, TensorArg{sums.storage, DType::f32, &sums_l}, parts_arg);
+}
+
 void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, TensorArg weight, TensorArg bias,
          bool relu) {
   ConvWinogradPush pc = push_of(q);
@@ -202,11 +233,17 @@ void conv2d_backward_weight_winograd(VulkanBackend& vk, const Conv2dGeometry& g,
   const Problem q{g.batch, g.channels, g.height, g.width, g.pad_h, g.pad_w, oc, g.out_h, g.out_w, false,
                   grad_weight.dtype};
   ConvWinogradPush pc = push_of(q);
-  // Per chunk: the output gradient's transform D [16, rows, P] (q.dtype), then
-  // the f32 sums S [16, rows, reduction] += D V^T gather every chunk's tiles.
   Storage s(vk.device(), std::size_t(16 * q.rows * q.reduction) * 4);
   const Layout s_l = Layout::contiguous({16, q.rows, q.reduction});
   const TensorArg s_arg{&s, DType::f32, &s_l};
+  if (fused_applies(q)) {
+    weight_sums_fused(vk, q, pc, s_arg, grad_out, in);
+    transform(vk, pc, kWeightGradient, grad_weight, grad_weight.layout->offset, s_arg, 0, q.rows * q.reduction);
+    if (grad_bias.storage) conv2d_backward_bias(vk, g, oc, grad_bias, grad_out);
+    return;
+  }
+  // Per chunk: the output gradient's transform D [16, rows, P] (q.dtype), then
+  // the f32 sums S [16, rows, reduction] += D V^T gather every chunk's tiles.
   over_chunks(vk, q, pc, in, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg r_arg) {
     const TensorArg d_arg{r_arg.storage, q.dtype, r_arg.layout};
     transform(vk, pc, kOutputGradient, d_arg, 0, grad_out, grad_out.layout->offset + b0 * q.rows * q.out_h * q.out_w,
