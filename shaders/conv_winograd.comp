@@ -24,6 +24,7 @@
 // binding 0 gets (a transform's workspace, which the host gives the
 // products' input dtype, or the result tensor); the bias is the result's dtype.
 #include "common.glsl"
+#include "winograd.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint MODE = 0;
@@ -79,49 +80,30 @@ void input_tile(uint i) {
       d[a][b] = y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width) ? load_src(base + uint(y) * pc.width + uint(x))
                                                                             : 0.0;
     }
-  float t[4][4];  // B^T d
-  for (uint b = 0; b < 4; ++b) {
-    t[0][b] = d[0][b] - d[2][b];
-    t[1][b] = d[1][b] + d[2][b];
-    t[2][b] = d[2][b] - d[1][b];
-    t[3][b] = d[1][b] - d[3][b];
-  }
+  float v[16];
+  winograd_input(d, v);
   const uint plane = pc.reduction * pc.tiles;
-  uint at = pc.off_dst + c * pc.tiles + p;
-  for (uint a = 0; a < 4; ++a) {  // (B^T d) B
-    store_dst(at, t[a][0] - t[a][2]);
-    store_dst(at + plane, t[a][1] + t[a][2]);
-    store_dst(at + 2 * plane, t[a][2] - t[a][1]);
-    store_dst(at + 3 * plane, t[a][1] - t[a][3]);
-    at += 4 * plane;
-  }
+  const uint at = pc.off_dst + c * pc.tiles + p;
+  for (uint k = 0; k < 16; ++k) store_dst(at + k * plane, v[k]);
 }
 
 void output_tile(uint i) {
   const uint r = i / pc.tiles, p = i % pc.tiles, per_sample = pc.tiles_h * pc.tiles_w;
   const uint n = p / per_sample, ty = (p % per_sample) / pc.tiles_w, tx = p % pc.tiles_w;
   const uint plane = pc.rows * pc.tiles;
-  float m[4][4];
-  uint at = pc.off_src + r * pc.tiles + p;
-  for (uint a = 0; a < 4; ++a)
-    for (uint b = 0; b < 4; ++b) {
-      m[a][b] = load_src(at);
-      at += plane;
-    }
-  float t[2][4];  // A^T m
-  for (uint b = 0; b < 4; ++b) {
-    t[0][b] = m[0][b] + m[1][b] + m[2][b];
-    t[1][b] = m[1][b] - m[2][b] - m[3][b];
-  }
+  float m[16];
+  for (uint k = 0; k < 16; ++k) m[k] = load_src(pc.off_src + r * pc.tiles + p + k * plane);
+  float y[2][2];
+  winograd_output(m, y);
   const float bias = HAS_BIAS ? load2(DT_DST, pc.off_bias + r) : 0.0;
   const uint y0 = 2 * ty, x0 = 2 * tx;
   const uint base = pc.off_dst + (n * pc.rows + r) * pc.out_h * pc.out_w;
-  for (uint a = 0; a < 2; ++a) {  // (A^T m) A
+  for (uint a = 0; a < 2; ++a) {
     if (y0 + a >= pc.out_h) break;
-    float y[2] = {t[a][0] + t[a][1] + t[a][2] + bias, t[a][1] - t[a][2] - t[a][3] + bias};
     for (uint b = 0; b < 2; ++b) {
       if (x0 + b >= pc.out_w) break;
-      store_dst(base + (y0 + a) * pc.out_w + x0 + b, RELU ? max(y[b], 0.0) : y[b]);
+      const float x = y[a][b] + bias;
+      store_dst(base + (y0 + a) * pc.out_w + x0 + b, RELU ? max(x, 0.0) : x);
     }
   }
 }
@@ -135,22 +117,11 @@ void output_gradient_tile(uint i) {
   for (uint a = 0; a < 2; ++a)
     for (uint b = 0; b < 2; ++b)
       dy[a][b] = y0 + a < pc.out_h && x0 + b < pc.out_w ? load_src(base + (y0 + a) * pc.out_w + x0 + b) : 0.0;
-  float t[4][2];  // A dy
-  for (uint b = 0; b < 2; ++b) {
-    t[0][b] = dy[0][b];
-    t[1][b] = dy[0][b] + dy[1][b];
-    t[2][b] = dy[0][b] - dy[1][b];
-    t[3][b] = -dy[1][b];
-  }
+  float g[16];
+  winograd_output_gradient(dy, g);
   const uint plane = pc.rows * pc.tiles;
-  uint at = pc.off_dst + r * pc.tiles + p;
-  for (uint a = 0; a < 4; ++a) {  // (A dy) A^T
-    store_dst(at, t[a][0]);
-    store_dst(at + plane, t[a][0] + t[a][1]);
-    store_dst(at + 2 * plane, t[a][0] - t[a][1]);
-    store_dst(at + 3 * plane, -t[a][1]);
-    at += 4 * plane;
-  }
+  const uint at = pc.off_dst + r * pc.tiles + p;
+  for (uint k = 0; k < 16; ++k) store_dst(at + k * plane, g[k]);
 }
 
 void weight_gradient(uint i) {

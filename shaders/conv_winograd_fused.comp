@@ -15,6 +15,7 @@ layout(constant_id = 1) const bool RELU = false;
 
 #define PUSH_CONV_WINOGRAD
 #include "push_constants.h"
+#include "winograd.glsl"
 
 layout(set = 0, binding = 0) writeonly buffer Out { float out_[]; };
 layout(set = 0, binding = 1) readonly buffer In { float in_[]; };
@@ -57,20 +58,9 @@ void input_tile(uint t, uint c, uint tile0, uint c0) {
     for (int a = 0; a < 4; ++a)
       for (int b = 0; b < 4; ++b) d[a][b] = 0.0;
   }
-  float s[4][4];  // B^T d
-  for (uint b = 0; b < 4; ++b) {
-    s[0][b] = d[0][b] - d[2][b];
-    s[1][b] = d[1][b] + d[2][b];
-    s[2][b] = d[2][b] - d[1][b];
-    s[3][b] = d[1][b] - d[3][b];
-  }
-  for (uint a = 0; a < 4; ++a) {  // (B^T d) B
-    const uint at = ((4 * a) * CK + c) * TT + t;
-    sh[at] = s[a][0] - s[a][2];
-    sh[at + CK * TT] = s[a][1] + s[a][2];
-    sh[at + 2 * CK * TT] = s[a][2] - s[a][1];
-    sh[at + 3 * CK * TT] = s[a][1] - s[a][3];
-  }
+  float v[16];
+  winograd_input(d, v);
+  for (uint k = 0; k < 16; ++k) sh[(k * CK + c) * TT + t] = v[k];
 }
 
 void main() {
@@ -114,24 +104,20 @@ void main() {
     for (uint k = tid; k < (RB / 2) * TT; k += 256) {
       const uint rl = k / TT, t = k % TT, r = row0 + half_ * (RB / 2) + rl, p = tile0 + t;
       if (r >= pc.rows || p >= pc.tiles) continue;
-      float m[4][4];
-      for (uint a = 0; a < 4; ++a)
-        for (uint b = 0; b < 4; ++b) m[a][b] = sh[((4 * a + b) * (RB / 2) + rl) * TT + t];
-      float s[2][4];  // A^T m
-      for (uint b = 0; b < 4; ++b) {
-        s[0][b] = m[0][b] + m[1][b] + m[2][b];
-        s[1][b] = m[1][b] - m[2][b] - m[3][b];
-      }
+      float m[16];
+      for (uint k = 0; k < 16; ++k) m[k] = sh[(k * (RB / 2) + rl) * TT + t];
+      float y[2][2];
+      winograd_output(m, y);
       const float bias = HAS_BIAS ? bias_[pc.off_bias + r] : 0.0;
       const uint n = p / per_sample, q = p % per_sample;
       const uint y0 = 2 * (q / pc.tiles_w), x0 = 2 * (q % pc.tiles_w);
       const uint base = pc.off_dst + (n * pc.rows + r) * pc.out_h * pc.out_w;
-      for (uint a = 0; a < 2; ++a) {  // (A^T m) A
+      for (uint a = 0; a < 2; ++a) {
         if (y0 + a >= pc.out_h) break;
-        const float y[2] = {s[a][0] + s[a][1] + s[a][2] + bias, s[a][1] - s[a][2] - s[a][3] + bias};
         for (uint b = 0; b < 2; ++b) {
           if (x0 + b >= pc.out_w) break;
-          out_[base + (y0 + a) * pc.out_w + x0 + b] = RELU ? max(y[b], 0.0) : y[b];
+          const float x = y[a][b] + bias;
+          out_[base + (y0 + a) * pc.out_w + x0 + b] = RELU ? max(x, 0.0) : x;
         }
       }
     }

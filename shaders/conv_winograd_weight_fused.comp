@@ -14,6 +14,7 @@ layout(local_size_x = 256) in;
 
 #define PUSH_CONV_WINOGRAD
 #include "push_constants.h"
+#include "winograd.glsl"
 
 layout(set = 0, binding = 0) writeonly buffer Parts { float parts[]; };
 layout(set = 0, binding = 1) readonly buffer In { float in_[]; };
@@ -46,20 +47,9 @@ void gradient_tile(uint t, uint r, uint p, uint row, uint p_end) {
       for (uint b = 0; b < 2; ++b)
         if (y0 + a < pc.out_h && x0 + b < pc.out_w) g[a][b] = dy_[base + (y0 + a) * pc.out_w + x0 + b];
   }
-  float s[4][2];  // A dy
-  for (uint b = 0; b < 2; ++b) {
-    s[0][b] = g[0][b];
-    s[1][b] = g[0][b] + g[1][b];
-    s[2][b] = g[0][b] - g[1][b];
-    s[3][b] = -g[1][b];
-  }
-  for (uint a = 0; a < 4; ++a) {  // (A dy) A^T
-    const uint at = ((4 * a) * TT + t) * RB + r;
-    ds[at] = s[a][0];
-    ds[at + TT * RB] = s[a][0] + s[a][1];
-    ds[at + 2 * TT * RB] = s[a][0] - s[a][1];
-    ds[at + 3 * TT * RB] = -s[a][1];
-  }
+  float v[16];
+  winograd_output_gradient(g, v);
+  for (uint k = 0; k < 16; ++k) ds[(k * TT + t) * RB + r] = v[k];
 }
 
 // Vs[.][t][c] = B^T d B of tile p's 4 x 4 input patch in channel `ch` (zeros past the image, the tiles or the channels).
@@ -78,20 +68,9 @@ void input_tile(uint t, uint c, uint p, uint ch, uint p_end) {
         if (y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width)) d[a][b] = in_[base + uint(y) * pc.width + uint(x)];
       }
   }
-  float s[4][4];  // B^T d
-  for (uint b = 0; b < 4; ++b) {
-    s[0][b] = d[0][b] - d[2][b];
-    s[1][b] = d[1][b] + d[2][b];
-    s[2][b] = d[2][b] - d[1][b];
-    s[3][b] = d[1][b] - d[3][b];
-  }
-  for (uint a = 0; a < 4; ++a) {  // (B^T d) B
-    const uint at = ((4 * a) * TT + t) * CB + c;
-    vs[at] = s[a][0] - s[a][2];
-    vs[at + TT * CB] = s[a][1] + s[a][2];
-    vs[at + 2 * TT * CB] = s[a][2] - s[a][1];
-    vs[at + 3 * TT * CB] = s[a][1] - s[a][3];
-  }
+  float v[16];
+  winograd_input(d, v);
+  for (uint k = 0; k < 16; ++k) vs[(k * TT + t) * CB + c] = v[k];
 }
 
 void main() {
