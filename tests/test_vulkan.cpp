@@ -696,6 +696,18 @@ TEST(VulkanDevice, TwoDevicesInOneProcess) {
   EXPECT_LT(loss0, mean(square(want)).item());
 }
 
+// synchronize_all drains every device the process has used (the test
+// executables call it before exiting: see tests/drain_devices.cpp).
+TEST(VulkanDevice, SynchronizeAllDrainsEveryUsedDevice) {
+  REQUIRE_VULKAN();
+  Tensor a = rand({64, 64}, {.device = kGpu});
+  Tensor b = matmul(a, a);
+  const std::uint64_t before = device_stats(kGpu).queue_drains;
+  synchronize_all();
+  EXPECT_EQ(device_stats(kGpu).queue_drains, before + 1);
+  expect_close(b.cpu(), matmul(a.cpu(), a.cpu()), 1e-4, "the product drained");
+}
+
 TEST(VulkanDevice, BestSkipsSoftwareDevices) {
   REQUIRE_VULKAN();
   Device best = Device::best();

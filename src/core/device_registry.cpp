@@ -61,6 +61,16 @@ DeviceBackend& device_backend(Device device) {
 }
 
 void synchronize(Device device) { device_backend(device).synchronize(); }
+
+void synchronize_all() {
+  auto& r = detail::registry();
+  std::vector<DeviceBackend*> used;
+  {
+    std::lock_guard lk(r.mu);
+    for (auto& [key, b] : r.backends) used.push_back(b.get());
+  }
+  for (DeviceBackend* b : used) b->synchronize();  // backends live for the process
+}
 DeviceStats device_stats(Device device) { return device_backend(device).stats(); }
 
 std::vector<DeviceInfo> Device::list() {

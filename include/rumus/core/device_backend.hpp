@@ -120,6 +120,11 @@ DeviceBackend& device_backend(Device device);
 
 // Waits until every kernel queued on `device` has finished.
 void synchronize(Device device);
+// synchronize() on every device this process has used (none is created).
+// Call it before a program ends with work still queued: a driver whose
+// threads still compile or run when exit() tears its libraries down may crash
+// (Mesa's lavapipe did).
+void synchronize_all();
 // Memory and transfer figures of `device` (zeros where a backend keeps none).
 DeviceStats device_stats(Device device);
 
