@@ -69,9 +69,10 @@ void weights(uint i) {
 }
 
 void input_tile(uint i) {
-  const uint c = i / pc.tiles, p = i % pc.tiles, per_sample = pc.tiles_h * pc.tiles_w;
-  const uint n = p / per_sample, ty = (p % per_sample) / pc.tiles_w, tx = p % pc.tiles_w;
-  const int y0 = int(2 * ty) - pc.pad_h, x0 = int(2 * tx) - pc.pad_w;
+  const uint c = i / pc.tiles, p = i % pc.tiles;
+  const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+  const uint n = tile.x;
+  const int y0 = int(tile.y) - pc.pad_h, x0 = int(tile.z) - pc.pad_w;
   const uint base = pc.off_src + (n * pc.reduction + c) * pc.height * pc.width;
   float d[4][4];
   for (int a = 0; a < 4; ++a)
@@ -88,15 +89,15 @@ void input_tile(uint i) {
 }
 
 void output_tile(uint i) {
-  const uint r = i / pc.tiles, p = i % pc.tiles, per_sample = pc.tiles_h * pc.tiles_w;
-  const uint n = p / per_sample, ty = (p % per_sample) / pc.tiles_w, tx = p % pc.tiles_w;
+  const uint r = i / pc.tiles, p = i % pc.tiles;
+  const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+  const uint n = tile.x, y0 = tile.y, x0 = tile.z;
   const uint plane = pc.rows * pc.tiles;
   float m[16];
   for (uint k = 0; k < 16; ++k) m[k] = load_src(pc.off_src + r * pc.tiles + p + k * plane);
   float y[2][2];
   winograd_output(m, y);
   const float bias = HAS_BIAS ? load2(DT_DST, pc.off_bias + r) : 0.0;
-  const uint y0 = 2 * ty, x0 = 2 * tx;
   const uint base = pc.off_dst + (n * pc.rows + r) * pc.out_h * pc.out_w;
   for (uint a = 0; a < 2; ++a) {
     if (y0 + a >= pc.out_h) break;
@@ -109,9 +110,9 @@ void output_tile(uint i) {
 }
 
 void output_gradient_tile(uint i) {
-  const uint r = i / pc.tiles, p = i % pc.tiles, per_sample = pc.tiles_h * pc.tiles_w;
-  const uint n = p / per_sample, ty = (p % per_sample) / pc.tiles_w, tx = p % pc.tiles_w;
-  const uint y0 = 2 * ty, x0 = 2 * tx;
+  const uint r = i / pc.tiles, p = i % pc.tiles;
+  const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+  const uint n = tile.x, y0 = tile.y, x0 = tile.z;
   const uint base = pc.off_src + (n * pc.rows + r) * pc.out_h * pc.out_w;
   float dy[2][2];
   for (uint a = 0; a < 2; ++a)

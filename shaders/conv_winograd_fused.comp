@@ -30,23 +30,14 @@ const uint CK = 4;   // channels per block
 shared float sh[16 * (RB / 2) * TT];
 const uint US = 16 * CK * TT;  // where Us starts
 
-// Tile p's sample and top-left input position.
-void locate(uint p, out uint n, out int y0, out int x0) {
-  const uint per_sample = pc.tiles_h * pc.tiles_w;
-  n = p / per_sample;
-  const uint q = p % per_sample;
-  y0 = int(2 * (q / pc.tiles_w)) - pc.pad_h;
-  x0 = int(2 * (q % pc.tiles_w)) - pc.pad_w;
-}
-
 // Vs[.][c][t] = B^T d B of tile t's patch in channel c0 + c (zeros past the image, the tiles or the channels).
 void input_tile(uint t, uint c, uint tile0, uint c0) {
   const uint p = tile0 + t, ch = c0 + c;
   float d[4][4];
   if (p < pc.tiles && ch < pc.reduction) {
-    uint n;
-    int y0, x0;
-    locate(p, n, y0, x0);
+    const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+    const uint n = tile.x;
+    const int y0 = int(tile.y) - pc.pad_h, x0 = int(tile.z) - pc.pad_w;
     const uint base = pc.off_src + (n * pc.reduction + ch) * pc.height * pc.width;
     for (int a = 0; a < 4; ++a)
       for (int b = 0; b < 4; ++b) {
@@ -95,7 +86,6 @@ void main() {
     barrier();
   }
 
-  const uint per_sample = pc.tiles_h * pc.tiles_w;
   for (uint half_ = 0; half_ < 2; ++half_) {
     if (rb / 2 == half_)  // this invocation's rows are in this half
       for (uint i = 0; i < 8; ++i)
@@ -109,8 +99,8 @@ void main() {
       float y[2][2];
       winograd_output(m, y);
       const float bias = HAS_BIAS ? bias_[pc.off_bias + r] : 0.0;
-      const uint n = p / per_sample, q = p % per_sample;
-      const uint y0 = 2 * (q / pc.tiles_w), x0 = 2 * (q % pc.tiles_w);
+      const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+      const uint n = tile.x, y0 = tile.y, x0 = tile.z;
       const uint base = pc.off_dst + (n * pc.rows + r) * pc.out_h * pc.out_w;
       for (uint a = 0; a < 2; ++a) {
         if (y0 + a >= pc.out_h) break;

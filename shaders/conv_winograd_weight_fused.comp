@@ -27,21 +27,12 @@ const uint TT = 8;   // tiles per block
 shared float ds[16 * TT * RB];
 shared float vs[16 * TT * CB];
 
-// Tile p's sample and top-left output position.
-void locate(uint p, out uint n, out uint y0, out uint x0) {
-  const uint per_sample = pc.tiles_h * pc.tiles_w;
-  n = p / per_sample;
-  const uint q = p % per_sample;
-  y0 = 2 * (q / pc.tiles_w);
-  x0 = 2 * (q % pc.tiles_w);
-}
-
 // Ds[.][t][r] = A dy A^T of tile p's 2 x 2 output gradient in row `row` (zeros past the output, the tiles or the rows).
 void gradient_tile(uint t, uint r, uint p, uint row, uint p_end) {
   float g[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
   if (p < p_end && row < pc.rows) {
-    uint n, y0, x0;
-    locate(p, n, y0, x0);
+    const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+    const uint n = tile.x, y0 = tile.y, x0 = tile.z;
     const uint base = pc.off_bias + (n * pc.rows + row) * pc.out_h * pc.out_w;
     for (uint a = 0; a < 2; ++a)
       for (uint b = 0; b < 2; ++b)
@@ -58,9 +49,9 @@ void input_tile(uint t, uint c, uint p, uint ch, uint p_end) {
   for (uint a = 0; a < 4; ++a)
     for (uint b = 0; b < 4; ++b) d[a][b] = 0.0;
   if (p < p_end && ch < pc.reduction) {
-    uint n, oy, ox;
-    locate(p, n, oy, ox);
-    const int y0 = int(oy) - pc.pad_h, x0 = int(ox) - pc.pad_w;
+    const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+    const uint n = tile.x;
+    const int y0 = int(tile.y) - pc.pad_h, x0 = int(tile.z) - pc.pad_w;
     const uint base = pc.off_src + (n * pc.reduction + ch) * pc.height * pc.width;
     for (int a = 0; a < 4; ++a)
       for (int b = 0; b < 4; ++b) {

@@ -2,6 +2,13 @@
 // conv_winograd.comp and its one-pass kernels. A tile's 16 points are stored
 // row-major: point 4a + b.
 
+// Tile p, of tiles_h x tiles_w a sample: its sample and the top-left of its
+// 2 x 2 outputs (the input patch starts there, less the padding).
+uvec3 winograd_tile(uint p, uint tiles_h, uint tiles_w) {
+  const uint per_sample = tiles_h * tiles_w, q = p % per_sample;
+  return uvec3(p / per_sample, 2 * (q / tiles_w), 2 * (q % tiles_w));
+}
+
 // v = B^T d B of a 4 x 4 input patch.
 void winograd_input(in float d[4][4], out float v[16]) {
   float s[4][4];  // B^T d

@@ -539,8 +539,9 @@ void VulkanBackend::launch(ShaderId shader, const std::vector<std::uint32_t>& sp
   if (profiling_) {
     // Under a rumus::Profiler, the op and pass that launched it come first.
     const std::string_view row = detail::profile_kernel_row();
-    std::string label = (row.empty() ? std::string() : std::string(row) + " | ") + std::string(name) + "/" + std::to_string(spec.size() > 1 ? spec[1] : 0) + " grid " +
-                        std::to_string(gx) + "x" + std::to_string(gy) + "x" + std::to_string(gz);
+    std::string label = (row.empty() ? std::string() : std::string(row) + " | ") + std::string(name) + "/" +
+                        std::to_string(spec.size() > 1 ? spec[1] : 0) + " grid " + std::to_string(gx) + "x" +
+                        std::to_string(gy) + "x" + std::to_string(gz);
     stream_->dispatch(p, pipelines_->layout(), std::span<const Binding>(bindings, used), push, push_bytes, gx, gy, gz, &label);
     return;
   }
