@@ -12,6 +12,11 @@ layout(constant_id = 4) const bool PER_GROUP = false;
 // One output split over the workgroups: workgroup g reduces its run of the
 // reduced elements into partial g (out[g]); a second launch combines them.
 layout(constant_id = 5) const bool CHUNKED = false;
+// PER_GROUP over contiguous rows (an output's reduced elements lie at base,
+// base + 1, ...): ROW_LANES invocations an output, so a workgroup takes
+// several short rows (a bias gradient's per-sample sums over 576 positions)
+// instead of one. 0: off.
+layout(constant_id = 6) const uint ROW_LANES = 0;
 
 #define PUSH_REDUCE
 #include "push_constants.h"
@@ -79,6 +84,26 @@ void main() {
     partial[gl_LocalInvocationID.x] = acc;
     tree();
     if (gl_LocalInvocationID.x == 0) store0(DT_OUT, pc.offset_out + gl_WorkGroupID.x, partial[0]);
+    return;
+  }
+  if (PER_GROUP && ROW_LANES > 0) {
+    const uint lane = gl_LocalInvocationID.x % ROW_LANES;
+    const uint o = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * (gl_WorkGroupSize.x / ROW_LANES) +
+                   gl_LocalInvocationID.x / ROW_LANES;
+    const bool live = o < pc.n_out;
+    int base = 0, off_out = 0;
+    if (live) output_offsets(o, base, off_out);
+    REAL acc = identity();
+    if (live)
+      for (uint r = lane; r < pc.n_red; r += ROW_LANES) acc = combine(acc, load1(DT_IN, base + int(r)));
+    partial[gl_LocalInvocationID.x] = acc;
+    barrier();
+    for (uint s = ROW_LANES / 2; s > 0; s >>= 1) {
+      if (lane < s)
+        partial[gl_LocalInvocationID.x] = combine(partial[gl_LocalInvocationID.x], partial[gl_LocalInvocationID.x + s]);
+      barrier();
+    }
+    if (live && lane == 0) store0(DT_OUT, off_out, finish(partial[gl_LocalInvocationID.x]));
     return;
   }
   if (PER_GROUP) {

@@ -1475,6 +1475,43 @@ TEST(VulkanReduce, DownContiguousColumnsMatchesCpu) {
   EXPECT_EQ(mins[0], 0.5f);
 }
 
+// Short contiguous rows share a workgroup, bit_ceil(n) / 16 lanes each
+// (vulkan/reduce.cpp): a bias gradient's per-sample sums, outputs that do not
+// fill the last workgroup, every lane count from 8 to 64, the longest row
+// (2,048) and one past it (a workgroup each), rows of a strided view, extremes
+// with NaN, means, and an f16 input, against the CPU.
+TEST(VulkanReduce, ShortRowsShareAWorkgroupAndMatchCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(8);
+  for (const Shape& shape : {Shape{64, 32, 576}, Shape{7, 13, 65}, Shape{5, 3, 200}, Shape{33, 1000},
+                             Shape{9, 2048}, Shape{9, 2049}, Shape{1, 1, 100}}) {
+    const Tensor x = randn(shape, {}, &gen), xg = x.to(kGpu);
+    const int last = int(shape.size()) - 1;
+    const std::string what = shape_str(shape);
+    expect_close(sum(xg, {last}).cpu(), sum(x, {last}), 1e-4, what + " sum");
+    expect_close(sum(xg, {last}, true).cpu(), sum(x, {last}, true), 1e-4, what + " sum keepdim");
+    expect_close(mean(xg, {last}).cpu(), mean(x, {last}), 1e-5, what + " mean");
+    expect_close(amax(xg, {last}).cpu(), amax(x, {last}), 0, what + " amax");
+    expect_close(amin(xg, {last}).cpu(), amin(x, {last}), 0, what + " amin");
+  }
+  // Rows of a view: every other row, from an offset of one float.
+  const Tensor w = randn({40, 301}, {}, &gen), wg = w.to(kGpu);
+  const Tensor view = w.narrow(1, 1, 300).slice(0, 0, 40, 2), view_g = wg.narrow(1, 1, 300).slice(0, 0, 40, 2);
+  expect_close(sum(view_g, {1}).cpu(), sum(view, {1}), 1e-4, "rows of a strided view");
+  const Tensor h = randn({50, 300}, {}, &gen).to(DType::f16);
+  expect_close(sum(h.to(kGpu), {1}).cpu().to(DType::f32), sum(h, {1}).to(DType::f32), 2e-3, "f16 rows");
+  std::vector<float> v(20 * 100, 1.0f);
+  v[5 * 100 + 77] = std::numeric_limits<float>::quiet_NaN();
+  v[6 * 100 + 3] = -std::numeric_limits<float>::infinity();
+  const Tensor vg = tensor(v, {20, 100}).to(kGpu);
+  const auto maxes = amax(vg, {1}).cpu().to_vector<float>(), mins = amin(vg, {1}).cpu().to_vector<float>();
+  EXPECT_TRUE(std::isnan(maxes[5]));
+  EXPECT_TRUE(std::isnan(mins[5]));
+  EXPECT_EQ(mins[6], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(maxes[6], 1.0f);
+  EXPECT_EQ(maxes[4], 1.0f);
+}
+
 TEST(VulkanConv, LongReductionMatchesCpu) {
   REQUIRE_VULKAN();
   expect_conv_matches_cpu({1, 8000, 3, 3, 1, 3, 3, {}, true, 0}, 1e-3);

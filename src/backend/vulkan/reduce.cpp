@@ -23,6 +23,7 @@ constexpr std::int64_t kSerialLimit = 64;  // reduced extents up to this run one
 // (partials, then a second launch): one workgroup alone leaves the GPU idle.
 constexpr std::int64_t kChunkedFrom = std::int64_t(1) << 16;
 constexpr std::int64_t kChunk = 4096;  // elements per workgroup, at most 256 workgroups
+constexpr std::int64_t kRowsUpTo = 2048;  // reduced extents of contiguous rows that share a workgroup
 constexpr std::int64_t kColumnInvocations = std::int64_t(1) << 18;  // reduce_columns' first pass, wanted
 
 using Operand = VulkanBackend::Operand;
@@ -83,7 +84,7 @@ void reduce_pass(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, Re
   if (plan == ReducePlan::any && !is_arg && reduce_down_columns(vk, op, out, in, dims)) return;
   if (per_group && plan == ReducePlan::any && reduce_columns(vk, op, out, in, dims)) return;
   std::vector<std::uint32_t> spec = {kLocal, std::uint32_t(op), std::uint32_t(out.dtype), std::uint32_t(in.dtype),
-                                     per_group ? 1u : 0u, 0u};
+                                     per_group ? 1u : 0u, 0u, 0u};
   Operand ops[] = {{out, true}, {in, false}};
   const ShaderId shader = shader_for(ShaderId::reduce, out.dtype == DType::f64 ? out.dtype : in.dtype);
   const bool splits = op == ReduceOp::sum || op == ReduceOp::max || op == ReduceOp::min;
@@ -103,7 +104,18 @@ void reduce_pass(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, Re
     reduce(vk, op, TensorArg{out.storage, out.dtype, &out_view}, part);
     return;
   }
-  if (per_group) {
+  // Short contiguous rows: several to a workgroup, bit_ceil(n_red) / 16 lanes
+  // each. One workgroup of 256 per row of 576 (the CNN's bias gradient,
+  // [512 x 64] per-sample sums) spent its time in its tree: 105 us on an H100.
+  const bool rows = per_group && n_red <= kRowsUpTo && pc.reduced_mask == 1u << (nd - 1) && dims.stride[0][nd - 1] == 1;
+  if (rows) {
+    const std::uint32_t lanes = std::uint32_t(std::clamp<std::uint64_t>(std::bit_ceil(std::uint64_t(n_red)) / 16, 8, 64));
+    spec[6] = lanes;
+    const std::int64_t groups = (n_out + kLocal / lanes - 1) / (kLocal / lanes);
+    std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(groups, 65535));
+    std::uint32_t gy = std::uint32_t((groups + gx - 1) / gx);
+    vk.launch(shader, spec, ops, &pc, sizeof pc, gx, gy);
+  } else if (per_group) {
     std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(n_out, 65535));
     std::uint32_t gy = std::uint32_t((n_out + gx - 1) / gx);
     vk.launch(shader, spec, ops, &pc, sizeof pc, gx, gy);
