@@ -1667,6 +1667,40 @@ TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
 // pass of a 3x3 stride-1 convolution of 8 channels or more; `winograd` the
 // stem's 3 channels too; `winograd_no_weight` is the automatic choice with
 // the weight pass on the columns.
+// The direct kernels (conv_direct.comp) take f32 convolutions of one group
+// over fewer than 8 channels whose window holds at most 32 inputs: MNIST's
+// conv1 with its ReLU (weight gradient in many slices), more output channels
+// than a workgroup's 64 (two channel blocks, one slice written in place),
+// stride, padding and dilation with a window of exactly 32 and 5 channels
+// (blocks of 8), a 1x1 window, input views, with and without bias, against
+// the CPU; and the shapes they leave to the other kernels.
+TEST(VulkanConv, DirectKernelsForTinyReductionsMatchCpu) {
+  REQUIRE_VULKAN();
+  const ConvCase cases[] = {{64, 1, 28, 28, 32, 3, 3, {}, true, 0, true},
+                            {2, 3, 9, 11, 70, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, true, 1},
+                            {3, 2, 10, 10, 5, 4, 4, {.stride = {1, 2}, .padding = {3, 2}, .dilation = {2, 1}}, false, 2},
+                            {4, 3, 7, 7, 16, 1, 1, {}, true, 0, true},
+                            {1, 1, 5, 5, 1, 5, 5, {}, false, 0}};
+  for (const ConvCase& k : cases) {
+    expect_conv_matches_cpu(k, k.n * k.h * k.w > 10000 ? 1e-3 : 1e-4);  // f32 sums over 43,264 positions
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  ConvRouteRestore restore;
+  Conv2dGeometry conv1{8, 1, 28, 28, 3, 3, 1, 1, 0, 0, 1, 1, 26, 26}, wide = conv1, stem = conv1;
+  wide.channels = 8;  // K = 72
+  stem.channels = 3;  // K = 27
+  Conv2dGeometry tall = conv1;
+  tall.kernel_h = 11;  // K = 33
+  EXPECT_TRUE(vulkan::conv_takes_direct(conv1, 1, DType::f32));
+  EXPECT_TRUE(vulkan::conv_takes_direct(stem, 1, DType::f32));
+  EXPECT_FALSE(vulkan::conv_takes_direct(wide, 1, DType::f32));
+  EXPECT_FALSE(vulkan::conv_takes_direct(tall, 1, DType::f32));
+  EXPECT_FALSE(vulkan::conv_takes_direct(stem, 3, DType::f32));   // grouped
+  EXPECT_FALSE(vulkan::conv_takes_direct(conv1, 1, DType::f16));  // 16-bit: the columns
+  vulkan::conv_route_override() = vulkan::ConvRoute::implicit_gemm;
+  EXPECT_FALSE(vulkan::conv_takes_direct(conv1, 1, DType::f32));  // a forced route
+}
+
 TEST(VulkanConv, WinogradRoutesPerPass) {
   ConvRouteRestore restore;
   Conv2dGeometry wide{8, 64, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, 16}, stem = wide, strided = wide;

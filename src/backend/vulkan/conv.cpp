@@ -1,8 +1,8 @@
 // Host side of conv_igemm.comp: direct f32 convolutions (forward with the
 // bias, backward data, backward weight with the bias gradient) as implicit
 // GEMMs, one dispatch per call (plus a slice sum when the weight gradient
-// splits its reduction), or through conv_winograd.cpp and conv_columns.cpp
-// where those are faster.
+// splits its reduction), or through conv_direct.cpp, conv_winograd.cpp and
+// conv_columns.cpp where those are faster.
 // 16-bit convolutions (f16 and bf16, as autocast makes them) take Winograd or
 // the columns, whose longer products run on the cooperative-matrix units; the
 // grouped ones, which neither takes, run the f32 kernels on widened copies.
@@ -142,6 +142,7 @@ void conv2d_forward(Backend& be, const Conv2dGeometry& g, std::int64_t oc, std::
   pc.off2 = std::uint32_t(weight.layout->offset);
   pc.off3 = has_bias ? std::uint32_t(bias.layout->offset) : 0;
   if (pc.M == 0 || pc.N == 0) return;
+  if (conv_takes_direct(g, groups, out.dtype)) return conv2d_forward_direct(vk, g, oc, pc, out, in, weight, bias, relu);
   if (conv_takes_winograd(ConvPass::forward, g, groups))
     return conv2d_forward_winograd(vk, g, oc, out, in, weight, bias, relu);
   const bool narrow = is_16bit_float(out.dtype);
@@ -220,6 +221,8 @@ void conv2d_backward_weight(Backend& be, const Conv2dGeometry& g, std::int64_t o
   pc.off1 = std::uint32_t(in.layout->offset);
   pc.off2 = std::uint32_t(grad_out.layout->offset);
   if (m == 0 || n == 0) return;
+  if (conv_takes_direct(g, groups, grad_weight.dtype))
+    return conv2d_backward_weight_direct(vk, g, oc, pc, grad_weight, grad_bias, grad_out, in);
   if (conv_takes_winograd(ConvPass::backward_weight, g, groups))
     return conv2d_backward_weight_winograd(vk, g, oc, grad_weight, grad_bias, grad_out, in);
   const bool narrow = is_16bit_float(grad_weight.dtype);

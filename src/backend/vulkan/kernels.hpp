@@ -18,6 +18,7 @@ namespace rumus::vulkan {
 class VulkanBackend;
 namespace push {
 struct GemmPush;  // push_constants.hpp
+struct ConvIgemmPush;
 }
 
 // pointwise.cpp
@@ -57,6 +58,15 @@ void conv2d_backward_weight_columns(VulkanBackend& vk, const Conv2dGeometry& g, 
 // columns' and Winograd's weight passes.
 void conv2d_backward_bias(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg grad_bias,
                           TensorArg grad_out);
+// conv_direct.cpp: f32 convolutions of one group over fewer than 8 channels
+// whose window holds at most 32 inputs (a first layer), forward and weight
+// gradient; `pc` as conv.cpp fills it for conv_igemm.comp.
+bool conv_takes_direct(const Conv2dGeometry& g, std::int64_t groups, DType dtype);
+void conv2d_forward_direct(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, push::ConvIgemmPush pc,
+                           TensorArg out, TensorArg in, TensorArg weight, TensorArg bias, bool relu);
+void conv2d_backward_weight_direct(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
+                                   push::ConvIgemmPush pc, TensorArg grad_weight, TensorArg grad_bias,
+                                   TensorArg grad_out, TensorArg in);
 // conv_winograd.cpp: 3x3 stride-1 convolutions, f32 or 16-bit (groups 1, padding up to
 // 2) as Winograd F(2x2, 3x3): forward, data and weight gradients.
 bool conv_takes_winograd(ConvPass pass, const Conv2dGeometry& g, std::int64_t groups);
