@@ -4,7 +4,8 @@
 // rows; per block of 4 channels it transforms the tiles' input patches
 // (B^T d B) into shared memory beside the matching slice of U = G g G^T
 // (conv_winograd.comp's MODE 0, [16][rows][reduction]), and each invocation
-// adds one of the 16 points' products for 8 rows x 8 tiles. At the end the
+// adds one of the 16 points' products for 8 rows x 8 tiles while its loads
+// for the next block are in flight. At the end the
 // products meet in shared memory, half the rows at a time, for the output
 // transform A^T m A, the bias and the ReLU. Where the reduction is short (32
 // or 64 channels) the unfused path's products are bound by writing and
@@ -30,28 +31,69 @@ const uint CK = 4;   // channels per block
 shared float sh[16 * (RB / 2) * TT];
 const uint US = 16 * CK * TT;  // where Us starts
 
-// Vs[.][c][t] = B^T d B of tile t's patch in channel c0 + c (zeros past the image, the tiles or the channels).
-void input_tile(uint t, uint c, uint tile0, uint c0) {
-  const uint p = tile0 + t, ch = c0 + c;
-  float d[4][4];
-  if (p < pc.tiles && ch < pc.reduction) {
-    const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
-    const uint n = tile.x;
-    const int y0 = int(tile.y) - pc.pad_h, x0 = int(tile.z) - pc.pad_w;
-    const uint base = pc.off_src + (n * pc.reduction + ch) * pc.height * pc.width;
+// This invocation's part of a block, loaded a block ahead so that the loads
+// are in flight during the products: the 4 x 4 patch of tile t in channel c
+// (tid < CK x TT), or 16 values of U (the others).
+float raw[16];
+// The patch's tile, fixed for the whole reduction: its sample's base, whether it
+// is a tile at all, and which of its 16 inputs lie inside the image.
+uint patch_base, patch_inside;
+int patch_y0, patch_x0;
+
+void locate_patch(uint tile0) {
+  const uint p = tile0 + gl_LocalInvocationID.x % TT;
+  patch_inside = 0;
+  if (p >= pc.tiles) return;
+  const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+  patch_base = pc.off_src + tile.x * pc.reduction * pc.height * pc.width;
+  patch_y0 = int(tile.y) - pc.pad_h;
+  patch_x0 = int(tile.z) - pc.pad_w;
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b) {
+      const int y = patch_y0 + a, x = patch_x0 + b;
+      if (y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width)) patch_inside |= 1u << (4 * a + b);
+    }
+}
+
+void load_block(uint c0, uint row0) {
+  const uint tid = gl_LocalInvocationID.x;
+  if (tid < CK * TT) {
+    const uint ch = c0 + tid / TT;
+    const uint inside = ch < pc.reduction ? patch_inside : 0u;
+    const uint base = patch_base + ch * pc.height * pc.width;
     for (int a = 0; a < 4; ++a)
-      for (int b = 0; b < 4; ++b) {
-        const int y = y0 + a, x = x0 + b;
-        d[a][b] = y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width) ? in_[base + uint(y) * pc.width + uint(x)]
-                                                                              : 0.0;
-      }
-  } else {
-    for (int a = 0; a < 4; ++a)
-      for (int b = 0; b < 4; ++b) d[a][b] = 0.0;
+      for (int b = 0; b < 4; ++b)
+        raw[4 * a + b] = (inside & (1u << (4 * a + b))) != 0
+                             ? in_[base + uint(patch_y0 + a) * pc.width + uint(patch_x0 + b)]
+                             : 0.0;
+  } else {  // U[p][row0 + r][c0 + c], consecutive channels together
+    for (uint q = 0; q < 16; ++q) {
+      const uint j = tid - CK * TT + q * (256 - CK * TT);
+      const uint c = j % CK, r = (j / CK) % RB, p = j / (CK * RB);
+      const uint row = row0 + r, ch = c0 + c;
+      raw[q] = row < pc.rows && ch < pc.reduction ? u_[(p * pc.rows + row) * pc.reduction + ch] : 0.0;
+    }
   }
-  float v[16];
-  winograd_input(d, v);
-  for (uint k = 0; k < 16; ++k) sh[(k * CK + c) * TT + t] = v[k];
+}
+
+// Vs[.][c][t] = B^T d B of the loaded patches; Us[p][c][r] = the loaded U.
+void store_block() {
+  const uint tid = gl_LocalInvocationID.x;
+  if (tid < CK * TT) {
+    const uint t = tid % TT, c = tid / TT;
+    float d[4][4];
+    for (uint a = 0; a < 4; ++a)
+      for (uint b = 0; b < 4; ++b) d[a][b] = raw[4 * a + b];
+    float v[16];
+    winograd_input(d, v);
+    for (uint k = 0; k < 16; ++k) sh[(k * CK + c) * TT + t] = v[k];
+  } else {
+    for (uint q = 0; q < 16; ++q) {
+      const uint j = tid - CK * TT + q * (256 - CK * TT);
+      const uint c = j % CK, r = (j / CK) % RB, p = j / (CK * RB);
+      sh[US + (p * CK + c) * RB + r] = raw[q];
+    }
+  }
 }
 
 void main() {
@@ -63,17 +105,12 @@ void main() {
   for (uint i = 0; i < 8; ++i)
     for (uint j = 0; j < 8; ++j) acc[i][j] = 0.0;
 
+  if (tid < CK * TT) locate_patch(tile0);
+  load_block(0, row0);
   for (uint c0 = 0; c0 < pc.reduction; c0 += CK) {
-    if (tid < CK * TT) {
-      input_tile(tid % TT, tid / TT, tile0, c0);
-    } else {  // Us[p][c][r] = U[p][row0 + r][c0 + c]: 16 each, consecutive channels together
-      for (uint j = tid - CK * TT; j < 16 * CK * RB; j += 256 - CK * TT) {
-        const uint c = j % CK, r = (j / CK) % RB, p = j / (CK * RB);
-        const uint row = row0 + r, ch = c0 + c;
-        sh[US + (p * CK + c) * RB + r] = row < pc.rows && ch < pc.reduction ? u_[(p * pc.rows + row) * pc.reduction + ch] : 0.0;
-      }
-    }
+    store_block();
     barrier();
+    if (c0 + CK < pc.reduction) load_block(c0 + CK, row0);
     for (uint c = 0; c < CK; ++c) {
       float a[8], v[8];
       for (uint i = 0; i < 8; ++i) {

@@ -5,9 +5,10 @@
 // channels of the input and a slice of the tiles; per block of 8 tiles it
 // transforms the output gradient (A dy A^T) and the input (B^T d B) into
 // shared memory, and each invocation adds one of the 16 points' products for
-// 8 rows x 8 channels. Each slice writes its sums, parts[slice][16][rows][reduction];
-// the host adds the slices and conv_winograd.comp's MODE 4 turns the sums into
-// the 3 x 3 gradient. The push constants are conv_winograd.comp's, with
+// 8 rows x 8 channels while its loads for the next block are in flight. Each
+// slice writes its sums, parts[slice][16][rows][reduction]; the host adds the
+// slices and conv_winograd.comp's MODE 4 turns the sums into the 3 x 3
+// gradient. The push constants are conv_winograd.comp's, with
 // off_src the input's offset, off_bias the output gradient's (there is no
 // bias here) and total the tiles of one slice.
 layout(local_size_x = 256) in;
@@ -27,41 +28,50 @@ const uint TT = 8;   // tiles per block
 shared float ds[16 * TT * RB];
 shared float vs[16 * TT * CB];
 
-// Ds[.][t][r] = A dy A^T of tile p's 2 x 2 output gradient in row `row` (zeros past the output, the tiles or the rows).
-void gradient_tile(uint t, uint r, uint p, uint row, uint p_end) {
-  float g[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
-  if (p < p_end && row < pc.rows) {
-    const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
-    const uint n = tile.x, y0 = tile.y, x0 = tile.z;
+// This invocation's part of a block, loaded a block ahead so that the loads
+// are in flight during the products: tile t's 2 x 2 output gradient in row
+// row0 + k and its 4 x 4 input patch in channel c0 + k (zeros past the
+// output, the image, the tiles, the rows or the channels).
+float raw_g[4], raw_d[16];
+
+void load_block(uint p0, uint row0, uint c0, uint p_end) {
+  const uint t = gl_LocalInvocationID.x % TT, k = gl_LocalInvocationID.x / TT, p = p0 + t;
+  for (uint i = 0; i < 4; ++i) raw_g[i] = 0.0;
+  for (uint i = 0; i < 16; ++i) raw_d[i] = 0.0;
+  if (p >= p_end) return;
+  const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+  const uint n = tile.x, row = row0 + k, ch = c0 + k;
+  if (row < pc.rows) {
     const uint base = pc.off_bias + (n * pc.rows + row) * pc.out_h * pc.out_w;
     for (uint a = 0; a < 2; ++a)
       for (uint b = 0; b < 2; ++b)
-        if (y0 + a < pc.out_h && x0 + b < pc.out_w) g[a][b] = dy_[base + (y0 + a) * pc.out_w + x0 + b];
+        if (tile.y + a < pc.out_h && tile.z + b < pc.out_w)
+          raw_g[2 * a + b] = dy_[base + (tile.y + a) * pc.out_w + tile.z + b];
   }
-  float v[16];
-  winograd_output_gradient(g, v);
-  for (uint k = 0; k < 16; ++k) ds[(k * TT + t) * RB + r] = v[k];
-}
-
-// Vs[.][t][c] = B^T d B of tile p's 4 x 4 input patch in channel `ch` (zeros past the image, the tiles or the channels).
-void input_tile(uint t, uint c, uint p, uint ch, uint p_end) {
-  float d[4][4];
-  for (uint a = 0; a < 4; ++a)
-    for (uint b = 0; b < 4; ++b) d[a][b] = 0.0;
-  if (p < p_end && ch < pc.reduction) {
-    const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
-    const uint n = tile.x;
+  if (ch < pc.reduction) {
     const int y0 = int(tile.y) - pc.pad_h, x0 = int(tile.z) - pc.pad_w;
     const uint base = pc.off_src + (n * pc.reduction + ch) * pc.height * pc.width;
     for (int a = 0; a < 4; ++a)
       for (int b = 0; b < 4; ++b) {
         const int y = y0 + a, x = x0 + b;
-        if (y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width)) d[a][b] = in_[base + uint(y) * pc.width + uint(x)];
+        if (y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width))
+          raw_d[4 * a + b] = in_[base + uint(y) * pc.width + uint(x)];
       }
   }
+}
+
+// Ds[.][t][k] = A dy A^T and Vs[.][t][k] = B^T d B of the loaded block.
+void store_block() {
+  const uint t = gl_LocalInvocationID.x % TT, k = gl_LocalInvocationID.x / TT;
+  float g[2][2] = {{raw_g[0], raw_g[1]}, {raw_g[2], raw_g[3]}};
   float v[16];
+  winograd_output_gradient(g, v);
+  for (uint i = 0; i < 16; ++i) ds[(i * TT + t) * RB + k] = v[i];
+  float d[4][4];
+  for (uint a = 0; a < 4; ++a)
+    for (uint b = 0; b < 4; ++b) d[a][b] = raw_d[4 * a + b];
   winograd_input(d, v);
-  for (uint k = 0; k < 16; ++k) vs[(k * TT + t) * CB + c] = v[k];
+  for (uint i = 0; i < 16; ++i) vs[(i * TT + t) * CB + k] = v[i];
 }
 
 void main() {
@@ -73,12 +83,12 @@ void main() {
   for (uint i = 0; i < 8; ++i)
     for (uint j = 0; j < 8; ++j) acc[i][j] = 0.0;
 
+  // RB * TT == CB * TT == 256: one tile of each transform per invocation.
+  load_block(p_begin, row0, c0, p_end);
   for (uint p0 = p_begin; p0 < p_end; p0 += TT) {
-    // RB * TT == CB * TT == 256: one tile of each transform per invocation.
-    const uint t = tid % TT, k = tid / TT;
-    gradient_tile(t, k, p0 + t, row0 + k, p_end);
-    input_tile(t, k, p0 + t, c0 + k, p_end);
+    store_block();
     barrier();
+    if (p0 + TT < p_end) load_block(p0 + TT, row0, c0, p_end);
     for (uint tt = 0; tt < TT; ++tt) {
       float a[8], v[8];
       for (uint i = 0; i < 8; ++i) {
