@@ -1,6 +1,7 @@
 // Vulkan kernels of the pooling family (../pool.hpp): host side of pool.comp.
 #include "../pool.hpp"
 
+#include <vector>
 
 #include "rumus/core/error.hpp"
 #include "grid.hpp"
@@ -13,6 +14,22 @@ namespace {
 using push::PoolPush;
 using Operand = VulkanBackend::Operand;
 constexpr std::uint32_t kLocal = 256;
+
+// pool.comp's specialisation: its kernel, direction, dtype and geometry.
+std::vector<std::uint32_t> pool_spec(const Pool2dParams& p, bool backward, DType dtype) {
+  return {kLocal,
+          std::uint32_t(p.kind),
+          backward ? 1u : 0u,
+          std::uint32_t(dtype),
+          std::uint32_t(p.height),
+          std::uint32_t(p.width),
+          std::uint32_t(p.out_h),
+          std::uint32_t(p.out_w),
+          std::uint32_t(p.kernel_h),
+          std::uint32_t(p.kernel_w),
+          std::uint32_t(p.stride_h),
+          std::uint32_t(p.stride_w)};
+}
 
 PoolPush pool_push(const Pool2dParams& p, std::int64_t total) {
   return {std::uint32_t(p.planes), std::uint32_t(p.height), std::uint32_t(p.width), std::uint32_t(p.out_h),
@@ -33,8 +50,8 @@ void pool2d_forward(Backend& be, const Pool2dParams& p, TensorArg out, TensorArg
   pc.off1 = std::int32_t(in.layout->offset);
   pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
   Operand ops[] = {{out, true}, {in, false}, {max ? indices : out, max}};
-  vk.launch(shader_for(ShaderId::pool, in.dtype), {kLocal, std::uint32_t(p.kind), 0, std::uint32_t(in.dtype)}, ops, &pc,
-            sizeof pc, groups_for(total, kLocal));
+  vk.launch(shader_for(ShaderId::pool, in.dtype), pool_spec(p, false, in.dtype), ops, &pc, sizeof pc,
+            groups_for(total, kLocal));
 }
 
 void pool2d_backward(Backend& be, const Pool2dParams& p, TensorArg grad_in, TensorArg grad_out, TensorArg indices) {
@@ -49,8 +66,8 @@ void pool2d_backward(Backend& be, const Pool2dParams& p, TensorArg grad_in, Tens
   pc.off1 = std::int32_t(grad_out.layout->offset);
   pc.off2 = max ? std::int32_t(indices.layout->offset) : 0;
   Operand ops[] = {{grad_in, true}, {grad_out, false}, {max ? indices : grad_out, false}};
-  vk.launch(shader_for(ShaderId::pool, grad_in.dtype), {kLocal, std::uint32_t(p.kind), 1, std::uint32_t(grad_in.dtype)},
-            ops, &pc, sizeof pc, groups_for(total, kLocal));
+  vk.launch(shader_for(ShaderId::pool, grad_in.dtype), pool_spec(p, true, grad_in.dtype), ops, &pc, sizeof pc,
+            groups_for(total, kLocal));
 }
 
 }  // namespace
