@@ -10,8 +10,11 @@
 // slices and conv_winograd.comp's MODE 4 turns the sums into the 3 x 3
 // gradient. The push constants are conv_winograd.comp's, with
 // off_src the input's offset, off_bias the output gradient's (there is no
-// bias here) and total the tiles of one slice.
+// bias here) and total the tiles of one slice. With HAS_BIAS, the workgroups
+// of the first channel block also sum the output gradient over their tiles,
+// the bias gradient's slice: bias_parts[slice][rows].
 layout(local_size_x = 256) in;
+layout(constant_id = 0) const bool HAS_BIAS = false;
 
 #define PUSH_CONV_WINOGRAD
 #include "push_constants.h"
@@ -20,6 +23,7 @@ layout(local_size_x = 256) in;
 layout(set = 0, binding = 0) writeonly buffer Parts { float parts[]; };
 layout(set = 0, binding = 1) readonly buffer In { float in_[]; };
 layout(set = 0, binding = 2) readonly buffer Dy { float dy_[]; };
+layout(set = 0, binding = 3) writeonly buffer BiasParts { float bias_parts[]; };
 
 const uint RB = 32;  // rows per workgroup
 const uint CB = 32;  // channels per workgroup
@@ -82,10 +86,12 @@ void main() {
   float acc[8][8];
   for (uint i = 0; i < 8; ++i)
     for (uint j = 0; j < 8; ++j) acc[i][j] = 0.0;
+  float acc_bias = 0.0;  // HAS_BIAS: row row0 + tid / TT's output gradient over this invocation's tiles
 
   // RB * TT == CB * TT == 256: one tile of each transform per invocation.
   load_block(p_begin, row0, c0, p_end);
   for (uint p0 = p_begin; p0 < p_end; p0 += TT) {
+    if (HAS_BIAS) acc_bias += (raw_g[0] + raw_g[1]) + (raw_g[2] + raw_g[3]);
     store_block();
     barrier();
     if (p0 + TT < p_end) load_block(p0 + TT, row0, c0, p_end);
@@ -99,6 +105,17 @@ void main() {
         for (uint j = 0; j < 8; ++j) acc[i][j] += a[i] * v[j];
     }
     barrier();
+  }
+
+  if (HAS_BIAS && gl_WorkGroupID.z == 0) {  // the bias gradient's slice: the TT invocations of a row added
+    barrier();
+    ds[tid] = acc_bias;
+    barrier();
+    if (tid < RB && row0 + tid < pc.rows) {
+      float sum = 0.0;
+      for (uint t = 0; t < TT; ++t) sum += ds[tid * TT + t];
+      bias_parts[slice * pc.rows + row0 + tid] = sum;
+    }
   }
 
   const uint plane = pc.rows * pc.reduction;
