@@ -330,7 +330,8 @@ TEST(VulkanGemm, SplitKSlicesMeetInOneKernel) {
   };
   for (const Case& c : {Case{1, 64, 64, 1024, true, DType::f32}, Case{2, 6, 9, 1200, false, DType::f32},
                         Case{1, 64, 512, 512, true, DType::f32}, Case{1, 37, 70, 700, true, DType::f16},
-                        Case{1, 64, 192, 131072, false, DType::f32},  // a weight gradient's long K, in many slices
+                        Case{1, 64, 192, 131072, false, DType::f32},  // a long K: 32 x 32 tiles, 16 slices
+                        Case{1, 64, 128, 9216, true, DType::f32},     // a classifier's 9,216 inputs, as above
                         Case{16, 64, 32, 16384, false, DType::f32},  // Winograd's weight pass: 16 small products
                         Case{1, 512, 10, 512, true, DType::f32}}) {  // a classifier's 10 outputs: 32 x 32 tiles
     const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.m) + " x " + std::to_string(c.n) +
