@@ -1673,12 +1673,14 @@ TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
 // conv1 with its ReLU (weight gradient in many slices), more output channels
 // than a workgroup's 64 (two channel blocks, one slice written in place),
 // stride, padding and dilation with a window of exactly 32 and 5 channels
-// (blocks of 8), a 1x1 window, input views, with and without bias, against
-// the CPU; and the shapes they leave to the other kernels.
+// (blocks of 8), slices and channel blocks both, a 1x1 window, input views,
+// with and without bias, against the CPU; and the shapes they leave to the
+// other kernels.
 TEST(VulkanConv, DirectKernelsForTinyReductionsMatchCpu) {
   REQUIRE_VULKAN();
   const ConvCase cases[] = {{64, 1, 28, 28, 32, 3, 3, {}, true, 0, true},
                             {2, 3, 9, 11, 70, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, true, 1},
+                            {16, 1, 20, 20, 80, 3, 3, {.padding = {1, 1}}, true, 0},  // 25 slices x 2 blocks
                             {3, 2, 10, 10, 5, 4, 4, {.stride = {1, 2}, .padding = {3, 2}, .dilation = {2, 1}}, false, 2},
                             {4, 3, 7, 7, 16, 1, 1, {}, true, 0, true},
                             {1, 1, 5, 5, 1, 5, 5, {}, false, 0}};
