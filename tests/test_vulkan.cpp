@@ -1340,15 +1340,41 @@ TEST(VulkanConv, KernelsOverwriteOutputsAtOffsets) {
   for (int i = 0; i < 4; ++i) expect_close(results[1][i], results[0][i], 1e-4, names[i]);
 }
 
+namespace {
+// Puts the convolution route and workspace size back as they were.
+struct ConvRouteRestore {
+  vulkan::ConvRoute route = vulkan::conv_route_override();
+  std::int64_t bytes = vulkan::conv_workspace_bytes();
+  std::int64_t groups = vulkan::winograd_fused_max_groups();
+  std::int64_t direct_groups = vulkan::conv_direct_max_groups();
+  ~ConvRouteRestore() {
+    vulkan::conv_route_override() = route;
+    vulkan::conv_workspace_bytes() = bytes;
+    vulkan::winograd_fused_max_groups() = groups;
+    vulkan::conv_direct_max_groups() = direct_groups;
+  }
+};
+}  // namespace
+
 // More column tiles (batch x positions / 128) than the 65535 workgroups Vulkan
 // promises per grid dimension: the kernels go out in several dispatches, and
-// the later ones (starting past tile 0) land where they should. (lavapipe
-// itself takes wider grids, so this checks the cut, not the limit.)
+// the later ones (starting past tile 0) land where they should: the implicit
+// GEMM's, and conv_direct.comp's (with the limit made small). (lavapipe itself
+// takes wider grids, so this checks the cut, not the limit.)
 TEST(VulkanConv, ColumnTilesPastOneGridMatchCpu) {
   REQUIRE_VULKAN();
   Generator gen(41);
-  Tensor x = uniform({1, 1, 2900, 2900}, -1, 1, {}, &gen), w = uniform({1, 1, 1, 1}, -1, 1, {}, &gen);
-  expect_close(conv2d(x.to(kGpu), w.to(kGpu)).cpu(), conv2d(x, w), 1e-5, "output");
+  {
+    ConvRouteRestore restore;
+    vulkan::conv_route_override() = vulkan::ConvRoute::implicit_gemm;  // one channel: conv_direct's otherwise
+    Tensor x = uniform({1, 1, 2900, 2900}, -1, 1, {}, &gen), w = uniform({1, 1, 1, 1}, -1, 1, {}, &gen);
+    expect_close(conv2d(x.to(kGpu), w.to(kGpu)).cpu(), conv2d(x, w), 1e-5, "implicit GEMM output");
+  }
+  // conv_direct.comp with at most 3 workgroups a launch: a forward in 6
+  // launches, a weight gradient in 3 slices of 1,280 positions.
+  ConvRouteRestore restore;
+  vulkan::conv_direct_max_groups() = 3;
+  expect_conv_matches_cpu({4, 1, 20, 20, 12, 3, 3, {.padding = {1, 1}}, true, 0, true}, 1e-4);
 }
 
 // A reduction of 72000 products per output (4500 slices of 16) in one
@@ -1520,20 +1546,6 @@ TEST(VulkanConv, LongReductionMatchesCpu) {
   // implicit GEMM), in about 1,056 slices.
   expect_conv_matches_cpu({100, 1, 28, 28, 4, 3, 3, {}, true, 0}, 1e-3);
 }
-
-namespace {
-// Puts the convolution route and workspace size back as they were.
-struct ConvRouteRestore {
-  vulkan::ConvRoute route = vulkan::conv_route_override();
-  std::int64_t bytes = vulkan::conv_workspace_bytes();
-  std::int64_t groups = vulkan::winograd_fused_max_groups();
-  ~ConvRouteRestore() {
-    vulkan::conv_route_override() = route;
-    vulkan::conv_workspace_bytes() = bytes;
-    vulkan::winograd_fused_max_groups() = groups;
-  }
-};
-}  // namespace
 
 // Both ways of an f32 convolution, forced in turn: the implicit GEMM and the
 // columns (im2col, or the input itself for 1x1 stride 1, then gemm) with a

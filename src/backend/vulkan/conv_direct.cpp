@@ -21,7 +21,6 @@ using Operand = VulkanBackend::Operand;
 constexpr std::uint32_t kForward = 0, kBackwardWeight = 2;
 constexpr std::int64_t kMaxReduction = 32;  // conv_direct.comp keeps a window's inputs in registers
 constexpr std::int64_t kBlock = 64;         // positions a weight-gradient workgroup stages at a time
-constexpr std::int64_t kMaxGroups = 65535;
 
 std::int64_t reduction(const Conv2dGeometry& g) { return g.channels * g.kernel_h * g.kernel_w; }
 
@@ -38,6 +37,11 @@ std::vector<std::uint32_t> spec(std::uint32_t mode, const Conv2dGeometry& g, std
 
 }  // namespace
 
+std::int64_t& conv_direct_max_groups() {
+  static std::int64_t groups = 65535;
+  return groups;
+}
+
 bool conv_takes_direct(const Conv2dGeometry& g, std::int64_t groups, DType dtype) {
   // Only where the route is chosen per shape: a forced route takes every shape it can.
   const ConvRoute route = conv_route_override();
@@ -50,11 +54,11 @@ void conv2d_forward_direct(VulkanBackend& vk, const Conv2dGeometry& g, std::int6
   const bool has_bias = bias.storage != nullptr;
   Operand ops[] = {{out, true}, {in, false}, {weight, false}, {has_bias ? bias : weight, false}};
   const auto s = spec(kForward, g, oc, has_bias, relu);
-  const std::uint32_t blocks = std::uint32_t((pc.N + 255) / 256);
+  const std::uint32_t blocks = std::uint32_t((pc.N + 255) / 256), max_groups = std::uint32_t(conv_direct_max_groups());
   const std::uint32_t gy = std::uint32_t((oc + s[6] - 1) / s[6]);
-  for (std::uint32_t b0 = 0; b0 < blocks; b0 += kMaxGroups) {
+  for (std::uint32_t b0 = 0; b0 < blocks; b0 += max_groups) {
     pc.tile_n0 = b0;
-    vk.launch(ShaderId::conv_direct, s, ops, &pc, sizeof pc, std::min<std::uint32_t>(kMaxGroups, blocks - b0), gy);
+    vk.launch(ShaderId::conv_direct, s, ops, &pc, sizeof pc, std::min(max_groups, blocks - b0), gy);
   }
 }
 
@@ -70,7 +74,7 @@ void conv2d_backward_weight_direct(VulkanBackend& vk, const Conv2dGeometry& g, s
   const std::int64_t want = std::max<std::int64_t>(1, 1024 / channel_blocks);
   std::int64_t chunk = std::max<std::int64_t>(4 * kBlock, (positions + want - 1) / want);
   chunk = (chunk + kBlock - 1) / kBlock * kBlock;
-  chunk = std::max(chunk, (positions + kMaxGroups - 1) / kMaxGroups);
+  chunk = std::max(chunk, (positions + conv_direct_max_groups() - 1) / conv_direct_max_groups());
   chunk = (chunk + kBlock - 1) / kBlock * kBlock;
   const std::int64_t slices = (positions + chunk - 1) / chunk;
   pc.N = std::uint32_t(positions);

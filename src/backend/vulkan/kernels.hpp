@@ -62,6 +62,9 @@ void conv2d_backward_bias(VulkanBackend& vk, const Conv2dGeometry& g, std::int64
 // whose window holds at most 32 inputs (a first layer), forward and weight
 // gradient; `pc` as conv.cpp fills it for conv_igemm.comp.
 bool conv_takes_direct(const Conv2dGeometry& g, std::int64_t groups, DType dtype);
+// The most workgroups of one conv_direct.comp launch along x (65,535, the
+// grid's least limit; tests make it small so that launches follow each other).
+std::int64_t& conv_direct_max_groups();
 void conv2d_forward_direct(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, push::ConvIgemmPush pc,
                            TensorArg out, TensorArg in, TensorArg weight, TensorArg bias, bool relu);
 void conv2d_backward_weight_direct(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
