@@ -1542,9 +1542,14 @@ TEST(VulkanReduce, ShortRowsShareAWorkgroupAndMatchCpu) {
 TEST(VulkanConv, LongReductionMatchesCpu) {
   REQUIRE_VULKAN();
   expect_conv_matches_cpu({1, 8000, 3, 3, 1, 3, 3, {}, true, 0}, 1e-3);
-  // A weight gradient summed over 67,600 positions (one channel: the
-  // implicit GEMM), in about 1,056 slices.
-  expect_conv_matches_cpu({100, 1, 28, 28, 4, 3, 3, {}, true, 0}, 1e-3);
+  // A weight gradient summed over 67,600 positions, in about 1,056 slices of
+  // the implicit GEMM (forced: one channel is conv_direct's otherwise), and
+  // in conv_direct's slices.
+  for (const auto route : {vulkan::ConvRoute::implicit_gemm, vulkan::ConvRoute::automatic}) {
+    ConvRouteRestore restore;
+    vulkan::conv_route_override() = route;
+    expect_conv_matches_cpu({100, 1, 28, 28, 4, 3, 3, {}, true, 0}, 1e-3);
+  }
 }
 
 // Both ways of an f32 convolution, forced in turn: the implicit GEMM and the
