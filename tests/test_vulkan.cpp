@@ -1537,6 +1537,18 @@ TEST(VulkanReduce, ShortRowsShareAWorkgroupAndMatchCpu) {
   EXPECT_EQ(mins[6], -std::numeric_limits<float>::infinity());
   EXPECT_EQ(maxes[6], 1.0f);
   EXPECT_EQ(maxes[4], 1.0f);
+  // Past the grid's limit along x (made 3 workgroups): rows of 100, 32 to a
+  // workgroup, in a grid of 3 x 6, and rows of 3,000, a workgroup each, in 3 x 4.
+  const std::int64_t limit = vulkan::reduce_max_groups();
+  vulkan::reduce_max_groups() = 3;
+  for (const Shape& shape : {Shape{500, 100}, Shape{11, 3000}}) {
+    const Tensor y = randn(shape, {}, &gen);
+    const Tensor got = sum(y.to(kGpu), {1}).cpu();
+    vulkan::reduce_max_groups() = limit;
+    expect_close(got, sum(y, {1}), 1e-4, "past the grid's limit " + shape_str(shape));
+    vulkan::reduce_max_groups() = 3;
+  }
+  vulkan::reduce_max_groups() = limit;
 }
 
 TEST(VulkanConv, LongReductionMatchesCpu) {

@@ -82,6 +82,10 @@ void conv2d_backward_weight_winograd(VulkanBackend& vk, const Conv2dGeometry& g,
 
 // reduce.cpp
 void reduce(Backend& be, ReduceOp op, TensorArg out, TensorArg in);
+// The most workgroups along x of a reduction with a workgroup per output or
+// per few rows, the rest along y (65,535, the grid's least limit; tests make
+// it small).
+std::int64_t& reduce_max_groups();
 
 // gemm.cpp
 void gemm(Backend& be, const GemmArgs& g);

@@ -39,6 +39,11 @@ bool reduce_down_columns(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorAr
 
 }  // namespace
 
+std::int64_t& reduce_max_groups() {
+  static std::int64_t groups = 65535;
+  return groups;
+}
+
 void reduce(Backend& be, ReduceOp op, TensorArg out, TensorArg in) {
   reduce_pass(device_of(be), op, out, in, ReducePlan::any);
 }
@@ -113,11 +118,11 @@ void reduce_pass(VulkanBackend& vk, ReduceOp op, TensorArg out, TensorArg in, Re
     const std::uint32_t lanes = std::uint32_t(std::clamp<std::uint64_t>(std::bit_ceil(std::uint64_t(n_red)) / 16, 8, 64));
     spec[6] = lanes;
     const std::int64_t groups = (n_out + kLocal / lanes - 1) / (kLocal / lanes);
-    std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(groups, 65535));
+    std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(groups, reduce_max_groups()));
     std::uint32_t gy = std::uint32_t((groups + gx - 1) / gx);
     vk.launch(shader, spec, ops, &pc, sizeof pc, gx, gy);
   } else if (per_group) {
-    std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(n_out, 65535));
+    std::uint32_t gx = std::uint32_t(std::min<std::int64_t>(n_out, reduce_max_groups()));
     std::uint32_t gy = std::uint32_t((n_out + gx - 1) / gx);
     vk.launch(shader, spec, ops, &pc, sizeof pc, gx, gy);
   } else {
