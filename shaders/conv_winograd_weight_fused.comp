@@ -8,11 +8,11 @@
 // 8 rows x 8 channels while its loads for the next block are in flight. Each
 // slice writes its sums, parts[slice][16][rows][reduction]; the host adds the
 // slices and conv_winograd.comp's MODE 4 turns the sums into the 3 x 3
-// gradient. The push constants are conv_winograd.comp's, with
-// off_src the input's offset, off_bias the output gradient's (there is no
-// bias here) and total the tiles of one slice. With HAS_BIAS, the workgroups
-// of the first channel block also sum the output gradient over their tiles,
-// the bias gradient's slice: bias_parts[slice][rows].
+// gradient. The push constants are conv_winograd.comp's, with off_src the
+// input's offset, off_bias the output gradient's (the name is the forward's)
+// and total the tiles of one slice. With HAS_BIAS, the workgroups of the
+// first channel block also sum the output gradient over their tiles, the
+// bias gradient's slice: bias_parts[slice][rows].
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const bool HAS_BIAS = false;
 
