@@ -146,8 +146,8 @@ RUMUS_PUSH_BLOCK(ConvWinogradPush) {
 #endif
 
 #ifdef PUSH_POOL
-RUMUS_PUSH_BLOCK(PoolPush) {
-  uint planes, height, width, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w;
+RUMUS_PUSH_BLOCK(PoolPush) {  // the planes' sizes, kernel and stride are pool.comp's specialisation constants
+  uint planes;
   int pad_h, pad_w;
   uint dilation_h, dilation_w, count_include_pad;
   int off0, off1, off2;

@@ -32,9 +32,7 @@ std::vector<std::uint32_t> pool_spec(const Pool2dParams& p, bool backward, DType
 }
 
 PoolPush pool_push(const Pool2dParams& p, std::int64_t total) {
-  return {std::uint32_t(p.planes), std::uint32_t(p.height), std::uint32_t(p.width), std::uint32_t(p.out_h),
-          std::uint32_t(p.out_w), std::uint32_t(p.kernel_h), std::uint32_t(p.kernel_w), std::uint32_t(p.stride_h),
-          std::uint32_t(p.stride_w), std::int32_t(p.pad_h), std::int32_t(p.pad_w), std::uint32_t(p.dilation_h),
+  return {std::uint32_t(p.planes), std::int32_t(p.pad_h), std::int32_t(p.pad_w), std::uint32_t(p.dilation_h),
           std::uint32_t(p.dilation_w), p.count_include_pad ? 1u : 0u, 0, 0, 0, std::uint32_t(total)};
 }
 
