@@ -341,6 +341,30 @@ int staging(int rounds, double mb) {
     buf->wait();
   };
 
+  // The pieces of an all_reduce without the group: three copies to the host
+  // queued at once, each piece copied back as soon as it has arrived.
+  constexpr int kPieces = 3;
+  const std::size_t per = (std::size_t(n) + kPieces - 1) / kPieces * 4;
+  std::vector<std::unique_ptr<HostBuffer>> piece_bufs;
+  for (int k = 0; k < kPieces; ++k) piece_bufs.push_back(be.allocate_host(per));
+  auto piece_len = [&](int k) { return std::min(per, bytes - std::size_t(k) * per); };
+  bool tracing = false;
+  std::vector<double> marks;  // host microseconds since the call began, when tracing
+  const std::function<void()> pieces = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    auto mark = [&] {
+      if (tracing) marks.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    };
+    for (int k = 0; k < kPieces; ++k) be.copy_to_host(s, std::size_t(k) * per, *piece_bufs[std::size_t(k)], 0, piece_len(k));
+    mark();
+    for (int k = 0; k < kPieces; ++k) {
+      piece_bufs[std::size_t(k)]->wait();
+      mark();
+      be.copy_from_host(*piece_bufs[std::size_t(k)], 0, s, std::size_t(k) * per, piece_len(k));
+      mark();
+    }
+  };
+
   std::printf("one rank, f32 tensor of %.2f MB on vulkan:0, %d calls per run, median of 5 runs; GB/s = the tensor's bytes "
               "per call (a round trip or a collective stages them twice)\n",
               double(bytes) / 1e6, reps);
@@ -348,8 +372,23 @@ int staging(int rounds, double mb) {
              {{"read_old", read_old}, {"read_new", read_new}, {"trip_old", trip_old}, {"trip_new", trip_new},
               {"all_reduce_old", all_reduce_old}, {"all_reduce_new", all_reduce_new},
               {"all_gather_old", all_gather_old}, {"all_gather_new", all_gather_new}, {"write_new", write_new},
-              {"duplex", duplex}},
+              {"duplex", duplex}, {"pieces", pieces}},
              rounds, bytes, reps);
+  // One call of `pieces` traced after a quiet device, then one behind another.
+  for (int behind = 0; behind < 2; ++behind) {
+    synchronize(dev);
+    if (behind) pieces();
+    marks.clear();
+    tracing = true;
+    pieces();
+    tracing = false;
+    const auto before_sync = std::chrono::steady_clock::now();
+    synchronize(dev);
+    std::printf("trace pieces%s (us): queued %.1f", behind ? " behind a call" : "", marks[0]);
+    for (int k = 0; k < kPieces; ++k) std::printf(", piece %d arrived %.1f sent %.1f", k, marks[std::size_t(1 + 2 * k)], marks[std::size_t(2 + 2 * k)]);
+    std::printf(", device idle %.1f us later\n",
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - before_sync).count());
+  }
   const std::vector<float> check = t.narrow(0, 0, 4).cpu().to_vector<float>();
   if (check[0] != 1.0f) {
     std::fprintf(stderr, "bench_distributed --staging: the tensor changed (%g): staging lost its bytes\n", check[0]);
