@@ -379,6 +379,36 @@ TEST(VulkanGemm, SplitKSlicesMeetInOneKernel) {
 // both transposes of each operand, batches, split K, a bias and the ReLU,
 // against the CPU. Each operand sits in a NaN-filled buffer with 4 more
 // columns and 32 more rows than it uses: a fetch past K reads NaN.
+// A K of 64 or less on 64 x 64 tiles runs one group per tile over slices of
+// 16 (gemm.cpp): aligned, ragged in whole vec4s, ragged in scalars, batched,
+// every transpose, and f16 operands (as Winograd's products under autocast).
+TEST(VulkanGemm, ShortKOnOneGroupMatchesCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(21);
+  struct Case {
+    std::int64_t batch, m, n, k;
+  };
+  for (const Case& c : {Case{1, 128, 192, 64}, Case{1, 200, 300, 40}, Case{1, 130, 70, 7}, Case{4, 64, 320, 64},
+                        Case{2, 100, 90, 16}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.m) + " x " + std::to_string(c.n) +
+                               " x " + std::to_string(c.k) + (ta ? " A^T" : "") + (tb ? " B^T" : "");
+      Tensor a = rand(ta ? Shape{c.batch, c.k, c.m} : Shape{c.batch, c.m, c.k}, {}, &gen) - 0.5;
+      Tensor b = rand(tb ? Shape{c.batch, c.n, c.k} : Shape{c.batch, c.k, c.n}, {}, &gen) - 0.5;
+      for (DType dt : {DType::f32, DType::f16}) {
+        const Tensor ga = a.to(dt).to(kGpu), gb = b.to(dt).to(kGpu);
+        Tensor gc = zeros({c.batch, c.m, c.n}, {.device = kGpu});
+        run_kernel<GemmKernel>(backend(kGpu), GemmArgs::packed(arg_of(ga), arg_of(gb), arg_of(gc), c.m, c.n, c.k,
+                                                               {.trans_a = ta, .trans_b = tb, .batch = c.batch}));
+        const Tensor ra = a.to(dt).to(DType::f32), rb = b.to(dt).to(DType::f32);  // the operands as the GPU holds them
+        const Tensor exact = matmul(ta ? ra.transpose(1, 2) : ra, tb ? rb.transpose(1, 2) : rb);
+        expect_close(gc.cpu(), exact, 1e-4, std::string("short-K gemm ") + std::string(dtype_name(dt)) + " " + what);
+      }
+    }
+  }
+}
+
 TEST(VulkanGemm, RaggedShapesOfWholeVec4sMatchTheCpu) {
   REQUIRE_VULKAN();
   Generator gen(12);
@@ -1817,6 +1847,23 @@ TEST(VulkanCoopmat, TileChoiceFromTheDeviceShapes) {
   EXPECT_FALSE(choose_coopmat_tile(nv, 32, kShared48K, 64));
 }
 
+// Thin products narrow the tile (and its subgroups' parts) while the layout
+// stays valid: a subgroup's part never goes below one matrix-unit product.
+TEST(VulkanCoopmat, ThinProductsNarrowTheTile) {
+  using vulkan::fit_coopmat_tile;
+  std::vector<CoopMatShape> nv = {{16, 16, 16, F16, F16, F32, F32, true}};
+  const vulkan::CoopMatTile t = *vulkan::choose_coopmat_tile(nv, 32, kShared48K, kThreads1K);
+  auto dims = [](const vulkan::CoopMatTile& x) { return std::vector<std::uint32_t>{x.bm, x.bn, x.wm, x.wn}; };
+  EXPECT_EQ(dims(fit_coopmat_tile(t, 1024, 1024, kShared48K, kThreads1K)), (std::vector<std::uint32_t>{128, 128, 64, 64}));
+  EXPECT_EQ(dims(fit_coopmat_tile(t, 65, 1024, kShared48K, kThreads1K)), (std::vector<std::uint32_t>{128, 128, 64, 64}));
+  EXPECT_EQ(dims(fit_coopmat_tile(t, 64, 64, kShared48K, kThreads1K)), (std::vector<std::uint32_t>{64, 64, 32, 32}));
+  EXPECT_EQ(dims(fit_coopmat_tile(t, 40, 1024, kShared48K, kThreads1K)), (std::vector<std::uint32_t>{64, 128, 32, 64}));
+  EXPECT_EQ(dims(fit_coopmat_tile(t, 1024, 24, kShared48K, kThreads1K)), (std::vector<std::uint32_t>{128, 32, 64, 16}));
+  EXPECT_EQ(dims(fit_coopmat_tile(t, 1, 3, kShared48K, kThreads1K)), (std::vector<std::uint32_t>{32, 32, 16, 16}));
+  for (const auto& x : {fit_coopmat_tile(t, 64, 64, kShared48K, kThreads1K), fit_coopmat_tile(t, 1, 3, kShared48K, kThreads1K)})
+    EXPECT_EQ(x.threads(), 128u);
+}
+
 // The tensor-core kernel's split along K (lavapipe has no cooperative
 // matrices, so the rule is checked here, the products on devices with them):
 // about two waves of workgroups, slices of at least 256, at most 32.
@@ -1893,7 +1940,9 @@ TEST(VulkanCoopmat, F16ProductsMatchCpu) {
   Generator gen(12);
   // The last three have few tiles over a long K: split into slices that are summed after.
   for (auto [m, k, n] : {std::array<std::int64_t, 3>{256, 128, 256}, {128, 64, 384}, {33, 47, 65}, {1, 70, 3},
-                         {200, 40, 136}, {517, 300, 260}, {256, 8192, 256}, {200, 3000, 136}, {96, 1000, 40}}) {
+                         {200, 40, 136}, {517, 300, 260}, {256, 8192, 256}, {200, 3000, 136}, {96, 1000, 40},
+                         // Narrowed tiles (fit_coopmat_tile): 64 x 64, thin along M or N only, 32 wide.
+                         {64, 4096, 64}, {40, 500, 200}, {300, 256, 24}, {17, 3000, 30}}) {
     const std::string what = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
     Tensor a = rand({m, k}, {}, &gen) - 0.5, b = rand({k, n}, {}, &gen) - 0.5;
     Tensor want = matmul(rounded(a), rounded(b));

@@ -65,6 +65,21 @@ std::optional<CoopMatTile> choose_coopmat_tile(std::span<const CoopMatShape> sha
   return best;
 }
 
+CoopMatTile fit_coopmat_tile(CoopMatTile t, std::int64_t m, std::int64_t n, std::uint32_t max_shared_bytes,
+                             std::uint32_t max_threads) {
+  for (bool narrowed = true; narrowed;) {
+    narrowed = false;
+    CoopMatTile c = t;
+    if (m <= c.bm / 2 && c.wm / 2 >= c.lm) c.bm /= 2, c.wm /= 2;
+    if (n <= c.bn / 2 && c.wn / 2 >= c.ln) c.bn /= 2, c.wn /= 2;
+    if ((c.bm != t.bm || c.bn != t.bn) && valid_layout(c, max_shared_bytes, max_threads)) {
+      t = c;
+      narrowed = true;
+    }
+  }
+  return t;
+}
+
 bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g) {
   if (!ctx.coopmat_tile) return false;
   if (g.a.dtype != DType::f16 || g.b.dtype != DType::f16) return false;
@@ -94,7 +109,9 @@ std::int64_t coopmat_split_k_slices(std::int64_t tiles, std::int64_t k) {
 void coopmat_gemm(VulkanBackend& vk, const GemmArgs& g) {
   using Operand = VulkanBackend::Operand;
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
-  const CoopMatTile& t = *vk.context().coopmat_tile;
+  const auto& limits = vk.context().properties.limits;
+  const CoopMatTile t = fit_coopmat_tile(*vk.context().coopmat_tile, g.m, g.n, limits.maxComputeSharedMemorySize,
+                                         limits.maxComputeWorkGroupInvocations);
   push::GemmPush pc{std::uint32_t(g.m), std::uint32_t(g.n), std::uint32_t(g.k), std::uint32_t(g.lda),
                     std::uint32_t(g.ldb), std::uint32_t(g.ldc), std::uint32_t(g.a.layout->offset),
                     std::uint32_t(g.b.layout->offset), std::uint32_t(g.c.layout->offset), std::uint32_t(g.stride_a),

@@ -46,6 +46,13 @@ std::optional<CoopMatTile> choose_coopmat_tile(std::span<const CoopMatShape> sha
                                                std::uint32_t max_shared_bytes, std::uint32_t max_threads,
                                                const std::string& layout = "");
 
+// The device's tile `t` narrowed for a thin product: halved along M (its
+// subgroups' parts too) while M fits in half of it, the same along N, as long
+// as the layout stays valid. Winograd's weight gradients of 64 channels (64 x
+// 64 products over the tiles) filled a quarter of the 128 x 128 tile.
+CoopMatTile fit_coopmat_tile(CoopMatTile t, std::int64_t m, std::int64_t n, std::uint32_t max_shared_bytes,
+                             std::uint32_t max_threads);
+
 // Whether a product takes the tensor-core kernel: the device has a tile, A and
 // B are f16, C is f16 or f32, K is kShortK or more, the product is not a
 // small one (one matrix of fewer than 132 64 x 64 tiles over a K under kLongK)
