@@ -379,9 +379,10 @@ TEST(VulkanGemm, SplitKSlicesMeetInOneKernel) {
 // both transposes of each operand, batches, split K, a bias and the ReLU,
 // against the CPU. Each operand sits in a NaN-filled buffer with 4 more
 // columns and 32 more rows than it uses: a fetch past K reads NaN.
-// A K of 64 or less on 64 x 64 tiles runs one group per tile over slices of
-// 16 (gemm.cpp): aligned, ragged in whole vec4s, ragged in scalars, batched,
-// every transpose, and f16 operands (as Winograd's products under autocast).
+// Products over a K of 64 or less (Winograd's products over 64 channels, a
+// weight gradient over a batch of 64), most on 64 x 64 tiles whose groups
+// each take a quarter of a slice: aligned, ragged in whole vec4s, ragged in
+// scalars, batched, every transpose, and f16 operands (as under autocast).
 TEST(VulkanGemm, ShortKOnOneGroupMatchesCpu) {
   REQUIRE_VULKAN();
   Generator gen(21);
