@@ -165,7 +165,11 @@ std::optional<GemmTile> GemmTuner::choose(const std::string& key, const std::vec
 std::int64_t gemm_split_k_min() {
   static const std::int64_t k = [] {
     const std::int64_t v = env::integer("RUMUS_VULKAN_GEMM_SPLIT_K_MIN").value_or(0);
-    return v >= 16 ? v : std::int64_t(256);  // bench/RESULTS.md at 7280857: 1024 left small-batch MLP steps on 8 workgroups
+    // 1024 left small-batch MLP steps on 8 workgroups (bench/RESULTS.md at
+    // 7280857). 384 against 256 on an H100, four rounds on two machines: the
+    // MNIST MLP at batch 64 1.017x (its 784- and 512-long products in fewer
+    // slices), the MLP at 512, the CNN and ResNet-18 (f32, amp) level.
+    return v >= 16 ? v : std::int64_t(384);
   }();
   return k;
 }

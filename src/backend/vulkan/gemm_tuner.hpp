@@ -43,7 +43,7 @@ bool is_gemm_tile_candidate(const GemmTile& t);
 // Whether the f32 GEMM splits K across workgroups (few output tiles, long K):
 // then it also allocates and sums partial products, which GPU timestamps of
 // the kernels do not show, so the tuner leaves such shapes alone.
-// The shortest K that is split when the output has few tiles (256;
+// The shortest K that is split when the output has few tiles (384;
 // RUMUS_VULKAN_GEMM_SPLIT_K_MIN=k for experiments); each slice then takes at
 // least a quarter of it.
 std::int64_t gemm_split_k_min();
