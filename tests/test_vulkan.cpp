@@ -374,6 +374,27 @@ TEST(VulkanGemm, SplitKSlicesMeetInOneKernel) {
   }
 }
 
+namespace {
+// A batched product's shape for the GEMM tests, with A and/or B stored transposed.
+struct GemmCase {
+  std::int64_t batch, m, n, k;
+  std::string name(bool ta, bool tb) const {
+    return std::to_string(batch) + " x " + std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k) +
+           (ta ? " A^T" : "") + (tb ? " B^T" : "");
+  }
+  // Random operands in [-0.5, 0.5) as stored: A [batch, m, k] (or [batch, k, m]), then B.
+  std::pair<Tensor, Tensor> operands(bool ta, bool tb, Generator& gen) const {
+    Tensor a = rand(ta ? Shape{batch, k, m} : Shape{batch, m, k}, {}, &gen) - 0.5;
+    Tensor b = rand(tb ? Shape{batch, n, k} : Shape{batch, k, n}, {}, &gen) - 0.5;
+    return {a, b};
+  }
+};
+// op(A) op(B) of stored operands, on the CPU.
+Tensor product_of(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  return matmul(ta ? a.transpose(1, 2) : a, tb ? b.transpose(1, 2) : b);
+}
+}  // namespace
+
 // Products over a K of 64 or less (Winograd's products over 64 channels, a
 // weight gradient over a batch of 64), most on 64 x 64 tiles whose groups
 // each take a quarter of a slice: aligned, ragged in whole vec4s, ragged in
@@ -381,25 +402,19 @@ TEST(VulkanGemm, SplitKSlicesMeetInOneKernel) {
 TEST(VulkanGemm, ShortKMatchesCpu) {
   REQUIRE_VULKAN();
   Generator gen(21);
-  struct Case {
-    std::int64_t batch, m, n, k;
-  };
-  for (const Case& c : {Case{1, 128, 192, 64}, Case{1, 200, 300, 40}, Case{1, 130, 70, 7}, Case{4, 64, 320, 64},
-                        Case{2, 100, 90, 16}}) {
+  for (const GemmCase& c : {GemmCase{1, 128, 192, 64}, GemmCase{1, 200, 300, 40}, GemmCase{1, 130, 70, 7},
+                            GemmCase{4, 64, 320, 64}, GemmCase{2, 100, 90, 16}}) {
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
-      const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.m) + " x " + std::to_string(c.n) +
-                               " x " + std::to_string(c.k) + (ta ? " A^T" : "") + (tb ? " B^T" : "");
-      Tensor a = rand(ta ? Shape{c.batch, c.k, c.m} : Shape{c.batch, c.m, c.k}, {}, &gen) - 0.5;
-      Tensor b = rand(tb ? Shape{c.batch, c.n, c.k} : Shape{c.batch, c.k, c.n}, {}, &gen) - 0.5;
+      const std::string what = c.name(ta, tb);
+      const auto [a, b] = c.operands(ta, tb, gen);
       for (DType dt : {DType::f32, DType::f16}) {
         const Tensor ga = a.to(dt).to(kGpu), gb = b.to(dt).to(kGpu);
         Tensor gc = zeros({c.batch, c.m, c.n}, {.device = kGpu});
         run_kernel<GemmKernel>(backend(kGpu), GemmArgs::packed(arg_of(ga), arg_of(gb), arg_of(gc), c.m, c.n, c.k,
                                                                {.trans_a = ta, .trans_b = tb, .batch = c.batch}));
         const Tensor ra = a.to(dt).to(DType::f32), rb = b.to(dt).to(DType::f32);  // the operands as the GPU holds them
-        const Tensor exact = matmul(ta ? ra.transpose(1, 2) : ra, tb ? rb.transpose(1, 2) : rb);
-        expect_close(gc.cpu(), exact, 1e-4, std::string("short-K gemm ") + std::string(dtype_name(dt)) + " " + what);
+        expect_close(gc.cpu(), product_of(ra, rb, ta, tb), 1e-4, std::string("short-K gemm ") + std::string(dtype_name(dt)) + " " + what);
       }
     }
   }
@@ -423,19 +438,14 @@ TEST(VulkanGemm, RaggedShapesOfWholeVec4sMatchTheCpu) {
     stride = (rows + 32) * (cols + 4);
     return p.to(kGpu);
   };
-  struct Case {
-    std::int64_t batch, m, n, k;
-  };
-  for (const Case& c : {Case{1, 68, 132, 196}, Case{1, 512, 512, 784}, Case{1, 512, 784, 512}, Case{3, 20, 36, 44},
-                        Case{1, 60, 44, 2052}}) {
+  for (const GemmCase& c : {GemmCase{1, 68, 132, 196}, GemmCase{1, 512, 512, 784}, GemmCase{1, 512, 784, 512},
+                            GemmCase{3, 20, 36, 44}, GemmCase{1, 60, 44, 2052}}) {
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
-      const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.m) + " x " + std::to_string(c.n) +
-                               " x " + std::to_string(c.k) + (ta ? " A^T" : "") + (tb ? " B^T" : "");
-      Tensor a = rand(ta ? Shape{c.batch, c.k, c.m} : Shape{c.batch, c.m, c.k}, {}, &gen) - 0.5;
-      Tensor b = rand(tb ? Shape{c.batch, c.n, c.k} : Shape{c.batch, c.k, c.n}, {}, &gen) - 0.5;
+      const std::string what = c.name(ta, tb);
+      const auto [a, b] = c.operands(ta, tb, gen);
       Tensor bias = rand({c.n}, {}, &gen) - 0.5;
-      Tensor want = relu(matmul(ta ? a.transpose(1, 2) : a, tb ? b.transpose(1, 2) : b) + bias);
+      Tensor want = relu(product_of(a, b, ta, tb) + bias);
       Tensor gc = zeros({c.batch, c.m, c.n}, {.device = kGpu});
       std::int64_t lda = 0, ldb = 0, stride_a = 0, stride_b = 0;
       const Tensor ga = padded(a, lda, stride_a), gb = padded(b, ldb, stride_b), gbias = bias.to(kGpu);
