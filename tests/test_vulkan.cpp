@@ -1680,7 +1680,9 @@ TEST(VulkanConv, WinogradMatchesCpu) {
 // (forward and data; the weight pass too but under winograd_no_weight), the columns
 // (the stem's 3 channels, stride 2, 1x1) and f32 copies for grouped ones, in
 // f16 and bf16, against the CPU's f32 convolution of the same rounded
-// operands. The workspace holds two samples, so the weight sums add chunks.
+// operands. The workspace holds two samples of f16 tiles and products (one of
+// bf16's, whose products are f32), so the passes take the batch in chunks and
+// the weight sums add them.
 TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
   REQUIRE_VULKAN();
   ConvRouteRestore restore;
@@ -1692,7 +1694,7 @@ TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
       {3, 12, 6, 7, 10, 1, 1, {}, true, 0},
       {3, 6, 7, 7, 12, 3, 3, {.padding = {1, 1}, .groups = 3}, true, 0},
   };
-  vulkan::conv_workspace_bytes() = 2 * 16 * (8 * 2 + 12 * 4) * 20;
+  vulkan::conv_workspace_bytes() = 2 * 16 * (8 * 2 + 12 * 2) * 20;
   for (DType dt : {DType::f16, DType::bf16})
     for (vulkan::ConvRoute route : {vulkan::ConvRoute::automatic, vulkan::ConvRoute::winograd_no_weight}) {
       vulkan::conv_route_override() = route;
@@ -1877,10 +1879,15 @@ TEST(VulkanCoopmat, ThinProductsNarrowTheTile) {
 
 // The tensor-core kernel's split along K (lavapipe has no cooperative
 // matrices, so the rule is checked here, the products on devices with them):
-// about two waves of workgroups, slices of at least 256, at most 32.
+// about two waves of workgroups (eight from K = 16,384 on), slices of at
+// least 256, at most 32.
 TEST(VulkanCoopmat, SplitKSlicesFromTilesAndK) {
   using vulkan::coopmat_split_k_slices;
   EXPECT_EQ(coopmat_split_k_slices(16, 8192), 17);  // 1024 x 256 weight gradient: 16 tiles of 128 x 128
+  EXPECT_EQ(coopmat_split_k_slices(16, 16383), 17);
+  EXPECT_EQ(coopmat_split_k_slices(16, 16384), 32);  // Winograd's 16 weight products: 1,056 / 16, capped
+  EXPECT_EQ(coopmat_split_k_slices(48, 65536), 22);  // 16 products of 2 x 1 tiles, and 3 times as many
+  EXPECT_EQ(coopmat_split_k_slices(100, 16384), 11);
   EXPECT_EQ(coopmat_split_k_slices(4, 8192), 32);   // 256 x 256: capped at 32
   EXPECT_EQ(coopmat_split_k_slices(4, 1000), 3);    // slices of at least 256
   EXPECT_EQ(coopmat_split_k_slices(4, 300), 1);

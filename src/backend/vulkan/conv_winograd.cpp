@@ -14,8 +14,9 @@
 // for the tiles: the forward and data passes in conv_winograd_fused.comp, the
 // weight pass in conv_winograd_weight_fused.comp.
 // The transforms write the operands' dtype, so 16-bit convolutions (autocast)
-// multiply f16 tiles on the cooperative-matrix units; the products' sums are
-// f32 (f32 accumulation), rounded to 16 bits only in the result.
+// multiply 16-bit tiles with f32 accumulation. f16 products are stored in f16
+// for the output's transform (bf16's 8 bits would cost accuracy); the weight
+// gradient's sums stay f32.
 #include <algorithm>
 #include <optional>
 
@@ -44,6 +45,11 @@ struct Problem {
 };
 
 std::int64_t element_bytes(const Problem& q) { return std::int64_t(dtype_size(q.dtype)); }
+
+// The forward and data passes' products M: f16 where the operands are, since
+// they are bound by writing and reading M (ResNet-18's layer1 at batch 512
+// moves 0.5 GB a pass), else f32.
+DType product_dtype(const Problem& q) { return q.dtype == DType::f16 ? DType::f16 : DType::f32; }
 
 // One pass of conv_winograd.comp: `total` items from src (from element
 // off_src) into dst (from off_dst), each read and written in its own dtype;
@@ -81,28 +87,29 @@ ConvWinogradPush push_of(const Problem& q) {
 }
 
 // Samples per chunk: as many as fit their transformed tiles (the image's, and
-// the rows' products or transforms, f32 at most) into the workspace.
+// the rows' products or transforms) into the workspace.
 std::int64_t chunk_of(const Problem& q) {
-  const std::int64_t per_sample_bytes = 16 * (q.reduction * element_bytes(q) + q.rows * 4) * tiles_per_sample(q);
+  const std::int64_t per_sample_bytes =
+      16 * (q.reduction * element_bytes(q) + q.rows * std::int64_t(dtype_size(product_dtype(q)))) * tiles_per_sample(q);
   return std::clamp<std::int64_t>(conv_workspace_bytes() / std::max<std::int64_t>(1, per_sample_bytes), 1, q.batch);
 }
 
 // The batch a chunk at a time: for samples [b0, b0 + n), with pc.batch and
 // pc.tiles set to them, the image's transform V [16, reduction, P] (P = n *
 // tiles per sample, q.dtype), then `step(b0, p, v, r)` with a workspace
-// R [16, rows, P] of 4-byte elements (the f32 products, or 16-bit transforms in
-// part of it).
+// R [16, rows, P] of product_dtype(q) (the products, or the output gradient's
+// 16-bit transforms, which fit in it).
 template <class Step>
 void over_chunks(VulkanBackend& vk, const Problem& q, ConvWinogradPush& pc, TensorArg image, Step&& step) {
   const std::int64_t per_sample = tiles_per_sample(q), nb = chunk_of(q);
   Storage v(vk.device(), std::size_t(16 * q.reduction * nb * per_sample * element_bytes(q))),
-      r(vk.device(), std::size_t(16 * q.rows * nb * per_sample) * 4);
+      r(vk.device(), std::size_t(16 * q.rows * nb * per_sample) * dtype_size(product_dtype(q)));
   for (std::int64_t b0 = 0; b0 < q.batch; b0 += nb) {
     const std::int64_t n = std::min(nb, q.batch - b0), p = n * per_sample;
     pc.batch = std::uint32_t(n);
     pc.tiles = std::uint32_t(p);
     const Layout v_l = Layout::contiguous({16, q.reduction, p}), r_l = Layout::contiguous({16, q.rows, p});
-    const TensorArg v_arg{&v, q.dtype, &v_l}, r_arg{&r, DType::f32, &r_l};
+    const TensorArg v_arg{&v, q.dtype, &v_l}, r_arg{&r, product_dtype(q), &r_l};
     transform(vk, pc, kInput, v_arg, 0, image, image.layout->offset + b0 * q.reduction * q.height * q.width,
               q.reduction * p);
     step(b0, p, v_arg, r_arg);
@@ -190,7 +197,7 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
   transform(vk, pc, kWeights, u_arg, 0, weight, weight.layout->offset, q.rows * q.reduction);
   if (fused_applies(q)) return run_fused(vk, q, pc, out, image, u_arg, bias, relu);
 
-  // Per chunk: the products M [16, rows, P] = U V (f32), then the output's transform.
+  // Per chunk: the products M [16, rows, P] = U V, then the output's transform.
   over_chunks(vk, q, pc, image, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg m_arg) {
     gemm(vk, GemmArgs::packed(u_arg, v_arg, m_arg, q.rows, p, q.reduction, {.batch = 16}));
     transform(vk, pc, kOutput, out, out.layout->offset + b0 * q.rows * q.out_h * q.out_w, m_arg, 0, q.rows * p, bias,

@@ -103,7 +103,12 @@ bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g) {
 std::int64_t coopmat_split_k_slices(std::int64_t tiles, std::int64_t k) {
   if (tiles <= 0 || !gemm_splits_k(tiles, k)) return 1;
   const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(32, k / 256));
-  return std::clamp<std::int64_t>((264 + tiles - 1) / tiles, 1, most);
+  // A K of 16,384 or more (Winograd's weight pass: 16 products of 64 x 64
+  // channels over 32,768 tiles or more): about eight waves. Measured on an
+  // H100 against two waves, ResNet-18's amp step ran 1.01x faster at batch 128
+  // and 1.04x at 512 (level and 1.03x with the bound at 65,536).
+  const std::int64_t target = k >= 16384 ? 1056 : 264;
+  return std::clamp<std::int64_t>((target + tiles - 1) / tiles, 1, most);
 }
 
 void coopmat_gemm(VulkanBackend& vk, const GemmArgs& g) {

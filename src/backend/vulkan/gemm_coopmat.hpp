@@ -69,8 +69,8 @@ bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g);
 // How many slices along K the tensor-core kernel splits a product of `tiles`
 // output tiles (batches included) into, 1 for none: few tiles over a long K
 // (weight gradients: 4 to 16 tiles over 8,192 tokens left most of an H200
-// idle) take about two waves of workgroups, slices of at least 256 along K,
-// at most 32 of them.
+// idle) take about two waves of workgroups (eight from K = 16,384 on),
+// slices of at least 256 along K, at most 32 of them.
 std::int64_t coopmat_split_k_slices(std::int64_t tiles, std::int64_t k);
 
 }  // namespace rumus::vulkan
