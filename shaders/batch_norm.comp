@@ -20,6 +20,7 @@
 // DT is the dtype of x, out, grad_out and grad_x; DT_C that of the [c]
 // operands and the partials: f32 for 16-bit x (PyTorch's mixed batch norm
 // under autocast: 16-bit activations, f32 parameters and statistics), else DT.
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -28,6 +29,9 @@ layout(constant_id = 1) const uint DT = 0;
 layout(constant_id = 2) const bool HAS_W = false;  // MODE 2, 5: weight given
 layout(constant_id = 3) const bool HAS_B = false;  // MODE 2: bias given; MODE 1: running statistics given
 layout(constant_id = 4) const uint DT_C = 0;
+// MODE 2, 5: values per invocation, consecutive and of one channel (hw % VEC
+// == 0), their loads issued together: more bytes in flight per invocation.
+layout(constant_id = 5) const uint VEC = 1;
 
 #define PUSH_BATCH_NORM
 #include "push_constants.h"
@@ -158,18 +162,28 @@ void main() {
   }
 
   const uint total = m * pc.c, step = gl_NumWorkGroups.x * local;
-  for (uint e = gl_GlobalInvocationID.x; e < total; e += step) {
-    const uint ch = (e / pc.hw) % pc.c;
+  for (uint e0 = gl_GlobalInvocationID.x * VEC; e0 < total; e0 += step * VEC) {
+    const uint ch = (e0 / pc.hw) % pc.c;
+    REAL x[VEC];
+    [[unroll]] for (uint j = 0; j < VEC; ++j) x[j] = load1(DT, at(1, e0 + j));
     if (MODE == 2u) {
-      REAL y = (load1(DT, at(1, e)) - load2(DT_C, at(2, ch))) * load3(DT_C, at(3, ch));
-      if (HAS_W) y *= load4(DT_C, at(4, ch));
-      if (HAS_B) y += load5(DT_C, at(5, ch));
-      store0(DT, at(0, e), y);
+      const REAL mu = load2(DT_C, at(2, ch)), is = load3(DT_C, at(3, ch));
+      const REAL w = HAS_W ? load4(DT_C, at(4, ch)) : REAL(1), b = HAS_B ? load5(DT_C, at(5, ch)) : REAL(0);
+      [[unroll]] for (uint j = 0; j < VEC; ++j) {
+        REAL y = (x[j] - mu) * is;
+        if (HAS_W) y *= w;
+        if (HAS_B) y += b;
+        store0(DT, at(0, e0 + j), y);
+      }
     } else {  // MODE 5
-      const REAL is = load4(DT_C, at(4, ch)), k = HAS_W ? is * load5(DT_C, at(5, ch)) : is;
-      const REAL xhat = (load1(DT, at(1, e)) - load3(DT_C, at(3, ch))) * is;
-      store0(DT, at(0, e),
-             k * (load2(DT, at(2, e)) - (load6(DT_C, at(6, ch)) + xhat * load7(DT_C, at(7, ch))) / REAL(m)));
+      REAL g[VEC];
+      [[unroll]] for (uint j = 0; j < VEC; ++j) g[j] = load2(DT, at(2, e0 + j));
+      const REAL is = load4(DT_C, at(4, ch)), k = HAS_W ? is * load5(DT_C, at(5, ch)) : is, mu = load3(DT_C, at(3, ch));
+      const REAL sum_dy = load6(DT_C, at(6, ch)), sum_dy_xhat = load7(DT_C, at(7, ch));
+      [[unroll]] for (uint j = 0; j < VEC; ++j) {
+        const REAL xhat = (x[j] - mu) * is;
+        store0(DT, at(0, e0 + j), k * (g[j] - (sum_dy + xhat * sum_dy_xhat) / REAL(m)));
+      }
     }
   }
 }

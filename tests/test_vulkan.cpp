@@ -231,28 +231,33 @@ TEST(VulkanStaging, CaptureRefusesStagingCopies) {
   }
 }
 
-// Contiguous f32 pointwise ops take four elements per invocation where every
-// offset is a multiple of 4; the last n % 4 elements, and views starting
-// elsewhere, take the element loop. Both against the CPU.
+// Contiguous f32 pointwise ops, and unary and binary ones whose operands are
+// all f16, take four elements per invocation where every offset is a multiple
+// of 4; the last n % 4 elements, and views starting elsewhere, take the
+// element loop. Both against the CPU (f16: within one rounding of the f32 result).
 TEST(VulkanPointwise, QuadsTailsAndOddOffsetsMatchCpu) {
   REQUIRE_VULKAN();
   Generator gen(17);
-  for (std::int64_t n : {1, 3, 4, 7, 1027}) {
-    for (std::int64_t start : {0, 1, 4}) {
-      const std::string what = "n " + std::to_string(n) + " from " + std::to_string(start);
-      Tensor a = randn({n + start}, {.device = kGpu}, &gen).narrow(0, start, n);
-      Tensor b = randn({n + start}, {.device = kGpu}, &gen).narrow(0, start, n);
-      const Tensor a_cpu = a.cpu(), b_cpu = b.cpu();
-      expect_close((a + b).cpu(), a_cpu + b_cpu, 0, what + ": add");
-      expect_close((a * 2.5 - b).cpu(), a_cpu * 2.5 - b_cpu, 1e-6, what + ": scale and subtract");
-      expect_close(gelu(a).cpu(), gelu(a_cpu), 1e-5, what + ": gelu");
-      Tensor filled = zeros({n + start}, {.device = kGpu}), want = zeros({n + start});
-      filled.narrow(0, start, n).fill_(3.25);
-      want.narrow(0, start, n).fill_(3.25);
-      expect_close(filled.cpu(), want, 0, what + ": fill");
-      Tensor copied = zeros({n + start}, {.device = kGpu});
-      copied.narrow(0, start, n).copy_(b);
-      expect_close(copied.narrow(0, start, n).cpu(), b_cpu, 0, what + ": copy");
+  for (DType t : {DType::f32, DType::f16}) {
+    const double tol = t == DType::f16 ? 1e-3 : 0.0;
+    for (std::int64_t n : {1, 3, 4, 7, 1027}) {
+      for (std::int64_t start : {0, 1, 4}) {
+        const std::string what = std::string(dtype_name(t)) + " n " + std::to_string(n) + " from " + std::to_string(start);
+        Tensor a = randn({n + start}, {}, &gen).to(t).to(kGpu).narrow(0, start, n);
+        Tensor b = randn({n + start}, {}, &gen).to(t).to(kGpu).narrow(0, start, n);
+        const Tensor a_cpu = a.cpu(), b_cpu = b.cpu();
+        auto wide = [](const Tensor& x) { return x.cpu().to(DType::f32); };
+        expect_close(wide(a + b), wide(a_cpu + b_cpu), tol, what + ": add");
+        expect_close(wide(a * 2.5 - b), wide(a_cpu * 2.5 - b_cpu), std::max(tol, 1e-6), what + ": scale and subtract");
+        expect_close(wide(gelu(a)), wide(gelu(a_cpu)), std::max(tol, 1e-5), what + ": gelu");
+        Tensor filled = zeros({n + start}, {.dtype = t, .device = kGpu}), want = zeros({n + start}, {.dtype = t});
+        filled.narrow(0, start, n).fill_(3.25);
+        want.narrow(0, start, n).fill_(3.25);
+        expect_close(wide(filled), wide(want), 0, what + ": fill");
+        Tensor copied = zeros({n + start}, {.dtype = t, .device = kGpu});
+        copied.narrow(0, start, n).copy_(b);
+        expect_close(wide(copied.narrow(0, start, n)), wide(b_cpu), 0, what + ": copy");
+      }
     }
   }
 }

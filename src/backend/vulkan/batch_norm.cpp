@@ -66,6 +66,10 @@ void check(const char* op, TensorArg x, std::initializer_list<TensorArg> operand
   if (x.layout->shape[1] > 65535) throw Error(std::string(op) + ": the Vulkan kernel takes at most 65535 channels");
 }
 
+// Values per invocation of the per-element passes (batch_norm.comp's VEC):
+// four where a channel's rows hold a multiple of four, so they share one.
+std::uint32_t values_per_invocation(TensorArg x) { return x.layout->shape[2] % 4 == 0 ? 4u : 1u; }
+
 // The [c, parts, 2] partial sums of a reduction.
 Storage partials(VulkanBackend& vk, const BatchNormPush& pc, DType dtype) {
   return Storage(vk.device(), std::size_t(pc.c) * pc.parts * 2 * dtype_size(dtype));
@@ -108,10 +112,11 @@ void batch_norm_forward(Backend& be, TensorArg out, TensorArg x, TensorArg mean,
   const BatchNormPush pc = batch_norm_push(x, {out, x, mean, invstd, weight, bias});
   Operand ops[] = {{out, true},    {x, false}, {mean, false}, {invstd, false}, {weight.storage ? weight : x, false},
                    {bias.storage ? bias : x, false}, {x, false}, {x, false}};
+  const std::uint32_t vec = values_per_invocation(x);
   vk.launch(shader_for(ShaderId::batch_norm, x.dtype),
             {2u, std::uint32_t(x.dtype), weight.storage != nullptr, bias.storage != nullptr,
-             std::uint32_t(channel_dtype(x.dtype))},
-            ops, &pc, sizeof pc, groups_for(total, kLocal));
+             std::uint32_t(channel_dtype(x.dtype)), vec},
+            ops, &pc, sizeof pc, groups_for(total / vec, kLocal));
 }
 
 void batch_norm_backward_reduce(Backend& be, TensorArg sum_dy, TensorArg sum_dy_xhat, TensorArg grad_out, TensorArg x,
@@ -148,9 +153,10 @@ void batch_norm_backward(Backend& be, TensorArg grad_x, TensorArg grad_out, Tens
                    {grad_out, false}, {mean, false},
                    {invstd, false},   {weight.storage ? weight : x, false},
                    {sum_dy, false},   {sum_dy_xhat, false}};
+  const std::uint32_t vec = values_per_invocation(x);
   vk.launch(shader_for(ShaderId::batch_norm, x.dtype),
-            {5u, std::uint32_t(x.dtype), weight.storage != nullptr, 0u, std::uint32_t(channel_dtype(x.dtype))}, ops,
-            &pc, sizeof pc, groups_for(total, kLocal));
+            {5u, std::uint32_t(x.dtype), weight.storage != nullptr, 0u, std::uint32_t(channel_dtype(x.dtype)), vec},
+            ops, &pc, sizeof pc, groups_for(total / vec, kLocal));
 }
 
 }  // namespace
