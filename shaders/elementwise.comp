@@ -12,9 +12,9 @@ layout(constant_id = 5) const uint DT_C = 0;
 layout(constant_id = 6) const bool CONTIGUOUS = false;  // every operand dense in logical order
 layout(constant_id = 7) const uint ELEM_BYTES = 4;      // raw copies only
 layout(constant_id = 8) const uint KIND = 0;            // POINTWISE_*
-// CONTIGUOUS f32 fills, 4-byte copies, and unary and binary ops whose operands
-// are all f32 or all f16, offsets multiples of 4: an invocation takes four
-// elements in one 16-byte (f16: 8-byte) access per operand.
+// CONTIGUOUS 4-byte copies, and fills, casts, unary and binary ops whose
+// operands are each f32 or f16, offsets multiples of 4: an invocation
+// takes four elements in one 16-byte (f16: 8-byte) access per operand.
 layout(constant_id = 9) const bool QUADS = false;
 
 #define PUSH_POINTWISE
@@ -168,30 +168,30 @@ REAL binary(REAL a, REAL b) {
   return 0.0;
 }
 
-vec4 halves4(uvec2 h) { return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y)); }
-uvec2 to_halves4(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
+// A QUADS operand's four values: f32 in one 16-byte access, f16 in one of 8.
+vec4 quad_a(uint q) { return DT_A == DT_F16 ? vec4(unpackHalf2x16(t1d.v[q].x), unpackHalf2x16(t1d.v[q].y)) : t1q.v[q]; }
+vec4 quad_b(uint q) { return DT_B == DT_F16 ? vec4(unpackHalf2x16(t2d.v[q].x), unpackHalf2x16(t2d.v[q].y)) : t2q.v[q]; }
+void quad_out(uint q, vec4 v) {
+  if (DT_OUT == DT_F16) t0d.v[q] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+  else t0q.v[q] = v;
+}
 
 // Elements [4 q, 4 q + 4) of a QUADS dispatch.
 void quad(uint q) {
   const uint q0 = uint(pc.offset[0]) / 4u + q, q1 = uint(pc.offset[1]) / 4u + q, q2 = uint(pc.offset[2]) / 4u + q;
-  if (DT_OUT == DT_F16 && KIND == POINTWISE_UNARY) {
-    const vec4 a = halves4(t1d.v[q1]);
-    t0d.v[q0] = to_halves4(vec4(float(unary(a.x)), float(unary(a.y)), float(unary(a.z)), float(unary(a.w))));
-  } else if (DT_OUT == DT_F16 && KIND == POINTWISE_BINARY) {
-    const vec4 a = halves4(t1d.v[q1]), b = halves4(t2d.v[q2]);
-    t0d.v[q0] = to_halves4(vec4(float(binary(a.x, b.x)), float(binary(a.y, b.y)), float(binary(a.z, b.z)),
-                                float(binary(a.w, b.w))));
-  } else if (KIND == POINTWISE_FILL) {
-    t0q.v[q0] = vec4(pc.p0);
+  if (KIND == POINTWISE_FILL) {
+    quad_out(q0, vec4(pc.p0));
   } else if (KIND == POINTWISE_RAW_COPY) {
     t0w.v[q0] = t1w.v[q1];
+  } else if (KIND == POINTWISE_CAST) {  // f32 <-> f16
+    quad_out(q0, quad_a(q1));
   } else if (KIND == POINTWISE_UNARY) {
-    const vec4 a = t1q.v[q1];
-    t0q.v[q0] = vec4(float(unary(a.x)), float(unary(a.y)), float(unary(a.z)), float(unary(a.w)));
+    const vec4 a = quad_a(q1);
+    quad_out(q0, vec4(float(unary(a.x)), float(unary(a.y)), float(unary(a.z)), float(unary(a.w))));
   } else if (KIND == POINTWISE_BINARY) {
-    const vec4 a = t1q.v[q1], b = t2q.v[q2];
-    t0q.v[q0] = vec4(float(binary(a.x, b.x)), float(binary(a.y, b.y)), float(binary(a.z, b.z)),
-                     float(binary(a.w, b.w)));
+    const vec4 a = quad_a(q1), b = quad_b(q2);
+    quad_out(q0, vec4(float(binary(a.x, b.x)), float(binary(a.y, b.y)), float(binary(a.z, b.z)),
+                      float(binary(a.w, b.w))));
   }
 }
 

@@ -231,9 +231,9 @@ TEST(VulkanStaging, CaptureRefusesStagingCopies) {
   }
 }
 
-// Contiguous f32 pointwise ops, and unary and binary ones whose operands are
-// all f16, take four elements per invocation where every offset is a multiple
-// of 4; the last n % 4 elements, and views starting elsewhere, take the
+// Contiguous pointwise ops whose operands are each f32 or f16 (casts and
+// mixed operands too) take four elements per invocation where every offset is
+// a multiple of 4; the last n % 4 elements, and views starting elsewhere, take the
 // element loop. Both against the CPU (f16: within one rounding of the f32 result).
 TEST(VulkanPointwise, QuadsTailsAndOddOffsetsMatchCpu) {
   REQUIRE_VULKAN();
@@ -250,6 +250,11 @@ TEST(VulkanPointwise, QuadsTailsAndOddOffsetsMatchCpu) {
         expect_close(wide(a + b), wide(a_cpu + b_cpu), tol, what + ": add");
         expect_close(wide(a * 2.5 - b), wide(a_cpu * 2.5 - b_cpu), std::max(tol, 1e-6), what + ": scale and subtract");
         expect_close(wide(gelu(a)), wide(gelu(a_cpu)), std::max(tol, 1e-5), what + ": gelu");
+        // Casts and mixed operands: each operand in its own width.
+        const Tensor a32 = a.to(DType::f32);
+        expect_close(a32.cpu(), a_cpu.to(DType::f32), 0, what + ": cast to f32");
+        expect_close(wide(a32.to(t)), wide(a_cpu), 0, what + ": cast back");
+        expect_close((a32 + b).cpu(), a_cpu.to(DType::f32) + b_cpu, 1e-6, what + ": f32 + " + std::string(dtype_name(t)));
         Tensor filled = zeros({n + start}, {.dtype = t, .device = kGpu}), want = zeros({n + start}, {.dtype = t});
         filled.narrow(0, start, n).fill_(3.25);
         want.narrow(0, start, n).fill_(3.25);
