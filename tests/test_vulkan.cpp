@@ -1889,15 +1889,16 @@ TEST(VulkanCoopmat, ThinProductsNarrowTheTile) {
 
 // The tensor-core kernel's split along K (lavapipe has no cooperative
 // matrices, so the rule is checked here, the products on devices with them):
-// about two waves of workgroups (eight from K = 16,384 on), slices of at
-// least 256, at most 32.
+// about two waves of workgroups (eight for batched products from K = 16,384
+// on), slices of at least 256, at most 32.
 TEST(VulkanCoopmat, SplitKSlicesFromTilesAndK) {
   using vulkan::coopmat_split_k_slices;
   EXPECT_EQ(coopmat_split_k_slices(16, 8192), 17);  // 1024 x 256 weight gradient: 16 tiles of 128 x 128
-  EXPECT_EQ(coopmat_split_k_slices(16, 16383), 17);
-  EXPECT_EQ(coopmat_split_k_slices(16, 16384), 32);  // Winograd's 16 weight products: 1,056 / 16, capped
-  EXPECT_EQ(coopmat_split_k_slices(48, 65536), 22);  // 16 products of 2 x 1 tiles, and 3 times as many
-  EXPECT_EQ(coopmat_split_k_slices(100, 16384), 11);
+  EXPECT_EQ(coopmat_split_k_slices(16, 65536), 17);  // the same over 65,536 tokens: still two waves
+  EXPECT_EQ(coopmat_split_k_slices(16, 16383, 16), 17);
+  EXPECT_EQ(coopmat_split_k_slices(16, 16384, 16), 32);  // Winograd's 16 weight products: 1,056 / 16, capped
+  EXPECT_EQ(coopmat_split_k_slices(48, 65536, 16), 22);  // 16 products of 3 tiles each
+  EXPECT_EQ(coopmat_split_k_slices(100, 16384, 2), 11);
   EXPECT_EQ(coopmat_split_k_slices(4, 8192), 32);   // 256 x 256: capped at 32
   EXPECT_EQ(coopmat_split_k_slices(4, 1000), 3);    // slices of at least 256
   EXPECT_EQ(coopmat_split_k_slices(4, 300), 1);

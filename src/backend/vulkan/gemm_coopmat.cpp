@@ -100,14 +100,15 @@ bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g) {
          g.batch <= std::int64_t(ctx.properties.limits.maxComputeWorkGroupCount[2]);
 }
 
-std::int64_t coopmat_split_k_slices(std::int64_t tiles, std::int64_t k) {
+std::int64_t coopmat_split_k_slices(std::int64_t tiles, std::int64_t k, std::int64_t batch) {
   if (tiles <= 0 || !gemm_splits_k(tiles, k)) return 1;
   const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(32, k / 256));
-  // A K of 16,384 or more (Winograd's weight pass: 16 products of 64 x 64
-  // channels over 32,768 tiles or more): about eight waves. Measured on an
-  // H100 against two waves, ResNet-18's amp step ran 1.01x faster at batch 128
-  // and 1.04x at 512 (level and 1.03x with the bound at 65,536).
-  const std::int64_t target = k >= 16384 ? 1056 : 264;
+  // Batched products over a K of 16,384 or more (Winograd's weight pass: 16
+  // products of 64 x 64 channels over 32,768 tiles or more): about eight
+  // waves. Measured on an H100 against two waves, ResNet-18's amp step ran
+  // 1.01x faster at batch 128 and 1.04x at 512 (level and 1.03x with the bound
+  // at 65,536). Single products (weight gradients over tokens) keep two.
+  const std::int64_t target = batch > 1 && k >= 16384 ? 1056 : 264;
   return std::clamp<std::int64_t>((target + tiles - 1) / tiles, 1, most);
 }
 
@@ -132,7 +133,7 @@ void coopmat_gemm(VulkanBackend& vk, const GemmArgs& g) {
                                      g.trans_a ? 1u : 0u, g.trans_b ? 1u : 0u, g.c.dtype == DType::f16 ? 1u : 0u,
                                      aligned ? 1u : 0u, t.subgroup, t.bk};
   const std::uint32_t tiles = std::uint32_t(((g.m + t.bm - 1) / t.bm) * ((g.n + t.bn - 1) / t.bn));
-  if (const std::int64_t want = coopmat_split_k_slices(std::int64_t(tiles) * g.batch, g.k); want > 1) {
+  if (const std::int64_t want = coopmat_split_k_slices(std::int64_t(tiles) * g.batch, g.k, g.batch); want > 1) {
     pc.k_chunk = split_k_chunk(g.k, want, t.bk);
     const std::uint32_t splits = std::uint32_t((g.k + pc.k_chunk - 1) / pc.k_chunk);
     if (splits > 1) {

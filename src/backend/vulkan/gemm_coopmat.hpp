@@ -66,11 +66,11 @@ inline constexpr std::int64_t kShortK = 128;
 inline constexpr std::int64_t kLongK = 2048;
 bool coopmat_gemm_applies(const Context& ctx, const GemmArgs& g);
 
-// How many slices along K the tensor-core kernel splits a product of `tiles`
-// output tiles (batches included) into, 1 for none: few tiles over a long K
+// How many slices along K the tensor-core kernel splits `batch` products of
+// `tiles` output tiles in all into, 1 for none: few tiles over a long K
 // (weight gradients: 4 to 16 tiles over 8,192 tokens left most of an H200
-// idle) take about two waves of workgroups (eight from K = 16,384 on),
-// slices of at least 256 along K, at most 32 of them.
-std::int64_t coopmat_split_k_slices(std::int64_t tiles, std::int64_t k);
+// idle) take about two waves of workgroups (eight for batched products from
+// K = 16,384 on), slices of at least 256 along K, at most 32 of them.
+std::int64_t coopmat_split_k_slices(std::int64_t tiles, std::int64_t k, std::int64_t batch = 1);
 
 }  // namespace rumus::vulkan
