@@ -18,11 +18,15 @@
 //   MODE 4, weight gradient: one item per (row, reduction) pair, the 3 x 3 gradient G^T s G
 //                    from the sums s[16][rows][reduction].
 // Neighbouring items are neighbouring tiles, so the transforms' writes (and
-// MODE 2's reads) are contiguous.
+// MODE 2's reads) are contiguous. With QUADS (a sample's rows of tiles a
+// multiple of 4, the tile workspace f32, f16 or bf16 at offset 0) MODES 1-3
+// take four neighbouring tiles an item: the workspace moves in 16- or 8-byte
+// quads, and the input transform reads the four patches' 4 x 10 pixels once.
 // The arithmetic is f32 whatever the dtypes: DT_SRC is what binding 1 holds
 // (the tensor read, or the f32 products for MODES 2 and 4), DT_DST what
 // binding 0 gets (a transform's workspace, which the host gives the
 // products' input dtype, or the result tensor); the bias is the result's dtype.
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "winograd.glsl"
 
@@ -32,6 +36,7 @@ layout(constant_id = 2) const bool HAS_BIAS = false;
 layout(constant_id = 3) const bool RELU = false;
 layout(constant_id = 4) const uint DT_SRC = 0;  // DT_F32
 layout(constant_id = 5) const uint DT_DST = 0;
+layout(constant_id = 6) const bool QUADS = false;
 
 #define PUSH_CONV_WINOGRAD
 #include "push_constants.h"
@@ -39,9 +44,27 @@ layout(constant_id = 5) const uint DT_DST = 0;
 TENSOR(0)  // dst
 TENSOR(1)  // src
 TENSOR(2)  // bias
+layout(set = 0, binding = 0) buffer Q0 { vec4 v[]; } t0q;
+layout(set = 0, binding = 0) buffer D0 { uvec2 v[]; } t0d;
+layout(set = 0, binding = 1) buffer Q1 { vec4 v[]; } t1q;
+layout(set = 0, binding = 1) buffer D1 { uvec2 v[]; } t1d;
 
 float load_src(uint i) { return load1(DT_SRC, i); }
 void store_dst(uint i, float v) { store0(DT_DST, i, v); }
+
+// Elements [4 q, 4 q + 4) of the source or destination in one access.
+vec4 load_src4(uint q) {
+  if (DT_SRC == DT_F32) return t1q.v[q];
+  const uvec2 h = t1d.v[q];
+  if (DT_SRC == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+  return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));  // bf16
+}
+void store_dst4(uint q, vec4 v) {
+  if (DT_DST == DT_F32) t0q.v[q] = v;
+  else if (DT_DST == DT_F16) t0d.v[q] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+  else t0d.v[q] = uvec2(uint(float_to_bf16(v.x)) | uint(float_to_bf16(v.y)) << 16,
+                        uint(float_to_bf16(v.z)) | uint(float_to_bf16(v.w)) << 16);
+}
 
 void weights(uint i) {
   const uint r = i / pc.reduction, c = i % pc.reduction;
@@ -88,6 +111,30 @@ void input_tile(uint i) {
   for (uint k = 0; k < 16; ++k) store_dst(at + k * plane, v[k]);
 }
 
+// QUADS: tiles [4 g, 4 g + 4) of channel c, one row of tiles, from their 4 x 10 pixels.
+void input_quad(uint i) {
+  const uint quads = pc.tiles / 4, c = i / quads, p = 4 * (i % quads);
+  const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+  const int y0 = int(tile.y) - pc.pad_h, x0 = int(tile.z) - pc.pad_w;
+  const uint base = pc.off_src + (tile.x * pc.reduction + c) * pc.height * pc.width;
+  float d[4][10];
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 10; ++b) {
+      const int y = y0 + a, x = x0 + b;
+      d[a][b] = y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width) ? load_src(base + uint(y) * pc.width + uint(x))
+                                                                            : 0.0;
+    }
+  float v[4][16];
+  [[unroll]] for (uint t = 0; t < 4; ++t) {
+    float d4[4][4];
+    [[unroll]] for (uint a = 0; a < 4; ++a)
+      [[unroll]] for (uint b = 0; b < 4; ++b) d4[a][b] = d[a][2 * t + b];
+    winograd_input(d4, v[t]);
+  }
+  const uint plane = pc.reduction * pc.tiles / 4, at = (pc.off_dst + c * pc.tiles + p) / 4;
+  [[unroll]] for (uint k = 0; k < 16; ++k) store_dst4(at + k * plane, vec4(v[0][k], v[1][k], v[2][k], v[3][k]));
+}
+
 void output_tile(uint i) {
   const uint r = i / pc.tiles, p = i % pc.tiles;
   const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
@@ -109,6 +156,33 @@ void output_tile(uint i) {
   }
 }
 
+// QUADS: row r's outputs of tiles [4 g, 4 g + 4), one row of tiles, from quads of the products.
+void output_quad(uint i) {
+  const uint quads = pc.tiles / 4, r = i / quads, p = 4 * (i % quads);
+  const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+  const uint n = tile.x, y0 = tile.y, x0 = tile.z;
+  const uint plane = pc.rows * pc.tiles / 4, at = (pc.off_src + r * pc.tiles + p) / 4;
+  vec4 m4[16];
+  [[unroll]] for (uint k = 0; k < 16; ++k) m4[k] = load_src4(at + k * plane);
+  const float bias = HAS_BIAS ? load2(DT_DST, pc.off_bias + r) : 0.0;
+  const uint base = pc.off_dst + (n * pc.rows + r) * pc.out_h * pc.out_w;
+  [[unroll]] for (uint t = 0; t < 4; ++t) {
+    float m[16];
+    [[unroll]] for (uint k = 0; k < 16; ++k) m[k] = m4[k][t];
+    float y[2][2];
+    winograd_output(m, y);
+    for (uint a = 0; a < 2; ++a) {
+      if (y0 + a >= pc.out_h) break;
+      for (uint b = 0; b < 2; ++b) {
+        const uint x = x0 + 2 * t + b;
+        if (x >= pc.out_w) break;
+        const float v = y[a][b] + bias;
+        store_dst(base + (y0 + a) * pc.out_w + x, RELU ? max(v, 0.0) : v);
+      }
+    }
+  }
+}
+
 void output_gradient_tile(uint i) {
   const uint r = i / pc.tiles, p = i % pc.tiles;
   const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
@@ -123,6 +197,26 @@ void output_gradient_tile(uint i) {
   const uint plane = pc.rows * pc.tiles;
   const uint at = pc.off_dst + r * pc.tiles + p;
   for (uint k = 0; k < 16; ++k) store_dst(at + k * plane, g[k]);
+}
+
+// QUADS: tiles [4 g, 4 g + 4) of row r's output gradient, one row of tiles.
+void output_gradient_quad(uint i) {
+  const uint quads = pc.tiles / 4, r = i / quads, p = 4 * (i % quads);
+  const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
+  const uint n = tile.x, y0 = tile.y, x0 = tile.z;
+  const uint base = pc.off_src + (n * pc.rows + r) * pc.out_h * pc.out_w;
+  float g[4][16];
+  [[unroll]] for (uint t = 0; t < 4; ++t) {
+    float dy[2][2];
+    for (uint a = 0; a < 2; ++a)
+      for (uint b = 0; b < 2; ++b) {
+        const uint x = x0 + 2 * t + b;
+        dy[a][b] = y0 + a < pc.out_h && x < pc.out_w ? load_src(base + (y0 + a) * pc.out_w + x) : 0.0;
+      }
+    winograd_output_gradient(dy, g[t]);
+  }
+  const uint plane = pc.rows * pc.tiles / 4, at = (pc.off_dst + r * pc.tiles + p) / 4;
+  [[unroll]] for (uint k = 0; k < 16; ++k) store_dst4(at + k * plane, vec4(g[0][k], g[1][k], g[2][k], g[3][k]));
 }
 
 void weight_gradient(uint i) {
@@ -152,9 +246,17 @@ void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint i = gl_GlobalInvocationID.x; i < pc.total; i += step) {
     if (MODE == 0) weights(i);
-    else if (MODE == 1) input_tile(i);
-    else if (MODE == 2) output_tile(i);
-    else if (MODE == 3) output_gradient_tile(i);
-    else weight_gradient(i);
+    else if (MODE == 1) {
+      if (QUADS) input_quad(i);
+      else input_tile(i);
+    } else if (MODE == 2) {
+      if (QUADS) output_quad(i);
+      else output_tile(i);
+    } else if (MODE == 3) {
+      if (QUADS) output_gradient_quad(i);
+      else output_gradient_tile(i);
+    } else {
+      weight_gradient(i);
+    }
   }
 }

@@ -1670,6 +1670,8 @@ TEST(VulkanConv, WinogradMatchesCpu) {
       {2, 72, 6, 6, 8, 3, 3, {.padding = {1, 1}}, true, 0, true},
       {2, 8, 6, 7, 72, 3, 3, {.padding = {1, 1}}, true, 0},
       {2, 48, 5, 6, 48, 3, 3, {.padding = {1, 1}}, true, 0},
+      // Unfused, rows of 8 tiles: the transforms take four tiles an item, the last column past the output.
+      {2, 48, 7, 15, 48, 3, 3, {.padding = {1, 1}}, true, 0, true},
   };
   vulkan::conv_route_override() = vulkan::ConvRoute::winograd;
   vulkan::winograd_fused_max_groups() = 2;
@@ -1703,6 +1705,8 @@ TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
       {3, 8, 9, 9, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, false, 0},
       {3, 12, 6, 7, 10, 1, 1, {}, true, 0},
       {3, 6, 7, 7, 12, 3, 3, {.padding = {1, 1}, .groups = 3}, true, 0},
+      // Rows of 8 tiles: the transforms take four tiles an item, the last column past the output.
+      {2, 8, 7, 15, 12, 3, 3, {.padding = {1, 1}}, true, 0},
   };
   vulkan::conv_workspace_bytes() = 2 * 16 * (8 * 2 + 12 * 2) * 20;
   for (DType dt : {DType::f16, DType::bf16})

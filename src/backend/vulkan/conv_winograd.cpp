@@ -61,11 +61,20 @@ void transform(VulkanBackend& vk, ConvWinogradPush pc, Mode mode, TensorArg dst,
   pc.off_src = std::uint32_t(off_src);
   pc.off_dst = std::uint32_t(off_dst);
   pc.off_bias = has_bias ? std::uint32_t(bias.layout->offset) : 0;
-  pc.total = std::uint32_t(total);
+  // Four neighbouring tiles an item where a row of tiles holds whole quads and
+  // the tile workspace (the input's and output gradient's transforms, the
+  // products) starts on a quad.
+  const TensorArg& tiles = mode == kOutput ? src : dst;
+  const std::int64_t tiles_offset = mode == kOutput ? off_src : off_dst;
+  const bool quads = (mode == kInput || mode == kOutput || mode == kOutputGradient) && pc.tiles_w % 4 == 0 &&
+                     tiles_offset % 4 == 0 &&
+                     (tiles.dtype == DType::f32 || tiles.dtype == DType::f16 || tiles.dtype == DType::bf16);
+  pc.total = std::uint32_t(quads ? total / 4 : total);  // tiles % tiles_w == 0
   Operand ops[] = {{dst, true}, {src, false}, {has_bias ? bias : src, false}};
   vk.launch(ShaderId::conv_winograd,
-            {kLocal, mode, has_bias ? 1u : 0u, relu ? 1u : 0u, std::uint32_t(src.dtype), std::uint32_t(dst.dtype)}, ops,
-            &pc, sizeof pc, groups_for(pc.total, kLocal));
+            {kLocal, mode, has_bias ? 1u : 0u, relu ? 1u : 0u, std::uint32_t(src.dtype), std::uint32_t(dst.dtype),
+             quads ? 1u : 0u},
+            ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
 }
 
 std::int64_t tiles_per_sample(const Problem& q) { return tiles_of(q.out_h) * tiles_of(q.out_w); }
