@@ -1631,6 +1631,8 @@ TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
       {5, 8, 8, 8, 16, 1, 1, {.stride = {2, 2}}, false, 1},
       {5, 12, 6, 7, 10, 1, 1, {}, true, 0},
       {5, 6, 7, 7, 9, 3, 3, {.padding = {1, 1}}, true, 0, true},
+      // Rows of 8 positions and 16 pixels: the columns and the image move four at a time.
+      {3, 8, 15, 16, 12, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, true, 2},
   };
   for (auto route : {vulkan::ConvRoute::implicit_gemm, vulkan::ConvRoute::columns}) {
     vulkan::conv_route_override() = route;
@@ -1707,6 +1709,8 @@ TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
       {3, 6, 7, 7, 12, 3, 3, {.padding = {1, 1}, .groups = 3}, true, 0},
       // Rows of 8 tiles: the transforms take four tiles an item, the last column past the output.
       {2, 8, 7, 15, 12, 3, 3, {.padding = {1, 1}}, true, 0},
+      // Stride 2 over rows of 16 pixels: the columns and the image four at a time.
+      {2, 8, 16, 16, 8, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, false, 0},
   };
   vulkan::conv_workspace_bytes() = 2 * 16 * (8 * 2 + 12 * 2) * 20;
   for (DType dt : {DType::f16, DType::bf16})

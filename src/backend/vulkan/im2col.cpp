@@ -25,6 +25,10 @@ ConvPush conv_push(const Conv2dGeometry& g, TensorArg image, TensorArg cols, std
   return pc;
 }
 
+// conv.comp's QUADS: four positions (pixels) an invocation where its rows of
+// columns (of the image) hold whole quads.
+bool quad_dtype(DType dt) { return dt == DType::f32 || dt == DType::f16 || dt == DType::bf16; }
+
 }  // namespace
 
 void im2col(Backend& be, const Conv2dGeometry& g, TensorArg cols, TensorArg in) {
@@ -34,8 +38,12 @@ void im2col(Backend& be, const Conv2dGeometry& g, TensorArg cols, TensorArg in) 
   ConvPush pc = conv_push(g, in, cols, total);
   Operand ops[] = {{cols, true}, {in, false}};
   // One invocation per window (kernel_h * kernel_w entries), conv.comp's IM2COL.
-  vk.launch(shader_for(ShaderId::conv, in.dtype), {kLocal, 0, std::uint32_t(in.dtype)}, ops, &pc, sizeof pc,
-            groups_for(total / (g.kernel_h * g.kernel_w), kLocal));
+  const bool quads = quad_dtype(in.dtype) && g.out_w % 4 == 0 && pc.cols_stride[2] == 1 && pc.cols_offset % 4 == 0 &&
+                     pc.cols_stride[1] % 4 == 0 && pc.cols_stride[0] % 4 == 0;
+  const std::int64_t items = total / (g.kernel_h * g.kernel_w) / (quads ? 4 : 1);
+  if (quads) pc.total = std::uint32_t(items);
+  vk.launch(shader_for(ShaderId::conv, in.dtype), {kLocal, 0, std::uint32_t(in.dtype), quads ? 1u : 0u}, ops, &pc,
+            sizeof pc, groups_for(items, kLocal));
 }
 
 void col2im(Backend& be, const Conv2dGeometry& g, TensorArg out, TensorArg cols) {
@@ -43,10 +51,11 @@ void col2im(Backend& be, const Conv2dGeometry& g, TensorArg out, TensorArg cols)
   require_contiguous("col2im", out);
   const std::int64_t total = out.layout->numel();
   if (total == 0) return;
-  ConvPush pc = conv_push(g, out, cols, total);
+  const bool quads = quad_dtype(out.dtype) && g.width % 4 == 0 && out.layout->offset % 4 == 0;
+  ConvPush pc = conv_push(g, out, cols, quads ? total / 4 : total);
   Operand ops[] = {{out, true}, {cols, false}};
-  vk.launch(shader_for(ShaderId::conv, out.dtype), {kLocal, 1, std::uint32_t(out.dtype)}, ops, &pc, sizeof pc,
-            groups_for(total, kLocal));
+  vk.launch(shader_for(ShaderId::conv, out.dtype), {kLocal, 1, std::uint32_t(out.dtype), quads ? 1u : 0u}, ops, &pc,
+            sizeof pc, groups_for(pc.total, kLocal));
 }
 
 }  // namespace rumus::vulkan
