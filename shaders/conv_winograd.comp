@@ -19,9 +19,9 @@
 //                    from the sums s[16][rows][reduction].
 // Neighbouring items are neighbouring tiles, so the transforms' writes (and
 // MODE 2's reads) are contiguous. With QUADS (a sample's rows of tiles a
-// multiple of 4, the tile workspace f32, f16 or bf16 at offset 0) MODES 1-3
-// take four neighbouring tiles an item: the workspace moves in 16- or 8-byte
-// quads, and the input transform reads the four patches' 4 x 10 pixels once.
+// multiple of 4, the products f32, f16 or bf16 on a quad) MODE 2 takes four
+// neighbouring tiles an item: the products arrive in 16- or 8-byte quads, and
+// rows of 8 outputs leave in two.
 // The arithmetic is f32 whatever the dtypes: DT_SRC is what binding 1 holds
 // (the tensor read, or the f32 products for MODES 2 and 4), DT_DST what
 // binding 0 gets (a transform's workspace, which the host gives the
@@ -111,30 +111,6 @@ void input_tile(uint i) {
   for (uint k = 0; k < 16; ++k) store_dst(at + k * plane, v[k]);
 }
 
-// QUADS: tiles [4 g, 4 g + 4) of channel c, one row of tiles, from their 4 x 10 pixels.
-void input_quad(uint i) {
-  const uint quads = pc.tiles / 4, c = i / quads, p = 4 * (i % quads);
-  const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
-  const int y0 = int(tile.y) - pc.pad_h, x0 = int(tile.z) - pc.pad_w;
-  const uint base = pc.off_src + (tile.x * pc.reduction + c) * pc.height * pc.width;
-  float d[4][10];
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 10; ++b) {
-      const int y = y0 + a, x = x0 + b;
-      d[a][b] = y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width) ? load_src(base + uint(y) * pc.width + uint(x))
-                                                                            : 0.0;
-    }
-  float v[4][16];
-  [[unroll]] for (uint t = 0; t < 4; ++t) {
-    float d4[4][4];
-    [[unroll]] for (uint a = 0; a < 4; ++a)
-      [[unroll]] for (uint b = 0; b < 4; ++b) d4[a][b] = d[a][2 * t + b];
-    winograd_input(d4, v[t]);
-  }
-  const uint plane = pc.reduction * pc.tiles / 4, at = (pc.off_dst + c * pc.tiles + p) / 4;
-  [[unroll]] for (uint k = 0; k < 16; ++k) store_dst4(at + k * plane, vec4(v[0][k], v[1][k], v[2][k], v[3][k]));
-}
-
 void output_tile(uint i) {
   const uint r = i / pc.tiles, p = i % pc.tiles;
   const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
@@ -156,30 +132,43 @@ void output_tile(uint i) {
   }
 }
 
-// QUADS: row r's outputs of tiles [4 g, 4 g + 4), one row of tiles, from quads of the products.
+// QUADS: row r's outputs of tiles [4 g, 4 g + 4), one row of tiles, from quads
+// of the products: A^T down each column of points, four tiles at once, then A
+// along the rows (the order of winograd_output's operations).
 void output_quad(uint i) {
   const uint quads = pc.tiles / 4, r = i / quads, p = 4 * (i % quads);
   const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
   const uint n = tile.x, y0 = tile.y, x0 = tile.z;
   const uint plane = pc.rows * pc.tiles / 4, at = (pc.off_src + r * pc.tiles + p) / 4;
-  vec4 m4[16];
-  [[unroll]] for (uint k = 0; k < 16; ++k) m4[k] = load_src4(at + k * plane);
+  vec4 s[2][4];  // s[a][b][t]: (A^T m)[a][b] of tile t
+  [[unroll]] for (uint b = 0; b < 4; ++b) {
+    const vec4 m0 = load_src4(at + b * plane), m1 = load_src4(at + (4 + b) * plane);
+    const vec4 m2 = load_src4(at + (8 + b) * plane), m3 = load_src4(at + (12 + b) * plane);
+    s[0][b] = m0 + m1 + m2;
+    s[1][b] = m1 - m2 - m3;
+  }
   const float bias = HAS_BIAS ? load2(DT_DST, pc.off_bias + r) : 0.0;
   const uint base = pc.off_dst + (n * pc.rows + r) * pc.out_h * pc.out_w;
-  [[unroll]] for (uint t = 0; t < 4; ++t) {
-    float m[16];
-    [[unroll]] for (uint k = 0; k < 16; ++k) m[k] = m4[k][t];
-    float y[2][2];
-    winograd_output(m, y);
-    for (uint a = 0; a < 2; ++a) {
-      if (y0 + a >= pc.out_h) break;
-      for (uint b = 0; b < 2; ++b) {
-        const uint x = x0 + 2 * t + b;
-        if (x >= pc.out_w) break;
-        const float v = y[a][b] + bias;
-        store_dst(base + (y0 + a) * pc.out_w + x, RELU ? max(v, 0.0) : v);
-      }
+  // Whole rows of 8 outputs on quads: two quad stores a row.
+  const bool wide = pc.out_w % 8 == 0 && base % 4 == 0 && (DT_DST == DT_F32 || DT_DST == DT_F16 || DT_DST == DT_BF16);
+  for (uint a = 0; a < 2; ++a) {
+    if (y0 + a >= pc.out_h) break;
+    vec4 y[2] = {s[a][0] + s[a][1] + s[a][2], s[a][1] - s[a][2] - s[a][3]};  // y[b][t]
+    y[0] += bias;
+    y[1] += bias;
+    if (RELU) {
+      y[0] = max(y[0], 0.0);
+      y[1] = max(y[1], 0.0);
     }
+    const uint row = base + (y0 + a) * pc.out_w + x0;
+    if (wide) {
+      store_dst4(row / 4, vec4(y[0][0], y[1][0], y[0][1], y[1][1]));
+      store_dst4(row / 4 + 1, vec4(y[0][2], y[1][2], y[0][3], y[1][3]));
+      continue;
+    }
+    [[unroll]] for (uint t = 0; t < 4; ++t)
+      [[unroll]] for (uint b = 0; b < 2; ++b)
+        if (x0 + 2 * t + b < pc.out_w) store_dst(row + 2 * t + b, y[b][t]);
   }
 }
 
@@ -197,26 +186,6 @@ void output_gradient_tile(uint i) {
   const uint plane = pc.rows * pc.tiles;
   const uint at = pc.off_dst + r * pc.tiles + p;
   for (uint k = 0; k < 16; ++k) store_dst(at + k * plane, g[k]);
-}
-
-// QUADS: tiles [4 g, 4 g + 4) of row r's output gradient, one row of tiles.
-void output_gradient_quad(uint i) {
-  const uint quads = pc.tiles / 4, r = i / quads, p = 4 * (i % quads);
-  const uvec3 tile = winograd_tile(p, pc.tiles_h, pc.tiles_w);
-  const uint n = tile.x, y0 = tile.y, x0 = tile.z;
-  const uint base = pc.off_src + (n * pc.rows + r) * pc.out_h * pc.out_w;
-  float g[4][16];
-  [[unroll]] for (uint t = 0; t < 4; ++t) {
-    float dy[2][2];
-    for (uint a = 0; a < 2; ++a)
-      for (uint b = 0; b < 2; ++b) {
-        const uint x = x0 + 2 * t + b;
-        dy[a][b] = y0 + a < pc.out_h && x < pc.out_w ? load_src(base + (y0 + a) * pc.out_w + x) : 0.0;
-      }
-    winograd_output_gradient(dy, g[t]);
-  }
-  const uint plane = pc.rows * pc.tiles / 4, at = (pc.off_dst + r * pc.tiles + p) / 4;
-  [[unroll]] for (uint k = 0; k < 16; ++k) store_dst4(at + k * plane, vec4(g[0][k], g[1][k], g[2][k], g[3][k]));
 }
 
 void weight_gradient(uint i) {
@@ -246,17 +215,11 @@ void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint i = gl_GlobalInvocationID.x; i < pc.total; i += step) {
     if (MODE == 0) weights(i);
-    else if (MODE == 1) {
-      if (QUADS) input_quad(i);
-      else input_tile(i);
-    } else if (MODE == 2) {
+    else if (MODE == 1) input_tile(i);
+    else if (MODE == 2) {
       if (QUADS) output_quad(i);
       else output_tile(i);
-    } else if (MODE == 3) {
-      if (QUADS) output_gradient_quad(i);
-      else output_gradient_tile(i);
-    } else {
-      weight_gradient(i);
-    }
+    } else if (MODE == 3) output_gradient_tile(i);
+    else weight_gradient(i);
   }
 }

@@ -1672,8 +1672,8 @@ TEST(VulkanConv, WinogradMatchesCpu) {
       {2, 72, 6, 6, 8, 3, 3, {.padding = {1, 1}}, true, 0, true},
       {2, 8, 6, 7, 72, 3, 3, {.padding = {1, 1}}, true, 0},
       {2, 48, 5, 6, 48, 3, 3, {.padding = {1, 1}}, true, 0},
-      // Unfused, rows of 8 tiles: the transforms take four tiles an item, the last column past the output.
-      {2, 48, 7, 15, 48, 3, 3, {.padding = {1, 1}}, true, 0, true},
+      // Unfused, rows of 8 tiles: the output transform takes four tiles an item, rows of 8 outputs in two quads.
+      {2, 48, 7, 16, 48, 3, 3, {.padding = {1, 1}}, true, 0, true},
   };
   vulkan::conv_route_override() = vulkan::ConvRoute::winograd;
   vulkan::winograd_fused_max_groups() = 2;
@@ -1707,7 +1707,7 @@ TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
       {3, 8, 9, 9, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, false, 0},
       {3, 12, 6, 7, 10, 1, 1, {}, true, 0},
       {3, 6, 7, 7, 12, 3, 3, {.padding = {1, 1}, .groups = 3}, true, 0},
-      // Rows of 8 tiles: the transforms take four tiles an item, the last column past the output.
+      // Rows of 8 tiles: the output transform takes four tiles an item, the last column past the output.
       {2, 8, 7, 15, 12, 3, 3, {.padding = {1, 1}}, true, 0},
       // Stride 2 over rows of 16 pixels: the columns and the image four at a time.
       {2, 8, 16, 16, 8, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}, false, 0},

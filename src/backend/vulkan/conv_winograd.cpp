@@ -61,14 +61,12 @@ void transform(VulkanBackend& vk, ConvWinogradPush pc, Mode mode, TensorArg dst,
   pc.off_src = std::uint32_t(off_src);
   pc.off_dst = std::uint32_t(off_dst);
   pc.off_bias = has_bias ? std::uint32_t(bias.layout->offset) : 0;
-  // Four neighbouring tiles an item where a row of tiles holds whole quads and
-  // the tile workspace (the input's and output gradient's transforms, the
-  // products) starts on a quad.
-  const TensorArg& tiles = mode == kOutput ? src : dst;
-  const std::int64_t tiles_offset = mode == kOutput ? off_src : off_dst;
-  const bool quads = (mode == kInput || mode == kOutput || mode == kOutputGradient) && pc.tiles_w % 4 == 0 &&
-                     tiles_offset % 4 == 0 &&
-                     (tiles.dtype == DType::f32 || tiles.dtype == DType::f16 || tiles.dtype == DType::bf16);
+  // The output transform four neighbouring tiles an item where a row of tiles
+  // holds whole quads and the products start on one. (The input and output
+  // gradient transforms in quads read their pixels 16 bytes apart across a
+  // subgroup, and ran slower.)
+  const bool quads = mode == kOutput && pc.tiles_w % 4 == 0 && off_src % 4 == 0 &&
+                     (src.dtype == DType::f32 || src.dtype == DType::f16 || src.dtype == DType::bf16);
   pc.total = std::uint32_t(quads ? total / 4 : total);  // tiles % tiles_w == 0
   Operand ops[] = {{dst, true}, {src, false}, {has_bias ? bias : src, false}};
   vk.launch(ShaderId::conv_winograd,
