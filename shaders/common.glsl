@@ -98,3 +98,15 @@ int sat_small(REAL x, REAL lo, REAL hi) {
   }
 
 bool is_nan_f(REAL x) { return x != x; }
+
+// Four f16 or bf16 values (dt) in 8 bytes, value 0 in the low half of .x:
+// the quads of 16-bit tensors that kernels load and store 8 bytes at a time.
+vec4 unpack_quad16(uint dt, uvec2 h) {
+  if (dt == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+  return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));
+}
+uvec2 pack_quad16(uint dt, vec4 v) {
+  if (dt == DT_F16) return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+  return uvec2(uint(float_to_bf16(v.x)) | uint(float_to_bf16(v.y)) << 16,
+               uint(float_to_bf16(v.z)) | uint(float_to_bf16(v.w)) << 16);
+}

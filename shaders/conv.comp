@@ -24,9 +24,7 @@ layout(set = 0, binding = 0) buffer D0 { uvec2 v[]; } t0d;
 // Elements [4 q, 4 q + 4) of binding 0 in one store.
 void store_quad(uint q, vec4 v) {
   if (DT == DT_F32) t0q.v[q] = v;
-  else if (DT == DT_F16) t0d.v[q] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
-  else t0d.v[q] = uvec2(uint(float_to_bf16(v.x)) | uint(float_to_bf16(v.y)) << 16,
-                        uint(float_to_bf16(v.z)) | uint(float_to_bf16(v.w)) << 16);
+  else t0d.v[q] = pack_quad16(DT, v);
 }
 
 // Output positions [4 j, 4 j + 4) of one row, one (sample, channel): their column entries.

@@ -53,17 +53,10 @@ float load_src(uint i) { return load1(DT_SRC, i); }
 void store_dst(uint i, float v) { store0(DT_DST, i, v); }
 
 // Elements [4 q, 4 q + 4) of the source or destination in one access.
-vec4 load_src4(uint q) {
-  if (DT_SRC == DT_F32) return t1q.v[q];
-  const uvec2 h = t1d.v[q];
-  if (DT_SRC == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
-  return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));  // bf16
-}
+vec4 load_src4(uint q) { return DT_SRC == DT_F32 ? t1q.v[q] : unpack_quad16(DT_SRC, t1d.v[q]); }
 void store_dst4(uint q, vec4 v) {
   if (DT_DST == DT_F32) t0q.v[q] = v;
-  else if (DT_DST == DT_F16) t0d.v[q] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
-  else t0d.v[q] = uvec2(uint(float_to_bf16(v.x)) | uint(float_to_bf16(v.y)) << 16,
-                        uint(float_to_bf16(v.z)) | uint(float_to_bf16(v.w)) << 16);
+  else t0d.v[q] = pack_quad16(DT_DST, v);
 }
 
 void weights(uint i) {

@@ -169,11 +169,10 @@ REAL binary(REAL a, REAL b) {
 }
 
 // A QUADS operand's four values: f32 in one 16-byte access, f16 in one of 8.
-vec4 unpack_halves(uvec2 h) { return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y)); }
-vec4 quad_a(uint q) { return DT_A == DT_F16 ? unpack_halves(t1d.v[q]) : t1q.v[q]; }
-vec4 quad_b(uint q) { return DT_B == DT_F16 ? unpack_halves(t2d.v[q]) : t2q.v[q]; }
+vec4 quad_a(uint q) { return DT_A == DT_F16 ? unpack_quad16(DT_F16, t1d.v[q]) : t1q.v[q]; }
+vec4 quad_b(uint q) { return DT_B == DT_F16 ? unpack_quad16(DT_F16, t2d.v[q]) : t2q.v[q]; }
 void quad_out(uint q, vec4 v) {
-  if (DT_OUT == DT_F16) t0d.v[q] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+  if (DT_OUT == DT_F16) t0d.v[q] = pack_quad16(DT_F16, v);
   else t0q.v[q] = v;
 }
 
