@@ -68,7 +68,7 @@ void transform(VulkanBackend& vk, ConvWinogradPush pc, Mode mode, TensorArg dst,
   // quads they read their pixels 16 bytes apart across a subgroup, and the
   // amp step ran 0.95x.
   const bool quads = mode == kOutput && pc.tiles_w % 4 == 0 && off_src % 4 == 0 &&
-                     (src.dtype == DType::f32 || src.dtype == DType::f16 || src.dtype == DType::bf16);
+                     (src.dtype == DType::f32 || is_16bit_float(src.dtype));
   pc.total = std::uint32_t(quads ? total / 4 : total);  // tiles % tiles_w == 0
   Operand ops[] = {{dst, true}, {src, false}, {has_bias ? bias : src, false}};
   vk.launch(ShaderId::conv_winograd,

@@ -27,7 +27,7 @@ ConvPush conv_push(const Conv2dGeometry& g, TensorArg image, TensorArg cols, std
 
 // conv.comp's QUADS: four positions (pixels) an invocation where its rows of
 // columns (of the image) hold whole quads.
-bool quad_dtype(DType dt) { return dt == DType::f32 || dt == DType::f16 || dt == DType::bf16; }
+bool quad_dtype(DType dt) { return dt == DType::f32 || is_16bit_float(dt); }
 
 }  // namespace
 
