@@ -320,6 +320,28 @@ TEST(CaptureReplay, CaptureRecordsAndReplayRuns) {
   EXPECT_EQ(step.device(), kGpu);
 }
 
+// Many replays queued at once, each after an eager copy of its own input
+// into the step's static input (more than the stream lets run ahead): each
+// replay must see its own input and the one before's result, in order.
+TEST(CaptureReplay, ReplaysQueuedDeepStayInOrderWithTheirInputs) {
+  REQUIRE_VULKAN();
+  constexpr int kSteps = 24;
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < kSteps; ++i) inputs.push_back(full({256}, double(i % 7) - 3.0, {.device = kGpu}));
+  Tensor x = zeros({256}, {.device = kGpu});
+  Tensor acc = ones({256}, {.device = kGpu});
+  // acc = acc * 0.5 + x: the result depends on the order of the inputs.
+  CapturedStep step = capture(kGpu, [&] { acc.copy_(add(mul(acc, 0.5), x)); });
+  for (int i = 0; i < kSteps; ++i) {
+    x.copy_(inputs[i]);
+    step.replay();
+  }
+  double want = 1.0;
+  for (int i = 0; i < kSteps; ++i) want = want * 0.5 + (double(i % 7) - 3.0);
+  for (float v : acc.to_vector<float>()) ASSERT_NEAR(v, want, 1e-5);
+  EXPECT_EQ(step.replays(), std::size_t(kSteps));
+}
+
 // Temporaries the closure frees, and outputs the caller drops, stay reserved:
 // later allocations do not reuse them, so replays never write into other
 // tensors (which the allocator would hand those ranges to otherwise).
