@@ -430,6 +430,23 @@ TEST(VulkanGemm, ShortKMatchesCpu) {
   }
 }
 
+// A long K over 64 or more tiles of 128 x 128 keeps those tiles, unsplit
+// (gemm.cpp's long_k): aligned, and ragged in M and N, both transposes, against the CPU.
+TEST(VulkanGemm, LongKOnWholeTilesMatchesCpu) {
+  REQUIRE_VULKAN();
+  Generator gen(23);
+  for (const GemmCase& c : {GemmCase{1, 1024, 1024, 1024}, GemmCase{1, 1030, 1100, 1028}}) {
+    for (int t : {0, 3}) {
+      const bool ta = t & 1, tb = t & 2;
+      const auto [a, b] = c.operands(ta, tb, gen);
+      Tensor gc = zeros({c.batch, c.m, c.n}, {.device = kGpu});
+      run_kernel<GemmKernel>(backend(kGpu), GemmArgs::packed(arg_of(a.to(kGpu)), arg_of(b.to(kGpu)), arg_of(gc), c.m,
+                                                             c.n, c.k, {.trans_a = ta, .trans_b = tb, .batch = c.batch}));
+      expect_close(gc.cpu(), product_of(a, b, ta, tb), 1e-4, "long-K gemm " + c.name(ta, tb));
+    }
+  }
+}
+
 // Ragged shapes whose rows are whole vec4s (the MLP's 784-wide products) take
 // bounds-checked vec4 fetches: edge tiles in M and N, a last K-step past K,
 // both transposes of each operand, batches, split K, a bias and the ReLU,

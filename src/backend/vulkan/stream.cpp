@@ -151,10 +151,13 @@ void Stream::timestamp(vk::QueryPool pool, std::uint32_t query) {
   cmd.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, pool, query);
 }
 
-void Stream::throttle() {
+void Stream::throttle(bool replay) {
   // The host may run ahead of the GPU by a few batches, not more: memory freed
   // meanwhile is reused only when the batches that used it finish.
-  if (in_flight_.size() >= kMaxInFlight) {
+  for (;;) {
+    const auto replays = std::size_t(std::count_if(in_flight_.begin(), in_flight_.end(),
+                                                   [](const Batch& b) { return b.captured; }));
+    if (replay ? replays < kMaxReplaysInFlight : in_flight_.size() - replays < kMaxInFlight) return;
     auto r = ctx_.device.waitForFences(in_flight_.front().fence, true, UINT64_MAX);
     if (r != vk::Result::eSuccess) throw DeviceError("vulkan: waiting for the GPU failed on " + ctx_.name);
     completed_serial();
@@ -194,7 +197,7 @@ void Stream::queue_submit(vk::CommandBuffer cmd, vk::Fence fence, std::uint64_t 
 
 void Stream::submit() {
   if (!active_) return;
-  throttle();
+  throttle(false);
   recording_.cmd.end();
   queue_submit(recording_.cmd, recording_.fence, recording_.serial);
   in_flight_.push_back(recording_);
@@ -284,7 +287,7 @@ std::uint64_t Stream::replay(vk::CommandBuffer captured) {
   submit();  // eager work recorded before the replay (new inputs) runs first
   for (std::size_t i = 0; i < pending.size(); ++i)  // the replay waits too, not only the batch before it
     wait_for(pending[i], pending_values[i]);
-  throttle();
+  throttle(true);
   completed_serial();
   Batch b;
   b.cmd = captured;
