@@ -83,8 +83,9 @@ void gemm(Backend& be, const GemmArgs& g) {
   // A long K over 64 to 255 tiles of 128 x 128 (a 1024³ product): those
   // tiles, unsplit. Measured on an H100: 1024³ 1.21x faster than in 256
   // tiles of 64 x 64 (0.79 of cuBLAS against 0.65), 2048³ and 4096³ level
-  // (split, 1024³ ran 0.53x), ResNet-18 f32 level.
-  const bool long_k = g.batch == 1 && g.k >= 1024 && tiles(128, 128) >= 64;
+  // (split, 1024³ ran 0.53x), ResNet-18 f32 level. Thin products (M or N up
+  // to 64) were not measured so and keep the rule below.
+  const bool long_k = g.batch == 1 && g.k >= 1024 && g.m > 64 && g.n > 64 && tiles(128, 128) >= 64;
   if (!long_k && tiles(bm, bn) < 256 && bm == 128) bm = 64;
   if (!long_k && tiles(bm, bn) < 256 && bn == 128) bn = 64;
   // Too few 64 x 64 tiles to fill the GPU over a K long enough to split, and
