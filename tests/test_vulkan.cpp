@@ -1415,11 +1415,13 @@ struct ConvRouteRestore {
   std::int64_t bytes = vulkan::conv_workspace_bytes();
   std::int64_t groups = vulkan::winograd_fused_max_groups();
   std::int64_t direct_groups = vulkan::conv_direct_max_groups();
+  std::int64_t tile = vulkan::winograd_tile_override();
   ~ConvRouteRestore() {
     vulkan::conv_route_override() = route;
     vulkan::conv_workspace_bytes() = bytes;
     vulkan::winograd_fused_max_groups() = groups;
     vulkan::conv_direct_max_groups() = direct_groups;
+    vulkan::winograd_tile_override() = tile;
   }
 };
 }  // namespace
@@ -1663,8 +1665,9 @@ TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
   }
 }
 
-// Winograd F(2x2, 3x3) for the forward, data and weight passes of 3x3
-// stride-1 convolutions, forced: paddings 0, 1 and 2 (the data pass pads by
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) (the forward and data passes; the
+// weight pass is F(2x2, 3x3) in both runs) for 3x3 stride-1 convolutions,
+// forced: paddings 0, 1 and 2 (the data pass pads by
 // 2 - pad), odd sizes (tiles past the edge, whose output gradient is zero),
 // bias with the fused ReLU, a strided input view, one channel, and a
 // workspace that takes the batch in chunks of 2, 2 and 1 (the weight
@@ -1674,7 +1677,9 @@ TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
 // channels: several blocks of 32 rows, a reduction not a whole number of
 // blocks; forward launches of 2 workgroups, so a batch takes several; the
 // weight pass's slices of tiles, 6 of them in the split case), larger ones the
-// products on workspaces (48 x 48 channels).
+// products on workspaces (48 x 48 channels). F(4x4, 3x3) takes every case on
+// workspaces: sizes that leave 1, 2 or 3 outputs in the last tile, and rows
+// of whole quads (8 and 16 outputs) that it stores four outputs at a time.
 TEST(VulkanConv, WinogradMatchesCpu) {
   REQUIRE_VULKAN();
   ConvRouteRestore restore;
@@ -1694,17 +1699,22 @@ TEST(VulkanConv, WinogradMatchesCpu) {
   };
   vulkan::conv_route_override() = vulkan::ConvRoute::winograd;
   vulkan::winograd_fused_max_groups() = 2;
-  // Two samples' transformed tiles of the largest case at a time.
-  vulkan::conv_workspace_bytes() = 2 * 16 * (8 + 12) * 16 * 4;
-  for (const ConvCase& k : cases) {
-    expect_conv_matches_cpu(k, 1e-4);
+  for (std::int64_t tile : {2, 4}) {
+    SCOPED_TRACE("tile " + std::to_string(tile));
+    vulkan::winograd_tile_override() = tile;
+    // Two samples' transformed tiles of the largest case at a time.
+    vulkan::conv_workspace_bytes() = 2 * 16 * (8 + 12) * 16 * 4;
+    for (const ConvCase& k : cases) {
+      expect_conv_matches_cpu(k, 1e-4);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    // A reduction long enough to split: chunks of 3 samples (300 tiles, whose
+    // products split K) and 1, so the weight gradient's split slices meet and
+    // the second chunk adds onto the first's sums.
+    vulkan::conv_workspace_bytes() = 3 * 16 * (8 + 12) * 100 * 4;
+    expect_conv_matches_cpu({4, 8, 20, 20, 12, 3, 3, {.padding = {1, 1}}, true, 0}, 1e-4);
     if (::testing::Test::HasFatalFailure()) return;
   }
-  // A reduction long enough to split: chunks of 3 samples (300 tiles, whose
-  // products split K) and 1, so the weight gradient's split slices meet and
-  // the second chunk adds onto the first's sums.
-  vulkan::conv_workspace_bytes() = 3 * 16 * (8 + 12) * 100 * 4;
-  expect_conv_matches_cpu({4, 8, 20, 20, 12, 3, 3, {.padding = {1, 1}}, true, 0}, 1e-4);
 }
 
 // 16-bit convolutions (autocast's) on the device's own kernels: Winograd
@@ -1713,7 +1723,8 @@ TEST(VulkanConv, WinogradMatchesCpu) {
 // f16 and bf16, against the CPU's f32 convolution of the same rounded
 // operands. The workspace holds two samples of f16 tiles and products (one of
 // bf16's, whose products are f32), so the passes take the batch in chunks and
-// the weight sums add them.
+// the weight sums add them. f16 runs twice: with the automatic Winograd
+// tiles, F(2x2, 3x3), and with F(4x4, 3x3).
 TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
   REQUIRE_VULKAN();
   ConvRouteRestore restore;
@@ -1731,12 +1742,17 @@ TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
   };
   vulkan::conv_workspace_bytes() = 2 * 16 * (8 * 2 + 12 * 2) * 20;
   for (DType dt : {DType::f16, DType::bf16})
+    for (std::int64_t tile : {0, 4})
     for (vulkan::ConvRoute route : {vulkan::ConvRoute::automatic, vulkan::ConvRoute::winograd_no_weight}) {
+      if (dt == DType::bf16 && tile == 4) continue;  // too coarse for bf16's 8 bits
+      vulkan::winograd_tile_override() = tile;
       vulkan::conv_route_override() = route;
-      const double tol = dt == DType::f16 ? 1e-2 : 6e-2;
+      // F(4x4, 3x3) rounds f16 tiles after larger factors: its errors are
+      // about 5 times F(2x2, 3x3)'s, still below bf16's.
+      const double tol = dt == DType::bf16 ? 6e-2 : tile == 4 ? 5e-2 : 1e-2;
       for (const ConvCase& k : cases) {
-        const std::string what = std::string(dtype_name(dt)) + " route " + std::to_string(int(route)) + " " +
-                                 conv_case_name(k);
+        const std::string what = std::string(dtype_name(dt)) + " tile " + std::to_string(tile) + " route " +
+                                 std::to_string(int(route)) + " " + conv_case_name(k);
         Generator gen(7);
         auto draw = [&](const Shape& shape) { return uniform(shape, -1, 1, {}, &gen).to(dt).to(DType::f32); };
         const Tensor x = draw({k.n, k.c, k.h, k.w}), w = draw({k.oc, k.c / k.o.groups, k.kh, k.kw});

@@ -1,15 +1,23 @@
-// Host side of conv_winograd.comp: 3x3 convolutions of stride 1 as Winograd
-// F(2x2, 3x3), the forward pass, the data gradient (a 3x3 stride-1
-// convolution of the output gradient with the kernel turned and transposed)
-// and the weight gradient, in f32, f16 or bf16.
+// Host side of conv_winograd.comp and conv_winograd4.comp: 3x3 convolutions
+// of stride 1 as Winograd F(2x2, 3x3) or F(4x4, 3x3), the forward pass, the
+// data gradient (a 3x3 stride-1 convolution of the output gradient with the
+// kernel turned and transposed) and the weight gradient, in f32, f16 or bf16.
 // Forward and data: the weights' transform once, then per chunk of the batch
-// the input transform into a workspace, 16 products (gemm.comp, batched), and
-// the output transform with the bias and the fused ReLU.
+// the input transform into a workspace, 16 or 36 products (gemm.comp,
+// batched), and the output transform with the bias and the fused ReLU.
 // Weight: per chunk the input's and the output gradient's transforms, 16
 // products summed over the chunks' tiles, then the sums' transform into the
 // 3x3 gradient.
-// A tile's 16 multiplications replace the direct convolution's 36, for four
-// times the input's size in transformed tiles; conv.cpp picks the way per shape.
+// F(2x2, 3x3) makes 4 multiplications of an output's 9, on 4 transformed
+// points an input pixel; F(4x4, 3x3) 2.25, on 2.25 points, with larger
+// rounding errors: with f16 tiles and products (64 to 256 channels, inputs
+// in [-1, 1]) its outputs' errors are 2.6e-3 of their rms (1.5e-2 at most)
+// against F(2x2, 3x3)'s 6e-4 (2.7e-3), below those of F(2x2, 3x3) on bf16
+// tiles, 4e-3 (1.7e-2). It moves 1.78 times fewer bytes and multiplies 1.78
+// times less, but it is not measured on a GPU yet: the forward and data
+// passes take F(2x2, 3x3), and winograd_tile_override() F(4x4, 3x3) for
+// benchmarks. The weight gradient is F(2x2, 3x3). conv.cpp picks the way per
+// shape.
 // f32 passes with small products run in one kernel instead, with no workspace
 // for the tiles: the forward and data passes in conv_winograd_fused.comp, the
 // weight pass in conv_winograd_weight_fused.comp.
@@ -19,7 +27,9 @@
 // gradient's sums stay f32.
 #include <algorithm>
 #include <optional>
+#include <string>
 
+#include "../../core/env.hpp"
 #include "kernels.hpp"
 #include "push_constants.hpp"
 #include "vulkan_backend.hpp"
@@ -33,34 +43,47 @@ using Operand = VulkanBackend::Operand;
 constexpr std::uint32_t kLocal = 256;
 enum Mode : std::uint32_t { kWeights = 0, kInput = 1, kOutput = 2, kOutputGradient = 3, kWeightGradient = 4 };
 
-std::int64_t tiles_of(std::int64_t extent) { return (extent + 1) / 2; }
-
 // One Winograd convolution: out [batch, rows, out_h, out_w] from image
 // [batch, reduction, height, width] and the 3x3 kernel `weight` (flip: the
-// data gradient's reading of a forward kernel [reduction, rows, 3, 3]).
+// data gradient's reading of a forward kernel [reduction, rows, 3, 3]), in
+// output tiles of tile x tile (2: F(2x2, 3x3), 4: F(4x4, 3x3)).
 struct Problem {
   std::int64_t batch, reduction, height, width, pad_h, pad_w, rows, out_h, out_w;
   bool flip;
   DType dtype;  // the tensors' and the transformed tiles'
+  std::int64_t tile = 2;
 };
+
+std::int64_t tiles_of(std::int64_t extent, std::int64_t tile) { return (extent + tile - 1) / tile; }
+// A tile's transformed points: 16 or 36.
+std::int64_t points(const Problem& q) { return (q.tile + 2) * (q.tile + 2); }
 
 std::int64_t element_bytes(const Problem& q) { return std::int64_t(dtype_size(q.dtype)); }
 
 // The forward and data passes' products M: f16 where the operands are, since
 // they are bound by writing and reading M (ResNet-18's layer1 at batch 512
-// moves 0.5 GB a pass), else f32.
+// moves 0.5 GB a pass with F(2x2, 3x3)), else f32.
 DType product_dtype(const Problem& q) { return q.dtype == DType::f16 ? DType::f16 : DType::f32; }
 
-// One pass of conv_winograd.comp: `total` items from src (from element
-// off_src) into dst (from off_dst), each read and written in its own dtype;
-// the output's transform also adds a bias (null storage: none) and the ReLU.
-void transform(VulkanBackend& vk, ConvWinogradPush pc, Mode mode, TensorArg dst, std::int64_t off_dst, TensorArg src,
-               std::int64_t off_src, std::int64_t total, TensorArg bias = {nullptr, DType::f32, nullptr},
-               bool relu = false) {
+// One pass of conv_winograd.comp (conv_winograd4.comp for tiles of 4):
+// `total` items from src (from element off_src) into dst (from off_dst), each
+// read and written in its own dtype; the output's transform also adds a bias
+// (null storage: none) and the ReLU.
+void transform(VulkanBackend& vk, const Problem& q, ConvWinogradPush pc, Mode mode, TensorArg dst,
+               std::int64_t off_dst, TensorArg src, std::int64_t off_src, std::int64_t total,
+               TensorArg bias = {nullptr, DType::f32, nullptr}, bool relu = false) {
   const bool has_bias = bias.storage != nullptr;
   pc.off_src = std::uint32_t(off_src);
   pc.off_dst = std::uint32_t(off_dst);
   pc.off_bias = has_bias ? std::uint32_t(bias.layout->offset) : 0;
+  Operand ops[] = {{dst, true}, {src, false}, {has_bias ? bias : src, false}};
+  if (q.tile == 4) {  // its output transform writes rows of 4 outputs a store already
+    pc.total = std::uint32_t(total);
+    vk.launch(ShaderId::conv_winograd4,
+              {kLocal, mode, has_bias ? 1u : 0u, relu ? 1u : 0u, std::uint32_t(src.dtype), std::uint32_t(dst.dtype)},
+              ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
+    return;
+  }
   // The output transform four neighbouring tiles an item where a row of tiles
   // holds whole quads and the products start on one: ResNet-18's captured
   // step on an H100 1.02x (f32) to 1.04x (amp) faster, with the columns in
@@ -70,14 +93,13 @@ void transform(VulkanBackend& vk, ConvWinogradPush pc, Mode mode, TensorArg dst,
   const bool quads = mode == kOutput && pc.tiles_w % 4 == 0 && off_src % 4 == 0 &&
                      (src.dtype == DType::f32 || is_16bit_float(src.dtype));
   pc.total = std::uint32_t(quads ? total / 4 : total);  // tiles % tiles_w == 0
-  Operand ops[] = {{dst, true}, {src, false}, {has_bias ? bias : src, false}};
   vk.launch(ShaderId::conv_winograd,
             {kLocal, mode, has_bias ? 1u : 0u, relu ? 1u : 0u, std::uint32_t(src.dtype), std::uint32_t(dst.dtype),
              quads ? 1u : 0u},
             ops, &pc, sizeof pc, groups_for(pc.total, kLocal));
 }
 
-std::int64_t tiles_per_sample(const Problem& q) { return tiles_of(q.out_h) * tiles_of(q.out_w); }
+std::int64_t tiles_per_sample(const Problem& q) { return tiles_of(q.out_h, q.tile) * tiles_of(q.out_w, q.tile); }
 
 ConvWinogradPush push_of(const Problem& q) {
   ConvWinogradPush pc{};
@@ -89,8 +111,8 @@ ConvWinogradPush push_of(const Problem& q) {
   pc.rows = std::uint32_t(q.rows);
   pc.out_h = std::uint32_t(q.out_h);
   pc.out_w = std::uint32_t(q.out_w);
-  pc.tiles_h = std::uint32_t(tiles_of(q.out_h));
-  pc.tiles_w = std::uint32_t(tiles_of(q.out_w));
+  pc.tiles_h = std::uint32_t(tiles_of(q.out_h, q.tile));
+  pc.tiles_w = std::uint32_t(tiles_of(q.out_w, q.tile));
   pc.flip = q.flip ? 1u : 0u;
   return pc;
 }
@@ -99,27 +121,29 @@ ConvWinogradPush push_of(const Problem& q) {
 // the rows' products or transforms) into the workspace.
 std::int64_t chunk_of(const Problem& q) {
   const std::int64_t per_sample_bytes =
-      16 * (q.reduction * element_bytes(q) + q.rows * std::int64_t(dtype_size(product_dtype(q)))) * tiles_per_sample(q);
+      points(q) * (q.reduction * element_bytes(q) + q.rows * std::int64_t(dtype_size(product_dtype(q)))) *
+      tiles_per_sample(q);
   return std::clamp<std::int64_t>(conv_workspace_bytes() / std::max<std::int64_t>(1, per_sample_bytes), 1, q.batch);
 }
 
 // The batch a chunk at a time: for samples [b0, b0 + n), with pc.batch and
-// pc.tiles set to them, the image's transform V [16, reduction, P] (P = n *
-// tiles per sample, q.dtype), then `step(b0, p, v, r)` with a workspace
-// R [16, rows, P] of product_dtype(q) (the products, or the output gradient's
-// 16-bit transforms, which fit in it).
+// pc.tiles set to them, the image's transform V [T, reduction, P] (T =
+// points(q), P = n * tiles per sample, q.dtype), then `step(b0, p, v, r)`
+// with a workspace R [T, rows, P] of product_dtype(q) (the products, or the
+// output gradient's 16-bit transforms, which fit in it).
 template <class Step>
 void over_chunks(VulkanBackend& vk, const Problem& q, ConvWinogradPush& pc, TensorArg image, Step&& step) {
   const std::int64_t per_sample = tiles_per_sample(q), nb = chunk_of(q);
-  Storage v(vk.device(), std::size_t(16 * q.reduction * nb * per_sample * element_bytes(q))),
-      r(vk.device(), std::size_t(16 * q.rows * nb * per_sample) * dtype_size(product_dtype(q)));
+  const std::int64_t t = points(q);
+  Storage v(vk.device(), std::size_t(t * q.reduction * nb * per_sample * element_bytes(q))),
+      r(vk.device(), std::size_t(t * q.rows * nb * per_sample) * dtype_size(product_dtype(q)));
   for (std::int64_t b0 = 0; b0 < q.batch; b0 += nb) {
     const std::int64_t n = std::min(nb, q.batch - b0), p = n * per_sample;
     pc.batch = std::uint32_t(n);
     pc.tiles = std::uint32_t(p);
-    const Layout v_l = Layout::contiguous({16, q.reduction, p}), r_l = Layout::contiguous({16, q.rows, p});
+    const Layout v_l = Layout::contiguous({t, q.reduction, p}), r_l = Layout::contiguous({t, q.rows, p});
     const TensorArg v_arg{&v, q.dtype, &v_l}, r_arg{&r, product_dtype(q), &r_l};
-    transform(vk, pc, kInput, v_arg, 0, image, image.layout->offset + b0 * q.reduction * q.height * q.width,
+    transform(vk, q, pc, kInput, v_arg, 0, image, image.layout->offset + b0 * q.reduction * q.height * q.width,
               q.reduction * p);
     step(b0, p, v_arg, r_arg);
   }
@@ -195,21 +219,22 @@ void weight_sums_fused(VulkanBackend& vk, const Problem& q, ConvWinogradPush pc,
   }
 }
 
-void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, TensorArg weight, TensorArg bias,
-         bool relu) {
+void run(VulkanBackend& vk, Problem q, TensorArg out, TensorArg image, TensorArg weight, TensorArg bias, bool relu) {
+  q.tile = winograd_tile_override() == 4 ? 4 : 2;
   ConvWinogradPush pc = push_of(q);
 
-  // U [16, rows, reduction]
-  Storage u(vk.device(), std::size_t(16 * q.rows * q.reduction * element_bytes(q)));
-  const Layout u_l = Layout::contiguous({16, q.rows, q.reduction});
+  // U [T, rows, reduction]
+  const std::int64_t t = points(q);
+  Storage u(vk.device(), std::size_t(t * q.rows * q.reduction * element_bytes(q)));
+  const Layout u_l = Layout::contiguous({t, q.rows, q.reduction});
   const TensorArg u_arg{&u, q.dtype, &u_l};
-  transform(vk, pc, kWeights, u_arg, 0, weight, weight.layout->offset, q.rows * q.reduction);
-  if (fused_applies(q)) return run_fused(vk, q, pc, out, image, u_arg, bias, relu);
+  transform(vk, q, pc, kWeights, u_arg, 0, weight, weight.layout->offset, q.rows * q.reduction);
+  if (q.tile == 2 && fused_applies(q)) return run_fused(vk, q, pc, out, image, u_arg, bias, relu);
 
-  // Per chunk: the products M [16, rows, P] = U V, then the output's transform.
+  // Per chunk: the products M [T, rows, P] = U V, then the output's transform.
   over_chunks(vk, q, pc, image, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg m_arg) {
-    gemm(vk, GemmArgs::packed(u_arg, v_arg, m_arg, q.rows, p, q.reduction, {.batch = 16}));
-    transform(vk, pc, kOutput, out, out.layout->offset + b0 * q.rows * q.out_h * q.out_w, m_arg, 0, q.rows * p, bias,
+    gemm(vk, GemmArgs::packed(u_arg, v_arg, m_arg, q.rows, p, q.reduction, {.batch = t}));
+    transform(vk, q, pc, kOutput, out, out.layout->offset + b0 * q.rows * q.out_h * q.out_w, m_arg, 0, q.rows * p, bias,
               relu);
   });
 }
@@ -219,6 +244,14 @@ void run(VulkanBackend& vk, const Problem& q, TensorArg out, TensorArg image, Te
 std::int64_t& winograd_fused_max_groups() {
   static std::int64_t groups = 65535;
   return groups;
+}
+
+std::int64_t& winograd_tile_override() {
+  static std::int64_t tile = [] {
+    const auto v = env::text("RUMUS_VULKAN_WINOGRAD_TILE");
+    return v && (*v == "2" || *v == "4") ? std::int64_t(std::stoi(*v)) : std::int64_t(0);
+  }();
+  return tile;
 }
 
 bool conv_takes_winograd(ConvPass pass, const Conv2dGeometry& g, std::int64_t groups) {
@@ -266,20 +299,20 @@ void conv2d_backward_weight_winograd(VulkanBackend& vk, const Conv2dGeometry& g,
   const TensorArg s_arg{&s, DType::f32, &s_l};
   if (fused_applies(q)) {
     weight_sums_fused(vk, q, pc, s_arg, grad_bias, grad_out, in);
-    transform(vk, pc, kWeightGradient, grad_weight, grad_weight.layout->offset, s_arg, 0, q.rows * q.reduction);
+    transform(vk, q, pc, kWeightGradient, grad_weight, grad_weight.layout->offset, s_arg, 0, q.rows * q.reduction);
     return;
   }
   // Per chunk: the output gradient's transform D [16, rows, P] (q.dtype), then
   // the f32 sums S [16, rows, reduction] += D V^T gather every chunk's tiles.
   over_chunks(vk, q, pc, in, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg r_arg) {
     const TensorArg d_arg{r_arg.storage, q.dtype, r_arg.layout};
-    transform(vk, pc, kOutputGradient, d_arg, 0, grad_out, grad_out.layout->offset + b0 * q.rows * q.out_h * q.out_w,
+    transform(vk, q, pc, kOutputGradient, d_arg, 0, grad_out, grad_out.layout->offset + b0 * q.rows * q.out_h * q.out_w,
               q.rows * p);
     GemmArgs ga = GemmArgs::packed(d_arg, v_arg, s_arg, q.rows, q.reduction, p, {.trans_b = true, .batch = 16});
     ga.beta = b0 == 0 ? 0.0 : 1.0;
     gemm(vk, ga);
   });
-  transform(vk, pc, kWeightGradient, grad_weight, grad_weight.layout->offset, s_arg, 0, q.rows * q.reduction);
+  transform(vk, q, pc, kWeightGradient, grad_weight, grad_weight.layout->offset, s_arg, 0, q.rows * q.reduction);
   if (grad_bias.storage) conv2d_backward_bias(vk, g, oc, grad_bias, grad_out);
 }
 

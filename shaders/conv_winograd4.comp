@@ -1,0 +1,162 @@
+#version 450
+// Winograd F(4x4, 3x3) for 3x3 convolutions of stride 1 on contiguous f32 or
+// f16 operands (Lavin and Gray, 2015), at the points 0, 1, -1, 2, -1/2 and
+// infinity:
+// each 4 x 4 output tile is A^T [(G g G^T) . (B^T d B)] A for its 6 x 6 input
+// patch d, so the 144 multiplications of a tile's direct convolution become
+// 36, which the host runs as 36 products over the channels (gemm.comp), on
+// 2.25 transformed points a pixel where F(2x2, 3x3) (conv_winograd.comp)
+// has 4. The three transforms:
+//   MODE 0, weights: one item per (row, reduction) pair, U[36][rows][reduction] = G g G^T;
+//   MODE 1, input:   one item per (channel, tile), V[36][reduction][tiles] = B^T d B, with zeros
+//                    in the padding;
+//   MODE 2, output:  one item per (row, tile), out = A^T m A from the products
+//                    m[36][rows][tiles], plus the bias, then the ReLU when RELU; rows and
+//                    columns past the output are not written.
+// The points: with Lavin's 0, 1, -1, 2, -2 the input transform scales by up
+// to 100, and f16 tiles' rounding errors reach 3e-2 of an output's rms;
+// -1/2 for -2 keeps it to 49 and the errors to 1.5e-2 (2.6e-3 in rms),
+// below those of bf16 tiles in F(2x2, 3x3).
+// The weight gradient stays F(2x2, 3x3) (conv_winograd.comp).
+// The arithmetic is f32 whatever the dtypes: DT_SRC is what binding 1 holds,
+// DT_DST what binding 0 gets; the bias is the result's dtype.
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint MODE = 0;
+layout(constant_id = 2) const bool HAS_BIAS = false;
+layout(constant_id = 3) const bool RELU = false;
+layout(constant_id = 4) const uint DT_SRC = 0;  // DT_F32
+layout(constant_id = 5) const uint DT_DST = 0;
+
+#define PUSH_CONV_WINOGRAD
+#include "push_constants.h"
+
+TENSOR(0)  // dst
+TENSOR(1)  // src
+TENSOR(2)  // bias
+layout(set = 0, binding = 0) buffer Q0 { vec4 v[]; } t0q;
+layout(set = 0, binding = 0) buffer D0 { uvec2 v[]; } t0d;
+
+float load_src(uint i) { return load1(DT_SRC, i); }
+void store_dst(uint i, float v) { store0(DT_DST, i, v); }
+
+// Elements [4 q, 4 q + 4) of the destination in one access.
+void store_dst4(uint q, vec4 v) {
+  if (DT_DST == DT_F32) t0q.v[q] = v;
+  else t0d.v[q] = pack_quad16(DT_DST, v);
+}
+
+// Tile p, of tiles_h x tiles_w a sample: its sample and the top-left of its
+// 4 x 4 outputs (the input patch starts there, less the padding).
+uvec3 tile_of(uint p) {
+  const uint per_sample = pc.tiles_h * pc.tiles_w, q = p % per_sample;
+  return uvec3(p / per_sample, 4 * (q / pc.tiles_w), 4 * (q % pc.tiles_w));
+}
+
+// G g of three taps: G = [1 0 0; -1/3 -1/3 -1/3; 1/3 -1/3 1/3; 1/15 2/15 4/15;
+// -16/15 8/15 -4/15; 0 0 1].
+float[6] kernel_1d(float g0, float g1, float g2) {
+  const float even = g0 + g2;
+  return float[6](g0, -(even + g1) * (1.0 / 3.0), (even - g1) * (1.0 / 3.0), (g0 + 2.0 * g1 + 4.0 * g2) * (1.0 / 15.0),
+                  (2.0 * g1 - 4.0 * g0 - g2) * (4.0 / 15.0), g2);
+}
+
+// B^T d of six points: B^T = [1 3/2 -2 -3/2 1 0; 0 -1 -5/2 -1/2 1 0; 0 1 1/2 -5/2 1 0;
+// 0 -1/2 -1 1/2 1 0; 0 2 -1 -2 1 0; 0 1 3/2 -2 -3/2 1].
+float[6] input_1d(float d0, float d1, float d2, float d3, float d4, float d5) {
+  return float[6](d0 + d4 - 2.0 * d2 + 1.5 * (d1 - d3), d4 - d1 - 2.5 * d2 - 0.5 * d3,
+                  d1 + d4 + 0.5 * d2 - 2.5 * d3, d4 - d2 + 0.5 * (d3 - d1), d4 - d2 + 2.0 * (d1 - d3),
+                  d1 + d5 - 2.0 * d3 + 1.5 * (d2 - d4));
+}
+
+// A^T m of six points: A^T = [1 1 1 1 1 0; 0 1 -1 2 -1/2 0; 0 1 1 4 1/4 0;
+// 0 1 -1 8 -1/8 1].
+vec4 output_1d(float m0, float m1, float m2, float m3, float m4, float m5) {
+  const float s12 = m1 + m2, d12 = m1 - m2;
+  return vec4(m0 + s12 + m3 + m4, d12 + 2.0 * m3 - 0.5 * m4, s12 + 4.0 * m3 + 0.25 * m4,
+              d12 + 8.0 * m3 - 0.125 * m4 + m5);
+}
+
+void weights(uint i) {
+  const uint r = i / pc.reduction, c = i % pc.reduction;
+  float t[6][3];  // G g
+  for (uint b = 0; b < 3; ++b) {
+    float g[3];
+    for (uint a = 0; a < 3; ++a)
+      g[a] = pc.flip != 0 ? load_src(pc.off_src + (c * pc.rows + r) * 9 + (2 - a) * 3 + (2 - b))
+                          : load_src(pc.off_src + (r * pc.reduction + c) * 9 + a * 3 + b);
+    const float[6] col = kernel_1d(g[0], g[1], g[2]);
+    [[unroll]] for (uint a = 0; a < 6; ++a) t[a][b] = col[a];
+  }
+  const uint plane = pc.rows * pc.reduction;
+  uint at = pc.off_dst + r * pc.reduction + c;
+  [[unroll]] for (uint a = 0; a < 6; ++a) {  // (G g) G^T
+    const float[6] row = kernel_1d(t[a][0], t[a][1], t[a][2]);
+    [[unroll]] for (uint b = 0; b < 6; ++b) store_dst(at + b * plane, row[b]);
+    at += 6 * plane;
+  }
+}
+
+void input_tile(uint i) {
+  const uint c = i / pc.tiles, p = i % pc.tiles;
+  const uvec3 tile = tile_of(p);
+  const int y0 = int(tile.y) - pc.pad_h, x0 = int(tile.z) - pc.pad_w;
+  const uint base = pc.off_src + (tile.x * pc.reduction + c) * pc.height * pc.width;
+  float s[6][6];  // d B, row by row of the patch
+  [[unroll]] for (int a = 0; a < 6; ++a) {
+    const int y = y0 + a;
+    float d[6];
+    [[unroll]] for (int b = 0; b < 6; ++b) {
+      const int x = x0 + b;
+      d[b] = y >= 0 && y < int(pc.height) && x >= 0 && x < int(pc.width) ? load_src(base + uint(y) * pc.width + uint(x))
+                                                                        : 0.0;
+    }
+    s[a] = input_1d(d[0], d[1], d[2], d[3], d[4], d[5]);
+  }
+  const uint plane = pc.reduction * pc.tiles;
+  const uint at = pc.off_dst + c * pc.tiles + p;
+  [[unroll]] for (uint b = 0; b < 6; ++b) {  // B^T (d B), column by column
+    const float[6] v = input_1d(s[0][b], s[1][b], s[2][b], s[3][b], s[4][b], s[5][b]);
+    [[unroll]] for (uint a = 0; a < 6; ++a) store_dst(at + (6 * a + b) * plane, v[a]);
+  }
+}
+
+void output_tile(uint i) {
+  const uint r = i / pc.tiles, p = i % pc.tiles;
+  const uvec3 tile = tile_of(p);
+  const uint y0 = tile.y, x0 = tile.z;
+  const uint plane = pc.rows * pc.tiles, at = pc.off_src + r * pc.tiles + p;
+  vec4 s[6];  // s[b][a]: (A^T m)[a][b], column b of points
+  [[unroll]] for (uint b = 0; b < 6; ++b) {
+    float m[6];
+    [[unroll]] for (uint a = 0; a < 6; ++a) m[a] = load_src(at + (6 * a + b) * plane);
+    s[b] = output_1d(m[0], m[1], m[2], m[3], m[4], m[5]);
+  }
+  const float bias = HAS_BIAS ? load2(DT_DST, pc.off_bias + r) : 0.0;
+  const uint base = pc.off_dst + (tile.x * pc.rows + r) * pc.out_h * pc.out_w;
+  // Whole rows of 4 outputs on quads: one store a row.
+  const bool quad = pc.out_w % 4 == 0 && base % 4 == 0;
+  [[unroll]] for (uint a = 0; a < 4; ++a) {
+    if (y0 + a >= pc.out_h) break;
+    vec4 y = output_1d(s[0][a], s[1][a], s[2][a], s[3][a], s[4][a], s[5][a]) + bias;
+    if (RELU) y = max(y, 0.0);
+    const uint row = base + (y0 + a) * pc.out_w + x0;
+    if (quad) {
+      store_dst4(row / 4, y);
+      continue;
+    }
+    [[unroll]] for (uint b = 0; b < 4; ++b)
+      if (x0 + b < pc.out_w) store_dst(row + b, y[b]);
+  }
+}
+
+void main() {
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < pc.total; i += step) {
+    if (MODE == 0) weights(i);
+    else if (MODE == 1) input_tile(i);
+    else output_tile(i);
+  }
+}
