@@ -6,13 +6,18 @@
 // patch d, so the 144 multiplications of a tile's direct convolution become
 // 36, which the host runs as 36 products over the channels (gemm.comp), on
 // 2.25 transformed points a pixel where F(2x2, 3x3) (conv_winograd.comp)
-// has 4. The three transforms:
+// has 4. The forward's three transforms:
 //   MODE 0, weights: one item per (row, reduction) pair, U[36][rows][reduction] = G g G^T;
 //   MODE 1, input:   one item per (channel, tile), V[36][reduction][tiles] = B^T d B, with zeros
 //                    in the padding;
 //   MODE 2, output:  one item per (row, tile), out = A^T m A from the products
 //                    m[36][rows][tiles], plus the bias, then the ReLU when RELU; rows and
 //                    columns past the output are not written.
+// The weight gradient runs them backwards, as conv_winograd.comp does:
+//   MODE 3, output gradient: one item per (row, tile), D[36][rows][tiles] = A dy A^T, with
+//                    zeros past the output;
+//   MODE 4, weight gradient: one item per (row, reduction) pair, the 3 x 3 gradient G^T s G
+//                    from the f32 sums s[36][rows][reduction].
 // The points: with Lavin's 0, 1, -1, 2, -2 the input transform scales by up
 // to 100, and f16 tiles' rounding errors reach 3e-2 of an output's rms;
 // -1/2 for -2 keeps it to 49 and the errors to 1.5e-2 (2.6e-3 in rms),
@@ -77,6 +82,19 @@ vec4 output_1d(float m0, float m1, float m2, float m3, float m4, float m5) {
   const float s12 = m1 + m2, d12 = m1 - m2;
   return vec4(m0 + s12 + m3 + m4, d12 + 2.0 * m3 - 0.5 * m4, s12 + 4.0 * m3 + 0.25 * m4,
               d12 + 8.0 * m3 - 0.125 * m4 + m5);
+}
+
+// A v of a column of 4 output gradients (A^T's transpose).
+float[6] output_gradient_1d(float v0, float v1, float v2, float v3) {
+  return float[6](v0, v0 + v1 + v2 + v3, v0 - v1 + v2 - v3, v0 + 2.0 * v1 + 4.0 * v2 + 8.0 * v3,
+                  v0 - 0.5 * v1 + 0.25 * v2 - 0.125 * v3, v3);
+}
+
+// G^T s of six points.
+vec3 weight_gradient_1d(float s0, float s1, float s2, float s3, float s4, float s5) {
+  const float third = 1.0 / 3.0, fifteenth = 1.0 / 15.0;
+  return vec3(s0 + third * (s2 - s1) + fifteenth * (s3 - 16.0 * s4), fifteenth * (2.0 * s3 + 8.0 * s4) - third * (s1 + s2),
+              third * (s2 - s1) + fifteenth * (4.0 * s3 - 4.0 * s4) + s5);
 }
 
 void weights(uint i) {
@@ -152,11 +170,49 @@ void output_tile(uint i) {
   }
 }
 
+void output_gradient_tile(uint i) {
+  const uint r = i / pc.tiles, p = i % pc.tiles;
+  const uvec3 tile = tile_of(p);
+  const uint y0 = tile.y, x0 = tile.z;
+  const uint base = pc.off_src + (tile.x * pc.rows + r) * pc.out_h * pc.out_w;
+  float t[6][4];  // A dy, column by column of the tile
+  [[unroll]] for (uint b = 0; b < 4; ++b) {
+    float dy[4];
+    [[unroll]] for (uint a = 0; a < 4; ++a)
+      dy[a] = y0 + a < pc.out_h && x0 + b < pc.out_w ? load_src(base + (y0 + a) * pc.out_w + x0 + b) : 0.0;
+    const float[6] col = output_gradient_1d(dy[0], dy[1], dy[2], dy[3]);
+    [[unroll]] for (uint a = 0; a < 6; ++a) t[a][b] = col[a];
+  }
+  const uint plane = pc.rows * pc.tiles, at = pc.off_dst + r * pc.tiles + p;
+  [[unroll]] for (uint a = 0; a < 6; ++a) {  // (A dy) A^T, row by row
+    const float[6] g = output_gradient_1d(t[a][0], t[a][1], t[a][2], t[a][3]);
+    [[unroll]] for (uint b = 0; b < 6; ++b) store_dst(at + (6 * a + b) * plane, g[b]);
+  }
+}
+
+void weight_gradient(uint i) {
+  const uint r = i / pc.reduction, c = i % pc.reduction, plane = pc.rows * pc.reduction;
+  const uint at = pc.off_src + r * pc.reduction + c;
+  vec3 t[6];  // t[b]: (G^T s)[.][b], column b of points
+  [[unroll]] for (uint b = 0; b < 6; ++b) {
+    float s[6];
+    [[unroll]] for (uint a = 0; a < 6; ++a) s[a] = load_src(at + (6 * a + b) * plane);
+    t[b] = weight_gradient_1d(s[0], s[1], s[2], s[3], s[4], s[5]);
+  }
+  const uint at_w = pc.off_dst + (r * pc.reduction + c) * 9;
+  [[unroll]] for (uint a = 0; a < 3; ++a) {  // (G^T s) G, row by row
+    const vec3 w = weight_gradient_1d(t[0][a], t[1][a], t[2][a], t[3][a], t[4][a], t[5][a]);
+    [[unroll]] for (uint b = 0; b < 3; ++b) store_dst(at_w + a * 3 + b, w[b]);
+  }
+}
+
 void main() {
   const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint i = gl_GlobalInvocationID.x; i < pc.total; i += step) {
     if (MODE == 0) weights(i);
     else if (MODE == 1) input_tile(i);
-    else output_tile(i);
+    else if (MODE == 2) output_tile(i);
+    else if (MODE == 3) output_gradient_tile(i);
+    else weight_gradient(i);
   }
 }

@@ -1665,13 +1665,13 @@ TEST(VulkanConv, ColumnsAndImplicitGemmBothMatchCpu) {
   }
 }
 
-// Winograd F(2x2, 3x3) and F(4x4, 3x3) (the forward and data passes; the
-// weight pass is F(2x2, 3x3) in both runs) for 3x3 stride-1 convolutions,
-// forced: paddings 0, 1 and 2 (the data pass pads by
-// 2 - pad), odd sizes (tiles past the edge, whose output gradient is zero),
-// bias with the fused ReLU, a strided input view, one channel, and a
-// workspace that takes the batch in chunks of 2, 2 and 1 (the weight
-// gradient's sums gather every chunk); against the CPU, gradients included.
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) for the forward, data and weight
+// passes of 3x3 stride-1 convolutions, forced: paddings 0, 1 and 2 (the data
+// pass pads by 2 - pad), odd sizes (tiles past the edge, whose output
+// gradient is zero), bias with the fused ReLU, a strided input view, one
+// channel, and a workspace that takes the batch in chunks of 2, 2 and 1 (the
+// weight gradient's sums gather every chunk); against the CPU, gradients
+// included.
 // The shapes it does not take (stride 2, 1x1) go the usual way in the same run.
 // f32 passes whose products are small run the one-pass kernels (72 x 8
 // channels: several blocks of 32 rows, a reduction not a whole number of

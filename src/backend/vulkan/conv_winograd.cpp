@@ -14,10 +14,9 @@
 // in [-1, 1]) its outputs' errors are 2.6e-3 of their rms (1.5e-2 at most)
 // against F(2x2, 3x3)'s 6e-4 (2.7e-3), below those of F(2x2, 3x3) on bf16
 // tiles, 4e-3 (1.7e-2). It moves 1.78 times fewer bytes and multiplies 1.78
-// times less, but it is not measured on a GPU yet: the forward and data
-// passes take F(2x2, 3x3), and winograd_tile_override() F(4x4, 3x3) for
-// benchmarks. The weight gradient is F(2x2, 3x3). conv.cpp picks the way per
-// shape.
+// times less, but it is not measured on a GPU yet: every pass takes
+// F(2x2, 3x3), and winograd_tile_override() F(4x4, 3x3) for benchmarks.
+// conv.cpp picks the way per shape.
 // f32 passes with small products run in one kernel instead, with no workspace
 // for the tiles: the forward and data passes in conv_winograd_fused.comp, the
 // weight pass in conv_winograd_weight_fused.comp.
@@ -291,24 +290,26 @@ void conv2d_backward_data_winograd(VulkanBackend& vk, const Conv2dGeometry& g, s
 
 void conv2d_backward_weight_winograd(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc,
                                      TensorArg grad_weight, TensorArg grad_bias, TensorArg grad_out, TensorArg in) {
-  const Problem q{g.batch, g.channels, g.height, g.width, g.pad_h, g.pad_w, oc, g.out_h, g.out_w, false,
-                  grad_weight.dtype};
+  Problem q{g.batch, g.channels, g.height, g.width, g.pad_h, g.pad_w, oc, g.out_h, g.out_w, false,
+            grad_weight.dtype};
+  q.tile = winograd_tile_override() == 4 ? 4 : 2;
   ConvWinogradPush pc = push_of(q);
-  Storage s(vk.device(), std::size_t(16 * q.rows * q.reduction) * 4);
-  const Layout s_l = Layout::contiguous({16, q.rows, q.reduction});
+  const std::int64_t t = points(q);
+  Storage s(vk.device(), std::size_t(t * q.rows * q.reduction) * 4);
+  const Layout s_l = Layout::contiguous({t, q.rows, q.reduction});
   const TensorArg s_arg{&s, DType::f32, &s_l};
-  if (fused_applies(q)) {
+  if (q.tile == 2 && fused_applies(q)) {
     weight_sums_fused(vk, q, pc, s_arg, grad_bias, grad_out, in);
     transform(vk, q, pc, kWeightGradient, grad_weight, grad_weight.layout->offset, s_arg, 0, q.rows * q.reduction);
     return;
   }
-  // Per chunk: the output gradient's transform D [16, rows, P] (q.dtype), then
-  // the f32 sums S [16, rows, reduction] += D V^T gather every chunk's tiles.
+  // Per chunk: the output gradient's transform D [T, rows, P] (q.dtype), then
+  // the f32 sums S [T, rows, reduction] += D V^T gather every chunk's tiles.
   over_chunks(vk, q, pc, in, [&](std::int64_t b0, std::int64_t p, TensorArg v_arg, TensorArg r_arg) {
     const TensorArg d_arg{r_arg.storage, q.dtype, r_arg.layout};
     transform(vk, q, pc, kOutputGradient, d_arg, 0, grad_out, grad_out.layout->offset + b0 * q.rows * q.out_h * q.out_w,
               q.rows * p);
-    GemmArgs ga = GemmArgs::packed(d_arg, v_arg, s_arg, q.rows, q.reduction, p, {.trans_b = true, .batch = 16});
+    GemmArgs ga = GemmArgs::packed(d_arg, v_arg, s_arg, q.rows, q.reduction, p, {.trans_b = true, .batch = t});
     ga.beta = b0 == 0 ? 0.0 : 1.0;
     gemm(vk, ga);
   });

@@ -47,9 +47,9 @@ std::int64_t& conv_workspace_bytes();
 // The most workgroups of one launch of the one-pass Winograd kernel (65,535,
 // the grid's least limit; tests make it small so that launches follow each other).
 std::int64_t& winograd_fused_max_groups();
-// The forward and data passes' Winograd tiles: 0 (automatic) or 2,
-// F(2x2, 3x3); 4, F(4x4, 3x3) on workspaces, not the one-pass kernel (tests
-// and benchmarks; RUMUS_VULKAN_WINOGRAD_TILE=2|4 sets it at start).
+// The Winograd passes' tiles: 0 (automatic) or 2, F(2x2, 3x3); 4,
+// F(4x4, 3x3) on workspaces, not the one-pass kernels (tests and benchmarks;
+// RUMUS_VULKAN_WINOGRAD_TILE=2|4 sets it at start).
 std::int64_t& winograd_tile_override();
 bool conv_takes_columns(ConvPass pass, const Conv2dGeometry& g, std::int64_t oc, std::int64_t groups);
 void conv2d_forward_columns(VulkanBackend& vk, const Conv2dGeometry& g, std::int64_t oc, TensorArg out, TensorArg in,
