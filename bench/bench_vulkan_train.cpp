@@ -22,6 +22,9 @@ using namespace rumus;
 
 // The examples' nets (examples/support/mnist_models.hpp), with their ReLUs
 // fused into the layers before them as the examples train them.
+// With RUMUS_VULKAN_PROFILE=1, captured runs also print each replay's GPU
+// time and the time from one replay's end to the next one's start, beside
+// the wall time a step: a step slower than its replay waits on the host.
 using example::Cnn;
 using example::Mlp;
 
@@ -76,6 +79,13 @@ void run(const char* name, Device dev, std::int64_t batch, int steps, bool captu
               dev.str().c_str(), captured ? "captured" : "eager", name, amp ? " amp" : "", (long long)batch, steps * batch / dt, dt / steps * 1e6, host / steps * 1e6, l,
               (unsigned long long)(s1.submits - s0.submits), (unsigned long long)(s1.host_to_device - s0.host_to_device),
               double(s1.bytes_in_use) / (1 << 20));
+  // RUMUS_VULKAN_PROFILE=1: the replays' own GPU time beside the wall time a step.
+  if (const std::uint64_t timed = s1.replays_timed - s0.replays_timed) {
+    const std::uint64_t gaps = s1.replay_gaps - s0.replay_gaps;
+    std::printf("  replays on the GPU: %.0f us each, %.0f us from one's end to the next one's start\n",
+                (s1.replay_gpu_ms - s0.replay_gpu_ms) / double(timed) * 1e3,
+                gaps ? (s1.replay_gap_ms - s0.replay_gap_ms) / double(gaps) * 1e3 : 0.0);
+  }
   std::fflush(stdout);
 }
 

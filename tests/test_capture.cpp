@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include <rumus/rumus.hpp>
@@ -340,6 +342,39 @@ TEST(CaptureReplay, ReplaysQueuedDeepStayInOrderWithTheirInputs) {
   for (int i = 0; i < kSteps; ++i) want = want * 0.5 + (double(i % 7) - 3.0);
   for (float v : acc.to_vector<float>()) ASSERT_NEAR(v, want, 1e-5);
   EXPECT_EQ(step.replays(), std::size_t(kSteps));
+}
+
+// With RUMUS_VULKAN_PROFILE=1 (the ctest entry vulkan_replays_timed runs
+// this test so) every replay is timed on the GPU between two timestamps
+// submitted around it: the count, a positive GPU time each and a gap before
+// each replay after the first; the replays still run in order with their
+// inputs. Without it, nothing is timed.
+TEST(CaptureReplay, ReplaysAreTimedOnTheGpuWhenProfiling) {
+  REQUIRE_VULKAN();
+  const char* flag = std::getenv("RUMUS_VULKAN_PROFILE");
+  const bool profiling = flag && std::string(flag) == "1";
+  constexpr int kSteps = 12;
+  Tensor x = zeros({512}, {.device = kGpu});
+  Tensor acc = zeros({512}, {.device = kGpu});
+  CapturedStep step = capture(kGpu, [&] { acc.copy_(add(mul(acc, 0.5), exp(x))); });
+  synchronize(kGpu);
+  const DeviceStats before = device_stats(kGpu);
+  double want = 0.0;
+  for (int i = 0; i < kSteps; ++i) {
+    x.fill_(double(i % 3));
+    step.replay();
+    want = want * 0.5 + std::exp(double(i % 3));
+  }
+  for (float v : acc.to_vector<float>()) ASSERT_NEAR(v, want, 1e-4);
+  const DeviceStats after = device_stats(kGpu);
+  if (!profiling) {
+    EXPECT_EQ(after.replays_timed, before.replays_timed) << "replays are timed only when profiling";
+    return;
+  }
+  EXPECT_EQ(after.replays_timed - before.replays_timed, std::uint64_t(kSteps));
+  EXPECT_GT(after.replay_gpu_ms - before.replay_gpu_ms, 0.0);
+  EXPECT_GE(after.replay_gaps - before.replay_gaps, std::uint64_t(kSteps - 1));
+  EXPECT_GT(after.replay_gap_ms - before.replay_gap_ms, 0.0) << "each replay's fill runs between two replays";
 }
 
 // Temporaries the closure frees, and outputs the caller drops, stay reserved:

@@ -26,6 +26,13 @@ struct DeviceStats {
   std::uint64_t submits = 0;          // command-buffer submissions
   std::uint64_t commands = 0;         // kernels and copies recorded (outside captures)
   std::uint64_t queue_drains = 0;     // host waits for all queued work (reads, synchronize)
+  // With RUMUS_VULKAN_PROFILE=1, captured replays timed on the GPU: their
+  // count and GPU time, and the time from each one's end to the next one's
+  // start (eager work between them, and the GPU waiting for the host).
+  std::uint64_t replays_timed = 0;
+  double replay_gpu_ms = 0;
+  std::uint64_t replay_gaps = 0;
+  double replay_gap_ms = 0;
 };
 
 // Host memory a device copies into and out of directly: mapped, pinned memory

@@ -43,6 +43,7 @@ Stream::~Stream() {
   } catch (...) {
   }
   for (vk::Fence f : spare_fences_) ctx_.device.destroyFence(f);
+  for (auto& t : replay_timers_) ctx_.device.destroyQueryPool(t.queries);
   for (auto& b : idle_) {
     ctx_.device.destroyFence(b.fence);
     if (b.queries) ctx_.device.destroyQueryPool(b.queries);
@@ -175,7 +176,7 @@ void Stream::wait_for(vk::Semaphore semaphore, std::uint64_t value) {
   wait_values_.push_back(value);
 }
 
-void Stream::queue_submit(vk::CommandBuffer cmd, vk::Fence fence, std::uint64_t serial) {
+void Stream::queue_submit(std::span<const vk::CommandBuffer> cmds, vk::Fence fence, std::uint64_t serial) {
   const std::vector<vk::Semaphore> semaphores = std::exchange(wait_semaphores_, {});
   const std::vector<std::uint64_t> values = std::exchange(wait_values_, {});
   const std::vector<vk::PipelineStageFlags> stages(semaphores.size(), vk::PipelineStageFlagBits::eAllCommands);
@@ -188,8 +189,8 @@ void Stream::queue_submit(vk::CommandBuffer cmd, vk::Fence fence, std::uint64_t 
                                    .waitSemaphoreCount = waits,
                                    .pWaitSemaphores = semaphores.data(),
                                    .pWaitDstStageMask = stages.data(),
-                                   .commandBufferCount = 1,
-                                   .pCommandBuffers = &cmd,
+                                   .commandBufferCount = std::uint32_t(cmds.size()),
+                                   .pCommandBuffers = cmds.data(),
                                    .signalSemaphoreCount = 1,
                                    .pSignalSemaphores = &timeline_},
                     fence);
@@ -199,7 +200,7 @@ void Stream::submit() {
   if (!active_) return;
   throttle(false);
   recording_.cmd.end();
-  queue_submit(recording_.cmd, recording_.fence, recording_.serial);
+  queue_submit({&recording_.cmd, 1}, recording_.fence, recording_.serial);
   in_flight_.push_back(recording_);
   active_ = false;
   ++next_serial_;
@@ -214,6 +215,7 @@ std::uint64_t Stream::completed_serial() {
     completed_ = b.serial;
     if (b.captured) {
       spare_fences_.push_back(b.fence);
+      if (b.timer >= 0) collect_replay_time(b);
       continue;
     }
     if (profile_) collect_profile(b);
@@ -248,6 +250,7 @@ void Stream::wait_all() {
     profile_totals_.clear();
     profile_dispatches_ = profile_barriers_ = 0;
   }
+  if (profile_ && !replay_ms_.empty()) print_replay_times();
 }
 
 void Stream::begin_capture() {
@@ -299,7 +302,14 @@ std::uint64_t Stream::replay(vk::CommandBuffer captured) {
     spare_fences_.pop_back();
   }
   b.serial = next_serial_;
-  queue_submit(b.cmd, b.fence, b.serial);
+  if (profile_) {
+    b.timer = take_replay_timer();
+    const ReplayTimer& t = replay_timers_[std::size_t(b.timer)];
+    const vk::CommandBuffer cmds[] = {t.begin, b.cmd, t.end};
+    queue_submit(cmds, b.fence, b.serial);
+  } else {
+    queue_submit({&b.cmd, 1}, b.fence, b.serial);
+  }
   in_flight_.push_back(b);
   ++next_serial_;
   ++submits_;
@@ -323,6 +333,70 @@ void Stream::collect_profile(Batch& b) {
     t.first += double(ticks[i] - ticks[i - 1]) * ms_per_tick;
     ++t.second;
   }
+}
+
+int Stream::take_replay_timer() {
+  if (!spare_replay_timers_.empty()) {
+    const int t = spare_replay_timers_.back();
+    spare_replay_timers_.pop_back();
+    return t;
+  }
+  ReplayTimer t;
+  const auto cmds = ctx_.device.allocateCommandBuffers(
+      {.commandPool = pool_, .level = vk::CommandBufferLevel::ePrimary, .commandBufferCount = 2});
+  t.begin = cmds[0];
+  t.end = cmds[1];
+  t.queries = ctx_.device.createQueryPool({.queryType = vk::QueryType::eTimestamp, .queryCount = 2});
+  // Bottom of the pipe: once everything submitted before has finished, so
+  // the first stamp marks the replay's start, or the GPU's wait for it.
+  t.begin.begin(vk::CommandBufferBeginInfo{});
+  t.begin.resetQueryPool(t.queries, 0, 2);
+  t.begin.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, t.queries, 0);
+  t.begin.end();
+  t.end.begin(vk::CommandBufferBeginInfo{});
+  t.end.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, t.queries, 1);
+  t.end.end();
+  replay_timers_.push_back(t);
+  return int(replay_timers_.size() - 1);
+}
+
+void Stream::collect_replay_time(const Batch& b) {
+  spare_replay_timers_.push_back(b.timer);
+  std::uint64_t ticks[2];
+  auto r = ctx_.device.getQueryPoolResults(replay_timers_[std::size_t(b.timer)].queries, 0, 2, sizeof ticks, ticks,
+                                           sizeof(std::uint64_t), vk::QueryResultFlagBits::e64);
+  if (r != vk::Result::eSuccess) return;
+  const double ms_per_tick = ctx_.properties.limits.timestampPeriod * 1e-6;
+  const double gpu = double(ticks[1] - ticks[0]) * ms_per_tick;
+  replay_ms_.push_back(gpu);
+  ++replay_times_.count;
+  replay_times_.gpu_ms += gpu;
+  if (last_replay_end_ != 0 && ticks[0] >= last_replay_end_) {
+    const double gap = double(ticks[0] - last_replay_end_) * ms_per_tick;
+    replay_gap_ms_.push_back(gap);
+    ++replay_times_.gaps;
+    replay_times_.gap_ms += gap;
+  }
+  last_replay_end_ = ticks[1];
+}
+
+void Stream::print_replay_times() {
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  const auto [lo, hi] = std::minmax_element(replay_ms_.begin(), replay_ms_.end());
+  const double min_ms = *lo, max_ms = *hi;
+  std::fprintf(stderr, "vulkan replays (%s): %zu timed, %.3f ms of GPU time a replay (median; %.3f to %.3f)",
+               ctx_.name.c_str(), replay_ms_.size(), median(replay_ms_), min_ms, max_ms);
+  if (!replay_gap_ms_.empty()) {
+    const double most = *std::max_element(replay_gap_ms_.begin(), replay_gap_ms_.end());
+    std::fprintf(stderr, ", %.3f ms from one's end to the next one's start (median; %.3f at most)",
+                 median(replay_gap_ms_), most);
+  }
+  std::fprintf(stderr, "\n");
+  replay_ms_.clear();
+  replay_gap_ms_.clear();
 }
 
 }  // namespace rumus::vulkan

@@ -64,6 +64,18 @@ class Stream {
   std::uint64_t submits() const { return submits_; }
   std::uint64_t drains() const { return drains_; }  // wait_all calls
   std::uint64_t commands() const { return commands_total_; }  // kernels and copies recorded outside captures
+  // RUMUS_VULKAN_PROFILE=1 also times every replay on the GPU, from the end
+  // of the work before it to the end of its own, and the time from one
+  // replay's end to the next one's start: eager work between them (new
+  // inputs) and the GPU's waits for a host that submits late. Totals since
+  // the stream began; each wait prints the medians since the last.
+  struct ReplayTimes {
+    std::uint64_t count = 0;  // replays timed
+    double gpu_ms = 0;        // their GPU time in all
+    std::uint64_t gaps = 0;   // replays after an earlier one
+    double gap_ms = 0;        // from the earlier one's end to their start, in all
+  };
+  const ReplayTimes& replay_times() const { return replay_times_; }
 
   // Capture: submits what is recorded, then records into a persistent command
   // buffer that is never submitted by the stream itself.
@@ -84,14 +96,23 @@ class Stream {
     vk::QueryPool queries;            // profiling only
     std::vector<std::string> labels;  // one per timestamp
     bool captured = false;            // a capture's buffer: its owner frees it
+    int timer = -1;                   // a replay's ReplayTimer (profiling only)
   };
+  // Two one-command buffers submitted around a replay, each writing a timestamp.
+  struct ReplayTimer {
+    vk::CommandBuffer begin, end;
+    vk::QueryPool queries;
+  };
+  int take_replay_timer();
+  void collect_replay_time(const Batch& b);
+  void print_replay_times();
   // RUMUS_VULKAN_PROFILE=1: a timestamp after every dispatch; the gaps between
   // consecutive ones are summed per label and printed to stderr at each wait.
   void collect_profile(Batch& b);
   // Waits while kMaxInFlight eager batches (or, for a replay, kMaxReplaysInFlight replays) are pending.
   void throttle(bool replay);
-  // Submits `cmd` with `fence`, signalling `serial` and taking the pending wait.
-  void queue_submit(vk::CommandBuffer cmd, vk::Fence fence, std::uint64_t serial);
+  // Submits `cmds` with `fence`, signalling `serial` and taking the pending wait.
+  void queue_submit(std::span<const vk::CommandBuffer> cmds, vk::Fence fence, std::uint64_t serial);
   void after_command();  // submits a full batch, or any batch once the device is idle
   vk::CommandBuffer current();
   // Inserts a barrier when this access conflicts with one since the last barrier.
@@ -117,6 +138,11 @@ class Stream {
   bool profile_ = false;
   std::map<std::string, std::pair<double, std::uint64_t>> profile_totals_;  // label -> (ms, count)
   std::uint64_t profile_dispatches_ = 0, profile_barriers_ = 0;  // since the last profile printed
+  std::vector<ReplayTimer> replay_timers_;
+  std::vector<int> spare_replay_timers_;
+  ReplayTimes replay_times_;
+  std::vector<double> replay_ms_, replay_gap_ms_;  // since the last print
+  std::uint64_t last_replay_end_ = 0;               // ticks; 0: none yet
 };
 
 }  // namespace rumus::vulkan

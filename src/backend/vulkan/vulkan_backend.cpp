@@ -514,6 +514,11 @@ DeviceStats VulkanBackend::stats() const {
   s.submits = stream_->submits();
   s.commands = stream_->commands();
   s.queue_drains = stream_->drains();
+  const Stream::ReplayTimes& replays = stream_->replay_times();
+  s.replays_timed = replays.count;
+  s.replay_gpu_ms = replays.gpu_ms;
+  s.replay_gaps = replays.gaps;
+  s.replay_gap_ms = replays.gap_ms;
   return s;
 }
 
