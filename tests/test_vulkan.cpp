@@ -1787,6 +1787,52 @@ TEST(VulkanConv, SixteenBitMatchesCpuOfTheRoundedOperands) {
     }
 }
 
+// How F(4x4, 3x3) rounds 16-bit tiles, at ResNet's layer1 scale (64
+// channels, 16 x 16, weights as Kaiming's): the rms error of the output and
+// of the input and weight gradients, each against the CPU's f32
+// convolution of the same rounded operands and relative to its rms. With
+// f16 tiles and products F(4x4, 3x3) stays below F(2x2, 3x3) on bf16 tiles
+// (the automatic choice for bf16), which its points 0, 1, -1, 2, -1/2 are
+// for; and it is within a few times F(2x2, 3x3) on f16 tiles.
+TEST(VulkanConv, WinogradFourByFourRoundsSixteenBitTilesWithinBf16sError) {
+  REQUIRE_VULKAN();
+  ConvRouteRestore restore;
+  vulkan::conv_route_override() = vulkan::ConvRoute::winograd;
+  auto rms_errors = [](DType dt, std::int64_t tile) {
+    vulkan::winograd_tile_override() = tile;
+    Generator gen(3);
+    const Tensor x = uniform({2, 64, 16, 16}, -1, 1, {}, &gen).to(dt).to(DType::f32);
+    const Tensor w = (uniform({64, 64, 3, 3}, -1, 1, {}, &gen) * std::sqrt(3.0 / 576)).to(dt).to(DType::f32);
+    const Tensor seed = uniform({2, 64, 16, 16}, -1, 1, {}, &gen).to(dt).to(DType::f32);
+    std::array<Tensor, 3> got, want;
+    for (int on_gpu : {0, 1}) {
+      const Device dev = on_gpu ? kGpu : Device::cpu();
+      const DType as = on_gpu ? dt : DType::f32;
+      Tensor xd = x.to(as).to(dev).detach().requires_grad_(), wd = w.to(as).to(dev).detach().requires_grad_();
+      Tensor y = conv2d(xd, wd, Tensor(), {.padding = {1, 1}});
+      GradientStore g = backward(y, seed.to(as).to(dev));
+      auto& out = on_gpu ? got : want;
+      out = {y, g.get(xd), g.get(wd)};
+    }
+    std::array<double, 3> errors{};
+    for (int i = 0; i < 3; ++i) {
+      const Tensor ref = want[i].to(DType::f64), diff = got[i].to(Device::cpu()).to(DType::f64) - ref;
+      errors[i] = std::sqrt(mean(diff * diff).item() / mean(ref * ref).item());
+    }
+    return errors;
+  };
+  const auto f16_4 = rms_errors(DType::f16, 4), f16_2 = rms_errors(DType::f16, 2), bf16_2 = rms_errors(DType::bf16, 2);
+  const char* names[] = {"output", "input gradient", "weight gradient"};
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(names[i]);
+    EXPECT_LT(f16_4[i], bf16_2[i]) << "f16 F(4x4, 3x3) " << f16_4[i] << ", bf16 F(2x2, 3x3) " << bf16_2[i];
+    EXPECT_LT(f16_4[i], 8 * f16_2[i]) << "f16 F(4x4, 3x3) " << f16_4[i] << ", f16 F(2x2, 3x3) " << f16_2[i];
+    EXPECT_GT(f16_4[i], 0.0);
+    std::printf("%s: rms error f16 F(4x4, 3x3) %.2e, f16 F(2x2, 3x3) %.2e, bf16 F(2x2, 3x3) %.2e\n", names[i], f16_4[i],
+                f16_2[i], bf16_2[i]);
+  }
+}
+
 // The benchmark knob's ways for Winograd: the automatic choice takes every
 // pass of a 3x3 stride-1 convolution of 8 channels or more; `winograd` the
 // stem's 3 channels too; `winograd_no_weight` is the automatic choice with
