@@ -1,28 +1,30 @@
 #version 450
-// Winograd F(4x4, 3x3) for 3x3 convolutions of stride 1 on contiguous f32 or
-// f16 operands (Lavin and Gray, 2015), at the points 0, 1, -1, 2, -1/2 and
-// infinity:
-// each 4 x 4 output tile is A^T [(G g G^T) . (B^T d B)] A for its 6 x 6 input
+// Winograd F(4x4, 3x3) for 3x3 convolutions of stride 1 on contiguous f32,
+// f16 or bf16 operands (Lavin and Gray, 2015), at the points 0, 1, -1, 2,
+// -1/2 and infinity: each 4 x 4 output tile is A^T [(G g G^T) . (B^T d B)] A for its 6 x 6 input
 // patch d, so the 144 multiplications of a tile's direct convolution become
 // 36, which the host runs as 36 products over the channels (gemm.comp), on
 // 2.25 transformed points a pixel where F(2x2, 3x3) (conv_winograd.comp)
 // has 4. The forward's three transforms:
 //   MODE 0, weights: one item per (row, reduction) pair, U[36][rows][reduction] = G g G^T;
-//   MODE 1, input:   one item per (channel, tile), V[36][reduction][tiles] = B^T d B, with zeros
-//                    in the padding;
-//   MODE 2, output:  one item per (row, tile), out = A^T m A from the products
+//   MODE 1, input:   one item per (channel, tile), V[36][reduction][tiles] = B^T d B / 32, with
+//                    zeros in the padding;
+//   MODE 2, output:  one item per (row, tile), out = 32 A^T m A from the products
 //                    m[36][rows][tiles], plus the bias, then the ReLU when RELU; rows and
 //                    columns past the output are not written.
 // The weight gradient runs them backwards, as conv_winograd.comp does:
-//   MODE 3, output gradient: one item per (row, tile), D[36][rows][tiles] = A dy A^T, with
-//                    zeros past the output;
-//   MODE 4, weight gradient: one item per (row, reduction) pair, the 3 x 3 gradient G^T s G
-//                    from the f32 sums s[36][rows][reduction].
+//   MODE 3, output gradient: one item per (row, tile), D[36][rows][tiles] = A dy A^T / 64,
+//                    with zeros past the output;
+//   MODE 4, weight gradient: one item per (row, reduction) pair, the 3 x 3 gradient
+//                    2048 G^T s G from the f32 sums s[36][rows][reduction].
 // The points: with Lavin's 0, 1, -1, 2, -2 the input transform scales by up
 // to 100, and f16 tiles' rounding errors reach 3e-2 of an output's rms;
 // -1/2 for -2 keeps it to 49 and the errors to 1.5e-2 (2.6e-3 in rms),
 // below those of bf16 tiles in F(2x2, 3x3).
-// The weight gradient stays F(2x2, 3x3) (conv_winograd.comp).
+// The scales keep 16-bit tiles in F(2x2, 3x3)'s range: B^T d B grows a
+// value up to 49 times (F(2x2, 3x3): 4) and A dy A^T up to 225, so loss-scaled
+// gradients would overflow f16 where F(2x2, 3x3) holds them; powers of two,
+// they cost no precision.
 // The arithmetic is f32 whatever the dtypes: DT_SRC is what binding 1 holds,
 // DT_DST what binding 0 gets; the bias is the result's dtype.
 #extension GL_EXT_control_flow_attributes : require
@@ -43,6 +45,8 @@ TENSOR(1)  // src
 TENSOR(2)  // bias
 layout(set = 0, binding = 0) buffer Q0 { vec4 v[]; } t0q;
 layout(set = 0, binding = 0) buffer D0 { uvec2 v[]; } t0d;
+
+const float kInputScale = 1.0 / 32.0, kOutputGradientScale = 1.0 / 64.0;
 
 float load_src(uint i) { return load1(DT_SRC, i); }
 void store_dst(uint i, float v) { store0(DT_DST, i, v); }
@@ -137,7 +141,7 @@ void input_tile(uint i) {
   const uint at = pc.off_dst + c * pc.tiles + p;
   [[unroll]] for (uint b = 0; b < 6; ++b) {  // B^T (d B), column by column
     const float[6] v = input_1d(s[0][b], s[1][b], s[2][b], s[3][b], s[4][b], s[5][b]);
-    [[unroll]] for (uint a = 0; a < 6; ++a) store_dst(at + (6 * a + b) * plane, v[a]);
+    [[unroll]] for (uint a = 0; a < 6; ++a) store_dst(at + (6 * a + b) * plane, kInputScale * v[a]);
   }
 }
 
@@ -158,7 +162,7 @@ void output_tile(uint i) {
   const bool quad = pc.out_w % 4 == 0 && base % 4 == 0;
   [[unroll]] for (uint a = 0; a < 4; ++a) {
     if (y0 + a >= pc.out_h) break;
-    vec4 y = output_1d(s[0][a], s[1][a], s[2][a], s[3][a], s[4][a], s[5][a]) + bias;
+    vec4 y = output_1d(s[0][a], s[1][a], s[2][a], s[3][a], s[4][a], s[5][a]) * (1.0 / kInputScale) + bias;
     if (RELU) y = max(y, 0.0);
     const uint row = base + (y0 + a) * pc.out_w + x0;
     if (quad) {
@@ -186,7 +190,7 @@ void output_gradient_tile(uint i) {
   const uint plane = pc.rows * pc.tiles, at = pc.off_dst + r * pc.tiles + p;
   [[unroll]] for (uint a = 0; a < 6; ++a) {  // (A dy) A^T, row by row
     const float[6] g = output_gradient_1d(t[a][0], t[a][1], t[a][2], t[a][3]);
-    [[unroll]] for (uint b = 0; b < 6; ++b) store_dst(at + (6 * a + b) * plane, g[b]);
+    [[unroll]] for (uint b = 0; b < 6; ++b) store_dst(at + (6 * a + b) * plane, kOutputGradientScale * g[b]);
   }
 }
 
@@ -201,7 +205,8 @@ void weight_gradient(uint i) {
   }
   const uint at_w = pc.off_dst + (r * pc.reduction + c) * 9;
   [[unroll]] for (uint a = 0; a < 3; ++a) {  // (G^T s) G, row by row
-    const vec3 w = weight_gradient_1d(t[0][a], t[1][a], t[2][a], t[3][a], t[4][a], t[5][a]);
+    const vec3 w = weight_gradient_1d(t[0][a], t[1][a], t[2][a], t[3][a], t[4][a], t[5][a]) *
+                   (1.0 / (kInputScale * kOutputGradientScale));
     [[unroll]] for (uint b = 0; b < 3; ++b) store_dst(at_w + a * 3 + b, w[b]);
   }
 }

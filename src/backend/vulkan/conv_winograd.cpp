@@ -5,9 +5,9 @@
 // Forward and data: the weights' transform once, then per chunk of the batch
 // the input transform into a workspace, 16 or 36 products (gemm.comp,
 // batched), and the output transform with the bias and the fused ReLU.
-// Weight: per chunk the input's and the output gradient's transforms, 16
-// products summed over the chunks' tiles, then the sums' transform into the
-// 3x3 gradient.
+// Weight: per chunk the input's and the output gradient's transforms, 16 or
+// 36 products summed over the chunks' tiles, then the sums' transform into
+// the 3x3 gradient.
 // F(2x2, 3x3) makes 4 multiplications of an output's 9, on 4 transformed
 // points an input pixel; F(4x4, 3x3) 2.25, on 2.25 points, with larger
 // rounding errors: with f16 tiles and products (64 to 256 channels, inputs

@@ -28,6 +28,10 @@ void full_barrier(vk::CommandBuffer cmd) {
 
 Stream::Stream(Context& ctx) : ctx_(ctx) {
   profile_ = env::on("RUMUS_VULKAN_PROFILE");
+  // Timestamps need the queue's support; their counter wraps at its valid bits.
+  const std::uint32_t valid_bits = ctx_.physical.getQueueFamilyProperties()[ctx_.queue_family].timestampValidBits;
+  if (!ctx_.properties.limits.timestampComputeAndGraphics || valid_bits == 0) profile_ = false;
+  tick_mask_ = valid_bits >= 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << valid_bits) - 1;
   pool_ = ctx_.device.createCommandPool(
       {.flags = vk::CommandPoolCreateFlagBits::eResetCommandBuffer, .queueFamilyIndex = ctx_.queue_family});
   vk::SemaphoreTypeCreateInfo type{.semaphoreType = vk::SemaphoreType::eTimeline, .initialValue = 0};
@@ -367,17 +371,18 @@ void Stream::collect_replay_time(const Batch& b) {
                                            sizeof(std::uint64_t), vk::QueryResultFlagBits::e64);
   if (r != vk::Result::eSuccess) return;
   const double ms_per_tick = ctx_.properties.limits.timestampPeriod * 1e-6;
-  const double gpu = double(ticks[1] - ticks[0]) * ms_per_tick;
+  const double gpu = double((ticks[1] - ticks[0]) & tick_mask_) * ms_per_tick;  // across a wrap too
   replay_ms_.push_back(gpu);
   ++replay_times_.count;
   replay_times_.gpu_ms += gpu;
-  if (last_replay_end_ != 0 && ticks[0] >= last_replay_end_) {
-    const double gap = double(ticks[0] - last_replay_end_) * ms_per_tick;
+  if (have_replay_end_) {
+    const double gap = double((ticks[0] - last_replay_end_) & tick_mask_) * ms_per_tick;
     replay_gap_ms_.push_back(gap);
     ++replay_times_.gaps;
     replay_times_.gap_ms += gap;
   }
   last_replay_end_ = ticks[1];
+  have_replay_end_ = true;
 }
 
 void Stream::print_replay_times() {

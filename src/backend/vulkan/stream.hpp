@@ -142,7 +142,9 @@ class Stream {
   std::vector<int> spare_replay_timers_;
   ReplayTimes replay_times_;
   std::vector<double> replay_ms_, replay_gap_ms_;  // since the last print
-  std::uint64_t last_replay_end_ = 0;               // ticks; 0: none yet
+  std::uint64_t last_replay_end_ = 0;               // ticks
+  bool have_replay_end_ = false;
+  std::uint64_t tick_mask_ = 0;                     // the timestamps' valid bits
 };
 
 }  // namespace rumus::vulkan
